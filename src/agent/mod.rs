@@ -1,0 +1,363 @@
+//! The agent loop: model → tools → model, until the model is done. Itself a
+//! `Service<RunRequest>`.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), agent_tower::BoxError> {
+//! use agent_tower::agent::Agent;
+//! use agent_tower::message::Message;
+//! use agent_tower::model::scripted::ScriptedModel;
+//! use agent_tower::run::{RunRequest, StopReason};
+//! use agent_tower::tool::{ToolCall, ToolOutput, ToolRouter, ToolSpec};
+//! use tower::{service_fn, ServiceExt};
+//!
+//! let tools = ToolRouter::new().route(
+//!     ToolSpec::new("get_time", "The current time."),
+//!     service_fn(|_: ToolCall| async { Ok::<_, std::convert::Infallible>(ToolOutput::text("12:00")) }),
+//! );
+//! let agent = Agent::new(ScriptedModel::new(), tools.clone()).tool_specs(tools.specs());
+//!
+//! let outcome = agent.oneshot(RunRequest::new(vec![Message::user("call get_time")])).await?;
+//! assert_eq!(outcome.stop, StopReason::EndTurn);
+//! // user, assistant (tool call), tool result, assistant (answer)
+//! assert_eq!(outcome.messages.len(), 4);
+//! assert!(outcome.messages[3].text().contains("12:00"));
+//! # Ok(()) }
+//! ```
+//!
+//! # What the loop does
+//!
+//! Each turn it calls the model with the conversation (plus the run's context entries as a system
+//! message) and every tool spec, consuming the model's stream to build the assistant message under
+//! the step's message id. When the model asked for tools, it runs the server-side calls
+//! concurrently, each under a fresh tool-message id, appends their results (a tool error or panic
+//! becomes an error result the model sees), and calls the model again. It stops when the model
+//! answers without tools, at `max_turns`, when the run's cancellation token fires, or when the
+//! model called client-side tools (their ids are returned as pending).
+//!
+//! A tool call whose id already has a result in the conversation is never run again, so a client
+//! re-sending history cannot trigger a tool twice.
+//!
+//! # Readiness
+//!
+//! The agent is always ready; each run clones the model and tool services and waits for their
+//! readiness inside its future before every call.
+
+mod step;
+
+use std::{
+    collections::HashSet,
+    fmt,
+    future::Future,
+    num::NonZeroU32,
+    panic::AssertUnwindSafe,
+    pin::Pin,
+    sync::Arc,
+    task::{Context, Poll},
+};
+
+use futures_util::FutureExt;
+use tower::ServiceExt;
+use tower_service::Service;
+use tracing::Instrument;
+
+use self::step::StepResult;
+use crate::{
+    BoxError,
+    id::MessageId,
+    message::{Message, ToolCallRequest},
+    model::{ModelOptions, ModelRequest, ModelService, Usage},
+    run::{ContextEntry, RunOutcome, RunRequest, StopReason},
+    tool::{ToolCall, ToolError, ToolOutput, ToolSpec},
+};
+
+#[derive(Debug, Clone)]
+struct Config {
+    tool_specs: Vec<ToolSpec>,
+    max_turns: NonZeroU32,
+    options: ModelOptions,
+}
+
+/// The model ↔ tools loop; see the [module docs](self).
+pub struct Agent<M, T> {
+    model: M,
+    tools: T,
+    config: Arc<Config>,
+}
+
+impl<M, T> Agent<M, T> {
+    /// An agent calling `model`, running tools through `tools`, at most 16 model turns a run.
+    pub fn new(model: M, tools: T) -> Self {
+        Self {
+            model,
+            tools,
+            config: Arc::new(Config {
+                tool_specs: Vec::new(),
+                max_turns: NonZeroU32::new(16).expect("16 is not zero"),
+                options: ModelOptions::default(),
+            }),
+        }
+    }
+
+    /// The tools the model is told about (typically [`ToolRouter::specs`](crate::tool::ToolRouter::specs)).
+    #[must_use]
+    pub fn tool_specs(mut self, specs: Vec<ToolSpec>) -> Self {
+        self.config_mut().tool_specs = specs;
+        self
+    }
+
+    /// The most model turns one run may take.
+    #[must_use]
+    pub fn max_turns(mut self, max_turns: NonZeroU32) -> Self {
+        self.config_mut().max_turns = max_turns;
+        self
+    }
+
+    /// Sampling options for every model call.
+    #[must_use]
+    pub fn model_options(mut self, options: ModelOptions) -> Self {
+        self.config_mut().options = options;
+        self
+    }
+
+    fn config_mut(&mut self) -> &mut Config {
+        Arc::make_mut(&mut self.config)
+    }
+}
+
+impl<M: Clone, T: Clone> Clone for Agent<M, T> {
+    fn clone(&self) -> Self {
+        Self {
+            model: self.model.clone(),
+            tools: self.tools.clone(),
+            config: self.config.clone(),
+        }
+    }
+}
+
+impl<M, T> fmt::Debug for Agent<M, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Agent")
+            .field("model", &std::any::type_name::<M>())
+            .field("tools", &std::any::type_name::<T>())
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+impl<M, T> Service<RunRequest> for Agent<M, T>
+where
+    M: ModelService + Clone + Send + 'static,
+    M::Future: Send,
+    M::Events: Send,
+    M::Failure: Into<BoxError>,
+    T: Service<ToolCall, Response = ToolOutput> + Clone + Send + 'static,
+    T::Future: Send,
+    T::Error: Into<BoxError>,
+{
+    type Response = RunOutcome;
+    type Error = BoxError;
+    type Future = ResponseFuture;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: RunRequest) -> Self::Future {
+        let span = tracing::info_span!(
+            "agent.run",
+            thread_id = %req.run.thread_id,
+            run_id = %req.run.run_id,
+        );
+        let run = run_loop(
+            self.model.clone(),
+            self.tools.clone(),
+            self.config.clone(),
+            req,
+        );
+        ResponseFuture(Box::pin(run.instrument(span)))
+    }
+}
+
+/// The agent's response future (boxed once per run, never per token).
+pub struct ResponseFuture(Pin<Box<dyn Future<Output = Result<RunOutcome, BoxError>> + Send>>);
+
+impl Future for ResponseFuture {
+    type Output = Result<RunOutcome, BoxError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.0.as_mut().poll(cx)
+    }
+}
+
+impl fmt::Debug for ResponseFuture {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResponseFuture").finish_non_exhaustive()
+    }
+}
+
+async fn run_loop<M, T>(
+    mut model: M,
+    tools: T,
+    config: Arc<Config>,
+    req: RunRequest,
+) -> Result<RunOutcome, BoxError>
+where
+    M: ModelService,
+    M::Failure: Into<BoxError>,
+    T: Service<ToolCall, Response = ToolOutput> + Clone,
+    T::Error: Into<BoxError>,
+{
+    let RunRequest {
+        mut messages,
+        client_tools,
+        context,
+        state,
+        run,
+    } = req;
+    let client_tool_names: HashSet<String> = client_tools.iter().map(|t| t.name.clone()).collect();
+    let mut specs = config.tool_specs.clone();
+    specs.extend(client_tools);
+    let mut usage = Usage::default();
+    let finish = |stop, messages, usage, pending| {
+        let mut outcome = RunOutcome::new(stop, messages, state.clone());
+        outcome.usage = usage;
+        outcome.pending_tool_calls = pending;
+        Ok(outcome)
+    };
+
+    for turn in 0..config.max_turns.get() {
+        if run.cancel.is_cancelled() {
+            return finish(StopReason::Cancelled, messages, usage, Vec::new());
+        }
+        let message_id = MessageId::new();
+        let request = ModelRequest {
+            messages: with_context(&context, &messages),
+            tools: specs.clone(),
+            options: config.options.clone(),
+            run: run.for_step(message_id.clone(), turn),
+        };
+        let step_span = tracing::info_span!("agent.model_step", turn, message_id = %message_id);
+        let step = tokio::select! {
+            biased;
+            () = run.cancel.cancelled() => None,
+            step = step::call_model(&mut model, request, message_id).instrument(step_span) => Some(step),
+        };
+        let Some(step) = step else {
+            return finish(StopReason::Cancelled, messages, usage, Vec::new());
+        };
+        let StepResult {
+            messages: new_messages,
+            tool_calls,
+            finish: finish_reason,
+            usage: step_usage,
+        } = step?;
+        usage.add(&step_usage);
+        messages.extend(new_messages);
+        if tool_calls.is_empty() {
+            return finish(
+                step::stop_reason(finish_reason.as_ref()),
+                messages,
+                usage,
+                Vec::new(),
+            );
+        }
+
+        let answered: HashSet<_> = messages
+            .iter()
+            .filter_map(|m| match m {
+                Message::Tool { tool_call_id, .. } => Some(tool_call_id.clone()),
+                _ => None,
+            })
+            .collect();
+        let (client_calls, server_calls): (Vec<_>, Vec<_>) = tool_calls
+            .into_iter()
+            .filter(|call| !answered.contains(&call.id))
+            .partition(|call| client_tool_names.contains(&call.name));
+
+        let runs = server_calls.into_iter().map(|call| {
+            let tools = tools.clone();
+            let run = run.for_step(MessageId::new(), turn);
+            let span =
+                tracing::info_span!("agent.tool_call", tool_call_id = %call.id, tool = %call.name);
+            call_tool(tools, call, run).instrument(span)
+        });
+        let results = tokio::select! {
+            biased;
+            () = run.cancel.cancelled() => None,
+            results = futures_util::future::join_all(runs) => Some(results),
+        };
+        let Some(results) = results else {
+            return finish(StopReason::Cancelled, messages, usage, Vec::new());
+        };
+        messages.extend(results);
+
+        if !client_calls.is_empty() {
+            let pending = client_calls.into_iter().map(|call| call.id).collect();
+            return finish(StopReason::ClientToolCalls, messages, usage, pending);
+        }
+    }
+    finish(StopReason::MaxTurns, messages, usage, Vec::new())
+}
+
+/// Runs one tool call; every failure (bad arguments, tool error, panic) becomes an error result.
+async fn call_tool<T>(tools: T, request: ToolCallRequest, run: crate::run::RunContext) -> Message
+where
+    T: Service<ToolCall, Response = ToolOutput>,
+    T::Error: Into<BoxError>,
+{
+    let message_id = run.message_id.clone();
+    let output = match parse_arguments(&request.arguments) {
+        Err(error) => ToolOutput::error(error.to_string()),
+        Ok(arguments) => {
+            let call = ToolCall {
+                id: request.id.clone(),
+                name: request.name.clone(),
+                arguments,
+                run,
+            };
+            match AssertUnwindSafe(tools.oneshot(call)).catch_unwind().await {
+                Ok(Ok(output)) => output,
+                Ok(Err(error)) => {
+                    ToolOutput::error(ToolError::from_boxed(error.into()).to_string())
+                }
+                Err(_panic) => {
+                    tracing::error!("tool panicked");
+                    ToolOutput::error(format!("tool `{}` panicked", request.name))
+                }
+            }
+        }
+    };
+    Message::Tool {
+        id: message_id,
+        tool_call_id: request.id,
+        content: output.content,
+        is_error: output.is_error,
+    }
+}
+
+fn parse_arguments(text: &str) -> Result<serde_json::Value, ToolError> {
+    if text.trim().is_empty() {
+        return Ok(serde_json::Value::Object(Default::default()));
+    }
+    serde_json::from_str(text).map_err(|e| {
+        ToolError::new(
+            crate::tool::ToolErrorKind::InvalidArguments,
+            format!("the arguments are not valid JSON: {e}"),
+        )
+    })
+}
+
+/// The model's view of the conversation: the run's context entries first, as a system message.
+fn with_context(context: &[ContextEntry], messages: &[Message]) -> Vec<Message> {
+    if context.is_empty() {
+        return messages.to_vec();
+    }
+    let mut text = String::from("Context:");
+    for entry in context {
+        text.push_str(&format!("\n- {}: {}", entry.description, entry.value));
+    }
+    let mut all = Vec::with_capacity(messages.len() + 1);
+    all.push(Message::system(text));
+    all.extend_from_slice(messages);
+    all
+}

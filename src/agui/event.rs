@@ -1,0 +1,727 @@
+//! The 31 event types of AG-UI 1.0, with their exact camelCase wire fields.
+//!
+//! Every optional field is *omitted* when empty: the official TypeScript client rejects an
+//! explicit `null`. Ids are any string.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use serde_with::skip_serializing_none;
+
+use super::input::{Interrupt, Message, RunAgentInput};
+use crate::id::{MessageId, RunId, ThreadId, ToolCallId};
+
+/// Fields every event may carry.
+#[skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BaseEvent {
+    /// Milliseconds since the Unix epoch.
+    pub timestamp: Option<u64>,
+    /// The native event this one was made from, for debugging.
+    pub raw_event: Option<Value>,
+    /// Free-form metadata; the key `"ag-ui"` is reserved.
+    pub metadata: Option<serde_json::Map<String, Value>>,
+}
+
+macro_rules! events {
+    ($( $(#[$doc:meta])* $variant:ident = $wire:literal, )*) => {
+        /// An AG-UI 1.0 event, tagged by `type` on the wire.
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+        #[serde(tag = "type")]
+        #[non_exhaustive]
+        pub enum Event {
+            $( $(#[$doc])* #[serde(rename = $wire)] $variant($variant), )*
+            /// An event type this library does not know; only produced by parsing.
+            #[serde(other, skip_serializing)]
+            Unknown,
+        }
+
+        /// The type of an [`Event`], without its fields.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum EventType {
+            $( $(#[$doc])* $variant, )*
+            /// An unknown type.
+            Unknown,
+        }
+
+        impl EventType {
+            /// The wire name, e.g. `"RUN_STARTED"`.
+            #[must_use]
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $( Self::$variant => $wire, )*
+                    Self::Unknown => "UNKNOWN",
+                }
+            }
+
+            /// Every known type, in the order of the specification.
+            pub const ALL: &'static [EventType] = &[$( Self::$variant, )*];
+        }
+
+        impl Event {
+            /// The event's type.
+            #[must_use]
+            pub fn kind(&self) -> EventType {
+                match self {
+                    $( Self::$variant(_) => EventType::$variant, )*
+                    Self::Unknown => EventType::Unknown,
+                }
+            }
+        }
+
+        $(
+            impl From<$variant> for Event {
+                fn from(event: $variant) -> Self {
+                    Self::$variant(event)
+                }
+            }
+        )*
+    };
+}
+
+events! {
+    /// A run started.
+    RunStarted = "RUN_STARTED",
+    /// A run finished (success, interrupt or cancelled).
+    RunFinished = "RUN_FINISHED",
+    /// A run failed. Terminal.
+    RunError = "RUN_ERROR",
+    /// A step (one model turn) started.
+    StepStarted = "STEP_STARTED",
+    /// A step finished.
+    StepFinished = "STEP_FINISHED",
+    /// A text message starts.
+    TextMessageStart = "TEXT_MESSAGE_START",
+    /// A piece of a text message.
+    TextMessageContent = "TEXT_MESSAGE_CONTENT",
+    /// A text message ends.
+    TextMessageEnd = "TEXT_MESSAGE_END",
+    /// Start, content and end in one (the client expands it).
+    TextMessageChunk = "TEXT_MESSAGE_CHUNK",
+    /// A tool call starts.
+    ToolCallStart = "TOOL_CALL_START",
+    /// A piece of a tool call's JSON arguments.
+    ToolCallArgs = "TOOL_CALL_ARGS",
+    /// A tool call's arguments are complete (not: the tool ran).
+    ToolCallEnd = "TOOL_CALL_END",
+    /// Start, args and end in one (the client expands it).
+    ToolCallChunk = "TOOL_CALL_CHUNK",
+    /// A tool call's result, as a new tool message.
+    ToolCallResult = "TOOL_CALL_RESULT",
+    /// The whole shared state.
+    StateSnapshot = "STATE_SNAPSHOT",
+    /// An RFC 6902 patch of the shared state.
+    StateDelta = "STATE_DELTA",
+    /// The whole conversation.
+    MessagesSnapshot = "MESSAGES_SNAPSHOT",
+    /// Creates or replaces an activity message.
+    ActivitySnapshot = "ACTIVITY_SNAPSHOT",
+    /// Patches an activity message.
+    ActivityDelta = "ACTIVITY_DELTA",
+    /// An event from another system, passed through.
+    Raw = "RAW",
+    /// An application-defined event.
+    Custom = "CUSTOM",
+    /// A reasoning span starts.
+    ReasoningStart = "REASONING_START",
+    /// A reasoning span ends.
+    ReasoningEnd = "REASONING_END",
+    /// A reasoning message starts.
+    ReasoningMessageStart = "REASONING_MESSAGE_START",
+    /// A piece of a reasoning message.
+    ReasoningMessageContent = "REASONING_MESSAGE_CONTENT",
+    /// A reasoning message ends.
+    ReasoningMessageEnd = "REASONING_MESSAGE_END",
+    /// Reasoning start, content and end in one.
+    ReasoningMessageChunk = "REASONING_MESSAGE_CHUNK",
+    /// Encrypted reasoning, for zero-data-retention providers.
+    ReasoningEncryptedValue = "REASONING_ENCRYPTED_VALUE",
+    /// A sub-agent run started.
+    SubagentStarted = "SUBAGENT_STARTED",
+    /// A sub-agent run finished.
+    SubagentFinished = "SUBAGENT_FINISHED",
+    /// A sub-agent run failed.
+    SubagentError = "SUBAGENT_ERROR",
+}
+
+/// Declares one event struct: base fields flattened, camelCase, options omitted.
+macro_rules! event_struct {
+    ($(#[$doc:meta])* $name:ident { $( $(#[$fdoc:meta])* $field:ident : $ty:ty ),* $(,)? }) => {
+        $(#[$doc])*
+        #[skip_serializing_none]
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        pub struct $name {
+            $( $(#[$fdoc])* pub $field: $ty, )*
+            /// Base fields.
+            #[serde(flatten)]
+            pub base: BaseEvent,
+        }
+    };
+}
+
+event_struct! {
+    /// `RUN_STARTED`.
+    RunStarted {
+        /// The thread.
+        thread_id: ThreadId,
+        /// The run.
+        run_id: RunId,
+        /// The run this one branches from.
+        parent_run_id: Option<RunId>,
+        /// The input, echoed.
+        input: Option<Box<RunAgentInput>>,
+        /// The protocol version the producer speaks; `"1.0"` here.
+        protocol_version: Option<String>,
+    }
+}
+
+event_struct! {
+    /// `RUN_FINISHED`.
+    RunFinished {
+        /// The thread.
+        thread_id: ThreadId,
+        /// The run.
+        run_id: RunId,
+        /// The run's result, free-form.
+        result: Option<Value>,
+        /// How the run ended; absent means success.
+        outcome: Option<RunFinishedOutcome>,
+        /// Token usage.
+        usage: Option<Vec<TokenUsage>>,
+    }
+}
+
+event_struct! {
+    /// `RUN_ERROR`.
+    RunError {
+        /// What went wrong, for people.
+        message: String,
+        /// A stable machine-readable code.
+        code: Option<String>,
+        /// Token usage until the error.
+        usage: Option<Vec<TokenUsage>>,
+    }
+}
+
+event_struct! {
+    /// `STEP_STARTED`.
+    StepStarted {
+        /// The step's name, unique among active steps.
+        step_name: String,
+        /// The sub-agent run this belongs to.
+        subagent_run_id: Option<String>,
+    }
+}
+
+event_struct! {
+    /// `STEP_FINISHED`.
+    StepFinished {
+        /// The step's name.
+        step_name: String,
+        /// The sub-agent run this belongs to.
+        subagent_run_id: Option<String>,
+    }
+}
+
+/// The author of a streamed text message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TextMessageRole {
+    /// The developer.
+    Developer,
+    /// The system.
+    System,
+    /// The assistant (the default).
+    Assistant,
+    /// The user.
+    User,
+}
+
+event_struct! {
+    /// `TEXT_MESSAGE_START`.
+    TextMessageStart {
+        /// The message.
+        message_id: MessageId,
+        /// Its author (default assistant).
+        role: Option<TextMessageRole>,
+        /// The author's name.
+        name: Option<String>,
+        /// The sub-agent run this belongs to.
+        subagent_run_id: Option<String>,
+    }
+}
+
+event_struct! {
+    /// `TEXT_MESSAGE_CONTENT`.
+    TextMessageContent {
+        /// The message.
+        message_id: MessageId,
+        /// The new text (may be empty).
+        delta: String,
+        /// The sub-agent run this belongs to.
+        subagent_run_id: Option<String>,
+    }
+}
+
+event_struct! {
+    /// `TEXT_MESSAGE_END`.
+    TextMessageEnd {
+        /// The message.
+        message_id: MessageId,
+        /// The sub-agent run this belongs to.
+        subagent_run_id: Option<String>,
+    }
+}
+
+event_struct! {
+    /// `TEXT_MESSAGE_CHUNK`.
+    TextMessageChunk {
+        /// The message (required on the first chunk).
+        message_id: Option<MessageId>,
+        /// Its author.
+        role: Option<TextMessageRole>,
+        /// The new text.
+        delta: Option<String>,
+        /// The author's name.
+        name: Option<String>,
+        /// The sub-agent run this belongs to.
+        subagent_run_id: Option<String>,
+    }
+}
+
+event_struct! {
+    /// `TOOL_CALL_START`.
+    ToolCallStart {
+        /// The call.
+        tool_call_id: ToolCallId,
+        /// The tool's name.
+        tool_call_name: String,
+        /// The assistant message the call belongs to.
+        parent_message_id: Option<MessageId>,
+        /// The sub-agent run this belongs to.
+        subagent_run_id: Option<String>,
+    }
+}
+
+event_struct! {
+    /// `TOOL_CALL_ARGS`.
+    ToolCallArgs {
+        /// The call.
+        tool_call_id: ToolCallId,
+        /// A fragment of the JSON arguments.
+        delta: String,
+        /// The sub-agent run this belongs to.
+        subagent_run_id: Option<String>,
+    }
+}
+
+event_struct! {
+    /// `TOOL_CALL_END`.
+    ToolCallEnd {
+        /// The call.
+        tool_call_id: ToolCallId,
+        /// The sub-agent run this belongs to.
+        subagent_run_id: Option<String>,
+    }
+}
+
+event_struct! {
+    /// `TOOL_CALL_CHUNK`.
+    ToolCallChunk {
+        /// The call (required on the first chunk).
+        tool_call_id: Option<ToolCallId>,
+        /// The tool's name (required on the first chunk).
+        tool_call_name: Option<String>,
+        /// The assistant message the call belongs to.
+        parent_message_id: Option<MessageId>,
+        /// A fragment of the JSON arguments.
+        delta: Option<String>,
+        /// The sub-agent run this belongs to.
+        subagent_run_id: Option<String>,
+    }
+}
+
+/// The role of a tool result message: always `"tool"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolRole {
+    /// `"tool"`.
+    Tool,
+}
+
+event_struct! {
+    /// `TOOL_CALL_RESULT`.
+    ToolCallResult {
+        /// The new tool message.
+        message_id: MessageId,
+        /// The call answered.
+        tool_call_id: ToolCallId,
+        /// The result.
+        content: super::input::ToolContent,
+        /// Always `tool`.
+        role: Option<ToolRole>,
+        /// The sub-agent run this belongs to.
+        subagent_run_id: Option<String>,
+    }
+}
+
+event_struct! {
+    /// `STATE_SNAPSHOT`.
+    StateSnapshot {
+        /// The whole state.
+        snapshot: Value,
+        /// The sub-agent run this belongs to.
+        subagent_run_id: Option<String>,
+    }
+}
+
+event_struct! {
+    /// `STATE_DELTA`.
+    StateDelta {
+        /// RFC 6902 operations.
+        delta: Vec<Value>,
+        /// The sub-agent run this belongs to.
+        subagent_run_id: Option<String>,
+    }
+}
+
+event_struct! {
+    /// `MESSAGES_SNAPSHOT`.
+    MessagesSnapshot {
+        /// The whole conversation.
+        messages: Vec<Message>,
+    }
+}
+
+event_struct! {
+    /// `ACTIVITY_SNAPSHOT`.
+    ActivitySnapshot {
+        /// The activity message.
+        message_id: MessageId,
+        /// What kind of activity, e.g. `"tool_call"`.
+        activity_type: String,
+        /// The activity's content.
+        content: Value,
+        /// Whether to replace an existing message (default true).
+        replace: Option<bool>,
+        /// The sub-agent run this belongs to.
+        subagent_run_id: Option<String>,
+    }
+}
+
+event_struct! {
+    /// `ACTIVITY_DELTA`.
+    ActivityDelta {
+        /// The activity message.
+        message_id: MessageId,
+        /// What kind of activity.
+        activity_type: String,
+        /// RFC 6902 operations on the content.
+        patch: Vec<Value>,
+        /// The sub-agent run this belongs to.
+        subagent_run_id: Option<String>,
+    }
+}
+
+event_struct! {
+    /// `RAW`.
+    Raw {
+        /// The foreign event.
+        event: Value,
+        /// Where it came from.
+        source: Option<String>,
+        /// The sub-agent run this belongs to.
+        subagent_run_id: Option<String>,
+    }
+}
+
+event_struct! {
+    /// `CUSTOM`.
+    Custom {
+        /// The event's name, e.g. `"PredictState"`.
+        name: String,
+        /// Its value.
+        value: Value,
+        /// The sub-agent run this belongs to.
+        subagent_run_id: Option<String>,
+    }
+}
+
+event_struct! {
+    /// `REASONING_START`.
+    ReasoningStart {
+        /// The reasoning span.
+        message_id: MessageId,
+        /// The sub-agent run this belongs to.
+        subagent_run_id: Option<String>,
+    }
+}
+
+event_struct! {
+    /// `REASONING_END`.
+    ReasoningEnd {
+        /// The reasoning span.
+        message_id: MessageId,
+        /// The sub-agent run this belongs to.
+        subagent_run_id: Option<String>,
+    }
+}
+
+/// The role of a reasoning message: always `"reasoning"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReasoningRole {
+    /// `"reasoning"`.
+    Reasoning,
+}
+
+event_struct! {
+    /// `REASONING_MESSAGE_START`.
+    ReasoningMessageStart {
+        /// The reasoning message.
+        message_id: MessageId,
+        /// Always `reasoning`.
+        role: ReasoningRole,
+        /// The sub-agent run this belongs to.
+        subagent_run_id: Option<String>,
+    }
+}
+
+event_struct! {
+    /// `REASONING_MESSAGE_CONTENT`.
+    ReasoningMessageContent {
+        /// The reasoning message.
+        message_id: MessageId,
+        /// The new text.
+        delta: String,
+        /// The sub-agent run this belongs to.
+        subagent_run_id: Option<String>,
+    }
+}
+
+event_struct! {
+    /// `REASONING_MESSAGE_END`.
+    ReasoningMessageEnd {
+        /// The reasoning message.
+        message_id: MessageId,
+        /// The sub-agent run this belongs to.
+        subagent_run_id: Option<String>,
+    }
+}
+
+event_struct! {
+    /// `REASONING_MESSAGE_CHUNK`.
+    ReasoningMessageChunk {
+        /// The reasoning message (required on the first chunk).
+        message_id: Option<MessageId>,
+        /// The new text.
+        delta: Option<String>,
+        /// The sub-agent run this belongs to.
+        subagent_run_id: Option<String>,
+    }
+}
+
+/// What an encrypted reasoning value belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EncryptedValueSubtype {
+    /// A tool call.
+    ToolCall,
+    /// A message.
+    Message,
+}
+
+event_struct! {
+    /// `REASONING_ENCRYPTED_VALUE`.
+    ReasoningEncryptedValue {
+        /// What it belongs to.
+        subtype: EncryptedValueSubtype,
+        /// The id of the tool call or message.
+        entity_id: String,
+        /// The opaque value.
+        encrypted_value: String,
+        /// The sub-agent run this belongs to.
+        subagent_run_id: Option<String>,
+    }
+}
+
+event_struct! {
+    /// `SUBAGENT_STARTED`.
+    SubagentStarted {
+        /// The sub-agent run.
+        subagent_run_id: String,
+        /// The sub-agent's name.
+        name: String,
+        /// What it does.
+        description: Option<String>,
+        /// The sub-agent run that started this one.
+        parent_subagent_run_id: Option<String>,
+        /// The tool call that started it.
+        parent_tool_call_id: Option<ToolCallId>,
+        /// The message that started it.
+        parent_message_id: Option<MessageId>,
+    }
+}
+
+/// How a sub-agent run finished.
+#[skip_serializing_none]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(
+    tag = "type",
+    rename_all = "lowercase",
+    rename_all_fields = "camelCase"
+)]
+pub enum SubagentOutcome {
+    /// It completed.
+    Success,
+    /// It waits for input.
+    Suspended {
+        /// The interrupts it waits on.
+        interrupt_ids: Option<Vec<String>>,
+    },
+}
+
+event_struct! {
+    /// `SUBAGENT_FINISHED`.
+    SubagentFinished {
+        /// The sub-agent run.
+        subagent_run_id: String,
+        /// Its result.
+        result: Option<Value>,
+        /// How it finished.
+        outcome: Option<SubagentOutcome>,
+    }
+}
+
+event_struct! {
+    /// `SUBAGENT_ERROR`.
+    SubagentError {
+        /// The sub-agent run.
+        subagent_run_id: String,
+        /// What went wrong.
+        message: String,
+        /// A machine-readable code.
+        code: Option<String>,
+    }
+}
+
+/// How a run finished (`RUN_FINISHED.outcome`).
+#[skip_serializing_none]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(
+    tag = "type",
+    rename_all = "lowercase",
+    rename_all_fields = "camelCase"
+)]
+pub enum RunFinishedOutcome {
+    /// The run completed.
+    Success {
+        /// Client-side tool calls the next input must answer.
+        pending_tool_call_ids: Option<Vec<ToolCallId>>,
+    },
+    /// The run waits for the client to resolve interrupts.
+    Interrupt {
+        /// At least one interrupt.
+        interrupts: Vec<Interrupt>,
+    },
+    /// The run was cancelled.
+    Cancelled,
+}
+
+/// Token counts in `RUN_FINISHED` / `RUN_ERROR`.
+#[skip_serializing_none]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenUsage {
+    /// The provider.
+    pub provider: Option<String>,
+    /// The model.
+    pub model: Option<String>,
+    /// Prompt tokens.
+    pub input_tokens: Option<u64>,
+    /// Answer tokens.
+    pub output_tokens: Option<u64>,
+    /// Both.
+    pub total_tokens: Option<u64>,
+    /// Reasoning tokens.
+    pub reasoning_tokens: Option<u64>,
+    /// Prompt tokens from a cache.
+    pub cached_input_tokens: Option<u64>,
+    /// Prompt tokens written to a cache.
+    pub cache_write_input_tokens: Option<u64>,
+}
+
+impl From<&crate::model::Usage> for TokenUsage {
+    fn from(usage: &crate::model::Usage) -> Self {
+        Self {
+            input_tokens: Some(usage.input_tokens),
+            output_tokens: Some(usage.output_tokens),
+            total_tokens: Some(usage.total_tokens()),
+            reasoning_tokens: usage.reasoning_tokens,
+            cached_input_tokens: usage.cached_input_tokens,
+            ..Self::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn there_are_31_event_types() {
+        assert_eq!(EventType::ALL.len(), 31);
+    }
+
+    #[test]
+    fn options_are_omitted_never_null() {
+        let event = Event::from(TextMessageStart {
+            message_id: "m1".into(),
+            role: None,
+            name: None,
+            subagent_run_id: None,
+            base: BaseEvent::default(),
+        });
+        assert_eq!(
+            serde_json::to_value(&event).unwrap(),
+            json!({"type": "TEXT_MESSAGE_START", "messageId": "m1"})
+        );
+    }
+
+    #[test]
+    fn outcome_is_a_tagged_union() {
+        let event = Event::from(RunFinished {
+            thread_id: "t".into(),
+            run_id: "r".into(),
+            result: None,
+            outcome: Some(RunFinishedOutcome::Success {
+                pending_tool_call_ids: Some(vec!["call_1".into()]),
+            }),
+            usage: None,
+            base: BaseEvent::default(),
+        });
+        assert_eq!(
+            serde_json::to_value(&event).unwrap(),
+            json!({"type": "RUN_FINISHED", "threadId": "t", "runId": "r",
+                   "outcome": {"type": "success", "pendingToolCallIds": ["call_1"]}})
+        );
+    }
+
+    #[test]
+    fn parses_base_fields_and_unknown_types() {
+        let event: Event = serde_json::from_value(json!({
+            "type": "TOOL_CALL_ARGS", "toolCallId": "c", "delta": "{", "timestamp": 5,
+            "somethingNew": true
+        }))
+        .unwrap();
+        let Event::ToolCallArgs(args) = event else {
+            panic!("wrong variant")
+        };
+        assert_eq!(args.base.timestamp, Some(5));
+        let unknown: Event = serde_json::from_value(json!({"type": "FROM_THE_FUTURE"})).unwrap();
+        assert_eq!(unknown.kind(), EventType::Unknown);
+    }
+}

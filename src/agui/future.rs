@@ -1,0 +1,457 @@
+//! Response futures of [`Agui`](super::Agui).
+
+use std::{
+    fmt,
+    future::Future,
+    pin::Pin,
+    task::{Context, Poll, ready},
+};
+
+use pin_project_lite::pin_project;
+use serde_json::json;
+
+use super::{
+    AguiOptions, Event, ModelEncoder, ResponseStream,
+    event::{
+        BaseEvent, MessagesSnapshot, RunError, RunFinished, RunFinishedOutcome, TokenUsage,
+        ToolCallResult, ToolRole,
+    },
+    input::ToolContent,
+    service::{activity_snapshot, state_snapshot},
+};
+use crate::{
+    BoxError,
+    id::{MessageId, RunId, ThreadId, ToolCallId},
+    model::ModelEvent,
+    run::{RunOutcome, StopReason},
+    stream::Outbox,
+    tool::{ToolCall, ToolOutput},
+    transport::Transport,
+};
+
+pin_project! {
+    /// The future of a wrapped model call: resolves to the model's stream, teed.
+    ///
+    /// A call that fails before streaming emits nothing (the step never started).
+    pub struct ResponseFuture<F, T> {
+        #[pin]
+        inner: F,
+        start: Option<(Outbox<T, Event>, ModelEncoder)>,
+    }
+}
+
+impl<F, T> ResponseFuture<F, T> {
+    pub(crate) fn new(inner: F, outbox: Outbox<T, Event>, encoder: ModelEncoder) -> Self {
+        Self {
+            inner,
+            start: Some((outbox, encoder)),
+        }
+    }
+}
+
+impl<F, St, E, T> Future for ResponseFuture<F, T>
+where
+    F: Future<Output = Result<St, E>>,
+    St: futures_core::Stream<Item = Result<ModelEvent, E>>,
+    T: Transport<Event>,
+{
+    type Output = Result<ResponseStream<St, T>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let stream = ready!(this.inner.poll(cx))?;
+        let (outbox, encoder) = this
+            .start
+            .take()
+            .expect("ResponseFuture polled after completion");
+        Poll::Ready(Ok(ResponseStream::with_outbox(stream, outbox, encoder)))
+    }
+}
+
+impl<F, T> fmt::Debug for ResponseFuture<F, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResponseFuture")
+            .field("inner", &std::any::type_name::<F>())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a tool call's `TOOL_CALL_RESULT` needs.
+#[derive(Debug)]
+pub(crate) struct ToolResult {
+    pub(crate) tool_call_id: ToolCallId,
+    pub(crate) message_id: MessageId,
+    pub(crate) emit: bool,
+}
+
+/// The activity message shown while a tool runs.
+#[derive(Debug)]
+pub(crate) struct ToolActivity {
+    message_id: MessageId,
+    tool_call_id: ToolCallId,
+    tool_name: String,
+}
+
+impl ToolActivity {
+    pub(crate) fn new(message_id: MessageId, call: &ToolCall) -> Self {
+        Self {
+            message_id,
+            tool_call_id: call.id.clone(),
+            tool_name: call.name.clone(),
+        }
+    }
+
+    pub(crate) fn snapshot(&self, status: &str) -> Event {
+        activity_snapshot(
+            self.message_id.clone(),
+            json!({"toolCallId": self.tool_call_id, "toolName": self.tool_name, "status": status}),
+        )
+    }
+}
+
+pin_project! {
+    /// The future of a wrapped tool call: the tool's own result, once `TOOL_CALL_RESULT` is out.
+    pub struct ToolResponseFuture<F, T>
+    where
+        F: Future,
+        T: Transport<Event>,
+    {
+        #[pin]
+        inner: F,
+        outbox: Outbox<T, Event>,
+        result: ToolResult,
+        activity: Option<ToolActivity>,
+        output: Option<F::Output>,
+        done: bool,
+    }
+
+    impl<F, T> PinnedDrop for ToolResponseFuture<F, T>
+    where
+        F: Future,
+        T: Transport<Event>,
+    {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            if *this.done {
+                return;
+            }
+            if this.output.is_none() {
+                if let Some(activity) = this.activity.take() {
+                    this.outbox.queue().push_back(activity.snapshot("cancelled"));
+                }
+            }
+            this.outbox.send_now();
+        }
+    }
+}
+
+impl<F, T> ToolResponseFuture<F, T>
+where
+    F: Future,
+    T: Transport<Event>,
+{
+    pub(crate) fn new(
+        inner: F,
+        outbox: Outbox<T, Event>,
+        result: ToolResult,
+        activity: Option<ToolActivity>,
+    ) -> Self {
+        Self {
+            inner,
+            outbox,
+            result,
+            activity,
+            output: None,
+            done: false,
+        }
+    }
+}
+
+impl<F, E, T> Future for ToolResponseFuture<F, T>
+where
+    F: Future<Output = Result<ToolOutput, E>>,
+    E: fmt::Display,
+    T: Transport<Event>,
+{
+    type Output = Result<ToolOutput, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        if this.output.is_none() {
+            ready!(this.outbox.poll_drain(cx));
+            let output = ready!(this.inner.poll(cx));
+            let (content, failed) = match &output {
+                Ok(out) => (ToolContent::from_parts(&out.content), out.is_error),
+                Err(error) => (ToolContent::Text(error.to_string()), true),
+            };
+            if this.result.emit {
+                this.outbox.push(
+                    ToolCallResult {
+                        message_id: this.result.message_id.clone(),
+                        tool_call_id: this.result.tool_call_id.clone(),
+                        content,
+                        role: Some(ToolRole::Tool),
+                        subagent_run_id: None,
+                        base: BaseEvent::default(),
+                    }
+                    .into(),
+                );
+            }
+            if let Some(activity) = this.activity.take() {
+                this.outbox
+                    .push(activity.snapshot(if failed { "failed" } else { "completed" }));
+            }
+            *this.output = Some(output);
+        }
+        ready!(this.outbox.poll_flush(cx));
+        *this.done = true;
+        Poll::Ready(
+            this.output
+                .take()
+                .expect("ToolResponseFuture polled after completion"),
+        )
+    }
+}
+
+impl<F: Future, T: Transport<Event>> fmt::Debug for ToolResponseFuture<F, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolResponseFuture")
+            .field("inner", &std::any::type_name::<F>())
+            .field("result", &self.result)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The ids on a run's events.
+#[derive(Debug, Clone)]
+pub(crate) struct RunIds {
+    pub(crate) thread_id: ThreadId,
+    pub(crate) run_id: RunId,
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<F> {
+        Running { #[pin] inner: F },
+        Rejected { error: Option<BoxError> },
+        Done,
+    }
+}
+
+pin_project! {
+    /// The future of a wrapped run: `RUN_STARTED` first, exactly one terminal event last.
+    ///
+    /// On success it emits the final state snapshot (if configured), `MESSAGES_SNAPSHOT` and
+    /// `RUN_FINISHED`; on error, `RUN_ERROR`; when dropped before the end, the inner run is torn
+    /// down first (so its steps close what they opened) and then `RUN_FINISHED` with a
+    /// `cancelled` outcome is sent without waiting.
+    pub struct RunResponseFuture<F, T>
+    where
+        T: Transport<Event>,
+    {
+        #[pin]
+        state: State<F>,
+        outbox: Outbox<T, Event>,
+        ids: Option<RunIds>,
+        options: AguiOptions,
+        result: Option<Result<RunOutcome, BoxError>>,
+        span: tracing::Span,
+        done: bool,
+    }
+
+    impl<F, T> PinnedDrop for RunResponseFuture<F, T>
+    where
+        T: Transport<Event>,
+    {
+        fn drop(this: Pin<&mut Self>) {
+            let mut this = this.project();
+            if *this.done {
+                return;
+            }
+            if this.result.is_none() {
+                // Tear the run down first: its steps close their messages and tool calls.
+                this.state.set(State::Done);
+                if let Some(ids) = this.ids.as_ref() {
+                    this.outbox.queue().push_back(run_finished(ids, RunFinishedOutcome::Cancelled, None, None));
+                }
+            }
+            this.outbox.send_now();
+        }
+    }
+}
+
+impl<F, T: Transport<Event>> RunResponseFuture<F, T> {
+    pub(crate) fn new(
+        inner: F,
+        outbox: Outbox<T, Event>,
+        ids: RunIds,
+        options: AguiOptions,
+        span: tracing::Span,
+    ) -> Self {
+        Self {
+            state: State::Running { inner },
+            outbox,
+            ids: Some(ids),
+            options,
+            result: None,
+            span,
+            done: false,
+        }
+    }
+
+    pub(crate) fn rejected(outbox: Outbox<T, Event>, error: BoxError) -> Self {
+        Self {
+            state: State::Rejected { error: Some(error) },
+            outbox,
+            ids: None,
+            options: AguiOptions::default(),
+            result: None,
+            span: tracing::Span::none(),
+            done: false,
+        }
+    }
+}
+
+impl<F, E, T> Future for RunResponseFuture<F, T>
+where
+    F: Future<Output = Result<RunOutcome, E>>,
+    E: Into<BoxError>,
+    T: Transport<Event>,
+{
+    type Output = Result<RunOutcome, BoxError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        let _entered = this.span.enter();
+        if this.result.is_none() {
+            // RUN_STARTED (and the initial snapshot) go out before the run does anything.
+            ready!(this.outbox.poll_drain(cx));
+            let result = match this.state.as_mut().project() {
+                StateProj::Running { inner } => ready!(inner.poll(cx)).map_err(Into::into),
+                StateProj::Rejected { error } => Err(error
+                    .take()
+                    .expect("RunResponseFuture polled after completion")),
+                StateProj::Done => panic!("RunResponseFuture polled after completion"),
+            };
+            this.state.set(State::Done);
+            if let Some(ids) = this.ids.as_ref() {
+                let terminal = terminal_events(ids, this.options, &result);
+                this.outbox.queue().extend(terminal);
+            }
+            *this.result = Some(result);
+        }
+        ready!(this.outbox.poll_flush(cx));
+        *this.done = true;
+        Poll::Ready(
+            this.result
+                .take()
+                .expect("RunResponseFuture polled after completion"),
+        )
+    }
+}
+
+impl<F, T: Transport<Event>> fmt::Debug for RunResponseFuture<F, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RunResponseFuture")
+            .field("inner", &std::any::type_name::<F>())
+            .field("ids", &self.ids)
+            .finish_non_exhaustive()
+    }
+}
+
+fn terminal_events(
+    ids: &RunIds,
+    options: &AguiOptions,
+    result: &Result<RunOutcome, BoxError>,
+) -> Vec<Event> {
+    let outcome = match result {
+        Ok(outcome) => outcome,
+        Err(error) => {
+            let (code, message) = classify(error.as_ref());
+            tracing::debug!(code, %message, "run failed");
+            return vec![
+                RunError {
+                    message,
+                    code: Some(code.to_owned()),
+                    usage: None,
+                    base: BaseEvent::default(),
+                }
+                .into(),
+            ];
+        }
+    };
+    let mut events = Vec::with_capacity(3);
+    if let Some(state) = outcome
+        .state
+        .as_ref()
+        .filter(|_| options.state_snapshots().last())
+    {
+        events.push(state_snapshot(state.clone()));
+    }
+    if options.messages_snapshot() {
+        events.push(
+            MessagesSnapshot {
+                messages: outcome.messages.iter().map(Into::into).collect(),
+                base: BaseEvent::default(),
+            }
+            .into(),
+        );
+    }
+    let finished = match outcome.stop {
+        StopReason::Cancelled => RunFinishedOutcome::Cancelled,
+        StopReason::ClientToolCalls => RunFinishedOutcome::Success {
+            pending_tool_call_ids: Some(outcome.pending_tool_calls.clone()),
+        },
+        _ => RunFinishedOutcome::Success {
+            pending_tool_call_ids: None,
+        },
+    };
+    let result = match outcome.stop {
+        StopReason::MaxTokens | StopReason::MaxTurns | StopReason::Refusal => {
+            Some(json!({ "stopReason": outcome.stop }))
+        }
+        _ => None,
+    };
+    let usage = (!outcome.usage.is_empty()).then(|| vec![TokenUsage::from(&outcome.usage)]);
+    events.push(run_finished(ids, finished, result, usage));
+    events
+}
+
+fn run_finished(
+    ids: &RunIds,
+    outcome: RunFinishedOutcome,
+    result: Option<serde_json::Value>,
+    usage: Option<Vec<TokenUsage>>,
+) -> Event {
+    RunFinished {
+        thread_id: ids.thread_id.clone(),
+        run_id: ids.run_id.clone(),
+        result,
+        outcome: Some(outcome),
+        usage,
+        base: BaseEvent::default(),
+    }
+    .into()
+}
+
+/// A `RUN_ERROR` code and message for an error, from its type (never from its text).
+fn classify(error: &(dyn std::error::Error + 'static)) -> (&'static str, String) {
+    let message = error.to_string();
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = cause {
+        if let Some(model) = e.downcast_ref::<crate::model::ModelError>() {
+            return (model.kind().as_str(), message);
+        }
+        if e.is::<tower::timeout::error::Elapsed>() {
+            return ("timeout", message);
+        }
+        if e.is::<crate::tool::ToolError>() {
+            return ("tool_failed", message);
+        }
+        if e.is::<super::error::ConfigError>() {
+            return ("invalid_options", message);
+        }
+        cause = e.source();
+    }
+    ("internal", message)
+}

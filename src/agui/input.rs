@@ -1,0 +1,689 @@
+//! `RunAgentInput` (the body of an AG-UI request) and the AG-UI message union, with their
+//! conversions to and from the protocol-neutral [`crate::message`] types.
+//!
+//! Parsing is lenient where the protocol is: unknown fields are ignored, `tools` and `context`
+//! default to empty, ids are any string.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use serde_with::skip_serializing_none;
+
+use crate::{
+    id::{MessageId, RunId, ThreadId, ToolCallId},
+    message::{self, ContentPart, MediaSource, ToolCallRequest},
+    run::{ContextEntry, RunContext, RunRequest},
+    tool::ToolSpec,
+};
+
+/// The body of an AG-UI run request.
+#[skip_serializing_none]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunAgentInput {
+    /// The thread.
+    pub thread_id: ThreadId,
+    /// The run the client allocated.
+    pub run_id: RunId,
+    /// The run this one branches from.
+    pub parent_run_id: Option<RunId>,
+    /// The shared state.
+    pub state: Option<Value>,
+    /// The conversation.
+    pub messages: Vec<Message>,
+    /// Tools the client executes.
+    #[serde(default)]
+    pub tools: Vec<Tool>,
+    /// Context for the agent.
+    #[serde(default)]
+    pub context: Vec<Context>,
+    /// Anything else the client forwards.
+    pub forwarded_props: Option<Value>,
+    /// Answers to the interrupts of the previous run.
+    pub resume: Option<Vec<ResumeEntry>>,
+    /// The protocol version the client speaks.
+    pub protocol_version: Option<String>,
+}
+
+impl RunAgentInput {
+    /// An input for a new run with `messages`.
+    pub fn new(thread_id: ThreadId, run_id: RunId, messages: Vec<Message>) -> Self {
+        Self {
+            thread_id,
+            run_id,
+            parent_run_id: None,
+            state: None,
+            messages,
+            tools: Vec::new(),
+            context: Vec::new(),
+            forwarded_props: None,
+            resume: None,
+            protocol_version: None,
+        }
+    }
+
+    /// The run request this input asks for: messages, client tools, context and state converted;
+    /// `forwardedProps` stored as a [`ForwardedProps`](crate::run::ForwardedProps) extension.
+    #[must_use]
+    pub fn to_run_request(&self) -> RunRequest {
+        let mut run = RunContext::new(self.thread_id.clone(), self.run_id.clone());
+        if let Some(props) = &self.forwarded_props {
+            run.extensions
+                .insert(crate::run::ForwardedProps(props.clone()));
+        }
+        RunRequest {
+            messages: self
+                .messages
+                .iter()
+                .filter_map(Message::to_domain)
+                .collect(),
+            client_tools: self.tools.iter().map(Tool::to_spec).collect(),
+            context: self
+                .context
+                .iter()
+                .map(|c| ContextEntry {
+                    description: c.description.clone(),
+                    value: c.value.clone(),
+                })
+                .collect(),
+            state: self.state.clone().filter(|s| !s.is_null()),
+            run,
+        }
+    }
+}
+
+/// A tool the client offers.
+#[skip_serializing_none]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Tool {
+    /// Its name.
+    pub name: String,
+    /// What it does.
+    #[serde(default)]
+    pub description: String,
+    /// A JSON Schema of its arguments.
+    pub parameters: Option<Value>,
+    /// Free-form metadata.
+    pub metadata: Option<Value>,
+}
+
+impl Tool {
+    /// The protocol-neutral spec.
+    #[must_use]
+    pub fn to_spec(&self) -> ToolSpec {
+        let spec = ToolSpec::new(self.name.clone(), self.description.clone());
+        match &self.parameters {
+            Some(schema) => spec.parameters(schema.clone()),
+            None => spec,
+        }
+    }
+}
+
+/// A piece of context.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Context {
+    /// What it is.
+    pub description: String,
+    /// The value.
+    pub value: String,
+}
+
+/// An interrupt the run waits on (`RUN_FINISHED.outcome.interrupts`).
+#[skip_serializing_none]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Interrupt {
+    /// The interrupt.
+    pub id: String,
+    /// Why: `tool_call`, `input_required`, `confirmation` or `fw:name`.
+    pub reason: String,
+    /// For people.
+    pub message: Option<String>,
+    /// The tool call waiting for approval.
+    pub tool_call_id: Option<ToolCallId>,
+    /// The schema of an acceptable resume payload.
+    pub response_schema: Option<Value>,
+    /// When it expires (RFC 3339).
+    pub expires_at: Option<String>,
+    /// Free-form metadata.
+    pub metadata: Option<Value>,
+}
+
+/// How the client resolved an interrupt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ResumeStatus {
+    /// Answered.
+    Resolved,
+    /// Dismissed.
+    Cancelled,
+}
+
+/// An answer to an interrupt.
+#[skip_serializing_none]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResumeEntry {
+    /// The interrupt answered.
+    pub interrupt_id: String,
+    /// How.
+    pub status: ResumeStatus,
+    /// The answer.
+    pub payload: Option<Value>,
+    /// Free-form metadata.
+    pub metadata: Option<Value>,
+}
+
+/// A tool call inside an assistant message (OpenAI-shaped).
+#[skip_serializing_none]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCall {
+    /// The call.
+    pub id: ToolCallId,
+    /// Always `"function"`.
+    #[serde(rename = "type", default = "function_type")]
+    pub kind: String,
+    /// The function called.
+    pub function: FunctionCall,
+    /// Opaque provider data.
+    pub encrypted_value: Option<String>,
+}
+
+fn function_type() -> String {
+    "function".to_owned()
+}
+
+/// The function of a [`ToolCall`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FunctionCall {
+    /// The tool's name.
+    pub name: String,
+    /// The arguments, as JSON text.
+    pub arguments: String,
+}
+
+/// Where a media part's bytes are.
+#[skip_serializing_none]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(
+    tag = "type",
+    rename_all = "lowercase",
+    rename_all_fields = "camelCase"
+)]
+pub enum InputSource {
+    /// Inline base64.
+    Data {
+        /// The payload.
+        value: String,
+        /// Its media type.
+        mime_type: String,
+    },
+    /// A URL.
+    Url {
+        /// The URL.
+        value: String,
+        /// Its media type.
+        mime_type: Option<String>,
+    },
+    /// A provider's file handle.
+    File {
+        /// The handle.
+        value: String,
+        /// Whose handle.
+        provider: Option<String>,
+        /// Its media type.
+        mime_type: Option<String>,
+    },
+}
+
+/// One part of multimodal content.
+#[skip_serializing_none]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(
+    tag = "type",
+    rename_all = "lowercase",
+    rename_all_fields = "camelCase"
+)]
+pub enum InputContent {
+    /// Text.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// An image.
+    Image {
+        /// Where.
+        source: InputSource,
+        /// Free-form metadata.
+        metadata: Option<Value>,
+    },
+    /// Audio.
+    Audio {
+        /// Where.
+        source: InputSource,
+        /// Free-form metadata.
+        metadata: Option<Value>,
+    },
+    /// Video.
+    Video {
+        /// Where.
+        source: InputSource,
+        /// Free-form metadata.
+        metadata: Option<Value>,
+    },
+    /// A document.
+    Document {
+        /// Where.
+        source: InputSource,
+        /// Free-form metadata.
+        metadata: Option<Value>,
+    },
+    /// The legacy (0.0.x) binary part.
+    Binary {
+        /// Its media type.
+        mime_type: String,
+        /// An id.
+        id: Option<String>,
+        /// A URL.
+        url: Option<String>,
+        /// Inline base64.
+        data: Option<String>,
+        /// A file name.
+        filename: Option<String>,
+    },
+}
+
+/// A string, or content parts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ToolContent {
+    /// Plain text.
+    Text(String),
+    /// Parts.
+    Parts(Vec<InputContent>),
+}
+
+/// A message of the AG-UI conversation, tagged by `role`.
+#[skip_serializing_none]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(
+    tag = "role",
+    rename_all = "lowercase",
+    rename_all_fields = "camelCase"
+)]
+pub enum Message {
+    /// From the developer.
+    Developer {
+        /// The message.
+        id: MessageId,
+        /// The text.
+        content: String,
+        /// The author's name.
+        name: Option<String>,
+    },
+    /// From the system.
+    System {
+        /// The message.
+        id: MessageId,
+        /// The text.
+        content: String,
+        /// The author's name.
+        name: Option<String>,
+    },
+    /// From the assistant.
+    Assistant {
+        /// The message.
+        id: MessageId,
+        /// The text.
+        content: Option<String>,
+        /// The author's name.
+        name: Option<String>,
+        /// Tool calls.
+        tool_calls: Option<Vec<ToolCall>>,
+    },
+    /// From the user.
+    User {
+        /// The message.
+        id: MessageId,
+        /// Text or parts.
+        content: ToolContent,
+        /// The author's name.
+        name: Option<String>,
+    },
+    /// A tool's result.
+    Tool {
+        /// The message.
+        id: MessageId,
+        /// The result.
+        content: ToolContent,
+        /// The call answered.
+        tool_call_id: ToolCallId,
+        /// The failure, if the tool failed.
+        error: Option<String>,
+    },
+    /// A UI activity (client-side only; never given to the model).
+    Activity {
+        /// The message.
+        id: MessageId,
+        /// What kind.
+        activity_type: String,
+        /// Its content.
+        content: Value,
+    },
+    /// The model's reasoning.
+    Reasoning {
+        /// The message.
+        id: MessageId,
+        /// The text.
+        content: String,
+    },
+}
+
+impl Message {
+    /// The protocol-neutral message; `None` for activity messages, which are UI only.
+    #[must_use]
+    pub fn to_domain(&self) -> Option<message::Message> {
+        Some(match self {
+            Self::Developer { id, content, .. } => message::Message::Developer {
+                id: id.clone(),
+                content: content.clone(),
+            },
+            Self::System { id, content, .. } => message::Message::System {
+                id: id.clone(),
+                content: content.clone(),
+            },
+            Self::Assistant {
+                id,
+                content,
+                tool_calls,
+                ..
+            } => message::Message::Assistant {
+                id: id.clone(),
+                content: content.clone().unwrap_or_default(),
+                tool_calls: tool_calls
+                    .iter()
+                    .flatten()
+                    .map(|call| ToolCallRequest {
+                        id: call.id.clone(),
+                        name: call.function.name.clone(),
+                        arguments: call.function.arguments.clone(),
+                    })
+                    .collect(),
+            },
+            Self::User { id, content, .. } => message::Message::User {
+                id: id.clone(),
+                content: content.to_parts(),
+            },
+            Self::Tool {
+                id,
+                content,
+                tool_call_id,
+                error,
+            } => {
+                let mut parts = content.to_parts();
+                if let Some(error) = error {
+                    if parts.iter().all(|p| p.to_text().is_empty()) {
+                        parts = vec![ContentPart::text(error.clone())];
+                    }
+                }
+                message::Message::Tool {
+                    id: id.clone(),
+                    tool_call_id: tool_call_id.clone(),
+                    content: parts,
+                    is_error: error.is_some(),
+                }
+            }
+            Self::Reasoning { id, content } => message::Message::Reasoning {
+                id: id.clone(),
+                content: content.clone(),
+            },
+            Self::Activity { .. } => return None,
+        })
+    }
+}
+
+impl From<&message::Message> for Message {
+    fn from(message: &message::Message) -> Self {
+        match message {
+            message::Message::System { id, content } => Self::System {
+                id: id.clone(),
+                content: content.clone(),
+                name: None,
+            },
+            message::Message::Developer { id, content } => Self::Developer {
+                id: id.clone(),
+                content: content.clone(),
+                name: None,
+            },
+            message::Message::User { id, content } => Self::User {
+                id: id.clone(),
+                content: ToolContent::from_parts(content),
+                name: None,
+            },
+            message::Message::Assistant {
+                id,
+                content,
+                tool_calls,
+            } => Self::Assistant {
+                id: id.clone(),
+                content: (!content.is_empty()).then(|| content.clone()),
+                name: None,
+                tool_calls: (!tool_calls.is_empty()).then(|| {
+                    tool_calls
+                        .iter()
+                        .map(|call| ToolCall {
+                            id: call.id.clone(),
+                            kind: function_type(),
+                            function: FunctionCall {
+                                name: call.name.clone(),
+                                arguments: call.arguments.clone(),
+                            },
+                            encrypted_value: None,
+                        })
+                        .collect()
+                }),
+            },
+            message::Message::Reasoning { id, content } => Self::Reasoning {
+                id: id.clone(),
+                content: content.clone(),
+            },
+            message::Message::Tool {
+                id,
+                tool_call_id,
+                content,
+                is_error,
+            } => {
+                let content = ToolContent::Text(message::parts_to_text(content));
+                let error = match (&content, is_error) {
+                    (ToolContent::Text(text), true) => Some(text.clone()),
+                    _ => None,
+                };
+                Self::Tool {
+                    id: id.clone(),
+                    content,
+                    tool_call_id: tool_call_id.clone(),
+                    error,
+                }
+            }
+        }
+    }
+}
+
+impl ToolContent {
+    /// As protocol-neutral parts.
+    #[must_use]
+    pub fn to_parts(&self) -> Vec<ContentPart> {
+        match self {
+            Self::Text(text) => vec![ContentPart::text(text.clone())],
+            Self::Parts(parts) => parts.iter().map(InputContent::to_part).collect(),
+        }
+    }
+
+    /// From protocol-neutral parts: one text part (or JSON) becomes a plain string.
+    #[must_use]
+    pub fn from_parts(parts: &[ContentPart]) -> Self {
+        if parts
+            .iter()
+            .all(|p| matches!(p, ContentPart::Text { .. } | ContentPart::Json { .. }))
+        {
+            return Self::Text(message::parts_to_text(parts));
+        }
+        Self::Parts(parts.iter().map(InputContent::from_part).collect())
+    }
+}
+
+impl InputContent {
+    fn to_part(&self) -> ContentPart {
+        let media = |source: &InputSource| match source {
+            InputSource::Data { value, mime_type } => MediaSource::Data {
+                data: value.clone(),
+                mime_type: mime_type.clone(),
+            },
+            InputSource::Url { value, mime_type }
+            | InputSource::File {
+                value, mime_type, ..
+            } => MediaSource::Url {
+                url: value.clone(),
+                mime_type: mime_type.clone(),
+            },
+        };
+        match self {
+            Self::Text { text } => ContentPart::text(text.clone()),
+            Self::Image { source, .. } => ContentPart::Image {
+                source: media(source),
+            },
+            Self::Audio { source, .. } => ContentPart::Audio {
+                source: media(source),
+            },
+            Self::Video { source, .. } => ContentPart::Video {
+                source: media(source),
+            },
+            Self::Document { source, .. } => ContentPart::Document {
+                source: media(source),
+            },
+            Self::Binary {
+                mime_type,
+                url,
+                data,
+                id,
+                filename,
+            } => {
+                let source = match (data, url) {
+                    (Some(data), _) => MediaSource::Data {
+                        data: data.clone(),
+                        mime_type: mime_type.clone(),
+                    },
+                    (None, Some(url)) => MediaSource::Url {
+                        url: url.clone(),
+                        mime_type: Some(mime_type.clone()),
+                    },
+                    (None, None) => {
+                        let name = filename.as_deref().or(id.as_deref()).unwrap_or("unnamed");
+                        return ContentPart::text(format!("[file {name}: {mime_type}]"));
+                    }
+                };
+                match mime_type.split('/').next() {
+                    Some("image") => ContentPart::Image { source },
+                    Some("audio") => ContentPart::Audio { source },
+                    Some("video") => ContentPart::Video { source },
+                    _ => ContentPart::Document { source },
+                }
+            }
+        }
+    }
+
+    fn from_part(part: &ContentPart) -> Self {
+        let source = |source: &MediaSource| match source {
+            MediaSource::Data { data, mime_type } => InputSource::Data {
+                value: data.clone(),
+                mime_type: mime_type.clone(),
+            },
+            MediaSource::Url { url, mime_type } => InputSource::Url {
+                value: url.clone(),
+                mime_type: mime_type.clone(),
+            },
+        };
+        match part {
+            ContentPart::Text { text } => Self::Text { text: text.clone() },
+            ContentPart::Json { value } => Self::Text {
+                text: value.to_string(),
+            },
+            ContentPart::Image { source: s } => Self::Image {
+                source: source(s),
+                metadata: None,
+            },
+            ContentPart::Audio { source: s } => Self::Audio {
+                source: source(s),
+                metadata: None,
+            },
+            ContentPart::Video { source: s } => Self::Video {
+                source: source(s),
+                metadata: None,
+            },
+            ContentPart::Document { source: s } => Self::Document {
+                source: source(s),
+                metadata: None,
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn minimal_input_parses_and_tolerates_unknown_fields() {
+        let input: RunAgentInput = serde_json::from_value(json!({
+            "threadId": "t-1", "runId": "r-1", "messages": [], "brandNew": 1
+        }))
+        .unwrap();
+        assert!(input.tools.is_empty());
+        assert_eq!(input.thread_id, "t-1");
+    }
+
+    #[test]
+    fn every_role_round_trips_through_the_domain() {
+        let messages = json!([
+            {"id": "s", "role": "system", "content": "be brief"},
+            {"id": "u", "role": "user", "content": "hi"},
+            {"id": "a", "role": "assistant", "content": "calling",
+             "toolCalls": [{"id": "c1", "type": "function", "function": {"name": "add", "arguments": "{\"a\":1}"}}]},
+            {"id": "t", "role": "tool", "toolCallId": "c1", "content": "3"},
+            {"id": "r", "role": "reasoning", "content": "hmm"}
+        ]);
+        let parsed: Vec<Message> = serde_json::from_value(messages.clone()).unwrap();
+        let back: Vec<Message> = parsed
+            .iter()
+            .filter_map(Message::to_domain)
+            .map(|m| Message::from(&m))
+            .collect();
+        assert_eq!(serde_json::to_value(&back).unwrap(), messages);
+    }
+
+    #[test]
+    fn multimodal_user_content_keeps_every_part() {
+        let message: Message = serde_json::from_value(json!({
+            "id": "u", "role": "user", "content": [
+                {"type": "text", "text": "what is this?"},
+                {"type": "image", "source": {"type": "url", "value": "https://x/y.png", "mimeType": "image/png"}},
+                {"type": "binary", "mimeType": "application/pdf", "data": "AAAA"}
+            ]
+        }))
+        .unwrap();
+        let domain = message.to_domain().unwrap();
+        assert_eq!(domain.content().len(), 3);
+        assert!(matches!(domain.content()[2], ContentPart::Document { .. }));
+    }
+
+    #[test]
+    fn activity_messages_are_ui_only() {
+        let message: Message = serde_json::from_value(json!({
+            "id": "x", "role": "activity", "activityType": "progress", "content": {}
+        }))
+        .unwrap();
+        assert!(message.to_domain().is_none());
+    }
+}

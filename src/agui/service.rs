@@ -1,0 +1,261 @@
+use std::{
+    fmt,
+    sync::Arc,
+    task::{Context, Poll},
+};
+
+use serde_json::Value;
+use tower_service::Service;
+
+use super::{
+    AguiOptions, Event, ModelEncoder, ResponseStream,
+    event::{ActivitySnapshot, BaseEvent, RunError, RunStarted, StateSnapshot},
+    future,
+    layer::Config,
+};
+use crate::{
+    BoxError,
+    id::MessageId,
+    model::{ModelRequest, ModelService},
+    run::{Extensions, ForwardedProps, RunOutcome, RunRequest},
+    stream::Outbox,
+    tool::{ToolCall, ToolOutput},
+    transport::Transport,
+};
+
+/// A service wrapped by [`AguiLayer`](super::AguiLayer).
+///
+/// It is a `Service<ModelRequest>` around a model, a `Service<ToolCall>` around a tool and a
+/// `Service<RunRequest>` around an agent; each adds the AG-UI events of its level.
+pub struct Agui<S, T> {
+    inner: S,
+    transport: Option<T>,
+    config: Arc<Config>,
+}
+
+impl<S, T> Agui<S, T> {
+    pub(crate) fn new(inner: S, transport: Option<T>, config: Arc<Config>) -> Self {
+        Self {
+            inner,
+            transport,
+            config,
+        }
+    }
+
+    /// The wrapped service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The wrapped service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// Unwraps the service.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S, T> Agui<S, T>
+where
+    T: Transport<Event> + Clone + Send + Sync + 'static,
+{
+    /// The run's own transport if it brought one, else the layer's.
+    fn outbox(
+        &self,
+        extensions: &Extensions,
+        cancel: &tokio_util::sync::CancellationToken,
+    ) -> Outbox<T, Event> {
+        let transport = extensions
+            .get::<T>()
+            .cloned()
+            .or_else(|| self.transport.clone());
+        Outbox::new(transport, self.config.on_disconnect, cancel.clone())
+    }
+}
+
+impl<S: Clone, T: Clone> Clone for Agui<S, T> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            transport: self.transport.clone(),
+            config: self.config.clone(),
+        }
+    }
+}
+
+impl<S: fmt::Debug, T> fmt::Debug for Agui<S, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Agui")
+            .field("inner", &self.inner)
+            .field("transport", &std::any::type_name::<T>())
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+impl<S, T> Service<ModelRequest> for Agui<S, T>
+where
+    S: ModelService,
+    T: Transport<Event> + Clone + Send + Sync + 'static,
+{
+    type Response = ResponseStream<S::Events, T>;
+    type Error = S::Failure;
+    type Future = future::ResponseFuture<S::Future, T>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: ModelRequest) -> Self::Future {
+        let mut outbox = self.outbox(&req.run.extensions, &req.run.cancel);
+        let step_name = format!("turn {}", req.run.turn);
+        let (encoder, opening) = ModelEncoder::start(step_name, req.run.message_id.clone());
+        outbox.push(opening);
+        future::ResponseFuture::new(self.inner.call(req), outbox, encoder)
+    }
+}
+
+impl<S, T> Service<ToolCall> for Agui<S, T>
+where
+    S: Service<ToolCall, Response = ToolOutput>,
+    S::Error: fmt::Display,
+    T: Transport<Event> + Clone + Send + Sync + 'static,
+{
+    type Response = ToolOutput;
+    type Error = S::Error;
+    type Future = future::ToolResponseFuture<S::Future, T>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, call: ToolCall) -> Self::Future {
+        let options = AguiOptions::resolve(&self.config.options, &call.run.extensions);
+        let mut outbox = self.outbox(&call.run.extensions, &call.run.cancel);
+        let activity = options.activities().then(|| {
+            let activity = future::ToolActivity::new(MessageId::new(), &call);
+            outbox.push(activity.snapshot("running"));
+            activity
+        });
+        let result = future::ToolResult {
+            tool_call_id: call.id.clone(),
+            message_id: call.run.message_id.clone(),
+            emit: options.tool_results(),
+        };
+        future::ToolResponseFuture::new(self.inner.call(call), outbox, result, activity)
+    }
+}
+
+impl<S, T> Service<RunRequest> for Agui<S, T>
+where
+    S: Service<RunRequest, Response = RunOutcome>,
+    S::Error: Into<BoxError>,
+    T: Transport<Event> + Clone + Send + Sync + 'static,
+{
+    type Response = RunOutcome;
+    type Error = BoxError;
+    type Future = future::RunResponseFuture<S::Future, T>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, mut req: RunRequest) -> Self::Future {
+        let mut outbox = self.outbox(&req.run.extensions, &req.run.cancel);
+        let options = match run_options(&self.config.options, &req.run.extensions) {
+            Ok(options) => options,
+            Err(error) => {
+                outbox.push(
+                    RunError {
+                        message: error.to_string(),
+                        code: Some("invalid_options".to_owned()),
+                        usage: None,
+                        base: BaseEvent::default(),
+                    }
+                    .into(),
+                );
+                return future::RunResponseFuture::rejected(outbox, error.into());
+            }
+        };
+        let ids = future::RunIds {
+            thread_id: options
+                .thread_id
+                .clone()
+                .unwrap_or_else(|| req.run.thread_id.clone()),
+            run_id: options
+                .run_id
+                .clone()
+                .unwrap_or_else(|| req.run.run_id.clone()),
+        };
+        outbox.push(
+            RunStarted {
+                thread_id: ids.thread_id.clone(),
+                run_id: ids.run_id.clone(),
+                parent_run_id: None,
+                input: None,
+                protocol_version: Some(super::PROTOCOL_VERSION.to_owned()),
+                base: BaseEvent::default(),
+            }
+            .into(),
+        );
+        if let Some(state) = req
+            .state
+            .as_ref()
+            .filter(|_| options.state_snapshots().initial())
+        {
+            outbox.push(state_snapshot(state.clone()));
+        }
+        let span = tracing::info_span!(
+            "agui.run",
+            thread_id = %ids.thread_id,
+            run_id = %ids.run_id,
+        );
+        req.run.extensions.insert(options.clone());
+        future::RunResponseFuture::new(self.inner.call(req), outbox, ids, options, span)
+    }
+}
+
+/// The run's options: its context's over the request's (`forwardedProps.agui`) over the layer's.
+fn run_options(
+    layer: &AguiOptions,
+    extensions: &Extensions,
+) -> Result<AguiOptions, super::error::ConfigError> {
+    let requested = match extensions
+        .get::<ForwardedProps>()
+        .and_then(|props| props.0.get("agui"))
+    {
+        Some(value) => serde_json::from_value::<AguiOptions>(value.clone())
+            .map_err(|e| super::error::ConfigError::new(format!("forwardedProps.agui: {e}")))?,
+        None => AguiOptions::default(),
+    };
+    let options = match extensions.get::<AguiOptions>() {
+        Some(run) => run.clone().or(&requested.or(layer)),
+        None => requested.or(layer),
+    };
+    options.validate()?;
+    Ok(options)
+}
+
+pub(crate) fn state_snapshot(snapshot: Value) -> Event {
+    StateSnapshot {
+        snapshot,
+        subagent_run_id: None,
+        base: BaseEvent::default(),
+    }
+    .into()
+}
+
+pub(crate) fn activity_snapshot(message_id: MessageId, content: Value) -> Event {
+    ActivitySnapshot {
+        message_id,
+        activity_type: "tool_call".to_owned(),
+        content,
+        replace: None,
+        subagent_run_id: None,
+        base: BaseEvent::default(),
+    }
+    .into()
+}

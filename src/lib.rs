@@ -1,0 +1,93 @@
+//! The steps of an AI agent as [Tower](https://docs.rs/tower) services.
+//!
+//! A model call is a `Service<ModelRequest>` whose response is a stream of [`ModelEvent`]s; a tool
+//! call is a `Service<ToolCall>`. Everything a frontend or an editor needs around them is a
+//! [`Layer`](tower_layer::Layer): [`AguiLayer`](agui::AguiLayer) emits AG-UI 1.0 events while the
+//! agent consumes the very same stream.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), agent_tower::BoxError> {
+//! use agent_tower::agui::{AguiLayer, Event};
+//! use agent_tower::model::{FinishReason, ModelEvent, ModelRequest};
+//! use agent_tower::transport::Recording;
+//! use futures_util::{stream, StreamExt};
+//! use tower::{service_fn, ServiceBuilder, ServiceExt};
+//!
+//! // Any model service: here one that answers "Hello!" in two tokens.
+//! let model = service_fn(|req: ModelRequest| async move {
+//!     let id = req.run.message_id.clone();
+//!     let text = |t: &str| Ok(ModelEvent::TextDelta { message_id: id.clone(), delta: t.into() });
+//!     Ok::<_, agent_tower::BoxError>(stream::iter([
+//!         text("Hel"),
+//!         text("lo!"),
+//!         Ok(ModelEvent::Finish(FinishReason::Stop)),
+//!     ]))
+//! });
+//!
+//! // The UI's transport; a server would use a `transport::Channel` per run instead.
+//! let ui = Recording::new();
+//! let model = ServiceBuilder::new()
+//!     .layer(AguiLayer::new().transport(ui.clone()))
+//!     .service(model);
+//!
+//! // The agent consumes the model's events as they are...
+//! let req = ModelRequest { messages: vec![], tools: vec![], options: Default::default(), run: Default::default() };
+//! let events: Vec<_> = model.oneshot(req).await?.collect().await;
+//! assert_eq!(events.len(), 3);
+//!
+//! // ...while the UI got them as AG-UI events.
+//! let kinds: Vec<_> = ui.events().iter().map(Event::kind).collect();
+//! assert_eq!(kinds.iter().map(|k| k.as_str()).collect::<Vec<_>>(), [
+//!     "STEP_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT",
+//!     "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "STEP_FINISHED",
+//! ]);
+//! # Ok(()) }
+//! ```
+//!
+//! # Layout
+//!
+//! - [`id`], [`message`], [`model`], [`tool`], [`run`]: the protocol-neutral core types.
+//! - [`stream`]: [`Tee`](stream::Tee), the stream wrapper that tees items to a transport.
+//! - [`transport`]: where events go ([`Channel`](transport::Channel),
+//!   [`Recording`](transport::Recording), [`Null`](transport::Null)).
+//! - [`agent`]: the model ↔ tools loop, itself a `Service<RunRequest>`.
+//! - [`agui`] (feature `agui`): AG-UI 1.0 wire events and [`AguiLayer`](agui::AguiLayer).
+//! - [`test_util`] (feature `test-util`): mocks and assertions for testing your own stacks.
+//!
+//! [`ModelEvent`]: model::ModelEvent
+
+#![warn(
+    missing_debug_implementations,
+    missing_docs,
+    rust_2018_idioms,
+    clippy::todo,
+    clippy::dbg_macro,
+    clippy::await_holding_lock,
+    clippy::unimplemented,
+    clippy::mem_forget,
+    clippy::unused_self,
+    clippy::needless_borrow
+)]
+#![deny(unreachable_pub)]
+#![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+pub mod agent;
+pub mod id;
+pub mod message;
+pub mod model;
+pub mod run;
+pub mod stream;
+pub mod tool;
+pub mod transport;
+
+#[cfg(feature = "agui")]
+#[cfg_attr(docsrs, doc(cfg(feature = "agui")))]
+pub mod agui;
+
+#[cfg(feature = "test-util")]
+#[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
+pub mod test_util;
+
+/// An error of any kind, as tower uses it.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;

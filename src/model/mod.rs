@@ -1,0 +1,305 @@
+//! Model calls as services: [`ModelRequest`] in, a stream of [`ModelEvent`]s out.
+//!
+//! A model service is any `tower::Service<ModelRequest>` whose response is a
+//! `Stream<Item = Result<ModelEvent, E>>` with the service's own error type `E`. The
+//! [`ModelService`] trait is an alias for exactly that, to keep bounds readable; it is implemented
+//! for every such service and never needs to be implemented by hand.
+//!
+//! Every delta carries the id of what it belongs to, so reasoning, text and several tool calls can
+//! interleave in one stream.
+//!
+//! ```
+//! use agent_tower::model::{FinishReason, ModelEvent, ModelRequest, ModelService};
+//! use futures_util::stream;
+//! use tower::service_fn;
+//!
+//! // A model that always answers "hi" under the step's message id.
+//! let model = service_fn(|req: ModelRequest| async move {
+//!     let id = req.run.message_id.clone();
+//!     Ok::<_, std::convert::Infallible>(stream::iter([
+//!         Ok(ModelEvent::TextDelta { message_id: id, delta: "hi".into() }),
+//!         Ok(ModelEvent::Finish(FinishReason::Stop)),
+//!     ]))
+//! });
+//! fn is_model<M: ModelService>(_: &M) {}
+//! is_model(&model);
+//! ```
+
+pub mod scripted;
+
+use std::{error::Error as StdError, fmt, time::Duration};
+
+use futures_core::Stream;
+use serde::{Deserialize, Serialize};
+use tower_service::Service;
+
+use crate::{
+    BoxError,
+    id::{MessageId, ToolCallId},
+    message::Message,
+    run::RunContext,
+    tool::ToolSpec,
+};
+
+/// One call to a model.
+#[derive(Debug, Clone)]
+pub struct ModelRequest {
+    /// The conversation so far.
+    pub messages: Vec<Message>,
+    /// The tools the model may call.
+    pub tools: Vec<ToolSpec>,
+    /// Sampling options.
+    pub options: ModelOptions,
+    /// The run this step belongs to; `run.message_id` is the id of the message this step writes.
+    pub run: RunContext,
+}
+
+/// Sampling options a provider may honour.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct ModelOptions {
+    /// Upper bound on the tokens of the answer.
+    pub max_output_tokens: Option<u32>,
+    /// Sampling temperature.
+    pub temperature: Option<f32>,
+}
+
+/// What a model streams. Protocol-neutral; every delta says what it belongs to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelEvent {
+    /// A piece of the visible answer.
+    TextDelta {
+        /// The message the text belongs to.
+        message_id: MessageId,
+        /// The new text.
+        delta: String,
+    },
+    /// A piece of the model's reasoning.
+    ReasoningDelta {
+        /// The reasoning message the text belongs to.
+        message_id: MessageId,
+        /// The new text.
+        delta: String,
+    },
+    /// The model starts a tool call.
+    ToolCallStart {
+        /// The call's id.
+        id: ToolCallId,
+        /// The tool's name.
+        name: String,
+    },
+    /// A piece of a tool call's JSON arguments.
+    ToolCallArgs {
+        /// The call's id.
+        id: ToolCallId,
+        /// The new fragment of JSON text.
+        delta: String,
+    },
+    /// A tool call's arguments are complete.
+    ToolCallEnd {
+        /// The call's id.
+        id: ToolCallId,
+    },
+    /// Token counts for this step.
+    Usage(Usage),
+    /// The model is done with this step.
+    Finish(FinishReason),
+}
+
+/// Why a model stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum FinishReason {
+    /// A natural end of the answer.
+    Stop,
+    /// The output token limit was reached.
+    Length,
+    /// The model wants its tool calls run.
+    ToolCalls,
+    /// The provider refused or filtered the answer.
+    ContentFilter,
+}
+
+/// Token counts, summed over a run by the agent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Prompt tokens.
+    pub input_tokens: u64,
+    /// Answer tokens.
+    pub output_tokens: u64,
+    /// Reasoning tokens, when the provider reports them.
+    pub reasoning_tokens: Option<u64>,
+    /// Prompt tokens served from a cache, when the provider reports them.
+    pub cached_input_tokens: Option<u64>,
+}
+
+impl Usage {
+    /// Input plus output tokens.
+    #[must_use]
+    pub fn total_tokens(&self) -> u64 {
+        self.input_tokens + self.output_tokens
+    }
+
+    /// Adds another step's counts to these.
+    pub fn add(&mut self, other: &Usage) {
+        fn add_opt(a: &mut Option<u64>, b: Option<u64>) {
+            if let Some(b) = b {
+                *a = Some(a.unwrap_or(0) + b);
+            }
+        }
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        add_opt(&mut self.reasoning_tokens, other.reasoning_tokens);
+        add_opt(&mut self.cached_input_tokens, other.cached_input_tokens);
+    }
+
+    /// Whether nothing was counted.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// What kind of failure a model call had. Classifiers match on this, never on messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ModelErrorKind {
+    /// The provider asked us to slow down (HTTP 429).
+    RateLimited,
+    /// The conversation does not fit the model's context window.
+    ContextLength,
+    /// The credentials were refused.
+    Auth,
+    /// The provider rejected the request as malformed.
+    InvalidRequest,
+    /// The provider refused to answer.
+    Refusal,
+    /// The connection failed or the provider had a server error.
+    Transport,
+    /// The stream ended before the provider said it was done.
+    StreamCut,
+    /// Anything else.
+    Other,
+}
+
+impl ModelErrorKind {
+    /// Whether trying the same request again may succeed.
+    #[must_use]
+    pub fn is_retryable(self) -> bool {
+        matches!(self, Self::RateLimited | Self::Transport)
+    }
+
+    /// A stable snake_case name, used in error codes.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::RateLimited => "rate_limited",
+            Self::ContextLength => "context_length",
+            Self::Auth => "auth",
+            Self::InvalidRequest => "invalid_request",
+            Self::Refusal => "refusal",
+            Self::Transport => "transport",
+            Self::StreamCut => "stream_cut",
+            Self::Other => "model_error",
+        }
+    }
+}
+
+/// A failed model call or stream.
+#[derive(Debug)]
+pub struct ModelError {
+    kind: ModelErrorKind,
+    message: String,
+    retry_after: Option<Duration>,
+    source: Option<BoxError>,
+}
+
+impl ModelError {
+    /// An error of `kind` with a message for people.
+    pub fn new(kind: ModelErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            retry_after: None,
+            source: None,
+        }
+    }
+
+    /// Attaches the provider's retry hint.
+    #[must_use]
+    pub fn with_retry_after(mut self, after: Duration) -> Self {
+        self.retry_after = Some(after);
+        self
+    }
+
+    /// Attaches the underlying cause.
+    #[must_use]
+    pub fn with_source(mut self, source: impl Into<BoxError>) -> Self {
+        self.source = Some(source.into());
+        self
+    }
+
+    /// The kind of failure.
+    #[must_use]
+    pub fn kind(&self) -> ModelErrorKind {
+        self.kind
+    }
+
+    /// The message for people.
+    #[must_use]
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// How long the provider asked us to wait before retrying.
+    #[must_use]
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
+    }
+}
+
+impl fmt::Display for ModelError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.kind.as_str(), self.message)
+    }
+}
+
+impl StdError for ModelError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn StdError + 'static))
+    }
+}
+
+/// An alias for `Service<ModelRequest>` whose response streams `Result<ModelEvent, Error>`.
+///
+/// Implemented for every such service; use it in bounds:
+/// `fn run<M: ModelService>(model: M)`. `M::Events` is the stream type and `M::Failure` the error
+/// type (the same as `M::Error`).
+pub trait ModelService:
+    Service<
+        ModelRequest,
+        Response = <Self as ModelService>::Events,
+        Error = <Self as ModelService>::Failure,
+    >
+{
+    /// The stream of events the service answers with.
+    type Events: Stream<Item = Result<ModelEvent, <Self as ModelService>::Failure>>;
+    /// The service's error, for the call and for the stream.
+    type Failure;
+}
+
+impl<S, St, E> ModelService for S
+where
+    S: Service<ModelRequest, Response = St, Error = E>,
+    St: Stream<Item = Result<ModelEvent, E>>,
+{
+    type Events = St;
+    type Failure = E;
+}
+
+/// A boxed model stream, for providers that box at their own edge.
+pub type BoxModelStream<E = BoxError> =
+    std::pin::Pin<Box<dyn Stream<Item = Result<ModelEvent, E>> + Send + 'static>>;

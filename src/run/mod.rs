@@ -1,0 +1,175 @@
+//! One run of an agent: [`RunContext`] (ids, cancellation, per-run extensions), [`RunRequest`] and
+//! [`RunOutcome`].
+//!
+//! The context travels with every step: the agent puts it on each [`ModelRequest`] and
+//! [`ToolCall`], and layers read it to find the run's ids, its [`CancellationToken`] and the
+//! run's own transports in [`RunContext::extensions`]. That is how one layer stack serves many
+//! clients at once: the stack is built once, each run brings its own transport.
+//!
+//! ```
+//! use agent_tower::run::RunContext;
+//! use agent_tower::transport::Channel;
+//!
+//! let (tx, _rx) = Channel::<u32>::bounded(16);
+//! let mut run = RunContext::new("thread-1".into(), "run-1".into());
+//! run.extensions.insert(tx);
+//! assert!(run.extensions.get::<Channel<u32>>().is_some());
+//! ```
+//!
+//! [`ModelRequest`]: crate::model::ModelRequest
+//! [`ToolCall`]: crate::tool::ToolCall
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    id::{MessageId, RunId, ThreadId, ToolCallId},
+    message::Message,
+    model::Usage,
+    tool::ToolSpec,
+};
+
+pub use http::Extensions;
+
+/// The ids, cancellation and extensions of a run, as seen by one step.
+#[derive(Debug, Clone)]
+pub struct RunContext {
+    /// The conversation thread.
+    pub thread_id: ThreadId,
+    /// This run.
+    pub run_id: RunId,
+    /// The message this step writes: the assistant message of a model step, the tool message of a
+    /// tool call.
+    pub message_id: MessageId,
+    /// The model turn this step belongs to, from 0.
+    pub turn: u32,
+    /// Cancelled when the run must stop (client gone, user cancelled, shutdown).
+    pub cancel: CancellationToken,
+    /// Per-run values: transports, forwarded properties, overrides.
+    pub extensions: Extensions,
+}
+
+impl RunContext {
+    /// A context for a new run on `thread_id`.
+    #[must_use]
+    pub fn new(thread_id: ThreadId, run_id: RunId) -> Self {
+        Self {
+            thread_id,
+            run_id,
+            message_id: MessageId::new(),
+            turn: 0,
+            cancel: CancellationToken::new(),
+            extensions: Extensions::new(),
+        }
+    }
+
+    /// The same run, for a step that writes `message_id` in `turn`.
+    #[must_use]
+    pub fn for_step(&self, message_id: MessageId, turn: u32) -> Self {
+        Self {
+            message_id,
+            turn,
+            ..self.clone()
+        }
+    }
+}
+
+impl Default for RunContext {
+    fn default() -> Self {
+        Self::new(ThreadId::new(), RunId::new())
+    }
+}
+
+/// Extra properties the client forwarded with the run (AG-UI `forwardedProps`), for any step that
+/// wants them. Stored in [`RunContext::extensions`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct ForwardedProps(pub Value);
+
+/// A piece of context the client supplied (AG-UI `context`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContextEntry {
+    /// What it is.
+    pub description: String,
+    /// The value.
+    pub value: String,
+}
+
+/// A request to run the agent once.
+#[derive(Debug, Clone)]
+pub struct RunRequest {
+    /// The conversation, including the new input.
+    pub messages: Vec<Message>,
+    /// Tools the *client* executes (AG-UI frontend tools): the agent streams their calls and ends
+    /// the run with them pending.
+    pub client_tools: Vec<ToolSpec>,
+    /// Context entries, given to the model as a system message.
+    pub context: Vec<ContextEntry>,
+    /// The shared state, when the client sent one.
+    pub state: Option<Value>,
+    /// Ids, cancellation and per-run extensions.
+    pub run: RunContext,
+}
+
+impl RunRequest {
+    /// A run of `messages` with a fresh context.
+    #[must_use]
+    pub fn new(messages: Vec<Message>) -> Self {
+        Self {
+            messages,
+            client_tools: Vec::new(),
+            context: Vec::new(),
+            state: None,
+            run: RunContext::default(),
+        }
+    }
+}
+
+/// Why a run stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum StopReason {
+    /// The model finished its answer.
+    EndTurn,
+    /// The model hit its output token limit.
+    MaxTokens,
+    /// The agent hit its limit of model turns.
+    MaxTurns,
+    /// The model refused.
+    Refusal,
+    /// The run was cancelled.
+    Cancelled,
+    /// The model called client-side tools; the run continues when their results arrive.
+    ClientToolCalls,
+}
+
+/// What a finished run produced.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct RunOutcome {
+    /// Why it stopped.
+    pub stop: StopReason,
+    /// The whole conversation after the run, new messages under the ids they were streamed with.
+    pub messages: Vec<Message>,
+    /// The state after the run.
+    pub state: Option<Value>,
+    /// Tokens used by every model step of the run.
+    pub usage: Usage,
+    /// Calls of client-side tools waiting for the client's results.
+    pub pending_tool_calls: Vec<ToolCallId>,
+}
+
+impl RunOutcome {
+    /// An outcome with no usage and no pending calls.
+    #[must_use]
+    pub fn new(stop: StopReason, messages: Vec<Message>, state: Option<Value>) -> Self {
+        Self {
+            stop,
+            messages,
+            state,
+            usage: Usage::default(),
+            pending_tool_calls: Vec::new(),
+        }
+    }
+}

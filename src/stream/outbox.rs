@@ -1,0 +1,126 @@
+use std::{
+    collections::VecDeque,
+    fmt,
+    pin::Pin,
+    task::{Context, Poll, ready},
+};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::transport::{OnDisconnect, Transport};
+
+/// A queue of wire events in front of a transport, with the run's disconnect policy.
+///
+/// The one-slot algorithm of `futures::stream::Forward`, generalised to a small queue: the owner
+/// pushes the events one step produced, then drains them with [`poll_drain`](Outbox::poll_drain)
+/// before doing more work. When the transport closes, the outbox applies [`OnDisconnect`] once and
+/// from then on drops events.
+pub struct Outbox<Sk, Ev> {
+    sink: Option<Sk>,
+    queue: VecDeque<Ev>,
+    on_disconnect: OnDisconnect,
+    cancel: CancellationToken,
+}
+
+impl<Sk, Ev> Outbox<Sk, Ev>
+where
+    Sk: Transport<Ev>,
+{
+    /// An outbox in front of `sink`; `None` makes every event vanish (no transport for this run).
+    pub fn new(sink: Option<Sk>, on_disconnect: OnDisconnect, cancel: CancellationToken) -> Self {
+        Self {
+            sink,
+            queue: VecDeque::new(),
+            on_disconnect,
+            cancel,
+        }
+    }
+
+    /// The queue, for an encoder to push into.
+    pub fn queue(&mut self) -> &mut VecDeque<Ev> {
+        &mut self.queue
+    }
+
+    /// Queues one event.
+    pub fn push(&mut self, event: Ev) {
+        if self.sink.is_some() {
+            self.queue.push_back(event);
+        }
+    }
+
+    /// Whether events still wait for the transport.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// Sends queued events while the transport accepts them.
+    ///
+    /// `Pending` when the transport is not ready (the waker is registered); `Ready` when the queue
+    /// is empty, including after the transport closed (the policy was applied and the events
+    /// dropped).
+    pub fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let Some(sink) = self.sink.as_mut() else {
+            self.queue.clear();
+            return Poll::Ready(());
+        };
+        while !self.queue.is_empty() {
+            let sent = match ready!(Pin::new(&mut *sink).poll_ready(cx)) {
+                Ok(()) => {
+                    let event = self.queue.pop_front().expect("queue is not empty");
+                    Pin::new(&mut *sink).start_send(event)
+                }
+                Err(closed) => Err(closed),
+            };
+            if sent.is_err() {
+                self.disconnected();
+                return Poll::Ready(());
+            }
+        }
+        Poll::Ready(())
+    }
+
+    /// Drains, then flushes the transport.
+    pub fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        ready!(self.poll_drain(cx));
+        if let Some(sink) = self.sink.as_mut() {
+            if ready!(Pin::new(sink).poll_flush(cx)).is_err() {
+                self.disconnected();
+            }
+        }
+        Poll::Ready(())
+    }
+
+    /// Delivers everything queued without waiting (see
+    /// [`Transport::send_now`]): the path for `Drop`.
+    pub fn send_now(&mut self) {
+        let Some(sink) = self.sink.as_mut() else {
+            return;
+        };
+        for event in self.queue.drain(..) {
+            if sink.send_now(event).is_err() {
+                break;
+            }
+        }
+        self.queue.clear();
+    }
+
+    fn disconnected(&mut self) {
+        tracing::debug!(policy = ?self.on_disconnect, "transport closed");
+        self.sink = None;
+        self.queue.clear();
+        if self.on_disconnect == OnDisconnect::Cancel {
+            self.cancel.cancel();
+        }
+    }
+}
+
+impl<Sk, Ev> fmt::Debug for Outbox<Sk, Ev> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Outbox")
+            .field("connected", &self.sink.is_some())
+            .field("queued", &self.queue.len())
+            .field("on_disconnect", &self.on_disconnect)
+            .finish()
+    }
+}

@@ -1,0 +1,243 @@
+//! Tool calls as services: [`ToolCall`] in, [`ToolOutput`] out.
+//!
+//! A tool is any `tower::Service<ToolCall, Response = ToolOutput>`; [`ToolService`] is an alias for
+//! that bound. A [`ToolRouter`] dispatches calls by tool name. A tool's failure is never a crash of
+//! the run: the agent turns it into an error result the model sees and can react to.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! use agent_tower::tool::{ToolCall, ToolOutput, ToolRouter, ToolSpec};
+//! use serde_json::json;
+//! use tower::{service_fn, ServiceExt};
+//!
+//! let add = service_fn(|call: ToolCall| async move {
+//!     let sum = call.arguments["a"].as_f64().unwrap_or(0.0) + call.arguments["b"].as_f64().unwrap_or(0.0);
+//!     Ok::<_, std::convert::Infallible>(ToolOutput::json(json!(sum)))
+//! });
+//! let router = ToolRouter::new().route(ToolSpec::new("add", "Adds a and b."), add);
+//!
+//! let out = router.oneshot(ToolCall::new("add", json!({"a": 1, "b": 2}))).await.unwrap();
+//! assert_eq!(out.to_text(), "3.0");
+//! # }
+//! ```
+
+pub mod router;
+
+use std::{error::Error as StdError, fmt};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tower_service::Service;
+
+use crate::{
+    BoxError,
+    id::ToolCallId,
+    message::{ContentPart, parts_to_text},
+    run::RunContext,
+};
+
+pub use self::router::ToolRouter;
+
+/// What the model may call: a name, a description and a JSON Schema of the arguments.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ToolSpec {
+    /// The tool's name, unique in a router.
+    pub name: String,
+    /// What the tool does, for the model.
+    pub description: String,
+    /// A JSON Schema of the arguments object.
+    pub parameters: Value,
+}
+
+impl ToolSpec {
+    /// A tool taking an object with any properties.
+    pub fn new(name: impl Into<String>, description: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            description: description.into(),
+            parameters: serde_json::json!({"type": "object", "properties": {}}),
+        }
+    }
+
+    /// Sets the JSON Schema of the arguments.
+    #[must_use]
+    pub fn parameters(mut self, schema: Value) -> Self {
+        self.parameters = schema;
+        self
+    }
+}
+
+/// One call of a tool.
+#[derive(Debug, Clone)]
+pub struct ToolCall {
+    /// The call's id, as the model chose it.
+    pub id: ToolCallId,
+    /// The tool's name.
+    pub name: String,
+    /// The parsed arguments.
+    pub arguments: Value,
+    /// The run; `run.message_id` is the id of the tool message that will hold the result.
+    pub run: RunContext,
+}
+
+impl ToolCall {
+    /// A call with a fresh id outside of any run (tests, direct use).
+    pub fn new(name: impl Into<String>, arguments: Value) -> Self {
+        Self {
+            id: ToolCallId::new(),
+            name: name.into(),
+            arguments,
+            run: RunContext::default(),
+        }
+    }
+}
+
+/// What a tool returns.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolOutput {
+    /// The result, as content parts.
+    pub content: Vec<ContentPart>,
+    /// Whether the result describes a failure the model should see as one.
+    pub is_error: bool,
+}
+
+impl ToolOutput {
+    /// A text result.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            content: vec![ContentPart::text(text)],
+            is_error: false,
+        }
+    }
+
+    /// A structured result.
+    pub fn json(value: Value) -> Self {
+        Self {
+            content: vec![ContentPart::Json { value }],
+            is_error: false,
+        }
+    }
+
+    /// A failure the model sees as the call's result.
+    pub fn error(message: impl Into<String>) -> Self {
+        Self {
+            content: vec![ContentPart::text(message)],
+            is_error: true,
+        }
+    }
+
+    /// The result as one string.
+    #[must_use]
+    pub fn to_text(&self) -> String {
+        parts_to_text(&self.content)
+    }
+}
+
+/// What kind of failure a tool call had.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ToolErrorKind {
+    /// No tool has that name.
+    NotFound,
+    /// The arguments were not valid JSON or did not fit the schema.
+    InvalidArguments,
+    /// The tool ran and failed.
+    Failed,
+    /// The tool took too long.
+    Timeout,
+    /// The call was cancelled.
+    Cancelled,
+    /// A policy or a person refused the call.
+    PermissionDenied,
+}
+
+impl ToolErrorKind {
+    /// A stable snake_case name.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NotFound => "not_found",
+            Self::InvalidArguments => "invalid_arguments",
+            Self::Failed => "failed",
+            Self::Timeout => "timeout",
+            Self::Cancelled => "cancelled",
+            Self::PermissionDenied => "permission_denied",
+        }
+    }
+}
+
+/// A failed tool call.
+#[derive(Debug)]
+pub struct ToolError {
+    kind: ToolErrorKind,
+    message: String,
+    source: Option<BoxError>,
+}
+
+impl ToolError {
+    /// An error of `kind` with a message the model will read.
+    pub fn new(kind: ToolErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// No tool is named `name`.
+    pub fn not_found(name: &str) -> Self {
+        Self::new(ToolErrorKind::NotFound, format!("unknown tool `{name}`"))
+    }
+
+    /// Wraps any error: a `ToolError` is kept as it is, anything else becomes
+    /// [`ToolErrorKind::Failed`] (or [`ToolErrorKind::Timeout`] for tower's `Elapsed`).
+    pub fn from_boxed(error: BoxError) -> Self {
+        match error.downcast::<ToolError>() {
+            Ok(tool_error) => *tool_error,
+            Err(other) => {
+                let kind = if other.is::<tower::timeout::error::Elapsed>() {
+                    ToolErrorKind::Timeout
+                } else {
+                    ToolErrorKind::Failed
+                };
+                Self {
+                    kind,
+                    message: other.to_string(),
+                    source: Some(other),
+                }
+            }
+        }
+    }
+
+    /// The kind of failure.
+    #[must_use]
+    pub fn kind(&self) -> ToolErrorKind {
+        self.kind
+    }
+
+    /// The message the model reads.
+    #[must_use]
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for ToolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(&self.message)
+    }
+}
+
+impl StdError for ToolError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn StdError + 'static))
+    }
+}
+
+/// An alias for `Service<ToolCall, Response = ToolOutput>`, implemented for every such service.
+pub trait ToolService: Service<ToolCall, Response = ToolOutput> {}
+
+impl<S> ToolService for S where S: Service<ToolCall, Response = ToolOutput> {}

@@ -1,0 +1,208 @@
+//! [`ToolRouter`]: dispatches a [`ToolCall`] to the tool service registered under its name.
+
+use std::{collections::BTreeMap, fmt, sync::Arc};
+
+use tower::util::{BoxCloneSyncService, Oneshot, ServiceExt};
+use tower_service::Service;
+
+use super::{ToolCall, ToolError, ToolOutput, ToolSpec};
+use crate::BoxError;
+
+type BoxTool = BoxCloneSyncService<ToolCall, ToolOutput, ToolError>;
+
+/// Routes tool calls by name.
+///
+/// # Readiness
+///
+/// A router cannot know which tool the next call needs, so `poll_ready` is always ready and each
+/// call drives its own tool's readiness: the tool service is cloned and called with
+/// [`ServiceExt::oneshot`] inside the response future (axum's `Route` does the same). A tool
+/// behind a `ConcurrencyLimit` therefore waits for its permit in the future, never in the router.
+///
+/// # Unknown tools
+///
+/// A call to a name nobody registered fails with a [`ToolError`] of kind
+/// [`NotFound`](super::ToolErrorKind::NotFound): the agent hands it to the model as an error
+/// result, the run goes on.
+#[derive(Clone, Default)]
+pub struct ToolRouter {
+    routes: Arc<BTreeMap<String, (ToolSpec, BoxTool)>>,
+}
+
+impl ToolRouter {
+    /// An empty router.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers `tool` under `spec.name`, replacing any tool of that name.
+    ///
+    /// The tool's errors become [`ToolError`]s (kept as they are if they already are one).
+    #[must_use]
+    pub fn route<S>(mut self, spec: ToolSpec, tool: S) -> Self
+    where
+        S: Service<ToolCall, Response = ToolOutput> + Clone + Send + Sync + 'static,
+        S::Error: Into<BoxError>,
+        S::Future: Send + 'static,
+    {
+        let tool = tool.map_err(|e: S::Error| ToolError::from_boxed(e.into()));
+        Arc::make_mut(&mut self.routes).insert(spec.name.clone(), (spec, BoxTool::new(tool)));
+        self
+    }
+
+    /// The specs of every registered tool, sorted by name.
+    #[must_use]
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        self.routes.values().map(|(spec, _)| spec.clone()).collect()
+    }
+
+    /// Whether a tool is registered under `name`.
+    #[must_use]
+    pub fn contains(&self, name: &str) -> bool {
+        self.routes.contains_key(name)
+    }
+}
+
+impl fmt::Debug for ToolRouter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolRouter")
+            .field("tools", &self.routes.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Service<ToolCall> for ToolRouter {
+    type Response = ToolOutput;
+    type Error = ToolError;
+    type Future = future::ResponseFuture;
+
+    fn poll_ready(
+        &mut self,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, call: ToolCall) -> Self::Future {
+        match self.routes.get(&call.name) {
+            Some((_, tool)) => future::ResponseFuture::call(tool.clone().oneshot(call)),
+            None => future::ResponseFuture::not_found(ToolError::not_found(&call.name)),
+        }
+    }
+}
+
+/// The router's response future.
+pub mod future {
+    use std::{
+        fmt,
+        future::Future,
+        pin::Pin,
+        task::{Context, Poll},
+    };
+
+    use pin_project_lite::pin_project;
+
+    use super::{BoxTool, Oneshot, ToolCall, ToolError, ToolOutput};
+
+    pin_project! {
+        /// Either the routed tool's call or an immediate "unknown tool" error.
+        pub struct ResponseFuture {
+            #[pin]
+            inner: Inner,
+        }
+    }
+
+    pin_project! {
+        #[project = InnerProj]
+        enum Inner {
+            Call { #[pin] call: Oneshot<BoxTool, ToolCall> },
+            NotFound { error: Option<ToolError> },
+        }
+    }
+
+    impl ResponseFuture {
+        pub(super) fn call(call: Oneshot<BoxTool, ToolCall>) -> Self {
+            Self {
+                inner: Inner::Call { call },
+            }
+        }
+
+        pub(super) fn not_found(error: ToolError) -> Self {
+            Self {
+                inner: Inner::NotFound { error: Some(error) },
+            }
+        }
+    }
+
+    impl Future for ResponseFuture {
+        type Output = Result<ToolOutput, ToolError>;
+
+        fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+            match self.project().inner.project() {
+                InnerProj::Call { call } => call.poll(cx),
+                InnerProj::NotFound { error } => Poll::Ready(Err(error
+                    .take()
+                    .expect("ResponseFuture polled after completion"))),
+            }
+        }
+    }
+
+    impl fmt::Debug for ResponseFuture {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.debug_struct("ResponseFuture").finish_non_exhaustive()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tool::ToolErrorKind;
+    use serde_json::json;
+    use tower::service_fn;
+
+    #[tokio::test]
+    async fn unknown_tool_is_a_tool_error_not_a_crash() {
+        let router = ToolRouter::new();
+        let err = router
+            .oneshot(ToolCall::new("nope", json!({})))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ToolErrorKind::NotFound);
+        assert!(err.message().contains("nope"));
+    }
+
+    #[tokio::test]
+    async fn routed_tool_is_called_once_readied() {
+        let echo = service_fn(|call: ToolCall| async move {
+            Ok::<_, std::io::Error>(ToolOutput::json(call.arguments))
+        });
+        let mut router = ToolRouter::new().route(ToolSpec::new("echo", "echoes"), echo);
+        let out = router
+            .ready()
+            .await
+            .unwrap()
+            .call(ToolCall::new("echo", json!({"x": 1})))
+            .await
+            .unwrap();
+        assert_eq!(out.to_text(), r#"{"x":1}"#);
+        assert_eq!(router.specs().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_tool_behind_an_unready_limit_is_waited_for_in_the_future() {
+        // tower-test's mock starts with no capacity: the router must poll its readiness before
+        // calling, or the mock panics.
+        let (mock, mut handle) = tower_test::mock::pair::<ToolCall, ToolOutput>();
+        handle.allow(0);
+        let router = ToolRouter::new().route(ToolSpec::new("slow", "slow"), mock);
+        let mut fut = tokio_test::task::spawn(router.oneshot(ToolCall::new("slow", json!({}))));
+        tokio_test::assert_pending!(fut.poll());
+        handle.allow(1);
+        tokio_test::assert_pending!(fut.poll());
+        let (_, respond) = handle.next_request().await.unwrap();
+        respond.send_response(ToolOutput::text("done"));
+        assert_eq!(fut.await.unwrap().to_text(), "done");
+    }
+}
