@@ -149,7 +149,8 @@ where
     M: ModelService + Clone + Send + 'static,
     M::Future: Send,
     M::Events: Send,
-    M::Failure: Into<BoxError>,
+    M::Error: Into<BoxError>,
+    M::StreamError: Into<BoxError>,
     T: Service<ToolCall, Response = ToolOutput> + Clone + Send + 'static,
     T::Future: Send,
     T::Error: Into<BoxError>,
@@ -203,7 +204,8 @@ async fn run_loop<M, T>(
 ) -> Result<RunOutcome, BoxError>
 where
     M: ModelService,
-    M::Failure: Into<BoxError>,
+    M::Error: Into<BoxError>,
+    M::StreamError: Into<BoxError>,
     T: Service<ToolCall, Response = ToolOutput> + Clone,
     T::Error: Into<BoxError>,
 {

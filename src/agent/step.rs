@@ -27,7 +27,8 @@ pub(super) async fn call_model<M>(
 ) -> Result<StepResult, BoxError>
 where
     M: ModelService,
-    M::Failure: Into<BoxError>,
+    M::Error: Into<BoxError>,
+    M::StreamError: Into<BoxError>,
 {
     let stream = model
         .ready()

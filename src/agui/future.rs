@@ -49,10 +49,10 @@ impl<F, T> ResponseFuture<F, T> {
     }
 }
 
-impl<F, St, E, T> Future for ResponseFuture<F, T>
+impl<F, St, E, SE, T> Future for ResponseFuture<F, T>
 where
     F: Future<Output = Result<St, E>>,
-    St: futures_core::Stream<Item = Result<ModelEvent, E>>,
+    St: futures_core::Stream<Item = Result<ModelEvent, SE>>,
     T: Transport<Event>,
 {
     type Output = Result<ResponseStream<St, T>, E>;

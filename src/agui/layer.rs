@@ -69,7 +69,6 @@ impl FromStr for StateSnapshots {
 /// (code `invalid_options`) before anything else happens.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-#[non_exhaustive]
 pub struct AguiOptions {
     /// Which state snapshots to emit.
     pub state_snapshots: Option<StateSnapshots>,

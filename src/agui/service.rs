@@ -102,7 +102,7 @@ where
     T: Transport<Event> + Clone + Send + Sync + 'static,
 {
     type Response = ResponseStream<S::Events, T>;
-    type Error = S::Failure;
+    type Error = S::Error;
     type Future = future::ResponseFuture<S::Future, T>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {

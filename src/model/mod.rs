@@ -1,7 +1,7 @@
 //! Model calls as services: [`ModelRequest`] in, a stream of [`ModelEvent`]s out.
 //!
 //! A model service is any `tower::Service<ModelRequest>` whose response is a
-//! `Stream<Item = Result<ModelEvent, E>>` with the service's own error type `E`. The
+//! `Stream<Item = Result<ModelEvent, E>>`. The
 //! [`ModelService`] trait is an alias for exactly that, to keep bounds readable; it is implemented
 //! for every such service and never needs to be implemented by hand.
 //!
@@ -273,31 +273,29 @@ impl StdError for ModelError {
     }
 }
 
-/// An alias for `Service<ModelRequest>` whose response streams `Result<ModelEvent, Error>`.
+/// An alias for `Service<ModelRequest>` whose response is a stream of
+/// `Result<ModelEvent, StreamError>`.
 ///
-/// Implemented for every such service; use it in bounds:
-/// `fn run<M: ModelService>(model: M)`. `M::Events` is the stream type and `M::Failure` the error
-/// type (the same as `M::Error`).
-pub trait ModelService:
-    Service<
-        ModelRequest,
-        Response = <Self as ModelService>::Events,
-        Error = <Self as ModelService>::Failure,
-    >
-{
+/// Implemented for every such service; use it in bounds: `fn run<M: ModelService>(model: M)`.
+/// `M::Events` is the stream type, `M::StreamError` its error type.
+///
+/// The stream's error is a type of its own, not the service's `Error`: tower middleware such as
+/// `Timeout` or `Retry` turn the service's error into a `BoxError` but leave the stream as it is,
+/// and `Timeout<M>` must stay a model service.
+pub trait ModelService: Service<ModelRequest, Response = <Self as ModelService>::Events> {
     /// The stream of events the service answers with.
-    type Events: Stream<Item = Result<ModelEvent, <Self as ModelService>::Failure>>;
-    /// The service's error, for the call and for the stream.
-    type Failure;
+    type Events: Stream<Item = Result<ModelEvent, <Self as ModelService>::StreamError>>;
+    /// The error of the stream's items.
+    type StreamError;
 }
 
 impl<S, St, E> ModelService for S
 where
-    S: Service<ModelRequest, Response = St, Error = E>,
+    S: Service<ModelRequest, Response = St>,
     St: Stream<Item = Result<ModelEvent, E>>,
 {
     type Events = St;
-    type Failure = E;
+    type StreamError = E;
 }
 
 /// A boxed model stream, for providers that box at their own edge.
