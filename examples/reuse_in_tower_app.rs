@@ -22,10 +22,7 @@ use agent_tower::{
     agent::Agent,
     agui::{AguiLayer, Event},
     message::Message,
-    model::{
-        ModelError, ModelErrorKind, ModelRequest,
-        scripted::{ScriptedModel, ScriptedStream},
-    },
+    model::{ModelError, ModelErrorKind, ModelRequest, scripted::ScriptedModel},
     run::RunRequest,
     tool::{ToolCall, ToolOutput, ToolRouter, ToolSpec},
     transport::Channel,

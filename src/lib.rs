@@ -16,7 +16,7 @@
 //! // Any model service: here one that answers "Hello!" in two tokens.
 //! let model = service_fn(|req: ModelRequest| async move {
 //!     let id = req.run.message_id.clone();
-//!     let text = |t: &str| Ok(ModelEvent::TextDelta { message_id: id.clone(), delta: t.into() });
+//!     let text = |t: &str| Ok::<_, agent_tower::BoxError>(ModelEvent::TextDelta { message_id: id.clone(), delta: t.into() });
 //!     Ok::<_, agent_tower::BoxError>(stream::iter([
 //!         text("Hel"),
 //!         text("lo!"),
@@ -88,6 +88,10 @@ pub mod agui;
 #[cfg(feature = "test-util")]
 #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
 pub mod test_util;
+
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
 
 /// An error of any kind, as tower uses it.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;

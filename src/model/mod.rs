@@ -17,7 +17,7 @@
 //! let model = service_fn(|req: ModelRequest| async move {
 //!     let id = req.run.message_id.clone();
 //!     Ok::<_, std::convert::Infallible>(stream::iter([
-//!         Ok(ModelEvent::TextDelta { message_id: id, delta: "hi".into() }),
+//!         Ok::<_, std::convert::Infallible>(ModelEvent::TextDelta { message_id: id, delta: "hi".into() }),
 //!         Ok(ModelEvent::Finish(FinishReason::Stop)),
 //!     ]))
 //! });
