@@ -145,6 +145,161 @@ events! {
     SubagentError = "SUBAGENT_ERROR",
 }
 
+/// Constructors for the events of a stream, with every optional field left out.
+impl Event {
+    /// `STEP_STARTED`.
+    pub fn step_started(step_name: String) -> Self {
+        StepStarted {
+            step_name,
+            subagent_run_id: None,
+            base: BaseEvent::default(),
+        }
+        .into()
+    }
+
+    /// `STEP_FINISHED`.
+    pub fn step_finished(step_name: String) -> Self {
+        StepFinished {
+            step_name,
+            subagent_run_id: None,
+            base: BaseEvent::default(),
+        }
+        .into()
+    }
+
+    /// `TEXT_MESSAGE_START` of an assistant message.
+    pub fn text_message_start(message_id: MessageId) -> Self {
+        TextMessageStart {
+            message_id,
+            role: Some(TextMessageRole::Assistant),
+            name: None,
+            subagent_run_id: None,
+            base: BaseEvent::default(),
+        }
+        .into()
+    }
+
+    /// `TEXT_MESSAGE_CONTENT`.
+    pub fn text_message_content(message_id: MessageId, delta: String) -> Self {
+        TextMessageContent {
+            message_id,
+            delta,
+            subagent_run_id: None,
+            base: BaseEvent::default(),
+        }
+        .into()
+    }
+
+    /// `TEXT_MESSAGE_END`.
+    pub fn text_message_end(message_id: MessageId) -> Self {
+        TextMessageEnd {
+            message_id,
+            subagent_run_id: None,
+            base: BaseEvent::default(),
+        }
+        .into()
+    }
+
+    /// `REASONING_START`.
+    pub fn reasoning_start(message_id: MessageId) -> Self {
+        ReasoningStart {
+            message_id,
+            subagent_run_id: None,
+            base: BaseEvent::default(),
+        }
+        .into()
+    }
+
+    /// `REASONING_END`.
+    pub fn reasoning_end(message_id: MessageId) -> Self {
+        ReasoningEnd {
+            message_id,
+            subagent_run_id: None,
+            base: BaseEvent::default(),
+        }
+        .into()
+    }
+
+    /// `REASONING_MESSAGE_START`.
+    pub fn reasoning_message_start(message_id: MessageId) -> Self {
+        ReasoningMessageStart {
+            message_id,
+            role: ReasoningRole::Reasoning,
+            subagent_run_id: None,
+            base: BaseEvent::default(),
+        }
+        .into()
+    }
+
+    /// `REASONING_MESSAGE_CONTENT`.
+    pub fn reasoning_message_content(message_id: MessageId, delta: String) -> Self {
+        ReasoningMessageContent {
+            message_id,
+            delta,
+            subagent_run_id: None,
+            base: BaseEvent::default(),
+        }
+        .into()
+    }
+
+    /// `REASONING_MESSAGE_END`.
+    pub fn reasoning_message_end(message_id: MessageId) -> Self {
+        ReasoningMessageEnd {
+            message_id,
+            subagent_run_id: None,
+            base: BaseEvent::default(),
+        }
+        .into()
+    }
+
+    /// `TOOL_CALL_START` of a call belonging to `parent_message_id`.
+    pub fn tool_call_start(
+        tool_call_id: ToolCallId,
+        tool_call_name: String,
+        parent_message_id: MessageId,
+    ) -> Self {
+        ToolCallStart {
+            tool_call_id,
+            tool_call_name,
+            parent_message_id: Some(parent_message_id),
+            subagent_run_id: None,
+            base: BaseEvent::default(),
+        }
+        .into()
+    }
+
+    /// `TOOL_CALL_ARGS`.
+    pub fn tool_call_args(tool_call_id: ToolCallId, delta: String) -> Self {
+        ToolCallArgs {
+            tool_call_id,
+            delta,
+            subagent_run_id: None,
+            base: BaseEvent::default(),
+        }
+        .into()
+    }
+
+    /// `TOOL_CALL_END`.
+    pub fn tool_call_end(tool_call_id: ToolCallId) -> Self {
+        ToolCallEnd {
+            tool_call_id,
+            subagent_run_id: None,
+            base: BaseEvent::default(),
+        }
+        .into()
+    }
+
+    /// `STATE_SNAPSHOT`.
+    pub fn state_snapshot(snapshot: Value) -> Self {
+        StateSnapshot {
+            snapshot,
+            subagent_run_id: None,
+            base: BaseEvent::default(),
+        }
+        .into()
+    }
+}
+
 /// Declares one event struct: base fields flattened, camelCase, options omitted.
 macro_rules! event_struct {
     ($(#[$doc:meta])* $name:ident { $( $(#[$fdoc:meta])* $field:ident : $ty:ty ),* $(,)? }) => {

@@ -17,7 +17,7 @@ use super::{
         ToolCallResult, ToolRole,
     },
     input::ToolContent,
-    service::{activity_snapshot, state_snapshot},
+    service::activity_snapshot,
 };
 use crate::{
     BoxError,
@@ -386,7 +386,7 @@ fn terminal_events(
         .as_ref()
         .filter(|_| options.state_snapshots().last())
     {
-        events.push(state_snapshot(state.clone()));
+        events.push(Event::state_snapshot(state.clone()));
     }
     if options.messages_snapshot() {
         events.push(

@@ -9,7 +9,7 @@ use tower_service::Service;
 
 use super::{
     AguiOptions, Event, ModelEncoder, ResponseStream,
-    event::{ActivitySnapshot, BaseEvent, RunError, RunStarted, StateSnapshot},
+    event::{ActivitySnapshot, BaseEvent, RunError, RunStarted},
     future,
     layer::Config,
 };
@@ -206,7 +206,7 @@ where
             .as_ref()
             .filter(|_| options.state_snapshots().initial())
         {
-            outbox.push(state_snapshot(state.clone()));
+            outbox.push(Event::state_snapshot(state.clone()));
         }
         let span = tracing::info_span!(
             "agui.run",
@@ -237,15 +237,6 @@ fn run_options(
     };
     options.validate()?;
     Ok(options)
-}
-
-pub(crate) fn state_snapshot(snapshot: Value) -> Event {
-    StateSnapshot {
-        snapshot,
-        subagent_run_id: None,
-        base: BaseEvent::default(),
-    }
-    .into()
 }
 
 pub(crate) fn activity_snapshot(message_id: MessageId, content: Value) -> Event {

@@ -1,11 +1,6 @@
 use std::collections::VecDeque;
 
-use super::event::{
-    BaseEvent, Event, ReasoningEnd, ReasoningMessageContent, ReasoningMessageEnd,
-    ReasoningMessageStart, ReasoningRole, ReasoningStart, StepFinished, StepStarted,
-    TextMessageContent, TextMessageEnd, TextMessageRole, TextMessageStart, ToolCallArgs,
-    ToolCallEnd, ToolCallStart,
-};
+use super::event::Event;
 use crate::{
     id::{MessageId, ToolCallId},
     model::ModelEvent,
@@ -26,7 +21,7 @@ pub type ResponseStream<St, T> = Tee<St, T, ModelEncoder>;
 /// - Tool calls become `TOOL_CALL_START` (with `parentMessageId` = the step's message id),
 ///   `TOOL_CALL_ARGS`, `TOOL_CALL_END`. Arguments or ends for a call that was never started are
 ///   dropped rather than sent unbalanced.
-/// - At the end of the step, however it ends, everything still open is closed, in reverse order.
+/// - At the end of the step, however it ends, everything still open is closed.
 #[derive(Debug)]
 pub struct ModelEncoder {
     step_name: String,
@@ -39,12 +34,7 @@ pub struct ModelEncoder {
 impl ModelEncoder {
     /// An encoder for the step writing `message_id`; returns it with the step's opening event.
     pub(crate) fn start(step_name: String, message_id: MessageId) -> (Self, Event) {
-        let opening = StepStarted {
-            step_name: step_name.clone(),
-            subagent_run_id: None,
-            base: BaseEvent::default(),
-        }
-        .into();
+        let opening = Event::step_started(step_name.clone());
         (
             Self {
                 step_name,
@@ -59,35 +49,14 @@ impl ModelEncoder {
 
     fn close_text(&mut self, out: &mut VecDeque<Event>) {
         if let Some(message_id) = self.text.take() {
-            out.push_back(
-                TextMessageEnd {
-                    message_id,
-                    subagent_run_id: None,
-                    base: BaseEvent::default(),
-                }
-                .into(),
-            );
+            out.push_back(Event::text_message_end(message_id));
         }
     }
 
     fn close_reasoning(&mut self, out: &mut VecDeque<Event>) {
         if let Some(message_id) = self.reasoning.take() {
-            out.push_back(
-                ReasoningMessageEnd {
-                    message_id: message_id.clone(),
-                    subagent_run_id: None,
-                    base: BaseEvent::default(),
-                }
-                .into(),
-            );
-            out.push_back(
-                ReasoningEnd {
-                    message_id,
-                    subagent_run_id: None,
-                    base: BaseEvent::default(),
-                }
-                .into(),
-            );
+            out.push_back(Event::reasoning_message_end(message_id.clone()));
+            out.push_back(Event::reasoning_end(message_id));
         }
     }
 }
@@ -106,99 +75,44 @@ impl<E> Encode<Result<ModelEvent, E>> for ModelEncoder {
                 if self.text.as_ref() != Some(message_id) {
                     self.close_text(out);
                     self.text = Some(message_id.clone());
-                    out.push_back(
-                        TextMessageStart {
-                            message_id: message_id.clone(),
-                            role: Some(TextMessageRole::Assistant),
-                            name: None,
-                            subagent_run_id: None,
-                            base: BaseEvent::default(),
-                        }
-                        .into(),
-                    );
+                    out.push_back(Event::text_message_start(message_id.clone()));
                 }
-                out.push_back(
-                    TextMessageContent {
-                        message_id: message_id.clone(),
-                        delta: delta.clone(),
-                        subagent_run_id: None,
-                        base: BaseEvent::default(),
-                    }
-                    .into(),
-                );
+                out.push_back(Event::text_message_content(
+                    message_id.clone(),
+                    delta.clone(),
+                ));
             }
             ModelEvent::ReasoningDelta { message_id, delta } => {
                 if self.reasoning.as_ref() != Some(message_id) {
                     self.close_reasoning(out);
                     self.reasoning = Some(message_id.clone());
-                    out.push_back(
-                        ReasoningStart {
-                            message_id: message_id.clone(),
-                            subagent_run_id: None,
-                            base: BaseEvent::default(),
-                        }
-                        .into(),
-                    );
-                    out.push_back(
-                        ReasoningMessageStart {
-                            message_id: message_id.clone(),
-                            role: ReasoningRole::Reasoning,
-                            subagent_run_id: None,
-                            base: BaseEvent::default(),
-                        }
-                        .into(),
-                    );
+                    out.push_back(Event::reasoning_start(message_id.clone()));
+                    out.push_back(Event::reasoning_message_start(message_id.clone()));
                 }
-                out.push_back(
-                    ReasoningMessageContent {
-                        message_id: message_id.clone(),
-                        delta: delta.clone(),
-                        subagent_run_id: None,
-                        base: BaseEvent::default(),
-                    }
-                    .into(),
-                );
+                out.push_back(Event::reasoning_message_content(
+                    message_id.clone(),
+                    delta.clone(),
+                ));
             }
             ModelEvent::ToolCallStart { id, name } => {
                 self.close_reasoning(out);
                 if !self.tool_calls.contains(id) {
                     self.tool_calls.push(id.clone());
-                    out.push_back(
-                        ToolCallStart {
-                            tool_call_id: id.clone(),
-                            tool_call_name: name.clone(),
-                            parent_message_id: Some(self.parent_message_id.clone()),
-                            subagent_run_id: None,
-                            base: BaseEvent::default(),
-                        }
-                        .into(),
-                    );
+                    out.push_back(Event::tool_call_start(
+                        id.clone(),
+                        name.clone(),
+                        self.parent_message_id.clone(),
+                    ));
                 }
             }
             ModelEvent::ToolCallArgs { id, delta } => {
                 if self.tool_calls.contains(id) {
-                    out.push_back(
-                        ToolCallArgs {
-                            tool_call_id: id.clone(),
-                            delta: delta.clone(),
-                            subagent_run_id: None,
-                            base: BaseEvent::default(),
-                        }
-                        .into(),
-                    );
+                    out.push_back(Event::tool_call_args(id.clone(), delta.clone()));
                 }
             }
             ModelEvent::ToolCallEnd { id } => {
                 if let Some(at) = self.tool_calls.iter().position(|open| open == id) {
-                    let tool_call_id = self.tool_calls.remove(at);
-                    out.push_back(
-                        ToolCallEnd {
-                            tool_call_id,
-                            subagent_run_id: None,
-                            base: BaseEvent::default(),
-                        }
-                        .into(),
-                    );
+                    out.push_back(Event::tool_call_end(self.tool_calls.remove(at)));
                 }
             }
             ModelEvent::Usage(_) => {}
@@ -209,24 +123,8 @@ impl<E> Encode<Result<ModelEvent, E>> for ModelEncoder {
 
     fn end(&mut self, _end: End, out: &mut VecDeque<Event>) {
         self.close_reasoning(out);
-        for tool_call_id in self.tool_calls.drain(..).rev() {
-            out.push_back(
-                ToolCallEnd {
-                    tool_call_id,
-                    subagent_run_id: None,
-                    base: BaseEvent::default(),
-                }
-                .into(),
-            );
-        }
+        out.extend(self.tool_calls.drain(..).map(Event::tool_call_end));
         self.close_text(out);
-        out.push_back(
-            StepFinished {
-                step_name: std::mem::take(&mut self.step_name),
-                subagent_run_id: None,
-                base: BaseEvent::default(),
-            }
-            .into(),
-        );
+        out.push_back(Event::step_finished(std::mem::take(&mut self.step_name)));
     }
 }
