@@ -102,7 +102,6 @@ where
                 break;
             }
         }
-        self.queue.clear();
     }
 
     fn disconnected(&mut self) {
