@@ -52,6 +52,7 @@
 //!   [`Recording`](transport::Recording), [`Null`](transport::Null)).
 //! - [`agent`]: the model ↔ tools loop, itself a `Service<RunRequest>`.
 //! - [`agui`] (feature `agui`): AG-UI 1.0 wire events and [`AguiLayer`](agui::AguiLayer).
+//! - [`server`] (feature `server`): the AG-UI HTTP/SSE and WebSocket server (axum).
 //! - [`test_util`] (feature `test-util`): mocks and assertions for testing your own stacks.
 //!
 //! [`ModelEvent`]: model::ModelEvent
@@ -84,6 +85,10 @@ pub mod transport;
 #[cfg(feature = "agui")]
 #[cfg_attr(docsrs, doc(cfg(feature = "agui")))]
 pub mod agui;
+
+#[cfg(feature = "server")]
+#[cfg_attr(docsrs, doc(cfg(feature = "server")))]
+pub mod server;
 
 #[cfg(feature = "test-util")]
 #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]

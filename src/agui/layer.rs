@@ -190,7 +190,8 @@ impl<T> AguiLayer<T> {
         Ok(self)
     }
 
-    /// What to do when the transport closes (default: cancel the run).
+    /// What to do when the transport closes (default: cancel the run). A run may bring its own
+    /// [`OnDisconnect`] in its extensions, which wins.
     pub fn on_disconnect(mut self, policy: OnDisconnect) -> Self {
         self.config_mut().on_disconnect = policy;
         self

@@ -20,7 +20,7 @@ use crate::{
     run::{Extensions, ForwardedProps, RunOutcome, RunRequest},
     stream::Outbox,
     tool::{ToolCall, ToolOutput},
-    transport::Transport,
+    transport::{OnDisconnect, Transport},
 };
 
 /// A service wrapped by [`AguiLayer`](super::AguiLayer).
@@ -62,7 +62,8 @@ impl<S, T> Agui<S, T>
 where
     T: Transport<Event> + Clone + Send + Sync + 'static,
 {
-    /// The run's own transport if it brought one, else the layer's.
+    /// The run's own transport if it brought one, else the layer's; the run's own
+    /// [`OnDisconnect`] if it brought one, else the layer's.
     fn outbox(
         &self,
         extensions: &Extensions,
@@ -72,7 +73,11 @@ where
             .get::<T>()
             .cloned()
             .or_else(|| self.transport.clone());
-        Outbox::new(transport, self.config.on_disconnect, cancel.clone())
+        let on_disconnect = extensions
+            .get::<OnDisconnect>()
+            .copied()
+            .unwrap_or(self.config.on_disconnect);
+        Outbox::new(transport, on_disconnect, cancel.clone())
     }
 }
 

@@ -21,6 +21,7 @@
 //! # }
 //! ```
 
+pub mod demo;
 pub mod router;
 
 use std::{error::Error as StdError, fmt};

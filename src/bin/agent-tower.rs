@@ -1,0 +1,152 @@
+//! `agent-tower`: an AG-UI server built only from the library's layers.
+
+use std::{net::SocketAddr, time::Duration};
+
+use agent_tower::{
+    BoxError,
+    agent::Agent,
+    agui::AguiLayer,
+    model::scripted::ScriptedModel,
+    server::{AguiServer, BusyThread},
+    tool::demo::demo_tools,
+    transport::OnDisconnect,
+};
+use clap::{Parser, Subcommand, ValueEnum};
+use tokio_util::sync::CancellationToken;
+use tower::{Layer, ServiceBuilder};
+
+/// The steps of an AI agent as Tower services, served to AG-UI frontends.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve an agent over AG-UI: `POST <path>` streams SSE (or NDJSON), `GET /ws` is the
+    /// WebSocket transport, `GET /health` answers `{"status":"ok"}`.
+    ///
+    /// The agent has two demo tools, `get_time` and `add`. Logs go to stderr (filter with
+    /// `RUST_LOG`, default `info`): one line per run with its thread, run, events, duration and
+    /// outcome. Ctrl-C stops accepting, cancels the runs in flight (each gets its terminal event)
+    /// and exits.
+    Serve(Serve),
+}
+
+#[derive(Debug, clap::Args)]
+struct Serve {
+    /// The address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8000", env = "AGENT_TOWER_ADDR")]
+    addr: SocketAddr,
+    /// The path runs are posted to.
+    #[arg(long, default_value = "/")]
+    path: String,
+    /// The model: `scripted` is deterministic and offline (it echoes, calls the tools it is asked
+    /// to call, reasons when asked to "think", and streams N filler tokens when the request's
+    /// `forwardedProps` is `{"scripted": {"tokens": N}}`).
+    #[arg(long, value_enum, default_value_t = ModelChoice::Scripted)]
+    model: ModelChoice,
+    /// Seconds of silence before a `: ping` keep-alive comment.
+    #[arg(long, default_value_t = 15)]
+    keep_alive: u64,
+    /// The largest accepted request body, in bytes.
+    #[arg(long, default_value_t = 1024 * 1024)]
+    body_limit: usize,
+    /// What happens to a run whose client disconnects.
+    #[arg(long, value_enum, default_value_t = DisconnectChoice::Cancel)]
+    on_disconnect: DisconnectChoice,
+    /// What happens to a second run on a thread that already has an active one.
+    #[arg(long, value_enum, default_value_t = BusyChoice::Reject)]
+    busy_thread: BusyChoice,
+    /// An origin browsers may call from (CORS); repeat for several. Off when absent.
+    #[arg(long = "allow-origin")]
+    allow_origins: Vec<String>,
+    /// The most model turns per run.
+    #[arg(long, default_value_t = 16)]
+    max_turns: u32,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum ModelChoice {
+    /// The built-in scripted model.
+    Scripted,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum DisconnectChoice {
+    /// Cancel the run.
+    Cancel,
+    /// Let the run finish without the client.
+    Continue,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum BusyChoice {
+    /// Answer 409 Conflict.
+    Reject,
+    /// Wait for the active run to end.
+    Queue,
+}
+
+#[tokio::main]
+async fn main() -> Result<(), BoxError> {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    match Cli::parse().command {
+        Command::Serve(serve) => run_server(serve).await,
+    }
+}
+
+async fn run_server(args: Serve) -> Result<(), BoxError> {
+    let max_turns =
+        std::num::NonZeroU32::new(args.max_turns).ok_or("--max-turns must be at least 1")?;
+    let ModelChoice::Scripted = args.model;
+    let agui = AguiLayer::new();
+    let tools = demo_tools();
+    let model = ServiceBuilder::new()
+        .layer(agui.clone())
+        .timeout(Duration::from_secs(60))
+        .service(ScriptedModel::new());
+    let agent = agui.layer(
+        Agent::new(model, agui.layer(tools.clone()))
+            .tool_specs(tools.specs())
+            .max_turns(max_turns),
+    );
+
+    let runs = CancellationToken::new();
+    let router = AguiServer::new(agent)
+        .path(args.path.clone())
+        .keep_alive(Duration::from_secs(args.keep_alive.max(1)))
+        .body_limit(args.body_limit)
+        .on_disconnect(match args.on_disconnect {
+            DisconnectChoice::Cancel => OnDisconnect::Cancel,
+            DisconnectChoice::Continue => OnDisconnect::Continue,
+        })
+        .busy_thread(match args.busy_thread {
+            BusyChoice::Reject => BusyThread::Reject,
+            BusyChoice::Queue => BusyThread::Queue,
+        })
+        .allow_origins(&args.allow_origins)?
+        .shutdown_token(runs.clone())
+        .into_router();
+
+    let listener = tokio::net::TcpListener::bind(args.addr).await?;
+    tracing::info!(
+        addr = %listener.local_addr()?,
+        path = %args.path,
+        "serving AG-UI (POST {} for runs, GET /ws, GET /health)",
+        args.path
+    );
+    agent_tower::server::serve(listener, router, runs, async {
+        let _ = tokio::signal::ctrl_c().await;
+        tracing::info!("shutting down: cancelling runs in flight");
+    })
+    .await?;
+    Ok(())
+}

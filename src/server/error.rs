@@ -1,0 +1,72 @@
+//! Errors answered before a run starts: a status and a JSON body, never a stream.
+
+use axum::{
+    Json,
+    http::StatusCode,
+    response::{IntoResponse, Response},
+};
+use serde::Serialize;
+
+/// A request the server refuses, with the status and a JSON body
+/// `{"error": {"code", "message", "field"?}}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+    field: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    error: Detail<'a>,
+}
+
+#[derive(Serialize)]
+struct Detail<'a> {
+    code: &'a str,
+    message: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    field: Option<&'a str>,
+}
+
+impl Rejection {
+    pub(crate) fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+            field: None,
+        }
+    }
+
+    pub(crate) fn field(mut self, field: impl Into<String>) -> Self {
+        self.field = Some(field.into());
+        self
+    }
+
+    /// The HTTP status.
+    #[must_use]
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The machine-readable code.
+    #[must_use]
+    pub fn code(&self) -> &str {
+        self.code
+    }
+}
+
+impl IntoResponse for Rejection {
+    fn into_response(self) -> Response {
+        let body = Body {
+            error: Detail {
+                code: self.code,
+                message: &self.message,
+                field: self.field.as_deref(),
+            },
+        };
+        (self.status, Json(body)).into_response()
+    }
+}

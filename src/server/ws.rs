@@ -1,0 +1,157 @@
+//! AG-UI over a WebSocket: `GET /ws`.
+//!
+//! The client sends text frames, each either a `RunAgentInput` (a run) or `{"type": "cancel"}`
+//! (cancel the active run). Runs on one socket are served one at a time, in order; up to 8 inputs
+//! may wait behind the active run, more closes the socket (code 1008). The server answers with one
+//! AG-UI event per text frame, and pings every keep-alive interval.
+//!
+//! An input the server refuses (malformed, invalid, busy thread) is answered with a single
+//! `RUN_ERROR` frame whose `code` says why; the socket stays open. A socket that closes cancels
+//! the active run, as a dropped HTTP response does.
+
+use std::{collections::VecDeque, sync::Arc};
+
+use axum::{
+    extract::{
+        State, WebSocketUpgrade,
+        ws::{CloseFrame, Message, WebSocket},
+    },
+    response::Response,
+};
+use futures_util::{SinkExt, StreamExt};
+use tokio_util::sync::CancellationToken;
+use tower_service::Service;
+
+use super::{Rejection, Server, parse_input, run::RunEvents};
+use crate::{
+    BoxError,
+    agui::{
+        Event,
+        event::{BaseEvent, RunError},
+    },
+    run::{RunOutcome, RunRequest},
+};
+
+const MAX_WAITING: usize = 8;
+
+pub(crate) async fn upgrade<A>(
+    State(server): State<Arc<Server<A>>>,
+    upgrade: WebSocketUpgrade,
+) -> Response
+where
+    A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
+    A::Future: Send + 'static,
+{
+    upgrade
+        .max_message_size(server.config.body_limit)
+        .on_upgrade(move |socket| session(server, socket))
+}
+
+fn is_cancel(text: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(text)
+        .ok()
+        .is_some_and(|v| v.get("type").and_then(|t| t.as_str()) == Some("cancel"))
+}
+
+fn frame(event: &Event) -> Message {
+    Message::Text(
+        serde_json::to_string(event)
+            .expect("events serialize")
+            .into(),
+    )
+}
+
+fn refusal(rejection: &Rejection, message: String) -> Message {
+    frame(&Event::from(RunError {
+        message,
+        code: Some(rejection.code().to_owned()),
+        usage: None,
+        base: BaseEvent::default(),
+    }))
+}
+
+async fn next_event(active: &mut Option<RunEvents>) -> Option<Event> {
+    match active.as_mut() {
+        Some(events) => events.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn session<A>(server: Arc<Server<A>>, socket: WebSocket)
+where
+    A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
+    A::Future: Send + 'static,
+{
+    let (mut tx, mut rx) = socket.split();
+    let mut waiting: VecDeque<String> = VecDeque::new();
+    let mut active: Option<RunEvents> = None;
+    let mut active_cancel: Option<CancellationToken> = None;
+    let mut ping = tokio::time::interval(server.config.keep_alive);
+    ping.reset();
+
+    loop {
+        if active.is_none() {
+            if let Some(text) = waiting.pop_front() {
+                let started = match parse_input(text.as_bytes()) {
+                    Ok(input) => server.start(input).await,
+                    Err(rejection) => Err(rejection),
+                };
+                match started {
+                    Ok(events) => {
+                        active_cancel = Some(events.cancel_token());
+                        active = Some(events);
+                    }
+                    Err(rejection) => {
+                        let message = format!("{rejection:?}");
+                        if tx.send(refusal(&rejection, message)).await.is_err() {
+                            break;
+                        }
+                    }
+                }
+                continue;
+            }
+        }
+        tokio::select! {
+            incoming = rx.next() => match incoming {
+                Some(Ok(Message::Text(text))) => {
+                    if is_cancel(text.as_str()) {
+                        if let Some(cancel) = &active_cancel {
+                            cancel.cancel();
+                        }
+                    } else if waiting.len() >= MAX_WAITING {
+                        let close = CloseFrame { code: 1008, reason: "too many waiting runs".into() };
+                        let _ = tx.send(Message::Close(Some(close))).await;
+                        break;
+                    } else {
+                        waiting.push_back(text.as_str().to_owned());
+                    }
+                }
+                Some(Ok(Message::Binary(_))) => {
+                    let close = CloseFrame { code: 1003, reason: "text frames only".into() };
+                    let _ = tx.send(Message::Close(Some(close))).await;
+                    break;
+                }
+                Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
+                Some(Ok(Message::Close(_)) | Err(_)) | None => break,
+            },
+            event = next_event(&mut active) => match event {
+                Some(event) => {
+                    if tx.send(frame(&event)).await.is_err() {
+                        break;
+                    }
+                }
+                None => {
+                    active = None;
+                    active_cancel = None;
+                }
+            },
+            _ = ping.tick() => {
+                if tx.send(Message::Ping(Default::default())).await.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    // Dropping the active run's events applies the disconnect policy.
+    drop(active);
+}
