@@ -1,1 +1,534 @@
+//! The AG-UI server over real HTTP and WebSocket, with the official client where one exists.
 
+use std::{net::SocketAddr, path::Path, process::Stdio, time::Duration};
+
+use agent_tower::{
+    agent::Agent,
+    agui::{AguiLayer, Event},
+    model::scripted::ScriptedModel,
+    server::{AguiServer, BusyThread, RunEnd, RunSummary},
+    test_util::{MockItem, MockModel, verify},
+    tool::{ToolRouter, demo::demo_tools},
+    transport::OnDisconnect,
+};
+use axum::{
+    Router,
+    body::Body,
+    http::{Request, StatusCode, header},
+};
+use futures_util::{SinkExt, StreamExt};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    sync::mpsc,
+};
+use tower::{Layer, ServiceExt};
+
+/// The scripted agent behind a configured server; run summaries arrive on the receiver.
+fn scripted(
+    configure: impl FnOnce(AguiServer<ScriptedAgent>) -> AguiServer<ScriptedAgent>,
+) -> (Router, mpsc::UnboundedReceiver<RunSummary>) {
+    let agui = AguiLayer::new();
+    let tools = demo_tools();
+    let agent = agui.layer(
+        Agent::new(agui.layer(ScriptedModel::new()), agui.layer(tools.clone()))
+            .tool_specs(tools.specs()),
+    );
+    let (tx, rx) = mpsc::unbounded_channel();
+    let server = configure(AguiServer::new(agent)).on_run_end(move |run| {
+        let _ = tx.send(run.clone());
+    });
+    (server.into_router(), rx)
+}
+
+type ScriptedAgent = agent_tower::agui::Agui<
+    Agent<
+        agent_tower::agui::Agui<ScriptedModel, agent_tower::transport::Channel<Event>>,
+        agent_tower::agui::Agui<ToolRouter, agent_tower::transport::Channel<Event>>,
+    >,
+    agent_tower::transport::Channel<Event>,
+>;
+
+/// A server whose model streams `items` (for runs that hang).
+fn mocked(items: Vec<MockItem>, busy: BusyThread) -> (Router, mpsc::UnboundedReceiver<RunSummary>) {
+    let agui = AguiLayer::new();
+    let agent = agui.layer(Agent::new(
+        agui.layer(MockModel::new([items])),
+        agui.layer(ToolRouter::new()),
+    ));
+    let (tx, rx) = mpsc::unbounded_channel();
+    let router = AguiServer::new(agent)
+        .busy_thread(busy)
+        .keep_alive(Duration::from_millis(100))
+        .on_run_end(move |run| {
+            let _ = tx.send(run.clone());
+        })
+        .into_router();
+    (router, rx)
+}
+
+async fn listen(router: Router) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    addr
+}
+
+fn input(thread: &str, text: &str) -> Value {
+    json!({
+        "threadId": thread,
+        "runId": format!("run-{text}"),
+        "messages": [{"id": "m1", "role": "user", "content": text}],
+    })
+}
+
+fn post(body: impl Into<Body>, content_type: &str, accept: &str) -> Request<Body> {
+    Request::post("/")
+        .header(header::CONTENT_TYPE, content_type)
+        .header(header::ACCEPT, accept)
+        .body(body.into())
+        .unwrap()
+}
+
+fn post_json(value: &Value) -> Request<Body> {
+    post(value.to_string(), "application/json", "text/event-stream")
+}
+
+async fn body_text(response: axum::response::Response) -> String {
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    String::from_utf8(bytes.to_vec()).unwrap()
+}
+
+fn sse_events(text: &str) -> Vec<Event> {
+    text.split("\n\n")
+        .filter_map(|frame| frame.strip_prefix("data: "))
+        .map(|data| serde_json::from_str(data).unwrap())
+        .collect()
+}
+
+async fn error_of(response: axum::response::Response) -> (StatusCode, Value) {
+    let status = response.status();
+    (
+        status,
+        serde_json::from_str(&body_text(response).await).unwrap(),
+    )
+}
+
+/// Runs a script of the official client's package; panics with its output when it fails.
+async fn node(script: &str, args: &[&str], stdin: Option<String>) -> String {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance");
+    assert!(
+        dir.join("node_modules/@ag-ui/client").exists(),
+        "the official AG-UI client is not installed: run `npm ci` in tests/conformance (.ci/run does)"
+    );
+    let mut child = tokio::process::Command::new("node")
+        .arg(dir.join(script))
+        .args(args)
+        .current_dir(&dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("node is installed");
+    let mut pipe = child.stdin.take().unwrap();
+    if let Some(stdin) = stdin {
+        pipe.write_all(stdin.as_bytes()).await.unwrap();
+    }
+    drop(pipe);
+    let out = child.wait_with_output().await.unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "node {script} failed:\n{text}");
+    text
+}
+
+#[tokio::test]
+async fn the_official_client_talks_to_the_server() {
+    let (router, mut runs) = scripted(|s| s);
+    let addr = listen(router).await;
+    let output = node("agui.mjs", &[&format!("http://{addr}/")], None).await;
+    assert!(output.contains("all scenarios passed"), "{output}");
+    // Six runs; the aborted one was cancelled by the server, not left running.
+    let mut ends = Vec::new();
+    for _ in 0..6 {
+        ends.push(
+            tokio::time::timeout(Duration::from_secs(5), runs.recv())
+                .await
+                .expect("every run ends")
+                .unwrap()
+                .end,
+        );
+    }
+    assert_eq!(
+        ends.iter().filter(|e| **e == RunEnd::Disconnected).count(),
+        1,
+        "{ends:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_disconnect_cancels_the_run_within_a_second() {
+    for quiet in [false, true] {
+        // A busy run (a million tokens) and a quiet one (the model hangs; keep-alive notices).
+        let (router, mut runs) = if quiet {
+            mocked(
+                vec![MockItem::text("waiting"), MockItem::Pending],
+                BusyThread::Reject,
+            )
+        } else {
+            scripted(|s| s)
+        };
+        let addr = listen(router).await;
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut body = input("t", "stream");
+        body["forwardedProps"] = json!({"scripted": {"tokens": 1_000_000}});
+        let body = body.to_string();
+        let request = format!(
+            "POST / HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\naccept: text/event-stream\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !String::from_utf8_lossy(&seen).contains("TEXT_MESSAGE_CONTENT") {
+            let n = stream.read(&mut buf).await.unwrap();
+            assert!(n > 0, "the server closed early");
+            seen.extend_from_slice(&buf[..n]);
+        }
+        drop(stream);
+        let summary = tokio::time::timeout(Duration::from_secs(1), runs.recv())
+            .await
+            .expect("the server noticed within 1 s")
+            .unwrap();
+        assert_eq!(summary.end, RunEnd::Disconnected, "quiet: {quiet}");
+    }
+}
+
+#[tokio::test]
+async fn bad_input_is_refused_before_anything_streams() {
+    let (router, _runs) = scripted(|s| s.body_limit(1024));
+    let cases = [
+        (post("{\"threadId\":", "application/json", "*/*"), StatusCode::BAD_REQUEST, "malformed_json", None),
+        (
+            post(json!({"threadId": "t", "runId": "r", "messages": [{"id": 1, "role": "user", "content": "x"}]}).to_string(), "application/json", "*/*"),
+            // Messages are tagged by role: the path names the message, the text the problem.
+            StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", Some("messages[0]"),
+        ),
+        (
+            post(json!({"threadId": "t", "messages": []}).to_string(), "application/json", "*/*"),
+            StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", Some("runId"),
+        ),
+        (
+            post(json!({"threadId": "", "runId": "r", "messages": []}).to_string(), "application/json", "*/*"),
+            StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", Some("threadId"),
+        ),
+        (post("x".repeat(2048), "application/json", "*/*"), StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", None),
+        (post("{}", "text/plain", "*/*"), StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", None),
+    ];
+    for (request, status, code, field) in cases {
+        let (got, body) = error_of(router.clone().oneshot(request).await.unwrap()).await;
+        assert_eq!(got, status, "{body}");
+        assert_eq!(body["error"]["code"], code, "{body}");
+        assert_eq!(body["error"]["field"].as_str(), field, "{body}");
+    }
+}
+
+#[tokio::test]
+async fn a_busy_thread_is_refused_or_queued() {
+    let hang = || vec![MockItem::text("busy"), MockItem::Pending];
+    // Reject: the first run is still streaming (its body is held), the second gets 409.
+    let (router, _runs) = mocked(hang(), BusyThread::Reject);
+    let first = router
+        .clone()
+        .oneshot(post_json(&input("t", "one")))
+        .await
+        .unwrap();
+    assert_eq!(first.status(), StatusCode::OK);
+    let (status, body) = error_of(
+        router
+            .clone()
+            .oneshot(post_json(&input("t", "two")))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert_eq!(body["error"]["code"], "thread_busy");
+    let other = router
+        .clone()
+        .oneshot(post_json(&input("u", "three")))
+        .await
+        .unwrap();
+    assert_eq!(other.status(), StatusCode::OK, "other threads are free");
+    drop(first);
+    let again = router
+        .clone()
+        .oneshot(post_json(&input("t", "four")))
+        .await
+        .unwrap();
+    assert_eq!(
+        again.status(),
+        StatusCode::OK,
+        "the thread is free once the run is gone"
+    );
+
+    // Queue: the second run waits for the first to end.
+    let (router, _runs) = mocked(hang(), BusyThread::Queue);
+    let first = router
+        .clone()
+        .oneshot(post_json(&input("t", "one")))
+        .await
+        .unwrap();
+    let mut second = tokio_test::task::spawn(router.clone().oneshot(post_json(&input("t", "two"))));
+    tokio_test::assert_pending!(second.poll());
+    drop(first);
+    assert_eq!(second.await.unwrap().status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn sse_headers_and_ndjson_on_request() {
+    let (router, _runs) = scripted(|s| s);
+    let response = router
+        .clone()
+        .oneshot(post_json(&input("t", "hi")))
+        .await
+        .unwrap();
+    assert_eq!(
+        response.headers()[header::CONTENT_TYPE],
+        "text/event-stream"
+    );
+    assert_eq!(response.headers()[header::CACHE_CONTROL], "no-cache");
+    assert_eq!(response.headers()["x-accel-buffering"], "no");
+    let events = sse_events(&body_text(response).await);
+    verify(&events).unwrap();
+
+    let response = router
+        .oneshot(post(
+            input("t", "hi").to_string(),
+            "application/json",
+            "application/x-ndjson",
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        response.headers()[header::CONTENT_TYPE],
+        "application/x-ndjson"
+    );
+    let text = body_text(response).await;
+    let lines: Vec<Event> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    verify(&lines).unwrap();
+    assert_eq!(lines.len(), events.len());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_quiet_run_gets_ping_comments() {
+    let agui = AguiLayer::new();
+    let agent = agui.layer(Agent::new(
+        agui.layer(MockModel::new([vec![MockItem::Pending]])),
+        agui.layer(ToolRouter::new()),
+    ));
+    let router = AguiServer::new(agent)
+        .keep_alive(Duration::from_secs(15))
+        .into_router();
+    let response = router.oneshot(post_json(&input("t", "hi"))).await.unwrap();
+    let mut body = response.into_body();
+    let mut frames = Vec::new();
+    while frames.len() < 3 {
+        let frame = body.frame().await.unwrap().unwrap().into_data().unwrap();
+        frames.push(String::from_utf8(frame.to_vec()).unwrap());
+    }
+    assert!(
+        frames[0].starts_with("data: {\"type\":\"RUN_STARTED\""),
+        "{frames:?}"
+    );
+    assert!(
+        frames[1].starts_with("data: {\"type\":\"STEP_STARTED\""),
+        "{frames:?}"
+    );
+    assert_eq!(frames[2], ": ping\n\n");
+}
+
+#[tokio::test]
+async fn cors_is_off_unless_origins_are_allowed() {
+    let preflight = || {
+        Request::options("/")
+            .header(header::ORIGIN, "https://app.example")
+            .header(header::ACCESS_CONTROL_REQUEST_METHOD, "POST")
+            .body(Body::empty())
+            .unwrap()
+    };
+    let (router, _runs) = scripted(|s| s);
+    let response = router.oneshot(preflight()).await.unwrap();
+    assert!(
+        response
+            .headers()
+            .get(header::ACCESS_CONTROL_ALLOW_ORIGIN)
+            .is_none()
+    );
+
+    let (router, _runs) = scripted(|s| s.allow_origins(["https://app.example"]).unwrap());
+    let response = router.oneshot(preflight()).await.unwrap();
+    assert_eq!(
+        response.headers()[header::ACCESS_CONTROL_ALLOW_ORIGIN],
+        "https://app.example"
+    );
+    assert!(
+        response
+            .headers()
+            .get(header::ACCESS_CONTROL_ALLOW_CREDENTIALS)
+            .is_none()
+    );
+
+    let agui = AguiLayer::new();
+    let agent = agui.layer(Agent::new(
+        agui.layer(ScriptedModel::new()),
+        agui.layer(ToolRouter::new()),
+    ));
+    assert!(AguiServer::new(agent).allow_origins(["*"]).is_err());
+}
+
+#[tokio::test]
+async fn health_answers() {
+    let (router, _runs) = scripted(|s| s);
+    let response = router
+        .oneshot(Request::get("/health").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(body_text(response).await, r#"{"status":"ok"}"#);
+}
+
+#[tokio::test]
+async fn websocket_runs_cancels_and_closes() {
+    use tokio_tungstenite::tungstenite::Message;
+
+    let (router, mut runs) = scripted(|s| s);
+    let addr = listen(router).await;
+    let (mut socket, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/ws"))
+        .await
+        .unwrap();
+    async fn until_terminal(
+        socket: &mut (
+                 impl futures_util::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>>
+                 + Unpin
+             ),
+    ) -> Vec<Value> {
+        let mut events = Vec::new();
+        while let Some(message) = socket.next().await {
+            if let Message::Text(text) = message.unwrap() {
+                let event: Value = serde_json::from_str(text.as_str()).unwrap();
+                let done = matches!(event["type"].as_str(), Some("RUN_FINISHED" | "RUN_ERROR"));
+                events.push(event);
+                if done {
+                    break;
+                }
+            }
+        }
+        events
+    }
+
+    // Two runs, one after the other, on one socket.
+    socket
+        .send(Message::text(input("ws", "hello").to_string()))
+        .await
+        .unwrap();
+    socket
+        .send(Message::text(
+            input("ws", r#"add {"a": 1, "b": 1}"#).to_string(),
+        ))
+        .await
+        .unwrap();
+    let mut all = until_terminal(&mut socket).await;
+    all.extend(until_terminal(&mut socket).await);
+    assert!(
+        all.iter()
+            .any(|e| e["type"] == "TOOL_CALL_RESULT" && e["content"] == "2")
+    );
+
+    // A long run, cancelled by a message.
+    let mut long = input("ws", "long");
+    long["forwardedProps"] = json!({"scripted": {"tokens": 1_000_000}});
+    socket.send(Message::text(long.to_string())).await.unwrap();
+    socket
+        .send(Message::text(r#"{"type":"cancel"}"#))
+        .await
+        .unwrap();
+    let cancelled = until_terminal(&mut socket).await;
+    assert_eq!(cancelled.last().unwrap()["outcome"]["type"], "cancelled");
+    all.extend(cancelled);
+
+    // The same sequence passes the official schemas and the client's verifier.
+    let output = node(
+        "check-events.mjs",
+        &[],
+        Some(Value::from(all.clone()).to_string()),
+    )
+    .await;
+    assert!(output.starts_with("ok"), "{output}");
+    let typed: Vec<Event> = all
+        .into_iter()
+        .map(|e| serde_json::from_value(e).unwrap())
+        .collect();
+    verify(&typed).unwrap();
+
+    // A long run, then the socket closes: the run is cancelled.
+    for _ in 0..3 {
+        runs.recv().await.unwrap();
+    }
+    let mut long = input("ws", "closing");
+    long["forwardedProps"] = json!({"scripted": {"tokens": 1_000_000}});
+    socket.send(Message::text(long.to_string())).await.unwrap();
+    loop {
+        if let Some(Ok(Message::Text(text))) = socket.next().await {
+            if text.as_str().contains("TEXT_MESSAGE_CONTENT") {
+                break;
+            }
+        }
+    }
+    drop(socket);
+    let summary = tokio::time::timeout(Duration::from_secs(1), runs.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(summary.end, RunEnd::Disconnected);
+}
+
+#[tokio::test]
+async fn on_disconnect_continue_lets_the_run_finish() {
+    let agui = AguiLayer::new();
+    let agent = agui.layer(Agent::new(
+        agui.layer(ScriptedModel::new()),
+        agui.layer(ToolRouter::new()),
+    ));
+    let (tx, mut runs) = mpsc::unbounded_channel();
+    let router = AguiServer::new(agent)
+        .on_disconnect(OnDisconnect::Continue)
+        .channel_capacity(1)
+        .on_run_end(move |run| {
+            let _ = tx.send(run.clone());
+        })
+        .into_router();
+    let mut body = input("t", "long");
+    body["forwardedProps"] = json!({"scripted": {"tokens": 2_000}});
+    let response = router.oneshot(post_json(&body)).await.unwrap();
+    let mut stream = response.into_body();
+    stream.frame().await.unwrap().unwrap();
+    drop(stream);
+    let summary = tokio::time::timeout(Duration::from_secs(5), runs.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        summary.end,
+        RunEnd::Detached(Box::new(RunEnd::Finished(
+            agent_tower::run::StopReason::EndTurn
+        )))
+    );
+}

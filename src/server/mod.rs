@@ -331,7 +331,19 @@ pub(crate) fn parse_input(body: &[u8]) -> Result<RunAgentInput, Rejection> {
         )
     })?;
     let input: RunAgentInput = serde_path_to_error::deserialize(value).map_err(|e| {
-        let field = e.path().to_string();
+        let mut field = e.path().to_string();
+        // serde reports a missing field at its parent: name the field itself.
+        let missing = e.inner().to_string();
+        if let Some(name) = missing
+            .strip_prefix("missing field `")
+            .and_then(|rest| rest.split('`').next())
+        {
+            field = if field == "." {
+                name.to_owned()
+            } else {
+                format!("{field}.{name}")
+            };
+        }
         Rejection::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             "invalid_input",

@@ -1,0 +1,179 @@
+// The official AG-UI client (@ag-ui/client 1.0 HttpAgent) against an agent-tower server.
+//
+//   node agui.mjs http://127.0.0.1:PORT/
+//
+// Each scenario runs through HttpAgent, whose own pipeline enforces and verifies the events. The
+// raw response bytes are checked too, for what the client does not check: LF-only `data: <json>`
+// framing, every event valid against the @ag-ui/core 1.0 zod schemas, no `null` anywhere, a
+// terminal event at the end, and ids in MESSAGES_SNAPSHOT equal to the streamed ids.
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import { HttpAgent } from "@ag-ui/client";
+import { EventSchemas } from "@ag-ui/core/schemas";
+
+const url = process.argv[2];
+assert.ok(url, "usage: node agui.mjs <url>");
+
+function noNulls(value, path) {
+  assert.notEqual(value, null, `explicit null at ${path}`);
+  if (typeof value === "object") {
+    for (const [k, v] of Object.entries(value)) noNulls(v, `${path}.${k}`);
+  }
+}
+
+/** A fetch that keeps a copy of every response body. */
+function tappedFetch(bodies) {
+  return async (input, init) => {
+    const response = await fetch(input, init);
+    const [mine, theirs] = response.body.tee();
+    bodies.push(new Response(mine).text().catch(() => null));
+    return new Response(theirs, { status: response.status, headers: response.headers });
+  };
+}
+
+/** Checks one SSE body and returns its events. */
+function checkWire(text, { complete = true } = {}) {
+  assert.ok(!text.includes("\r"), "LF line endings only");
+  const frames = text.split("\n\n");
+  const last = frames.pop();
+  if (complete) assert.equal(last, "", "the body ends with a complete frame");
+  const events = [];
+  for (const frame of frames) {
+    if (frame.startsWith(":")) continue; // keep-alive comment
+    assert.ok(frame.startsWith("data: ") && !frame.includes("\n"), `one data line per frame: ${frame}`);
+    const event = JSON.parse(frame.slice("data: ".length));
+    noNulls(event, event.type);
+    const parsed = EventSchemas.safeParse(event);
+    assert.ok(parsed.success, `${event.type} fails the schema: ${JSON.stringify(parsed.error?.issues)}`);
+    events.push(event);
+  }
+  if (complete) {
+    assert.ok(["RUN_FINISHED", "RUN_ERROR"].includes(events.at(-1)?.type), "a terminal event ends the stream");
+    const terminals = events.filter((e) => e.type === "RUN_FINISHED" || e.type === "RUN_ERROR");
+    assert.equal(terminals.length, 1, "exactly one terminal event");
+  }
+  return events;
+}
+
+/** Streamed message ids all appear, unchanged, in the final MESSAGES_SNAPSHOT. */
+function checkIds(events) {
+  const snapshot = events.findLast((e) => e.type === "MESSAGES_SNAPSHOT");
+  assert.ok(snapshot, "a MESSAGES_SNAPSHOT before the end");
+  const ids = new Set(snapshot.messages.map((m) => m.id));
+  for (const e of events) {
+    if (e.type === "TEXT_MESSAGE_START" || e.type === "TOOL_CALL_RESULT") {
+      assert.ok(ids.has(e.messageId), `${e.type} ${e.messageId} is in the snapshot`);
+    }
+    if (e.type === "TOOL_CALL_START") {
+      const owner = snapshot.messages.find((m) => m.toolCalls?.some((c) => c.id === e.toolCallId));
+      assert.ok(owner, `tool call ${e.toolCallId} is in the snapshot`);
+      assert.equal(owner.id, e.parentMessageId, "the call belongs to its parent message");
+    }
+  }
+}
+
+async function scenario(name, initialMessages, params = {}, config = {}) {
+  const bodies = [];
+  const agent = new HttpAgent({
+    url,
+    threadId: randomUUID(),
+    initialMessages,
+    fetch: tappedFetch(bodies),
+    ...config,
+  });
+  const seen = [];
+  const result = await agent.runAgent({ runId: randomUUID(), ...params }, {
+    onEvent: ({ event }) => {
+      seen.push(event);
+    },
+  });
+  const events = checkWire(await bodies[0]);
+  assert.deepEqual(seen.map((e) => e.type), events.map((e) => e.type), "the client saw what was sent");
+  console.log(`ok ${name}: ${events.length} events`);
+  return { agent, events, result, bodies };
+}
+
+const user = (content) => ({ id: randomUUID(), role: "user", content });
+
+// 1. Plain chat.
+{
+  const { agent, events } = await scenario("plain chat", [user("hello there")]);
+  checkIds(events);
+  assert.equal(events[0].protocolVersion, "1.0");
+  const answer = agent.messages.at(-1);
+  assert.equal(answer.role, "assistant");
+  assert.equal(answer.content, "You said: hello there");
+}
+
+// 2. A backend tool call with its result.
+{
+  const { agent, events } = await scenario("backend tool", [user('add {"a": 2, "b": 3}')]);
+  checkIds(events);
+  const result = events.find((e) => e.type === "TOOL_CALL_RESULT");
+  assert.equal(result.content, "5");
+  const toolMessage = agent.messages.find((m) => m.role === "tool");
+  assert.equal(toolMessage.id, result.messageId);
+  assert.match(agent.messages.at(-1).content, /returned 5/);
+}
+
+// 3. A frontend tool: the run ends with the call pending, the next run continues from its result.
+{
+  const tools = [
+    {
+      name: "change_background",
+      description: "Changes the page's background colour.",
+      parameters: { type: "object", properties: { color: { type: "string" } } },
+    },
+  ];
+  const { agent, events } = await scenario(
+    "frontend tool, first run",
+    [user('change_background {"color": "blue"}')],
+    { tools },
+  );
+  const finished = events.at(-1);
+  const start = events.find((e) => e.type === "TOOL_CALL_START");
+  assert.equal(start.toolCallName, "change_background");
+  assert.deepEqual(finished.outcome, { type: "success", pendingToolCallIds: [start.toolCallId] });
+  assert.ok(!events.some((e) => e.type === "TOOL_CALL_RESULT"), "the server does not run it");
+  const call = agent.messages.find((m) => m.toolCalls?.length).toolCalls[0];
+  assert.equal(JSON.parse(call.function.arguments).color, "blue");
+
+  agent.addMessage({ id: randomUUID(), role: "tool", toolCallId: start.toolCallId, content: "background is blue" });
+  const bodies = [];
+  agent.fetch = tappedFetch(bodies);
+  await agent.runAgent({ runId: randomUUID(), tools });
+  const second = checkWire(await bodies[0]);
+  assert.deepEqual(second.at(-1).outcome, { type: "success" });
+  assert.match(agent.messages.at(-1).content, /change_background.*background is blue/);
+  console.log(`ok frontend tool, second run: ${second.length} events`);
+}
+
+// 4. State: the initial snapshot reaches the client.
+{
+  const state = { theme: "dark", items: [1, 2] };
+  const { agent, events } = await scenario("state snapshot", [user("hi")], {}, { initialState: state });
+  assert.deepEqual(events.find((e) => e.type === "STATE_SNAPSHOT").snapshot, state);
+  assert.deepEqual(agent.state, state);
+}
+
+// 5. The client aborts mid-stream (a run of a million tokens).
+{
+  const bodies = [];
+  const agent = new HttpAgent({ url, threadId: randomUUID(), initialMessages: [user("stream")], fetch: tappedFetch(bodies) });
+  let contents = 0;
+  const run = agent.runAgent(
+    { runId: randomUUID(), forwardedProps: { scripted: { tokens: 1_000_000 } } },
+    {
+      onEvent: ({ event }) => {
+        if (event.type === "TEXT_MESSAGE_CONTENT" && ++contents === 10) agent.abortRun();
+      },
+    },
+  );
+  await run.catch(() => {});
+  const text = await bodies[0];
+  if (text !== null) checkWire(text, { complete: false });
+  assert.ok(contents >= 10, "the stream was flowing when aborted");
+  console.log(`ok client abort after ${contents} tokens`);
+}
+
+console.log("all scenarios passed");
