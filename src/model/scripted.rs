@@ -4,7 +4,8 @@
 //!
 //! 1. the [`Rule`]s of its [`Script`], in order: the first whose [`When`] matches gives the reply;
 //! 2. if the client forwarded `{"scripted": {"tokens": N}}` (AG-UI `forwardedProps`), N tokens of
-//!    filler text, for benchmarks and load tests of any length;
+//!    filler text, for benchmarks and load tests of any length; with `"delay_ms": D` as well, one
+//!    token every D milliseconds (a slow model, or with a large D an idle stream);
 //! 3. after tool results, a sentence quoting them;
 //! 4. if the user mentions tools it was given, a call of each (all in one step, so they run in
 //!    parallel), with the first JSON object that follows the name as arguments;
@@ -39,7 +40,8 @@ use std::{
     fmt,
     pin::Pin,
     sync::Arc,
-    task::{Context, Poll},
+    task::{Context, Poll, ready},
+    time::Duration,
 };
 
 use futures_core::Stream;
@@ -164,13 +166,15 @@ impl ScriptedModel {
             })
             .map(|rule| rule.reply.clone());
 
-        let filler = req
-            .run
-            .extensions
-            .get::<ForwardedProps>()
-            .and_then(|props| props.0.pointer("/scripted/tokens"))
-            .and_then(Value::as_u64);
+        let props = req.run.extensions.get::<ForwardedProps>();
+        let setting = |name: &str| {
+            props
+                .and_then(|props| props.0.pointer(&format!("/scripted/{name}")))
+                .and_then(Value::as_u64)
+        };
+        let filler = setting("tokens");
         let mut plan = Plan::new(req.run.message_id.clone(), input_tokens(&req.messages));
+        plan.delay = setting("delay_ms").map(Duration::from_millis);
         if steps.is_none() {
             if let Some(tokens) = filler {
                 plan.filler(tokens);
@@ -225,6 +229,8 @@ impl Service<ModelRequest> for ScriptedModel {
 pub struct ScriptedStream {
     queue: VecDeque<Planned>,
     message_id: MessageId,
+    delay: Option<Duration>,
+    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 enum Planned {
@@ -245,7 +251,14 @@ impl fmt::Debug for ScriptedStream {
 impl Stream for ScriptedStream {
     type Item = Result<ModelEvent, ModelError>;
 
-    fn poll_next(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if let (Some(delay), Some(Planned::Filler(_))) = (self.delay, self.queue.front()) {
+            let sleep = self
+                .sleep
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep(delay)));
+            ready!(sleep.as_mut().poll(cx));
+            self.sleep = None;
+        }
         let item = match self.queue.pop_front() {
             None => None,
             Some(Planned::Event(event)) => Some(Ok(event)),
@@ -286,6 +299,7 @@ const FILLER: [&str; 8] = [
 struct Plan {
     queue: VecDeque<Planned>,
     message_id: MessageId,
+    delay: Option<Duration>,
     input_tokens: u64,
     output_tokens: u64,
     calls: usize,
@@ -296,6 +310,7 @@ impl Plan {
         Self {
             queue: VecDeque::new(),
             message_id,
+            delay: None,
             input_tokens,
             output_tokens: 0,
             calls: 0,
@@ -375,6 +390,8 @@ impl Plan {
         ScriptedStream {
             queue: self.queue,
             message_id: self.message_id,
+            delay: self.delay,
+            sleep: None,
         }
     }
 }
@@ -494,6 +511,31 @@ fn describe_results(messages: &[Message]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use futures_util::StreamExt;
+    use tower::ServiceExt;
+
+    #[tokio::test(start_paused = true)]
+    async fn filler_tokens_can_be_paced() {
+        let mut run = crate::run::RunContext::default();
+        run.extensions.insert(ForwardedProps(
+            serde_json::json!({"scripted": {"tokens": 3, "delay_ms": 1000}}),
+        ));
+        let req = ModelRequest {
+            messages: vec![],
+            tools: vec![],
+            options: Default::default(),
+            run,
+        };
+        let start = tokio::time::Instant::now();
+        let events: Vec<_> = ScriptedModel::new()
+            .oneshot(req)
+            .await
+            .unwrap()
+            .collect()
+            .await;
+        assert_eq!(events.len(), 5, "3 tokens, usage, finish");
+        assert_eq!(start.elapsed(), Duration::from_secs(3));
+    }
 
     #[test]
     fn words_and_fragments_concatenate_back() {
