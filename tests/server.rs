@@ -115,13 +115,33 @@ async fn error_of(response: axum::response::Response) -> (StatusCode, Value) {
     )
 }
 
+/// Installs the pinned official packages (`npm ci`) once, if they are not there yet.
+async fn install_client(dir: &Path) {
+    static INSTALLED: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+    INSTALLED
+        .get_or_init(|| async {
+            if dir.join("node_modules/@ag-ui/client").exists() {
+                return;
+            }
+            let out = tokio::process::Command::new("npm")
+                .args(["ci", "--no-audit", "--no-fund"])
+                .current_dir(dir)
+                .output()
+                .await
+                .expect("npm is installed");
+            assert!(
+                out.status.success(),
+                "npm ci in tests/conformance failed:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        })
+        .await;
+}
+
 /// Runs a script of the official client's package; panics with its output when it fails.
 async fn node(script: &str, args: &[&str], stdin: Option<String>) -> String {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance");
-    assert!(
-        dir.join("node_modules/@ag-ui/client").exists(),
-        "the official AG-UI client is not installed: run `npm ci` in tests/conformance (.ci/run does)"
-    );
+    install_client(&dir).await;
     let mut child = tokio::process::Command::new("node")
         .arg(dir.join(script))
         .args(args)
