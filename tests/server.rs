@@ -552,3 +552,56 @@ async fn on_disconnect_continue_lets_the_run_finish() {
         )))
     );
 }
+
+#[tokio::test]
+async fn shutdown_gives_runs_in_flight_their_terminal_event() {
+    let agui = AguiLayer::new();
+    let agent = agui.layer(Agent::new(
+        agui.layer(MockModel::new([vec![
+            MockItem::text("busy"),
+            MockItem::Pending,
+        ]])),
+        agui.layer(ToolRouter::new()),
+    ));
+    let runs = tokio_util::sync::CancellationToken::new();
+    let router = AguiServer::new(agent)
+        .shutdown_token(runs.clone())
+        .into_router();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(agent_tower::server::serve(listener, router, runs, async {
+        let _ = stopped.await;
+    }));
+
+    let response = reqwest::Client::new()
+        .post(format!("http://{addr}/"))
+        .header("content-type", "application/json")
+        .body(input("t", "hi").to_string())
+        .send()
+        .await
+        .unwrap();
+    let mut body = response.bytes_stream();
+    let mut text = String::new();
+    while !text.contains("TEXT_MESSAGE_CONTENT") {
+        text.push_str(std::str::from_utf8(&body.next().await.unwrap().unwrap()).unwrap());
+    }
+    stop.send(()).unwrap();
+    while let Some(chunk) = body.next().await {
+        text.push_str(std::str::from_utf8(&chunk.unwrap()).unwrap());
+    }
+    let events = sse_events(&text);
+    verify(&events).unwrap();
+    let Some(Event::RunFinished(finished)) = events.last() else {
+        panic!("no terminal event: {text}")
+    };
+    assert_eq!(
+        finished.outcome,
+        Some(agent_tower::agui::event::RunFinishedOutcome::Cancelled)
+    );
+    tokio::time::timeout(Duration::from_secs(5), server)
+        .await
+        .expect("the server stops")
+        .unwrap()
+        .unwrap();
+}

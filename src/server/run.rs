@@ -176,7 +176,14 @@ impl Stream for RunEvents {
                 this.run = None;
             }
         }
-        match Pin::new(&mut this.events).poll_next(cx) {
+        // Once the run has resolved, everything it sent is in the channel: drain it and end,
+        // whoever else may still hold a sender.
+        let next = if this.run.is_none() {
+            Poll::Ready(this.events.try_recv())
+        } else {
+            Pin::new(&mut this.events).poll_next(cx)
+        };
+        match next {
             Poll::Ready(Some(event)) => {
                 if let Some(tracker) = this.tracker.as_mut() {
                     tracker.events += 1;

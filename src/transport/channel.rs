@@ -141,6 +141,11 @@ impl<E> ChannelReceiver<E> {
         self.rx.recv().await.map(|(event, _slot)| event)
     }
 
+    /// The next event if one is already there, without waiting.
+    pub fn try_recv(&mut self) -> Option<E> {
+        self.rx.try_recv().ok().map(|(event, _slot)| event)
+    }
+
     /// Closes the channel: senders see [`TransportClosed`], events already sent can still be
     /// received.
     pub fn close(&mut self) {
