@@ -1,6 +1,6 @@
 //! The AG-UI server over real HTTP and WebSocket, with the official client where one exists.
 
-use std::{net::SocketAddr, path::Path, process::Stdio, time::Duration};
+use std::{net::SocketAddr, time::Duration};
 
 use agent_tower::{
     agent::Agent,
@@ -24,6 +24,9 @@ use tokio::{
     sync::mpsc,
 };
 use tower::{Layer, ServiceExt};
+
+mod support;
+use support::node;
 
 /// The scripted agent behind a configured server; run summaries arrive on the receiver.
 fn scripted(
@@ -113,57 +116,6 @@ async fn error_of(response: axum::response::Response) -> (StatusCode, Value) {
         status,
         serde_json::from_str(&body_text(response).await).unwrap(),
     )
-}
-
-/// Installs the pinned official packages (`npm ci`) once, if they are not there yet.
-async fn install_client(dir: &Path) {
-    static INSTALLED: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
-    INSTALLED
-        .get_or_init(|| async {
-            if dir.join("node_modules/@ag-ui/client").exists() {
-                return;
-            }
-            let out = tokio::process::Command::new("npm")
-                .args(["ci", "--no-audit", "--no-fund"])
-                .current_dir(dir)
-                .output()
-                .await
-                .expect("npm is installed");
-            assert!(
-                out.status.success(),
-                "npm ci in tests/conformance failed:\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        })
-        .await;
-}
-
-/// Runs a script of the official client's package; panics with its output when it fails.
-async fn node(script: &str, args: &[&str], stdin: Option<String>) -> String {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance");
-    install_client(&dir).await;
-    let mut child = tokio::process::Command::new("node")
-        .arg(dir.join(script))
-        .args(args)
-        .current_dir(&dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("node is installed");
-    let mut pipe = child.stdin.take().unwrap();
-    if let Some(stdin) = stdin {
-        pipe.write_all(stdin.as_bytes()).await.unwrap();
-    }
-    drop(pipe);
-    let out = child.wait_with_output().await.unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "node {script} failed:\n{text}");
-    text
 }
 
 #[tokio::test]
@@ -604,4 +556,13 @@ async fn shutdown_gives_runs_in_flight_their_terminal_event() {
         .expect("the server stops")
         .unwrap()
         .unwrap();
+}
+
+#[cfg(feature = "proto")]
+#[tokio::test]
+async fn the_official_client_parses_our_protobuf() {
+    let (router, _runs) = scripted(|s| s);
+    let addr = listen(router).await;
+    let output = node("proto.mjs", &[&format!("http://{addr}/")], None).await;
+    assert!(output.contains("ok protobuf"), "{output}");
 }

@@ -67,6 +67,9 @@ pub mod event;
 pub mod future;
 pub mod input;
 mod layer;
+#[cfg(feature = "proto")]
+#[cfg_attr(docsrs, doc(cfg(feature = "proto")))]
+pub mod proto;
 mod service;
 mod stream;
 

@@ -421,18 +421,31 @@ where
             (response_headers, Sse::new(frames).keep_alive(keep_alive)).into_response()
         }
         Format::Ndjson => {
-            response_headers.insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static(format.content_type()),
-            );
             let lines = events.map(|event| {
                 let mut line = serde_json::to_vec(&event).expect("events serialize");
                 line.push(b'\n');
                 Ok::<_, Infallible>(Bytes::from(line))
             });
-            (response_headers, Body::from_stream(lines)).into_response()
+            binary_body(response_headers, format, Body::from_stream(lines))
+        }
+        #[cfg(feature = "proto")]
+        Format::Proto => {
+            let frames = events.map(|event| {
+                let mut frame = Vec::new();
+                crate::agui::proto::encode_framed(&event, &mut frame);
+                Ok::<_, Infallible>(Bytes::from(frame))
+            });
+            binary_body(response_headers, format, Body::from_stream(frames))
         }
     })
+}
+
+fn binary_body(mut headers: HeaderMap, format: Format, body: Body) -> Response {
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(format.content_type()),
+    );
+    (headers, body).into_response()
 }
 
 /// Runs the router until `shutdown` resolves, then cancels every active run (each gets its

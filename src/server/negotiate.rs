@@ -7,6 +7,10 @@ pub enum Format {
     Sse,
     /// `application/x-ndjson`: one JSON event per line.
     Ndjson,
+    /// `application/vnd.ag-ui.event+proto`: each `ag_ui.Event` after its 4-byte big-endian length
+    /// (feature `proto`).
+    #[cfg(feature = "proto")]
+    Proto,
 }
 
 impl Format {
@@ -16,17 +20,25 @@ impl Format {
         match self {
             Self::Sse => "text/event-stream",
             Self::Ndjson => "application/x-ndjson",
+            #[cfg(feature = "proto")]
+            Self::Proto => crate::agui::proto::MEDIA_TYPE,
         }
     }
 
-    /// The format for an `Accept` header: NDJSON when the client ranks it above
-    /// `text/event-stream`, SSE otherwise (also without `Accept`, and on ties such as `*/*`).
+    /// The format for an `Accept` header: protobuf or NDJSON only when the client ranks it
+    /// strictly above `text/event-stream` (protobuf first), SSE otherwise (also without
+    /// `Accept`, and on ties such as `*/*`).
     #[must_use]
     pub fn negotiate(accept: Option<&str>) -> Self {
         let Some(accept) = accept else {
             return Self::Sse;
         };
-        if quality(accept, "application/x-ndjson") > quality(accept, "text/event-stream") {
+        let sse = quality(accept, "text/event-stream");
+        #[cfg(feature = "proto")]
+        if quality(accept, crate::agui::proto::MEDIA_TYPE) > sse {
+            return Self::Proto;
+        }
+        if quality(accept, "application/x-ndjson") > sse {
             Self::Ndjson
         } else {
             Self::Sse
@@ -81,6 +93,30 @@ mod tests {
         assert_eq!(
             Format::negotiate(Some("text/event-stream, application/x-ndjson")),
             Format::Sse
+        );
+    }
+
+    #[cfg(feature = "proto")]
+    #[test]
+    fn protobuf_only_when_strictly_preferred() {
+        let proto = "application/vnd.ag-ui.event+proto";
+        assert_eq!(Format::negotiate(Some(proto)), Format::Proto);
+        assert_eq!(
+            Format::negotiate(Some(&format!("{proto}, text/event-stream;q=0.9"))),
+            Format::Proto
+        );
+        assert_eq!(
+            Format::negotiate(Some(&format!("text/event-stream, {proto}"))),
+            Format::Sse
+        );
+        assert_eq!(
+            Format::negotiate(Some(&format!("text/event-stream, {proto};q=0.5"))),
+            Format::Sse
+        );
+        assert_eq!(
+            Format::negotiate(Some("*/*")),
+            Format::Sse,
+            "acceptable is not preferred"
         );
     }
 
