@@ -25,7 +25,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Serve an agent over AG-UI: `POST <path>` streams SSE (or NDJSON), `GET /ws` is the
+    /// Serve an agent over AG-UI: `POST <path>` streams SSE (or NDJSON, or AG-UI protobuf, when the
+    /// client prefers them in `Accept`), `GET /ws` is the
     /// WebSocket transport, `GET /health` answers `{"status":"ok"}`.
     ///
     /// The agent has two demo tools, `get_time` and `add`. Logs go to stderr (filter with
