@@ -19,14 +19,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use agent_tower::{
-    agent::Agent, agui::AguiLayer, model::scripted::ScriptedModel, server::AguiServer,
-    tool::demo::demo_tools,
-};
+use agent_tower::{agui::scripted_agent, server::AguiServer};
 use futures_util::StreamExt;
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tower::Layer;
 
 const SERVER_ENV: &str = "AGENT_TOWER_LOAD_SERVER";
 
@@ -48,13 +44,7 @@ fn server() {
         .build()
         .expect("a runtime")
         .block_on(async {
-            let agui = AguiLayer::new();
-            let tools = demo_tools();
-            let agent = agui.layer(
-                Agent::new(agui.layer(ScriptedModel::new()), agui.layer(tools.clone()))
-                    .tool_specs(tools.specs()),
-            );
-            let router = AguiServer::new(agent)
+            let router = AguiServer::new(scripted_agent(16))
                 .busy_thread(agent_tower::server::BusyThread::Queue)
                 .on_run_end(|_| {})
                 .into_router();

@@ -4,11 +4,11 @@ use std::{net::SocketAddr, time::Duration};
 
 use agent_tower::{
     agent::Agent,
-    agui::{AguiLayer, Event},
+    agui::{AguiLayer, Event, ScriptedAgent, scripted_agent},
     model::scripted::ScriptedModel,
     server::{AguiServer, BusyThread, RunEnd, RunSummary},
     test_util::{MockItem, MockModel, verify},
-    tool::{ToolRouter, demo::demo_tools},
+    tool::ToolRouter,
     transport::OnDisconnect,
 };
 use axum::{
@@ -32,26 +32,12 @@ use support::node;
 fn scripted(
     configure: impl FnOnce(AguiServer<ScriptedAgent>) -> AguiServer<ScriptedAgent>,
 ) -> (Router, mpsc::UnboundedReceiver<RunSummary>) {
-    let agui = AguiLayer::new();
-    let tools = demo_tools();
-    let agent = agui.layer(
-        Agent::new(agui.layer(ScriptedModel::new()), agui.layer(tools.clone()))
-            .tool_specs(tools.specs()),
-    );
     let (tx, rx) = mpsc::unbounded_channel();
-    let server = configure(AguiServer::new(agent)).on_run_end(move |run| {
+    let server = configure(AguiServer::new(scripted_agent(16))).on_run_end(move |run| {
         let _ = tx.send(run.clone());
     });
     (server.into_router(), rx)
 }
-
-type ScriptedAgent = agent_tower::agui::Agui<
-    Agent<
-        agent_tower::agui::Agui<ScriptedModel, agent_tower::transport::Channel<Event>>,
-        agent_tower::agui::Agui<ToolRouter, agent_tower::transport::Channel<Event>>,
-    >,
-    agent_tower::transport::Channel<Event>,
->;
 
 /// A server whose model streams `items` (for runs that hang).
 fn mocked(items: Vec<MockItem>, busy: BusyThread) -> (Router, mpsc::UnboundedReceiver<RunSummary>) {

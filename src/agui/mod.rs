@@ -83,3 +83,48 @@ pub use self::{
 
 /// The AG-UI protocol version this module speaks.
 pub const PROTOCOL_VERSION: &str = "1.0";
+
+/// The agent [`scripted_agent`] builds.
+pub type ScriptedAgent = Agui<
+    crate::agent::Agent<
+        Agui<crate::model::scripted::ScriptedModel, crate::transport::Channel<Event>>,
+        Agui<crate::tool::ToolRouter, crate::transport::Channel<Event>>,
+    >,
+    crate::transport::Channel<Event>,
+>;
+
+/// The agent `agent-tower serve` runs: the [scripted model](crate::model::scripted), the
+/// [demo tools](crate::tool::demo), and [`AguiLayer`] around the model, the tools and the loop.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use agent_tower::{agui::{scripted_agent, Event}, message::Message, run::RunRequest, transport::Channel};
+/// use futures_util::StreamExt;
+/// use tower::ServiceExt;
+///
+/// let (tx, rx) = Channel::<Event>::bounded(64);
+/// let mut req = RunRequest::new(vec![Message::user(r#"add {"a": 1, "b": 2}"#)]);
+/// req.run.extensions.insert(tx);
+/// let outcome = scripted_agent(16).oneshot(req).await.unwrap();
+/// assert!(outcome.messages.last().unwrap().text().contains("returned 3"));
+/// assert!(rx.collect::<Vec<_>>().await.iter().any(|e| matches!(e, Event::ToolCallResult(_))));
+/// # }
+/// ```
+///
+/// # Panics
+///
+/// If `max_turns` is 0.
+#[must_use]
+pub fn scripted_agent(max_turns: u32) -> ScriptedAgent {
+    use tower_layer::Layer;
+    let agui = AguiLayer::new();
+    let tools = crate::tool::demo::demo_tools();
+    agui.layer(
+        crate::agent::Agent::new(
+            agui.layer(crate::model::scripted::ScriptedModel::new()),
+            agui.layer(tools.clone()),
+        )
+        .tool_specs(tools.specs())
+        .max_turns(std::num::NonZeroU32::new(max_turns).expect("max_turns must be at least 1")),
+    )
+}

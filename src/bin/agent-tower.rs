@@ -4,16 +4,12 @@ use std::{net::SocketAddr, time::Duration};
 
 use agent_tower::{
     BoxError,
-    agent::Agent,
-    agui::AguiLayer,
-    model::scripted::ScriptedModel,
+    agui::scripted_agent,
     server::{AguiServer, BusyThread},
-    tool::demo::demo_tools,
     transport::OnDisconnect,
 };
 use clap::{Parser, Subcommand, ValueEnum};
 use tokio_util::sync::CancellationToken;
-use tower::{Layer, ServiceBuilder};
 
 /// The steps of an AI agent as Tower services, served to AG-UI frontends.
 #[derive(Debug, Parser)]
@@ -108,17 +104,7 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
     let max_turns =
         std::num::NonZeroU32::new(args.max_turns).ok_or("--max-turns must be at least 1")?;
     let ModelChoice::Scripted = args.model;
-    let agui = AguiLayer::new();
-    let tools = demo_tools();
-    let model = ServiceBuilder::new()
-        .layer(agui.clone())
-        .timeout(Duration::from_secs(60))
-        .service(ScriptedModel::new());
-    let agent = agui.layer(
-        Agent::new(model, agui.layer(tools.clone()))
-            .tool_specs(tools.specs())
-            .max_turns(max_turns),
-    );
+    let agent = scripted_agent(max_turns.get());
 
     let runs = CancellationToken::new();
     let router = AguiServer::new(agent)
