@@ -52,6 +52,8 @@
 //!   [`Recording`](transport::Recording), [`Null`](transport::Null)).
 //! - [`agent`]: the model ↔ tools loop, itself a `Service<RunRequest>`.
 //! - [`agui`] (feature `agui`): AG-UI 1.0 wire events and [`AguiLayer`](agui::AguiLayer).
+//! - [`truncate`] (feature `truncate`): [`TruncateLayer`](truncate::TruncateLayer), bounded
+//!   UI copies of tool results and split deltas.
 //! - [`server`] (feature `server`): the AG-UI HTTP/SSE and WebSocket server (axum).
 //! - [`test_util`] (feature `test-util`): mocks and assertions for testing your own stacks.
 //!
@@ -93,6 +95,10 @@ pub mod server;
 #[cfg(feature = "test-util")]
 #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
 pub mod test_util;
+
+#[cfg(feature = "truncate")]
+#[cfg_attr(docsrs, doc(cfg(feature = "truncate")))]
+pub mod truncate;
 
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

@@ -181,7 +181,7 @@ where
             ready!(this.outbox.poll_drain(cx));
             let output = ready!(this.inner.poll(cx));
             let (content, failed) = match &output {
-                Ok(out) => (ToolContent::from_parts(&out.content), out.is_error),
+                Ok(out) => (ToolContent::from_parts(out.ui_content()), out.is_error),
                 Err(error) => (ToolContent::Text(error.to_string()), true),
             };
             if this.result.emit {

@@ -97,10 +97,14 @@ impl ToolCall {
 /// What a tool returns.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolOutput {
-    /// The result, as content parts.
+    /// The result, as content parts: what the model receives, always whole.
     pub content: Vec<ContentPart>,
     /// Whether the result describes a failure the model should see as one.
     pub is_error: bool,
+    /// What a UI shows instead of `content`, when set: a bounded copy (see
+    /// [`TruncateLayer`](crate::truncate::TruncateLayer)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display: Option<Vec<ContentPart>>,
 }
 
 impl ToolOutput {
@@ -109,6 +113,7 @@ impl ToolOutput {
         Self {
             content: vec![ContentPart::text(text)],
             is_error: false,
+            display: None,
         }
     }
 
@@ -117,6 +122,7 @@ impl ToolOutput {
         Self {
             content: vec![ContentPart::Json { value }],
             is_error: false,
+            display: None,
         }
     }
 
@@ -125,6 +131,7 @@ impl ToolOutput {
         Self {
             content: vec![ContentPart::text(message)],
             is_error: true,
+            display: None,
         }
     }
 
@@ -132,6 +139,12 @@ impl ToolOutput {
     #[must_use]
     pub fn to_text(&self) -> String {
         parts_to_text(&self.content)
+    }
+
+    /// What a UI shows: [`display`](ToolOutput::display) if set, else the content.
+    #[must_use]
+    pub fn ui_content(&self) -> &[ContentPart] {
+        self.display.as_deref().unwrap_or(&self.content)
     }
 }
 
