@@ -4,9 +4,10 @@
 //! cargo run --example reuse_in_tower_app
 //! ```
 //!
-//! The model is flaky (its first call fails with a transport error); tower's `Retry` retries it
-//! before any token was streamed, `Timeout` bounds each call, and the tools run at most two at a
-//! time. The run's AG-UI events are printed as the SSE lines a browser would receive.
+//! The model is busy (its first call is rate-limited); tower's `Retry`, with a policy that asks
+//! the error's class whether to retry, retries it with backoff before any token was streamed.
+//! `Timeout` bounds each call, and the tools run at most two at a time. The run's AG-UI events
+//! are printed as the SSE lines a browser would receive.
 
 use std::{
     convert::Infallible,
@@ -21,6 +22,7 @@ use agent_tower::{
     BoxError,
     agent::Agent,
     agui::{AguiLayer, Event},
+    map_error::{ClassifyError, DefaultClassifier},
     message::Message,
     model::{ModelError, ModelErrorKind, ModelRequest, scripted::ScriptedModel},
     run::RunRequest,
@@ -31,7 +33,8 @@ use futures_util::StreamExt;
 use serde_json::json;
 use tower::{ServiceBuilder, ServiceExt, retry::Policy, service_fn};
 
-/// Retries model calls that failed with a retryable error, with a doubling backoff.
+/// Retries model calls whose error class is retryable (rate limited, timeout, transport), waiting
+/// what the provider asked for or a doubling backoff.
 #[derive(Clone, Debug)]
 struct RetryTransient {
     attempts_left: u32,
@@ -47,14 +50,13 @@ impl<Res> Policy<ModelRequest, Res, BoxError> for RetryTransient {
         result: &mut Result<Res, BoxError>,
     ) -> Option<Self::Future> {
         let Err(error) = result else { return None };
-        let retryable = error
-            .downcast_ref::<ModelError>()
-            .is_some_and(|e| e.kind().is_retryable());
-        if !retryable || self.attempts_left == 0 {
+        let class = DefaultClassifier::new().classify(&**error);
+        if !class.retryable || self.attempts_left == 0 {
             return None;
         }
         self.attempts_left -= 1;
-        let wait = self.backoff;
+        let asked = find_retry_after(&**error);
+        let wait = asked.unwrap_or(self.backoff);
         self.backoff *= 2;
         eprintln!("model call failed ({error}); retrying in {wait:?}");
         Some(tokio::time::sleep(wait))
@@ -65,18 +67,30 @@ impl<Res> Policy<ModelRequest, Res, BoxError> for RetryTransient {
     }
 }
 
+/// The provider's `retry-after`, if the error carries one.
+fn find_retry_after(error: &(dyn std::error::Error + 'static)) -> Option<Duration> {
+    let mut cause = Some(error);
+    while let Some(e) = cause {
+        if let Some(model) = e.downcast_ref::<ModelError>() {
+            return model.retry_after();
+        }
+        cause = e.source();
+    }
+    None
+}
+
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    // A model whose first call fails before streaming anything.
+    // A model whose first call is rate-limited, before streaming anything.
     let failed_once = Arc::new(AtomicBool::new(false));
     let flaky_model = service_fn(move |req: ModelRequest| {
         let failed_once = failed_once.clone();
         async move {
             if !failed_once.swap(true, Ordering::SeqCst) {
-                return Err(ModelError::new(
-                    ModelErrorKind::Transport,
-                    "connection reset",
-                ));
+                return Err(
+                    ModelError::new(ModelErrorKind::RateLimited, "429 Too Many Requests")
+                        .with_retry_after(Duration::from_millis(20)),
+                );
             }
             ScriptedModel::new().oneshot(req).await
         }

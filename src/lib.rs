@@ -52,6 +52,8 @@
 //!   [`Recording`](transport::Recording), [`Null`](transport::Null)).
 //! - [`agent`]: the model ↔ tools loop, itself a `Service<RunRequest>`.
 //! - [`agui`] (feature `agui`): AG-UI 1.0 wire events and [`AguiLayer`](agui::AguiLayer).
+//! - [`map_error`] (feature `map-error`, part of `agui`): [`MapErrorLayer`](map_error::MapErrorLayer),
+//!   error classes, RUN_ERROR codes and ACP stop reasons.
 //! - [`truncate`] (feature `truncate`): [`TruncateLayer`](truncate::TruncateLayer), bounded
 //!   UI copies of tool results and split deltas.
 //! - [`server`] (feature `server`): the AG-UI HTTP/SSE and WebSocket server (axum).
@@ -87,6 +89,10 @@ pub mod transport;
 #[cfg(feature = "agui")]
 #[cfg_attr(docsrs, doc(cfg(feature = "agui")))]
 pub mod agui;
+
+#[cfg(feature = "map-error")]
+#[cfg_attr(docsrs, doc(cfg(feature = "map-error")))]
+pub mod map_error;
 
 #[cfg(feature = "server")]
 #[cfg_attr(docsrs, doc(cfg(feature = "server")))]

@@ -367,12 +367,12 @@ fn terminal_events(
     let outcome = match result {
         Ok(outcome) => outcome,
         Err(error) => {
-            let (code, message) = classify(error.as_ref());
-            tracing::debug!(code, %message, "run failed");
+            let (code, message) = crate::map_error::run_error(error.as_ref());
+            tracing::debug!(?code, %message, "run failed");
             return vec![
                 RunError {
                     message,
-                    code: Some(code.to_owned()),
+                    code,
                     usage: None,
                     base: BaseEvent::default(),
                 }
@@ -432,26 +432,4 @@ fn run_finished(
         base: BaseEvent::default(),
     }
     .into()
-}
-
-/// A `RUN_ERROR` code and message for an error, from its type (never from its text).
-fn classify(error: &(dyn std::error::Error + 'static)) -> (&'static str, String) {
-    let message = error.to_string();
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
-    while let Some(e) = cause {
-        if let Some(model) = e.downcast_ref::<crate::model::ModelError>() {
-            return (model.kind().as_str(), message);
-        }
-        if e.is::<tower::timeout::error::Elapsed>() {
-            return ("timeout", message);
-        }
-        if e.is::<crate::tool::ToolError>() {
-            return ("tool_failed", message);
-        }
-        if e.is::<super::error::ConfigError>() {
-            return ("invalid_options", message);
-        }
-        cause = e.source();
-    }
-    ("internal", message)
 }
