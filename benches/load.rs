@@ -19,7 +19,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use agent_tower::{agui::scripted_agent, server::AguiServer};
+use agent_tower::{
+    map_error::Detail,
+    server::{AguiServer, scripted_agent},
+};
 use futures_util::StreamExt;
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -44,10 +47,13 @@ fn server() {
         .build()
         .expect("a runtime")
         .block_on(async {
-            let router = AguiServer::new(scripted_agent(16))
-                .busy_thread(agent_tower::server::BusyThread::Queue)
-                .on_run_end(|_| {})
-                .into_router();
+            let router = AguiServer::new(scripted_agent(
+                std::num::NonZeroU32::new(16).expect("not zero"),
+                Detail::Message,
+            ))
+            .busy_thread(agent_tower::server::BusyThread::Queue)
+            .on_run_end(|_| {})
+            .into_router();
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
                 .await
                 .expect("a port");

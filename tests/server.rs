@@ -4,9 +4,10 @@ use std::{net::SocketAddr, time::Duration};
 
 use agent_tower::{
     agent::Agent,
-    agui::{AguiLayer, Event, ScriptedAgent, scripted_agent},
+    agui::{AguiLayer, Event},
+    map_error::Detail,
     model::scripted::ScriptedModel,
-    server::{AguiServer, BusyThread, RunEnd, RunSummary},
+    server::{AguiServer, BusyThread, RunEnd, RunSummary, ScriptedAgent, scripted_agent},
     test_util::{MockItem, MockModel, verify},
     tool::ToolRouter,
     transport::OnDisconnect,
@@ -33,7 +34,11 @@ fn scripted(
     configure: impl FnOnce(AguiServer<ScriptedAgent>) -> AguiServer<ScriptedAgent>,
 ) -> (Router, mpsc::UnboundedReceiver<RunSummary>) {
     let (tx, rx) = mpsc::unbounded_channel();
-    let server = configure(AguiServer::new(scripted_agent(16))).on_run_end(move |run| {
+    let server = configure(AguiServer::new(scripted_agent(
+        std::num::NonZeroU32::new(16).unwrap(),
+        Detail::Message,
+    )))
+    .on_run_end(move |run| {
         let _ = tx.send(run.clone());
     });
     (server.into_router(), rx)

@@ -4,8 +4,8 @@ use std::{net::SocketAddr, time::Duration};
 
 use agent_tower::{
     BoxError,
-    agui::scripted_agent,
-    server::{AguiServer, BusyThread},
+    map_error::Detail,
+    server::{AguiServer, BusyThread, scripted_agent},
     transport::OnDisconnect,
 };
 use clap::{Parser, Subcommand, ValueEnum};
@@ -63,6 +63,11 @@ struct Serve {
     /// The most model turns per run.
     #[arg(long, default_value_t = 16)]
     max_turns: u32,
+    /// How much of an error clients see in `RUN_ERROR`: `none` (a generic sentence), `code`
+    /// (the error code and a generic sentence), `message` (the code and the error's message),
+    /// `full` (the message and every cause).
+    #[arg(long, default_value = "message", value_parser = parse_detail)]
+    error_detail: Detail,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -87,6 +92,10 @@ enum BusyChoice {
     Queue,
 }
 
+fn parse_detail(value: &str) -> Result<Detail, String> {
+    value.parse()
+}
+
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
     tracing_subscriber::fmt()
@@ -104,7 +113,7 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
     let max_turns =
         std::num::NonZeroU32::new(args.max_turns).ok_or("--max-turns must be at least 1")?;
     let ModelChoice::Scripted = args.model;
-    let agent = scripted_agent(max_turns.get());
+    let agent = scripted_agent(max_turns, args.error_detail);
 
     let runs = CancellationToken::new();
     let router = AguiServer::new(agent)

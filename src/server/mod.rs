@@ -42,6 +42,7 @@
 //! itself are wrapped in [`AguiLayer`](crate::agui::AguiLayer). Auth, rate limits, tracing: stack
 //! any tower layer on the router.
 
+mod demo;
 mod error;
 mod negotiate;
 mod run;
@@ -68,6 +69,7 @@ use tower_service::Service;
 
 use self::run::{OnRunEnd, RunEvents, RunTracker};
 pub use self::{
+    demo::{ScriptedAgent, scripted_agent},
     error::Rejection,
     negotiate::Format,
     run::{RunEnd, RunSummary},
