@@ -66,7 +66,7 @@ use crate::{
     id::MessageId,
     message::{Message, ToolCallRequest},
     model::{ModelOptions, ModelRequest, ModelService, Usage},
-    run::{ContextEntry, RunOutcome, RunRequest, StopReason},
+    run::{ContextEntry, RunOutcome, RunRequest, StopReason, TurnCalls},
     tool::{ToolCall, ToolError, ToolOutput, ToolSpec},
 };
 
@@ -276,13 +276,7 @@ where
             .filter(|call| !answered.contains(&call.id))
             .partition(|call| client_tool_names.contains(&call.name));
 
-        let runs = server_calls.into_iter().map(|call| {
-            let tools = tools.clone();
-            let run = run.for_step(MessageId::new(), turn);
-            let span =
-                tracing::info_span!("agent.tool_call", tool_call_id = %call.id, tool = %call.name);
-            call_tool(tools, call, run).instrument(span)
-        });
+        let runs = tool_runs(&tools, &run, turn, server_calls);
         let results = tokio::select! {
             biased;
             () = run.cancel.cancelled() => None,
@@ -301,37 +295,80 @@ where
     finish(StopReason::MaxTurns, messages, usage, Vec::new())
 }
 
-/// Runs one tool call; every failure (bad arguments, tool error, panic) becomes an error result.
-async fn call_tool<T>(tools: T, request: ToolCallRequest, run: crate::run::RunContext) -> Message
+/// The futures of one turn's server-side calls. Calls whose arguments are not JSON are answered
+/// at once; the others carry, in their context, the list of the turn's calls ([`TurnCalls`]).
+fn tool_runs<T>(
+    tools: &T,
+    run: &crate::run::RunContext,
+    turn: u32,
+    requests: Vec<ToolCallRequest>,
+) -> Vec<impl Future<Output = Message>>
+where
+    T: Service<ToolCall, Response = ToolOutput> + Clone,
+    T::Error: Into<BoxError>,
+{
+    let prepared: Vec<Result<ToolCall, (ToolCallRequest, ToolError)>> = requests
+        .into_iter()
+        .map(|request| match parse_arguments(&request.arguments) {
+            Ok(arguments) => Ok(ToolCall {
+                id: request.id,
+                name: request.name,
+                arguments,
+                run: run.for_step(MessageId::new(), turn),
+            }),
+            Err(error) => Err((request, error)),
+        })
+        .collect();
+    let turn_calls = TurnCalls(
+        prepared
+            .iter()
+            .filter_map(|c| c.as_ref().ok().cloned())
+            .collect(),
+    );
+    prepared
+        .into_iter()
+        .map(|prepared| {
+            let tools = tools.clone();
+            let turn_calls = turn_calls.clone();
+            async move {
+                match prepared {
+                    Ok(mut call) => {
+                        call.run.extensions.insert(turn_calls);
+                        let span = tracing::info_span!("agent.tool_call", tool_call_id = %call.id, tool = %call.name);
+                        call_tool(tools, call).instrument(span).await
+                    }
+                    Err((request, error)) => Message::Tool {
+                        id: MessageId::new(),
+                        tool_call_id: request.id,
+                        content: ToolOutput::error(error.to_string()).content,
+                        is_error: true,
+                    },
+                }
+            }
+        })
+        .collect()
+}
+
+/// Runs one tool call; a tool error or panic becomes an error result.
+async fn call_tool<T>(tools: T, call: ToolCall) -> Message
 where
     T: Service<ToolCall, Response = ToolOutput>,
     T::Error: Into<BoxError>,
 {
-    let message_id = run.message_id.clone();
-    let output = match parse_arguments(&request.arguments) {
-        Err(error) => ToolOutput::error(error.to_string()),
-        Ok(arguments) => {
-            let call = ToolCall {
-                id: request.id.clone(),
-                name: request.name.clone(),
-                arguments,
-                run,
-            };
-            match AssertUnwindSafe(tools.oneshot(call)).catch_unwind().await {
-                Ok(Ok(output)) => output,
-                Ok(Err(error)) => {
-                    ToolOutput::error(ToolError::from_boxed(error.into()).to_string())
-                }
-                Err(_panic) => {
-                    tracing::error!("tool panicked");
-                    ToolOutput::error(format!("tool `{}` panicked", request.name))
-                }
-            }
+    let message_id = call.run.message_id.clone();
+    let tool_call_id = call.id.clone();
+    let name = call.name.clone();
+    let output = match AssertUnwindSafe(tools.oneshot(call)).catch_unwind().await {
+        Ok(Ok(output)) => output,
+        Ok(Err(error)) => ToolOutput::error(ToolError::from_boxed(error.into()).to_string()),
+        Err(_panic) => {
+            tracing::error!("tool panicked");
+            ToolOutput::error(format!("tool `{name}` panicked"))
         }
     };
     Message::Tool {
         id: message_id,
-        tool_call_id: request.id,
+        tool_call_id,
         content: output.content,
         is_error: output.is_error,
     }

@@ -86,6 +86,11 @@ impl Default for RunContext {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ForwardedProps(pub Value);
 
+/// The tool calls the agent runs together in one turn, in every one of their
+/// [`RunContext::extensions`]: a layer that decides per turn (permission) sees them all.
+#[derive(Debug, Clone)]
+pub struct TurnCalls(pub std::sync::Arc<[crate::tool::ToolCall]>);
+
 /// A piece of context the client supplied (AG-UI `context`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ContextEntry {

@@ -8,7 +8,7 @@ use std::{
 use serde_json::json;
 use tower::service_fn;
 
-use super::{ToolCall, ToolError, ToolErrorKind, ToolOutput, ToolRouter, ToolSpec};
+use super::{ToolCall, ToolError, ToolErrorKind, ToolKind, ToolOutput, ToolRouter, ToolSpec};
 
 /// A router with `get_time` (the current UTC time) and `add` (`a + b`).
 ///
@@ -25,15 +25,17 @@ use super::{ToolCall, ToolError, ToolErrorKind, ToolOutput, ToolRouter, ToolSpec
 pub fn demo_tools() -> ToolRouter {
     ToolRouter::new()
         .route(
-            ToolSpec::new("get_time", "The current date and time, in UTC."),
+            ToolSpec::new("get_time", "The current date and time, in UTC.").kind(ToolKind::Read),
             service_fn(|_: ToolCall| async { Ok::<_, Infallible>(ToolOutput::text(utc_now())) }),
         )
         .route(
-            ToolSpec::new("add", "Adds two numbers.").parameters(json!({
-                "type": "object",
-                "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
-                "required": ["a", "b"],
-            })),
+            ToolSpec::new("add", "Adds two numbers.")
+                .kind(ToolKind::Think)
+                .parameters(json!({
+                    "type": "object",
+                    "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+                    "required": ["a", "b"],
+                })),
             service_fn(|call: ToolCall| async move { add(&call.arguments) }),
         )
 }

@@ -49,6 +49,83 @@ pub struct ToolSpec {
     pub description: String,
     /// A JSON Schema of the arguments object.
     pub parameters: Value,
+    /// What the tool does, in ACP's vocabulary; decides whether it reads or writes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<ToolKind>,
+}
+
+/// What a tool does (ACP's `ToolKind`): editors show it, permission policies derive from it
+/// whether the tool only reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolKind {
+    /// Reads files or data.
+    Read,
+    /// Changes files or content.
+    Edit,
+    /// Removes files or data.
+    Delete,
+    /// Moves or renames.
+    Move,
+    /// Searches.
+    Search,
+    /// Runs commands or code.
+    Execute,
+    /// Thinks or plans, without side effects.
+    Think,
+    /// Fetches from the network.
+    Fetch,
+    /// Switches the session's mode.
+    SwitchMode,
+    /// Anything else.
+    Other,
+}
+
+/// Whether a tool only reads or may change something.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Access {
+    /// It has no side effects.
+    Read,
+    /// It may change something.
+    Write,
+}
+
+impl ToolKind {
+    /// Whether tools of this kind only read.
+    #[must_use]
+    pub fn access(self) -> Access {
+        match self {
+            Self::Read | Self::Search | Self::Think | Self::Fetch => Access::Read,
+            Self::Edit
+            | Self::Delete
+            | Self::Move
+            | Self::Execute
+            | Self::SwitchMode
+            | Self::Other => Access::Write,
+        }
+    }
+
+    /// A guess from a tool's name, for tools that declare no kind: `read_*`, `get_*`, `list_*`,
+    /// `search_*`, `find_*`, `fetch_*` read; anything else is assumed to write.
+    #[must_use]
+    pub fn guess(name: &str) -> Self {
+        let verb = name
+            .split(['_', '-', '.'])
+            .next()
+            .unwrap_or(name)
+            .to_ascii_lowercase();
+        match verb.as_str() {
+            "read" | "get" | "list" | "view" | "show" => Self::Read,
+            "search" | "find" | "grep" | "query" => Self::Search,
+            "fetch" | "download" => Self::Fetch,
+            "think" | "plan" => Self::Think,
+            "delete" | "remove" | "rm" => Self::Delete,
+            "move" | "rename" | "mv" => Self::Move,
+            "edit" | "write" | "update" | "create" | "patch" => Self::Edit,
+            "run" | "exec" | "execute" | "shell" => Self::Execute,
+            _ => Self::Other,
+        }
+    }
 }
 
 impl ToolSpec {
@@ -58,7 +135,21 @@ impl ToolSpec {
             name: name.into(),
             description: description.into(),
             parameters: serde_json::json!({"type": "object", "properties": {}}),
+            kind: None,
         }
+    }
+
+    /// Declares what the tool does.
+    #[must_use]
+    pub fn kind(mut self, kind: ToolKind) -> Self {
+        self.kind = Some(kind);
+        self
+    }
+
+    /// The declared kind, or a guess from the name.
+    #[must_use]
+    pub fn effective_kind(&self) -> ToolKind {
+        self.kind.unwrap_or_else(|| ToolKind::guess(&self.name))
     }
 
     /// Sets the JSON Schema of the arguments.
