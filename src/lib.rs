@@ -54,6 +54,8 @@
 //! - [`agui`] (feature `agui`): AG-UI 1.0 wire events and [`AguiLayer`](agui::AguiLayer).
 //! - [`map_error`] (feature `map-error`, part of `agui`): [`MapErrorLayer`](map_error::MapErrorLayer),
 //!   error classes, RUN_ERROR codes and ACP stop reasons.
+//! - [`permission`] (feature `permission`): [`PermissionLayer`](permission::PermissionLayer),
+//!   policies and approvers (human in the loop).
 //! - [`truncate`] (feature `truncate`): [`TruncateLayer`](truncate::TruncateLayer), bounded
 //!   UI copies of tool results and split deltas.
 //! - [`server`] (feature `server`): the AG-UI HTTP/SSE and WebSocket server (axum).
@@ -93,6 +95,10 @@ pub mod agui;
 #[cfg(feature = "map-error")]
 #[cfg_attr(docsrs, doc(cfg(feature = "map-error")))]
 pub mod map_error;
+
+#[cfg(feature = "permission")]
+#[cfg_attr(docsrs, doc(cfg(feature = "permission")))]
+pub mod permission;
 
 #[cfg(feature = "server")]
 #[cfg_attr(docsrs, doc(cfg(feature = "server")))]

@@ -1,0 +1,181 @@
+use std::{
+    fmt,
+    future::Future,
+    pin::Pin,
+    sync::Arc,
+    task::{Context, Poll},
+};
+
+use tokio::sync::{mpsc, oneshot};
+use tower_service::Service;
+
+use super::{Decision, Decisions, PermissionRequest, error::ApproverGone};
+
+/// An alias for `Service<PermissionRequest, Response = Decisions>`, implemented for every such
+/// service: an approver can have its own timeout, retry or transport (a channel to a UI, an ACP
+/// `session/request_permission`).
+pub trait Approve: Service<PermissionRequest, Response = Decisions> {}
+
+impl<S> Approve for S where S: Service<PermissionRequest, Response = Decisions> {}
+
+/// Approves everything.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AutoApprove;
+
+impl Service<PermissionRequest> for AutoApprove {
+    type Response = Decisions;
+    type Error = std::convert::Infallible;
+    type Future = std::future::Ready<Result<Decisions, Self::Error>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _req: PermissionRequest) -> Self::Future {
+        std::future::ready(Ok(Decisions::all(Decision::Approve)))
+    }
+}
+
+/// Rejects everything, with a feedback the model reads.
+#[derive(Debug, Clone)]
+pub struct AlwaysDeny {
+    feedback: Arc<str>,
+}
+
+impl AlwaysDeny {
+    /// Rejects with `feedback`.
+    pub fn new(feedback: &str) -> Self {
+        Self {
+            feedback: feedback.into(),
+        }
+    }
+}
+
+impl Service<PermissionRequest> for AlwaysDeny {
+    type Response = Decisions;
+    type Error = std::convert::Infallible;
+    type Future = std::future::Ready<Result<Decisions, Self::Error>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _req: PermissionRequest) -> Self::Future {
+        std::future::ready(Ok(Decisions::all(Decision::Reject(
+            self.feedback.to_string(),
+        ))))
+    }
+}
+
+/// An approver in the same process: each request arrives on [`Approvals`] as an [`Approval`] to
+/// answer (a CLI prompt, a test).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use agent_tower::permission::{ChannelApprover, Decision, Decisions, PermissionRequest};
+/// use tower::ServiceExt;
+///
+/// let (approver, mut approvals) = ChannelApprover::new(8);
+/// let request = PermissionRequest { thread_id: "t".into(), run_id: "r".into(), turn: 0, calls: vec![] };
+/// let asked = tokio::spawn(approver.oneshot(request));
+/// let approval = approvals.recv().await.unwrap();
+/// approval.decide(Decisions::all(Decision::Approve));
+/// assert_eq!(asked.await.unwrap().unwrap(), Decisions::all(Decision::Approve));
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct ChannelApprover {
+    requests: mpsc::Sender<Approval>,
+}
+
+/// The receiving end of a [`ChannelApprover`].
+#[derive(Debug)]
+pub struct Approvals {
+    requests: mpsc::Receiver<Approval>,
+}
+
+/// A request waiting for its decisions.
+#[derive(Debug)]
+pub struct Approval {
+    /// What is asked.
+    pub request: PermissionRequest,
+    responder: oneshot::Sender<Decisions>,
+}
+
+impl Approval {
+    /// Answers the request. Returns the decisions back if nobody waits any more (the run was
+    /// cancelled).
+    ///
+    /// # Errors
+    ///
+    /// The decisions, when the asking run is gone.
+    pub fn decide(self, decisions: Decisions) -> Result<(), Decisions> {
+        self.responder.send(decisions)
+    }
+
+    /// Whether the asking run gave up (it was cancelled): nobody needs the answer.
+    #[must_use]
+    pub fn is_abandoned(&self) -> bool {
+        self.responder.is_closed()
+    }
+
+    /// Waits until the asking run gives up.
+    pub async fn abandoned(&mut self) {
+        self.responder.closed().await;
+    }
+}
+
+impl ChannelApprover {
+    /// An approver whose requests queue up to `capacity` on the returned [`Approvals`].
+    #[must_use]
+    pub fn new(capacity: usize) -> (Self, Approvals) {
+        let (requests, receiver) = mpsc::channel(capacity);
+        (Self { requests }, Approvals { requests: receiver })
+    }
+}
+
+impl Approvals {
+    /// The next request, or `None` once every approver is gone.
+    pub async fn recv(&mut self) -> Option<Approval> {
+        self.requests.recv().await
+    }
+}
+
+impl Service<PermissionRequest> for ChannelApprover {
+    type Response = Decisions;
+    type Error = ApproverGone;
+    type Future = ApprovalFuture;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: PermissionRequest) -> Self::Future {
+        let requests = self.requests.clone();
+        ApprovalFuture(Box::pin(async move {
+            let (responder, decided) = oneshot::channel();
+            requests
+                .send(Approval { request, responder })
+                .await
+                .map_err(|_| ApproverGone::new())?;
+            decided.await.map_err(|_| ApproverGone::new())
+        }))
+    }
+}
+
+/// The future of a [`ChannelApprover`] call (boxed once per request).
+pub struct ApprovalFuture(Pin<Box<dyn Future<Output = Result<Decisions, ApproverGone>> + Send>>);
+
+impl Future for ApprovalFuture {
+    type Output = Result<Decisions, ApproverGone>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.0.as_mut().poll(cx)
+    }
+}
+
+impl fmt::Debug for ApprovalFuture {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ApprovalFuture").finish_non_exhaustive()
+    }
+}

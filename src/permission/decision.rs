@@ -1,0 +1,78 @@
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use crate::{
+    id::{RunId, ThreadId, ToolCallId},
+    tool::ToolKind,
+};
+
+/// A call waiting for a decision.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingCall {
+    /// The call.
+    pub id: ToolCallId,
+    /// The tool.
+    pub name: String,
+    /// Its arguments.
+    pub arguments: Value,
+    /// What the tool does.
+    pub kind: ToolKind,
+}
+
+/// A request for decisions: every call of one model turn that the policy asks about.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PermissionRequest {
+    /// The thread.
+    pub thread_id: ThreadId,
+    /// The run.
+    pub run_id: RunId,
+    /// The model turn.
+    pub turn: u32,
+    /// The calls, in the order the model made them.
+    pub calls: Vec<PendingCall>,
+}
+
+/// What the approver decided about one call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    /// Run it as it is.
+    Approve,
+    /// Run it with these arguments instead (a full replacement, checked by the policy again).
+    Edit(Value),
+    /// Do not run it; the model receives the feedback as the call's result and can re-plan.
+    Reject(String),
+    /// Stop the run (its outcome is cancelled).
+    Cancel,
+}
+
+/// The decisions for a [`PermissionRequest`]: one per call, or one for all.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decisions {
+    each: HashMap<ToolCallId, Decision>,
+    rest: Decision,
+}
+
+impl Decisions {
+    /// The same decision for every call.
+    #[must_use]
+    pub fn all(decision: Decision) -> Self {
+        Self {
+            each: HashMap::new(),
+            rest: decision,
+        }
+    }
+
+    /// `decision` for `call`, the others unchanged.
+    #[must_use]
+    pub fn with(mut self, call: impl Into<ToolCallId>, decision: Decision) -> Self {
+        self.each.insert(call.into(), decision);
+        self
+    }
+
+    /// The decision for `call`.
+    #[must_use]
+    pub fn get(&self, call: &ToolCallId) -> &Decision {
+        self.each.get(call).unwrap_or(&self.rest)
+    }
+}

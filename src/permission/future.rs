@@ -1,0 +1,197 @@
+//! The response future of [`Permission`](super::Permission).
+
+use std::{
+    fmt,
+    future::Future,
+    pin::Pin,
+    sync::Arc,
+    task::{Context, Poll, ready},
+};
+
+use pin_project_lite::pin_project;
+use tokio_util::sync::WaitForCancellationFutureOwned;
+use tower::util::{Oneshot, ServiceExt};
+use tower_service::Service;
+
+use super::{
+    Action, Decision, Policy,
+    batch::{SharedDecisions, Ticket},
+    error::{ApprovalFailed, Cancelled},
+};
+use crate::{
+    BoxError,
+    message::ContentPart,
+    tool::{ToolCall, ToolOutput},
+};
+
+pin_project! {
+    #[project = StateProj]
+    enum State<S>
+    where
+        S: Service<ToolCall>,
+    {
+        Done { output: Option<Result<ToolOutput, BoxError>> },
+        Waiting {
+            #[pin] decisions: SharedDecisions,
+            #[pin] cancelled: WaitForCancellationFutureOwned,
+            ticket: Option<Ticket>,
+            call: Option<ToolCall>,
+            inner: Option<S>,
+            policy: Arc<Policy>,
+        },
+        Running { #[pin] call: Oneshot<S, ToolCall> },
+    }
+}
+
+pin_project! {
+    /// Allowed: the tool's call. Denied: a result saying so. Asked: the decision, then as decided.
+    pub struct ResponseFuture<S>
+    where
+        S: Service<ToolCall>,
+    {
+        #[pin]
+        state: State<S>,
+    }
+}
+
+/// What the model reads when a call does not run.
+fn refusal(text: String) -> ToolOutput {
+    ToolOutput {
+        content: vec![ContentPart::text(text)],
+        is_error: true,
+        display: None,
+    }
+}
+
+impl<S> ResponseFuture<S>
+where
+    S: Service<ToolCall, Response = ToolOutput>,
+{
+    pub(crate) fn run(inner: S, call: ToolCall) -> Self {
+        Self {
+            state: State::Running {
+                call: inner.oneshot(call),
+            },
+        }
+    }
+
+    pub(crate) fn denied(tool: &str) -> Self {
+        Self {
+            state: State::Done {
+                output: Some(Ok(refusal(format!(
+                    "The permission policy does not allow calling `{tool}`."
+                )))),
+            },
+        }
+    }
+
+    pub(crate) fn waiting(
+        inner: S,
+        call: ToolCall,
+        policy: Arc<Policy>,
+        decisions: SharedDecisions,
+        ticket: Ticket,
+    ) -> Self {
+        Self {
+            state: State::Waiting {
+                decisions,
+                cancelled: call.run.cancel.clone().cancelled_owned(),
+                ticket: Some(ticket),
+                call: Some(call),
+                inner: Some(inner),
+                policy,
+            },
+        }
+    }
+}
+
+impl<S> Future for ResponseFuture<S>
+where
+    S: Service<ToolCall, Response = ToolOutput>,
+    S::Error: Into<BoxError>,
+{
+    type Output = Result<ToolOutput, BoxError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            let next = match this.state.as_mut().project() {
+                StateProj::Done { output } => {
+                    return Poll::Ready(
+                        output
+                            .take()
+                            .expect("ResponseFuture polled after completion"),
+                    );
+                }
+                StateProj::Running { call } => {
+                    return call.poll(cx).map_err(Into::into);
+                }
+                StateProj::Waiting {
+                    decisions,
+                    cancelled,
+                    ticket,
+                    call,
+                    inner,
+                    policy,
+                } => {
+                    // A cancelled run gives up on the decision at once.
+                    if cancelled.poll(cx).is_ready() {
+                        ticket.take();
+                        State::Done {
+                            output: Some(Err(Box::new(Cancelled::new()))),
+                        }
+                    } else {
+                        let decided = ready!(decisions.poll(cx));
+                        ticket.take();
+                        let mut call = call.take().expect("polled after completion");
+                        let inner = inner.take().expect("polled after completion");
+                        match decided {
+                            Err(reason) => State::Done {
+                                output: Some(Err(Box::new(ApprovalFailed::new(&reason)))),
+                            },
+                            Ok(decisions) => match decisions.get(&call.id).clone() {
+                                Decision::Approve => State::Running {
+                                    call: inner.oneshot(call),
+                                },
+                                Decision::Edit(arguments) => {
+                                    if policy.decide(&call.name) == Action::Deny {
+                                        State::Done {
+                                            output: Some(Ok(refusal(format!(
+                                                "The permission policy does not allow calling `{}`.",
+                                                call.name
+                                            )))),
+                                        }
+                                    } else {
+                                        call.arguments = arguments;
+                                        State::Running {
+                                            call: inner.oneshot(call),
+                                        }
+                                    }
+                                }
+                                Decision::Reject(feedback) => State::Done {
+                                    output: Some(Ok(refusal(format!(
+                                        "The user rejected this call of `{}`: {feedback}",
+                                        call.name
+                                    )))),
+                                },
+                                Decision::Cancel => {
+                                    call.run.cancel.cancel();
+                                    State::Done {
+                                        output: Some(Err(Box::new(Cancelled::new()))),
+                                    }
+                                }
+                            },
+                        }
+                    }
+                }
+            };
+            this.state.set(next);
+        }
+    }
+}
+
+impl<S: Service<ToolCall>> fmt::Debug for ResponseFuture<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResponseFuture").finish_non_exhaustive()
+    }
+}

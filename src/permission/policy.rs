@@ -1,0 +1,223 @@
+use std::collections::HashMap;
+
+use crate::tool::{Access, ToolKind, ToolSpec};
+
+/// What the policy says about a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// Run it.
+    Allow,
+    /// Ask the approver first.
+    Ask,
+    /// Refuse it; the model is told.
+    Deny,
+}
+
+/// How cautious the policy is with tools that write.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// Rules and the default decide.
+    #[default]
+    Agentic,
+    /// Like agentic, but a writing tool the rules would allow is asked about.
+    Interactive,
+    /// Writing tools are denied, whatever the rules say.
+    ReadOnly,
+}
+
+/// A tool-name pattern: `*` matches any run of characters, `?` one character.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Glob(String);
+
+impl Glob {
+    /// A pattern such as `delete_*`, `*_file` or `read_?`.
+    pub fn new(pattern: impl Into<String>) -> Self {
+        Self(pattern.into())
+    }
+
+    /// Whether `name` matches.
+    #[must_use]
+    pub fn matches(&self, name: &str) -> bool {
+        // Iterative wildcard matching with backtracking to the last `*`.
+        let (p, n): (Vec<char>, Vec<char>) = (self.0.chars().collect(), name.chars().collect());
+        let (mut pi, mut ni) = (0, 0);
+        let mut star: Option<(usize, usize)> = None;
+        while ni < n.len() {
+            if pi < p.len() && (p[pi] == '?' || p[pi] == n[ni]) {
+                pi += 1;
+                ni += 1;
+            } else if pi < p.len() && p[pi] == '*' {
+                star = Some((pi, ni));
+                pi += 1;
+            } else if let Some((star_p, star_n)) = star {
+                pi = star_p + 1;
+                ni = star_n + 1;
+                star = Some((star_p, star_n + 1));
+            } else {
+                return false;
+            }
+        }
+        p[pi..].iter().all(|&c| c == '*')
+    }
+}
+
+/// Decides, per tool name, whether a call runs, is asked about or is refused.
+///
+/// The first rule whose pattern matches decides; without one, the default does (allow, unless
+/// set). The [`Mode`] then applies to tools that write: read-only denies them, interactive turns
+/// an allow into an ask. Whether a tool writes comes from its [`ToolSpec::kind`] (given with
+/// [`tools`](Policy::tools)), or a guess from its name.
+///
+/// ```
+/// use agent_tower::permission::{Action, Mode, Policy};
+/// use agent_tower::tool::{ToolKind, ToolSpec};
+///
+/// let policy = Policy::new()
+///     .rule("delete_*", Action::Deny)
+///     .rule("send_email", Action::Ask)
+///     .mode(Mode::Interactive)
+///     .tools(&[ToolSpec::new("write_note", "..").kind(ToolKind::Edit)]);
+/// assert_eq!(policy.decide("delete_repo"), Action::Deny);
+/// assert_eq!(policy.decide("send_email"), Action::Ask);
+/// assert_eq!(policy.decide("write_note"), Action::Ask, "interactive: writes are asked about");
+/// assert_eq!(policy.decide("read_file"), Action::Allow);
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Policy {
+    rules: Vec<(Glob, Action)>,
+    default: Option<Action>,
+    mode: Mode,
+    kinds: HashMap<String, ToolKind>,
+}
+
+impl Policy {
+    /// No rules, allow by default, agentic.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a rule after the existing ones.
+    #[must_use]
+    pub fn rule(mut self, pattern: &str, action: Action) -> Self {
+        self.rules.push((Glob::new(pattern), action));
+        self
+    }
+
+    /// What happens to a tool no rule matches.
+    #[must_use]
+    pub fn default_action(mut self, action: Action) -> Self {
+        self.default = Some(action);
+        self
+    }
+
+    /// The mode.
+    #[must_use]
+    pub fn mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Learns what these tools do (their declared kinds).
+    #[must_use]
+    pub fn tools(mut self, specs: &[ToolSpec]) -> Self {
+        for spec in specs {
+            self.kinds.insert(spec.name.clone(), spec.effective_kind());
+        }
+        self
+    }
+
+    /// What `tool` does: its declared kind, else a guess from its name.
+    #[must_use]
+    pub fn kind(&self, tool: &str) -> ToolKind {
+        self.kinds
+            .get(tool)
+            .copied()
+            .unwrap_or_else(|| ToolKind::guess(tool))
+    }
+
+    /// Whether `tool` writes.
+    #[must_use]
+    pub fn access(&self, tool: &str) -> Access {
+        self.kind(tool).access()
+    }
+
+    /// What to do with a call of `tool`.
+    #[must_use]
+    pub fn decide(&self, tool: &str) -> Action {
+        let action = self
+            .rules
+            .iter()
+            .find(|(glob, _)| glob.matches(tool))
+            .map(|(_, action)| *action)
+            .or(self.default)
+            .unwrap_or(Action::Allow);
+        match (self.mode, self.access(tool), action) {
+            (Mode::ReadOnly, Access::Write, _) => Action::Deny,
+            (Mode::Interactive, Access::Write, Action::Allow) => Action::Ask,
+            (_, _, action) => action,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs() {
+        for (pattern, name, matches) in [
+            ("delete_*", "delete_file", true),
+            ("delete_*", "undelete_file", false),
+            ("*_file", "read_file", true),
+            ("*_file", "read_files", false),
+            ("read_?", "read_x", true),
+            ("read_?", "read_xy", false),
+            ("*", "", true),
+            ("a*b*c", "aXXbYYc", true),
+            ("a*b*c", "aXXbYY", false),
+            ("exact", "exact", true),
+        ] {
+            assert_eq!(
+                Glob::new(pattern).matches(name),
+                matches,
+                "{pattern} ~ {name}"
+            );
+        }
+    }
+
+    #[test]
+    fn first_rule_wins_then_default() {
+        let policy = Policy::new()
+            .rule("read_secret", Action::Deny)
+            .rule("read_*", Action::Allow)
+            .default_action(Action::Ask);
+        assert_eq!(policy.decide("read_secret"), Action::Deny);
+        assert_eq!(policy.decide("read_file"), Action::Allow);
+        assert_eq!(policy.decide("launch"), Action::Ask);
+    }
+
+    #[test]
+    fn modes_apply_to_writing_tools_only() {
+        let specs = [
+            ToolSpec::new("shell", "").kind(ToolKind::Execute),
+            ToolSpec::new("grep", "").kind(ToolKind::Search),
+        ];
+        let readonly = Policy::new()
+            .mode(Mode::ReadOnly)
+            .rule("*", Action::Allow)
+            .tools(&specs);
+        assert_eq!(readonly.decide("shell"), Action::Deny);
+        assert_eq!(readonly.decide("grep"), Action::Allow);
+        assert_eq!(
+            readonly.decide("delete_all"),
+            Action::Deny,
+            "the name says it writes"
+        );
+        let interactive = Policy::new().mode(Mode::Interactive).tools(&specs);
+        assert_eq!(interactive.decide("shell"), Action::Ask);
+        assert_eq!(interactive.decide("grep"), Action::Allow);
+        let agentic = Policy::new().tools(&specs);
+        assert_eq!(agentic.decide("shell"), Action::Allow);
+    }
+}
