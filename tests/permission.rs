@@ -1,0 +1,315 @@
+//! PermissionLayer inside a real run: decisions, batching, policies, readiness, cancellation.
+
+use std::{convert::Infallible, time::Duration};
+
+use agent_tower::{
+    BoxError,
+    agent::Agent,
+    agui::{AguiLayer, Event, event::RunFinishedOutcome},
+    message::Message,
+    permission::{
+        Action, Approval, Approvals, ChannelApprover, Decision, Decisions, Mode, PermissionLayer,
+        Policy,
+    },
+    run::{RunOutcome, RunRequest, StopReason},
+    test_util::{MockItem, MockModel, Recording, verify},
+    tool::{ToolCall, ToolKind, ToolOutput, ToolRouter, ToolSpec},
+};
+use serde_json::json;
+use tokio::sync::mpsc;
+use tower::{Layer, ServiceBuilder, ServiceExt, service_fn};
+
+/// `echo` returns its arguments, `delete_file` says what it deleted, `read_file` reads; each call
+/// is reported on the channel as it runs.
+fn tools(ran: mpsc::UnboundedSender<String>) -> ToolRouter {
+    let report = move |name: &'static str| {
+        let ran = ran.clone();
+        service_fn(move |call: ToolCall| {
+            let _ = ran.send(format!("{name} {}", call.arguments));
+            async move { Ok::<_, Infallible>(ToolOutput::json(call.arguments)) }
+        })
+    };
+    ToolRouter::new()
+        .route(
+            ToolSpec::new("delete_file", "Deletes.").kind(ToolKind::Delete),
+            report("delete_file"),
+        )
+        .route(
+            ToolSpec::new("read_file", "Reads.").kind(ToolKind::Read),
+            report("read_file"),
+        )
+        .route(
+            ToolSpec::new("write_file", "Writes.").kind(ToolKind::Edit),
+            report("write_file"),
+        )
+}
+
+/// A model that calls the given tools in its first turn and then says "done".
+fn model(calls: &[(&str, &str, &str)]) -> MockModel {
+    let mut first = Vec::new();
+    for (id, name, args) in calls {
+        first.extend(MockItem::tool_call(id, name, args));
+    }
+    first.push(MockItem::tool_calls());
+    MockModel::new([first, vec![MockItem::text("done"), MockItem::stop()]])
+}
+
+struct Harness {
+    run: tokio::task::JoinHandle<Result<RunOutcome, BoxError>>,
+    approvals: Approvals,
+    ran: mpsc::UnboundedReceiver<String>,
+    ui: Recording<Event>,
+    model: MockModel,
+    cancel: tokio_util::sync::CancellationToken,
+}
+
+fn start(policy: Policy, model: MockModel, concurrency: Option<usize>) -> Harness {
+    let (tx, ran) = mpsc::unbounded_channel();
+    let (approver, approvals) = ChannelApprover::new(8);
+    let ui = Recording::new();
+    let agui = AguiLayer::new().transport(ui.clone());
+    let router = tools(tx);
+    let policy = policy.tools(&router.specs());
+    let tools = ServiceBuilder::new()
+        .layer(agui.clone())
+        .layer(PermissionLayer::new(policy, approver))
+        .option_layer(concurrency.map(tower::limit::ConcurrencyLimitLayer::new))
+        .service(router);
+    let agent = agui.layer(Agent::new(agui.layer(model.clone()), tools));
+    let req = RunRequest::new(vec![Message::user("go")]);
+    let cancel = req.run.cancel.clone();
+    Harness {
+        run: tokio::spawn(agent.oneshot(req)),
+        approvals,
+        ran,
+        ui,
+        model,
+        cancel,
+    }
+}
+
+impl Harness {
+    async fn approval(&mut self) -> Approval {
+        self.approvals.recv().await.expect("a permission request")
+    }
+
+    /// Waits for the run; returns its outcome and events, and checks what is left: the tools
+    /// that ran after the last `ran.recv()` and the requests nobody took.
+    async fn finish(mut self) -> Finished {
+        let outcome = (&mut self.run).await.unwrap().unwrap();
+        let events = self.ui.events();
+        verify(&events).unwrap();
+        // The run is over and its approver dropped: the channel ends.
+        let untaken = std::iter::from_fn(|| self.approvals_try()).count();
+        let mut more = Vec::new();
+        while let Ok(ran) = self.ran.try_recv() {
+            more.push(ran);
+        }
+        Finished {
+            outcome,
+            events,
+            model: self.model,
+            more_runs: more,
+            untaken_requests: untaken,
+        }
+    }
+
+    fn approvals_try(&mut self) -> Option<Approval> {
+        futures_util::FutureExt::now_or_never(self.approvals.recv()).flatten()
+    }
+}
+
+struct Finished {
+    outcome: RunOutcome,
+    events: Vec<Event>,
+    model: MockModel,
+    more_runs: Vec<String>,
+    untaken_requests: usize,
+}
+
+impl Finished {
+    fn nothing_else(&self) {
+        assert!(
+            self.more_runs.is_empty(),
+            "unexpected tool runs: {:?}",
+            self.more_runs
+        );
+        assert_eq!(self.untaken_requests, 0, "unexpected permission requests");
+    }
+}
+
+fn result_of<'a>(events: &'a [Event], call: &str) -> &'a agent_tower::agui::event::ToolCallResult {
+    events
+        .iter()
+        .find_map(|e| match e {
+            Event::ToolCallResult(r) if r.tool_call_id == call => Some(r),
+            _ => None,
+        })
+        .expect("a TOOL_CALL_RESULT")
+}
+
+fn asks_deletes() -> Policy {
+    Policy::new().rule("delete_*", Action::Ask)
+}
+
+#[tokio::test]
+async fn approve_runs_the_call() {
+    let mut h = start(
+        asks_deletes(),
+        model(&[("c1", "delete_file", r#"{"path":"a"}"#)]),
+        None,
+    );
+    let approval = h.approval().await;
+    assert_eq!(approval.request.calls.len(), 1);
+    assert_eq!(approval.request.calls[0].kind, ToolKind::Delete);
+    assert!(
+        h.ran.try_recv().is_err(),
+        "nothing runs before the decision"
+    );
+    approval.decide(Decisions::all(Decision::Approve)).unwrap();
+    assert_eq!(h.ran.recv().await.unwrap(), r#"delete_file {"path":"a"}"#);
+    let done = h.finish().await;
+    done.nothing_else();
+    assert_eq!(done.outcome.stop, StopReason::EndTurn);
+    assert_eq!(
+        serde_json::to_value(&result_of(&done.events, "c1").content).unwrap(),
+        json!(r#"{"path":"a"}"#)
+    );
+}
+
+#[tokio::test]
+async fn edit_runs_the_call_with_the_new_arguments() {
+    let mut h = start(
+        asks_deletes(),
+        model(&[("c1", "delete_file", r#"{"path":"/"}"#)]),
+        None,
+    );
+    h.approval()
+        .await
+        .decide(Decisions::all(Decision::Edit(json!({"path": "/tmp/x"}))))
+        .unwrap();
+    assert_eq!(
+        h.ran.recv().await.unwrap(),
+        r#"delete_file {"path":"/tmp/x"}"#
+    );
+    h.finish().await.nothing_else();
+}
+
+#[tokio::test]
+async fn reject_gives_the_model_the_feedback() {
+    let mut h = start(asks_deletes(), model(&[("c1", "delete_file", "{}")]), None);
+    h.approval()
+        .await
+        .decide(Decisions::all(Decision::Reject("not that one".into())))
+        .unwrap();
+    let done = h.finish().await;
+    done.nothing_else();
+    assert_eq!(done.outcome.stop, StopReason::EndTurn);
+    let shown = serde_json::to_string(&result_of(&done.events, "c1").content).unwrap();
+    assert!(shown.contains("not that one"), "{shown}");
+    let seen = done.model.requests()[1].messages.last().unwrap().clone();
+    assert!(matches!(&seen, Message::Tool { is_error: true, .. }));
+    assert!(seen.text().contains("not that one"));
+}
+
+#[tokio::test]
+async fn cancel_ends_the_run_cancelled() {
+    let mut h = start(asks_deletes(), model(&[("c1", "delete_file", "{}")]), None);
+    h.approval()
+        .await
+        .decide(Decisions::all(Decision::Cancel))
+        .unwrap();
+    let done = h.finish().await;
+    done.nothing_else();
+    assert_eq!(done.outcome.stop, StopReason::Cancelled);
+    let Some(Event::RunFinished(finished)) = done.events.last() else {
+        unreachable!()
+    };
+    assert_eq!(finished.outcome, Some(RunFinishedOutcome::Cancelled));
+    assert_eq!(
+        done.model.requests().len(),
+        1,
+        "the model is not called again"
+    );
+}
+
+#[tokio::test]
+async fn the_calls_of_a_turn_are_decided_together() {
+    let mut h = start(
+        asks_deletes(),
+        model(&[
+            ("c1", "delete_file", r#"{"path":"a"}"#),
+            ("c2", "read_file", r#"{"path":"b"}"#),
+            ("c3", "delete_file", r#"{"path":"c"}"#),
+        ]),
+        None,
+    );
+    let approval = h.approval().await;
+    let asked: Vec<_> = approval
+        .request
+        .calls
+        .iter()
+        .map(|c| c.id.to_string())
+        .collect();
+    assert_eq!(
+        asked,
+        ["c1", "c3"],
+        "one request for the turn, allowed calls not in it"
+    );
+    // The allowed call ran without waiting for the decision.
+    assert_eq!(h.ran.recv().await.unwrap(), r#"read_file {"path":"b"}"#);
+    approval
+        .decide(Decisions::all(Decision::Approve).with("c3", Decision::Reject("keep c".into())))
+        .unwrap();
+    assert_eq!(h.ran.recv().await.unwrap(), r#"delete_file {"path":"a"}"#);
+    let done = h.finish().await;
+    done.nothing_else(); // c3 was rejected: it never ran
+    let shown = serde_json::to_string(&result_of(&done.events, "c3").content).unwrap();
+    assert!(shown.contains("keep c"), "{shown}");
+}
+
+#[tokio::test]
+async fn a_pending_decision_holds_no_concurrency_permit() {
+    // One permit around the tools: if the waiting call held it, the allowed call would block.
+    let mut h = start(
+        asks_deletes(),
+        model(&[("c1", "delete_file", "{}"), ("c2", "read_file", "{}")]),
+        Some(1),
+    );
+    let approval = h.approval().await;
+    assert_eq!(h.ran.recv().await.unwrap(), "read_file {}");
+    approval.decide(Decisions::all(Decision::Approve)).unwrap();
+    assert_eq!(h.ran.recv().await.unwrap(), "delete_file {}");
+    h.finish().await.nothing_else();
+}
+
+#[tokio::test]
+async fn a_cancelled_run_drops_its_pending_decision() {
+    let mut h = start(asks_deletes(), model(&[("c1", "delete_file", "{}")]), None);
+    let mut approval = h.approval().await;
+    h.cancel.cancel();
+    tokio::time::timeout(Duration::from_secs(1), approval.abandoned())
+        .await
+        .expect("the request is dropped at once");
+    assert!(approval.decide(Decisions::all(Decision::Approve)).is_err());
+    let done = h.finish().await;
+    done.nothing_else();
+    assert_eq!(done.outcome.stop, StopReason::Cancelled);
+}
+
+#[tokio::test]
+async fn policies_deny_without_asking() {
+    // Read-only: the writing tool is refused whatever the rules say; reading is allowed.
+    let policy = Policy::new().rule("*", Action::Allow).mode(Mode::ReadOnly);
+    let mut h = start(
+        policy,
+        model(&[("c1", "write_file", "{}"), ("c2", "read_file", "{}")]),
+        None,
+    );
+    assert_eq!(h.ran.recv().await.unwrap(), "read_file {}");
+    let done = h.finish().await;
+    done.nothing_else(); // nobody was asked, the writing tool never ran
+    assert_eq!(done.outcome.stop, StopReason::EndTurn);
+    let shown = serde_json::to_string(&result_of(&done.events, "c1").content).unwrap();
+    assert!(shown.contains("does not allow"), "{shown}");
+}
