@@ -23,6 +23,8 @@ use agent_tower::{
         AguiLayer, Event,
         event::{BaseEvent, TextMessageContent},
     },
+    map_error::MapErrorLayer,
+    truncate::TruncateLayer,
     id::MessageId,
     model::{ModelRequest, scripted::ScriptedModel},
     run::{ForwardedProps, RunContext},
@@ -31,7 +33,7 @@ use agent_tower::{
 use criterion::{BenchmarkId, Criterion, Throughput};
 use futures_util::{Sink, StreamExt};
 use serde_json::json;
-use tower::{Layer, ServiceExt};
+use tower::{Layer, ServiceBuilder, ServiceExt};
 
 struct Counting;
 
@@ -123,6 +125,17 @@ async fn drain_raw(tokens: u64) -> usize {
         .await
 }
 
+/// The whole model stack a server runs: AG-UI emission, error classification, delta splitting.
+async fn drain_full_stack(tokens: u64) -> usize {
+    let model = ServiceBuilder::new()
+        .layer(AguiLayer::new().transport(SseFraming::default()))
+        .layer(MapErrorLayer::new())
+        .layer(TruncateLayer::new())
+        .service(ScriptedModel::new());
+    let stream = model.oneshot(request(tokens)).await.unwrap();
+    stream.fold(0, |n, e| async move { n + black_box(e).is_ok() as usize }).await
+}
+
 async fn drain_teed<T>(transport: T, tokens: u64) -> usize
 where
     T: Transport<Event> + Clone + Send + Sync + 'static,
@@ -181,6 +194,9 @@ fn allocations_per_token(rt: &tokio::runtime::Runtime) {
     measure("tee + encoder + SSE framing", &|| {
         rt.block_on(drain_teed(SseFraming::default(), TOKENS));
     });
+    measure("full model stack + SSE", &|| {
+        rt.block_on(drain_full_stack(TOKENS));
+    });
     let events = content_events(TOKENS);
     let buf = std::cell::RefCell::new(Vec::with_capacity(256));
     measure("serde_json SSE of the events", &|| {
@@ -192,6 +208,7 @@ fn benches(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
     let mut call = c.benchmark_group("call");
     call.bench_function("bare", |b| b.iter(|| rt.block_on(drain_raw(0))));
     call.bench_function("agui", |b| b.iter(|| rt.block_on(drain_teed(Null, 0))));
+    call.bench_function("full_stack", |b| b.iter(|| rt.block_on(drain_full_stack(0))));
     call.finish();
 
     let mut tokens = c.benchmark_group("tokens");
@@ -204,6 +221,9 @@ fn benches(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
     });
     tokens.bench_function(BenchmarkId::new("tee+encode+sse", TOKENS), |b| {
         b.iter(|| rt.block_on(drain_teed(SseFraming::default(), TOKENS)))
+    });
+    tokens.bench_function(BenchmarkId::new("full_stack+sse", TOKENS), |b| {
+        b.iter(|| rt.block_on(drain_full_stack(TOKENS)))
     });
     let events = content_events(TOKENS);
     let mut buf = Vec::with_capacity(256);
