@@ -23,12 +23,12 @@ use agent_tower::{
         AguiLayer, Event,
         event::{BaseEvent, TextMessageContent},
     },
-    map_error::MapErrorLayer,
-    truncate::TruncateLayer,
     id::MessageId,
+    map_error::MapErrorLayer,
     model::{ModelRequest, scripted::ScriptedModel},
     run::{ForwardedProps, RunContext},
     transport::{Null, Transport, error::TransportClosed},
+    truncate::TruncateLayer,
 };
 use criterion::{BenchmarkId, Criterion, Throughput};
 use futures_util::{Sink, StreamExt};
@@ -133,7 +133,9 @@ async fn drain_full_stack(tokens: u64) -> usize {
         .layer(TruncateLayer::new())
         .service(ScriptedModel::new());
     let stream = model.oneshot(request(tokens)).await.unwrap();
-    stream.fold(0, |n, e| async move { n + black_box(e).is_ok() as usize }).await
+    stream
+        .fold(0, |n, e| async move { n + black_box(e).is_ok() as usize })
+        .await
 }
 
 async fn drain_teed<T>(transport: T, tokens: u64) -> usize
@@ -208,7 +210,9 @@ fn benches(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
     let mut call = c.benchmark_group("call");
     call.bench_function("bare", |b| b.iter(|| rt.block_on(drain_raw(0))));
     call.bench_function("agui", |b| b.iter(|| rt.block_on(drain_teed(Null, 0))));
-    call.bench_function("full_stack", |b| b.iter(|| rt.block_on(drain_full_stack(0))));
+    call.bench_function("full_stack", |b| {
+        b.iter(|| rt.block_on(drain_full_stack(0)))
+    });
     call.finish();
 
     let mut tokens = c.benchmark_group("tokens");

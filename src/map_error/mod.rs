@@ -52,30 +52,21 @@
 
 mod class;
 pub mod future;
+mod layer;
 mod render;
+mod service;
 mod stream;
 
-use std::{
-    error::Error as StdError,
-    fmt,
-    sync::Arc,
-    task::{Context, Poll},
-};
-
-use tower_layer::Layer;
-use tower_service::Service;
+use std::{error::Error as StdError, fmt};
 
 pub use self::{
     class::{ClassifyError, DefaultClassifier, ErrorClass, ErrorKind},
+    layer::MapErrorLayer,
     render::{AcpAnswer, AcpStopReason, Detail},
+    service::MapError,
     stream::ResponseStream,
 };
-use crate::{
-    BoxError,
-    model::{ModelRequest, ModelService},
-    run::{RunOutcome, RunRequest},
-    tool::{ToolCall, ToolOutput},
-};
+use crate::BoxError;
 
 pub(crate) use self::class::find;
 
@@ -133,8 +124,8 @@ pub fn run_error(error: &(dyn StdError + 'static)) -> (Option<String>, String) {
 
 /// Classifies with `C` and keeps the detail level.
 pub(crate) struct Mapper<C> {
-    classifier: C,
-    detail: Detail,
+    pub(crate) classifier: C,
+    pub(crate) detail: Detail,
 }
 
 impl<C: ClassifyError> Mapper<C> {
@@ -157,180 +148,5 @@ impl<C> fmt::Debug for Mapper<C> {
             .field("classifier", &std::any::type_name::<C>())
             .field("detail", &self.detail)
             .finish()
-    }
-}
-
-/// Classifies errors at the edge; see the [module docs](self).
-#[must_use]
-pub struct MapErrorLayer<C = DefaultClassifier> {
-    mapper: Arc<Mapper<C>>,
-}
-
-impl MapErrorLayer {
-    /// The default classifier at [`Detail::Message`].
-    pub fn new() -> Self {
-        Self {
-            mapper: Arc::new(Mapper {
-                classifier: DefaultClassifier::new(),
-                detail: Detail::Message,
-            }),
-        }
-    }
-}
-
-impl Default for MapErrorLayer {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl<C> MapErrorLayer<C> {
-    /// Classifies with `classifier` instead.
-    pub fn classifier<D: ClassifyError>(self, classifier: D) -> MapErrorLayer<D> {
-        MapErrorLayer {
-            mapper: Arc::new(Mapper {
-                classifier,
-                detail: self.mapper.detail,
-            }),
-        }
-    }
-
-    /// How much of an error clients see.
-    ///
-    /// # Panics
-    ///
-    /// If the layer was cloned already (configure it first).
-    pub fn detail(mut self, detail: Detail) -> Self {
-        Arc::get_mut(&mut self.mapper)
-            .expect("configure the layer before cloning it")
-            .detail = detail;
-        self
-    }
-}
-
-impl<C> Clone for MapErrorLayer<C> {
-    fn clone(&self) -> Self {
-        Self {
-            mapper: self.mapper.clone(),
-        }
-    }
-}
-
-impl<C> fmt::Debug for MapErrorLayer<C> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MapErrorLayer")
-            .field("mapper", &self.mapper)
-            .finish()
-    }
-}
-
-impl<S, C> Layer<S> for MapErrorLayer<C> {
-    type Service = MapError<S, C>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        MapError {
-            inner,
-            mapper: self.mapper.clone(),
-        }
-    }
-}
-
-/// A service wrapped by [`MapErrorLayer`].
-pub struct MapError<S, C> {
-    inner: S,
-    mapper: Arc<Mapper<C>>,
-}
-
-impl<S, C> MapError<S, C> {
-    /// The wrapped service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// Unwraps the service.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
-}
-
-impl<S: Clone, C> Clone for MapError<S, C> {
-    fn clone(&self) -> Self {
-        Self {
-            inner: self.inner.clone(),
-            mapper: self.mapper.clone(),
-        }
-    }
-}
-
-impl<S: fmt::Debug, C> fmt::Debug for MapError<S, C> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MapError")
-            .field("inner", &self.inner)
-            .field("mapper", &self.mapper)
-            .finish()
-    }
-}
-
-impl<S, C> Service<RunRequest> for MapError<S, C>
-where
-    S: Service<RunRequest, Response = RunOutcome>,
-    S::Error: Into<BoxError>,
-    C: ClassifyError,
-{
-    type Response = RunOutcome;
-    type Error = BoxError;
-    type Future = future::ResponseFuture<S::Future, C>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner
-            .poll_ready(cx)
-            .map_err(|e| self.mapper.classified(e.into()))
-    }
-
-    fn call(&mut self, req: RunRequest) -> Self::Future {
-        future::ResponseFuture::new(self.inner.call(req), self.mapper.clone())
-    }
-}
-
-impl<S, C> Service<ModelRequest> for MapError<S, C>
-where
-    S: ModelService,
-    S::Error: Into<BoxError>,
-    S::StreamError: Into<BoxError>,
-    C: ClassifyError,
-{
-    type Response = ResponseStream<S::Events, C>;
-    type Error = BoxError;
-    type Future = future::ModelResponseFuture<S::Future, C>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner
-            .poll_ready(cx)
-            .map_err(|e| self.mapper.classified(e.into()))
-    }
-
-    fn call(&mut self, req: ModelRequest) -> Self::Future {
-        future::ModelResponseFuture::new(self.inner.call(req), self.mapper.clone())
-    }
-}
-
-impl<S, C> Service<ToolCall> for MapError<S, C>
-where
-    S: Service<ToolCall, Response = ToolOutput>,
-    S::Error: Into<BoxError>,
-    C: ClassifyError,
-{
-    type Response = ToolOutput;
-    type Error = BoxError;
-    type Future = future::ToolResponseFuture<S::Future, C>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner
-            .poll_ready(cx)
-            .map_err(|e| self.mapper.classified(e.into()))
-    }
-
-    fn call(&mut self, call: ToolCall) -> Self::Future {
-        future::ToolResponseFuture::new(self.inner.call(call), self.mapper.clone())
     }
 }

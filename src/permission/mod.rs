@@ -62,132 +62,19 @@ mod approve;
 mod batch;
 mod decision;
 pub mod future;
+mod layer;
 mod policy;
-
-use std::{
-    fmt,
-    sync::Arc,
-    task::{Context, Poll},
-};
-
-use tower_layer::Layer;
-use tower_service::Service;
+mod service;
 
 pub use self::{
     approve::{
         AlwaysDeny, Approval, ApprovalFuture, Approvals, Approve, AutoApprove, ChannelApprover,
     },
     decision::{Decision, Decisions, PendingCall, PermissionRequest},
+    layer::PermissionLayer,
     policy::{Action, Glob, Mode, Policy},
+    service::Permission,
 };
-use crate::{
-    BoxError,
-    tool::{ToolCall, ToolOutput},
-};
-
-/// Checks tool calls against a policy and asks an approver; see the [module docs](self).
-#[derive(Clone)]
-#[must_use]
-pub struct PermissionLayer<A> {
-    policy: Arc<Policy>,
-    approver: A,
-    batches: batch::Batches,
-}
-
-impl<A> PermissionLayer<A> {
-    /// Decides with `policy`, asks `approver`.
-    pub fn new(policy: Policy, approver: A) -> Self {
-        Self {
-            policy: Arc::new(policy),
-            approver,
-            batches: batch::Batches::default(),
-        }
-    }
-}
-
-impl<A> fmt::Debug for PermissionLayer<A> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PermissionLayer")
-            .field("policy", &self.policy)
-            .field("approver", &std::any::type_name::<A>())
-            .finish()
-    }
-}
-
-impl<S, A: Clone> Layer<S> for PermissionLayer<A> {
-    type Service = Permission<S, A>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        Permission {
-            inner,
-            policy: self.policy.clone(),
-            approver: self.approver.clone(),
-            batches: self.batches.clone(),
-        }
-    }
-}
-
-/// A tool service wrapped by [`PermissionLayer`].
-#[derive(Clone)]
-pub struct Permission<S, A> {
-    inner: S,
-    policy: Arc<Policy>,
-    approver: A,
-    batches: batch::Batches,
-}
-
-impl<S, A> Permission<S, A> {
-    /// The wrapped service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// Unwraps the service.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
-}
-
-impl<S: fmt::Debug, A> fmt::Debug for Permission<S, A> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Permission")
-            .field("inner", &self.inner)
-            .field("policy", &self.policy)
-            .field("batches", &self.batches)
-            .finish()
-    }
-}
-
-impl<S, A> Service<ToolCall> for Permission<S, A>
-where
-    S: Service<ToolCall, Response = ToolOutput> + Clone,
-    S::Error: Into<BoxError>,
-    A: Approve + Clone + Send + 'static,
-    A::Error: Into<BoxError>,
-    A::Future: Send + 'static,
-{
-    type Response = ToolOutput;
-    type Error = BoxError;
-    type Future = future::ResponseFuture<S>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        // Readiness is driven per call, once the call may run (see "Readiness").
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, call: ToolCall) -> Self::Future {
-        // Each call gets its own clone, readied only when it runs: never across a human wait.
-        let inner = self.inner.clone();
-        match self.policy.decide(&call.name) {
-            Action::Allow => future::ResponseFuture::run(inner, call),
-            Action::Deny => future::ResponseFuture::denied(&call.name),
-            Action::Ask => {
-                let (decisions, ticket) = self.batches.join(&call, &self.policy, &self.approver);
-                future::ResponseFuture::waiting(inner, call, self.policy.clone(), decisions, ticket)
-            }
-        }
-    }
-}
 
 /// Permission errors.
 pub mod error {

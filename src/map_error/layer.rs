@@ -1,0 +1,77 @@
+use std::{fmt, sync::Arc};
+
+use tower_layer::Layer;
+
+use super::{ClassifyError, DefaultClassifier, Detail, MapError, Mapper};
+
+/// Classifies errors at the edge; see the [module docs](self).
+#[must_use]
+pub struct MapErrorLayer<C = DefaultClassifier> {
+    mapper: Arc<Mapper<C>>,
+}
+
+impl MapErrorLayer {
+    /// The default classifier at [`Detail::Message`].
+    pub fn new() -> Self {
+        Self {
+            mapper: Arc::new(Mapper {
+                classifier: DefaultClassifier::new(),
+                detail: Detail::Message,
+            }),
+        }
+    }
+}
+
+impl Default for MapErrorLayer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<C> MapErrorLayer<C> {
+    /// Classifies with `classifier` instead.
+    pub fn classifier<D: ClassifyError>(self, classifier: D) -> MapErrorLayer<D> {
+        MapErrorLayer {
+            mapper: Arc::new(Mapper {
+                classifier,
+                detail: self.mapper.detail,
+            }),
+        }
+    }
+
+    /// How much of an error clients see.
+    ///
+    /// # Panics
+    ///
+    /// If the layer was cloned already (configure it first).
+    pub fn detail(mut self, detail: Detail) -> Self {
+        Arc::get_mut(&mut self.mapper)
+            .expect("configure the layer before cloning it")
+            .detail = detail;
+        self
+    }
+}
+
+impl<C> Clone for MapErrorLayer<C> {
+    fn clone(&self) -> Self {
+        Self {
+            mapper: self.mapper.clone(),
+        }
+    }
+}
+
+impl<C> fmt::Debug for MapErrorLayer<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MapErrorLayer")
+            .field("mapper", &self.mapper)
+            .finish()
+    }
+}
+
+impl<S, C> Layer<S> for MapErrorLayer<C> {
+    type Service = MapError<S, C>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        MapError::new(inner, self.mapper.clone())
+    }
+}

@@ -1,0 +1,84 @@
+use std::{
+    fmt,
+    sync::Arc,
+    task::{Context, Poll},
+};
+
+use tower_service::Service;
+
+use super::{Action, Approve, Policy, batch::Batches, future};
+use crate::{
+    BoxError,
+    tool::{ToolCall, ToolOutput},
+};
+
+/// A tool service wrapped by [`PermissionLayer`].
+#[derive(Clone)]
+pub struct Permission<S, A> {
+    inner: S,
+    policy: Arc<Policy>,
+    approver: A,
+    batches: Batches,
+}
+
+impl<S, A> Permission<S, A> {
+    pub(crate) fn new(inner: S, policy: Arc<Policy>, approver: A, batches: Batches) -> Self {
+        Self {
+            inner,
+            policy,
+            approver,
+            batches,
+        }
+    }
+
+    /// The wrapped service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// Unwraps the service.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S: fmt::Debug, A> fmt::Debug for Permission<S, A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Permission")
+            .field("inner", &self.inner)
+            .field("policy", &self.policy)
+            .field("batches", &self.batches)
+            .finish()
+    }
+}
+
+impl<S, A> Service<ToolCall> for Permission<S, A>
+where
+    S: Service<ToolCall, Response = ToolOutput> + Clone,
+    S::Error: Into<BoxError>,
+    A: Approve + Clone + Send + 'static,
+    A::Error: Into<BoxError>,
+    A::Future: Send + 'static,
+{
+    type Response = ToolOutput;
+    type Error = BoxError;
+    type Future = future::ResponseFuture<S>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        // Readiness is driven per call, once the call may run (see "Readiness").
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, call: ToolCall) -> Self::Future {
+        // Each call gets its own clone, readied only when it runs: never across a human wait.
+        let inner = self.inner.clone();
+        match self.policy.decide(&call.name) {
+            Action::Allow => future::ResponseFuture::run(inner, call),
+            Action::Deny => future::ResponseFuture::denied(&call.name),
+            Action::Ask => {
+                let (decisions, ticket) = self.batches.join(&call, &self.policy, &self.approver);
+                future::ResponseFuture::waiting(inner, call, self.policy.clone(), decisions, ticket)
+            }
+        }
+    }
+}
