@@ -381,6 +381,22 @@ async fn cancellation_finishes_with_a_cancelled_outcome() {
     );
     assert_eq!(outcome_of(&events), RunFinishedOutcome::Cancelled);
     assert_eq!(outcome.stop, StopReason::Cancelled);
+    // What the UI was shown stays in the snapshot, under the streamed id.
+    let Event::TextMessageStart(start) = &events[2] else {
+        unreachable!()
+    };
+    let Event::MessagesSnapshot(snapshot) = &events[6] else {
+        unreachable!()
+    };
+    let kept = snapshot.messages.iter().find_map(|m| match m {
+        agent_tower::agui::input::Message::Assistant { id, content, .. }
+            if *id == start.message_id =>
+        {
+            content.clone()
+        }
+        _ => None,
+    });
+    assert_eq!(kept.as_deref(), Some("thinking"));
 }
 
 #[tokio::test]

@@ -151,6 +151,21 @@ proptest! {
         prop_assert_eq!(terminals, 1);
         prop_assert!(matches!(events.last(), Some(Event::RunFinished(_) | Event::RunError(_))));
 
+        // Every message the UI saw streamed is in the final snapshot, under the same id.
+        if let Some(Event::MessagesSnapshot(snapshot)) =
+            events.iter().rev().find(|e| matches!(e, Event::MessagesSnapshot(_)))
+        {
+            let ids: Vec<&str> = snapshot.messages.iter().map(|m| m.id().as_str()).collect();
+            for event in &events {
+                let streamed = match event {
+                    Event::TextMessageStart(e) => e.message_id.as_str(),
+                    Event::ReasoningMessageStart(e) => e.message_id.as_str(),
+                    _ => continue,
+                };
+                prop_assert!(ids.contains(&streamed), "{streamed} missing from {ids:?}");
+            }
+        }
+
         // Text reaches the UI unchanged: the first step's deltas concatenate to a prefix of what
         // the model said (all of it when nothing failed).
         let shown: String = events

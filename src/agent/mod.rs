@@ -60,7 +60,6 @@ use tower::ServiceExt;
 use tower_service::Service;
 use tracing::Instrument;
 
-use self::step::StepResult;
 use crate::{
     BoxError,
     id::MessageId,
@@ -239,25 +238,26 @@ where
             run: run.for_step(message_id.clone(), turn),
         };
         let step_span = tracing::info_span!("agent.model_step", turn, message_id = %message_id);
-        let step = tokio::select! {
+        let mut step = step::Step::new(message_id);
+        let called = tokio::select! {
             biased;
             () = run.cancel.cancelled() => None,
-            step = step::call_model(&mut model, request, message_id).instrument(step_span) => Some(step),
+            called = step::call_model(&mut model, request, &mut step).instrument(step_span) => Some(called),
         };
-        let Some(step) = step else {
+        let Some(called) = called else {
+            // What was streamed before the cancellation stays, under the ids the UI saw.
+            if !step.is_empty() {
+                messages.extend(step.messages());
+            }
             return finish(StopReason::Cancelled, messages, usage, Vec::new());
         };
-        let StepResult {
-            messages: new_messages,
-            tool_calls,
-            finish: finish_reason,
-            usage: step_usage,
-        } = step?;
-        usage.add(&step_usage);
-        messages.extend(new_messages);
+        called?;
+        usage.add(&step.usage);
+        messages.extend(step.messages());
+        let tool_calls = std::mem::take(&mut step.tool_calls);
         if tool_calls.is_empty() {
             return finish(
-                step::stop_reason(finish_reason.as_ref()),
+                step::stop_reason(step.finish.as_ref()),
                 messages,
                 usage,
                 Vec::new(),

@@ -1,30 +1,98 @@
-//! One model step: call the model, consume its stream, build the step's messages.
+//! One model step: call the model, consume its stream into the step's messages.
 
 use futures_util::StreamExt;
 use tower::ServiceExt;
 
 use crate::{
     BoxError,
-    id::{MessageId, ToolCallId},
+    id::MessageId,
     message::{Message, ToolCallRequest},
     model::{FinishReason, ModelEvent, ModelRequest, ModelService, Usage},
     run::StopReason,
 };
 
-/// What one model step produced.
-pub(super) struct StepResult {
-    /// Reasoning messages, then the assistant message.
-    pub(super) messages: Vec<Message>,
+/// What a model step has produced so far. It outlives the step's future, so a cancelled step
+/// still yields what was streamed (the UI has shown it; the snapshot must keep it).
+pub(super) struct Step {
+    message_id: MessageId,
+    text: String,
+    reasoning: Vec<(MessageId, String)>,
     pub(super) tool_calls: Vec<ToolCallRequest>,
     pub(super) finish: Option<FinishReason>,
     pub(super) usage: Usage,
 }
 
+impl Step {
+    pub(super) fn new(message_id: MessageId) -> Self {
+        Self {
+            message_id,
+            text: String::new(),
+            reasoning: Vec::new(),
+            tool_calls: Vec::new(),
+            finish: None,
+            usage: Usage::default(),
+        }
+    }
+
+    fn push(&mut self, event: ModelEvent) {
+        match event {
+            ModelEvent::TextDelta { delta, .. } => self.text.push_str(&delta),
+            ModelEvent::ReasoningDelta { message_id, delta } => {
+                match self.reasoning.iter_mut().find(|(id, _)| *id == message_id) {
+                    Some((_, content)) => content.push_str(&delta),
+                    None => self.reasoning.push((message_id, delta)),
+                }
+            }
+            ModelEvent::ToolCallStart { id, name } => {
+                if !self.tool_calls.iter().any(|c| c.id == id) {
+                    self.tool_calls.push(ToolCallRequest {
+                        id,
+                        name,
+                        arguments: String::new(),
+                    });
+                }
+            }
+            ModelEvent::ToolCallArgs { id, delta } => {
+                if let Some(call) = self.tool_calls.iter_mut().find(|c| c.id == id) {
+                    call.arguments.push_str(&delta);
+                }
+            }
+            ModelEvent::ToolCallEnd { .. } => {}
+            ModelEvent::Usage(step) => self.usage.add(&step),
+            ModelEvent::Finish(reason) => self.finish = Some(reason),
+        }
+    }
+
+    /// Whether anything was streamed.
+    pub(super) fn is_empty(&self) -> bool {
+        self.text.is_empty() && self.reasoning.is_empty() && self.tool_calls.is_empty()
+    }
+
+    /// The step's messages: its reasoning, then the assistant message under the step's id.
+    pub(super) fn messages(&self) -> Vec<Message> {
+        let mut messages: Vec<Message> = self
+            .reasoning
+            .iter()
+            .map(|(id, content)| Message::Reasoning {
+                id: id.clone(),
+                content: content.clone(),
+            })
+            .collect();
+        messages.push(Message::Assistant {
+            id: self.message_id.clone(),
+            content: self.text.clone(),
+            tool_calls: self.tool_calls.clone(),
+        });
+        messages
+    }
+}
+
+/// Calls the model and consumes its stream into `step`.
 pub(super) async fn call_model<M>(
     model: &mut M,
     request: ModelRequest,
-    message_id: MessageId,
-) -> Result<StepResult, BoxError>
+    step: &mut Step,
+) -> Result<(), BoxError>
 where
     M: ModelService,
     M::Error: Into<BoxError>,
@@ -38,58 +106,10 @@ where
         .await
         .map_err(Into::into)?;
     let mut stream = std::pin::pin!(stream);
-
-    let mut text = String::new();
-    let mut reasoning: Vec<(MessageId, String)> = Vec::new();
-    let mut calls: Vec<ToolCallRequest> = Vec::new();
-    let mut finish = None;
-    let mut usage = Usage::default();
-    let call =
-        |calls: &mut Vec<ToolCallRequest>, id: &ToolCallId| calls.iter().position(|c| &c.id == id);
     while let Some(event) = stream.next().await {
-        match event.map_err(Into::into)? {
-            ModelEvent::TextDelta { delta, .. } => text.push_str(&delta),
-            ModelEvent::ReasoningDelta { message_id, delta } => {
-                match reasoning.iter_mut().find(|(id, _)| *id == message_id) {
-                    Some((_, content)) => content.push_str(&delta),
-                    None => reasoning.push((message_id, delta)),
-                }
-            }
-            ModelEvent::ToolCallStart { id, name } => {
-                if call(&mut calls, &id).is_none() {
-                    calls.push(ToolCallRequest {
-                        id,
-                        name,
-                        arguments: String::new(),
-                    });
-                }
-            }
-            ModelEvent::ToolCallArgs { id, delta } => {
-                if let Some(at) = call(&mut calls, &id) {
-                    calls[at].arguments.push_str(&delta);
-                }
-            }
-            ModelEvent::ToolCallEnd { .. } => {}
-            ModelEvent::Usage(step) => usage.add(&step),
-            ModelEvent::Finish(reason) => finish = Some(reason),
-        }
+        step.push(event.map_err(Into::into)?);
     }
-
-    let mut messages: Vec<Message> = reasoning
-        .into_iter()
-        .map(|(id, content)| Message::Reasoning { id, content })
-        .collect();
-    messages.push(Message::Assistant {
-        id: message_id,
-        content: text,
-        tool_calls: calls.clone(),
-    });
-    Ok(StepResult {
-        messages,
-        tool_calls: calls,
-        finish,
-        usage,
-    })
+    Ok(())
 }
 
 pub(super) fn stop_reason(finish: Option<&FinishReason>) -> StopReason {

@@ -381,6 +381,20 @@ pub enum Message {
 }
 
 impl Message {
+    /// The message's id.
+    #[must_use]
+    pub fn id(&self) -> &MessageId {
+        match self {
+            Self::Developer { id, .. }
+            | Self::System { id, .. }
+            | Self::Assistant { id, .. }
+            | Self::User { id, .. }
+            | Self::Tool { id, .. }
+            | Self::Activity { id, .. }
+            | Self::Reasoning { id, .. } => id,
+        }
+    }
+
     /// The protocol-neutral message; `None` for activity messages, which are UI only.
     #[must_use]
     pub fn to_domain(&self) -> Option<message::Message> {
