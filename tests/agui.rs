@@ -721,3 +721,65 @@ async fn the_model_layer_passes_readiness_through() {
     handle.allow(1);
     tokio_test::assert_ready_ok!(model.poll_ready::<ModelRequest>());
 }
+
+#[tokio::test]
+async fn a_tool_that_changes_state_emits_a_delta_after_its_result() {
+    let mut first = Vec::new();
+    first.extend(MockItem::tool_call(
+        "c1",
+        "remember",
+        r#"{"key":"theme","value":"dark"}"#,
+    ));
+    first.push(MockItem::tool_calls());
+    let model = MockModel::new([first, vec![MockItem::text("ok"), MockItem::stop()]]);
+    let ui = Recording::new();
+    let agui = AguiLayer::new()
+        .transport(ui.clone())
+        .options(AguiOptions {
+            state_snapshots: Some(StateSnapshots::All),
+            ..AguiOptions::default()
+        })
+        .unwrap();
+    let tools = agent_tower::tool::demo::demo_tools();
+    let agent = agui.layer(Agent::new(agui.layer(model), agui.layer(tools)));
+    let mut req = user("remember");
+    req.state = Some(json!({"items": [1]}));
+    let outcome = agent.oneshot(req).await.unwrap();
+    let events = ui.events();
+    verify(&events).unwrap();
+    assert_events!(
+        events,
+        [
+            RunStarted,
+            StateSnapshot,
+            StepStarted,
+            ToolCallStart,
+            ToolCallArgs,
+            ToolCallEnd,
+            StepFinished,
+            ToolCallResult,
+            StateDelta,
+            StepStarted,
+            TextMessageStart,
+            TextMessageContent,
+            TextMessageEnd,
+            StepFinished,
+            StateSnapshot,
+            MessagesSnapshot,
+            RunFinished,
+        ]
+    );
+    let Event::StateDelta(delta) = &events[8] else {
+        unreachable!()
+    };
+    assert_eq!(
+        delta.delta,
+        vec![json!({"op": "add", "path": "/theme", "value": "dark"})]
+    );
+    let expected = json!({"items": [1], "theme": "dark"});
+    assert_eq!(outcome.state, Some(expected.clone()));
+    let Event::StateSnapshot(last) = &events[14] else {
+        unreachable!()
+    };
+    assert_eq!(last.snapshot, expected);
+}

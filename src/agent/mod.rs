@@ -213,14 +213,19 @@ where
         client_tools,
         context,
         state,
-        run,
+        mut run,
     } = req;
+    // The run's state, shared with the tools (and the layers that emit it).
+    let had_state = state.is_some();
+    let shared = run.shared_state(state.as_ref());
     let client_tool_names: HashSet<String> = client_tools.iter().map(|t| t.name.clone()).collect();
     let mut specs = config.tool_specs.clone();
     specs.extend(client_tools);
     let mut usage = Usage::default();
     let finish = |stop, messages, usage, pending| {
-        let mut outcome = RunOutcome::new(stop, messages, state.clone());
+        let state = shared.get();
+        let state = (had_state || state != serde_json::json!({})).then_some(state);
+        let mut outcome = RunOutcome::new(stop, messages, state);
         outcome.usage = usage;
         outcome.pending_tool_calls = pending;
         Ok(outcome)

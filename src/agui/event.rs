@@ -289,6 +289,20 @@ impl Event {
         .into()
     }
 
+    /// `STATE_DELTA` of RFC 6902 operations.
+    pub fn state_delta(operations: &[json_patch::PatchOperation]) -> Self {
+        let delta = operations
+            .iter()
+            .map(|op| serde_json::to_value(op).expect("patch operations serialize"))
+            .collect();
+        StateDelta {
+            delta,
+            subagent_run_id: None,
+            base: BaseEvent::default(),
+        }
+        .into()
+    }
+
     /// `STATE_SNAPSHOT`.
     pub fn state_snapshot(snapshot: Value) -> Self {
         StateSnapshot {

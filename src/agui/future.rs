@@ -23,7 +23,7 @@ use crate::{
     BoxError,
     id::{MessageId, RunId, ThreadId, ToolCallId},
     model::ModelEvent,
-    run::{RunOutcome, StopReason},
+    run::{RunOutcome, SharedState, StopReason},
     stream::Outbox,
     tool::{ToolCall, ToolOutput},
     transport::Transport,
@@ -82,6 +82,8 @@ pub(crate) struct ToolResult {
     pub(crate) tool_call_id: ToolCallId,
     pub(crate) message_id: MessageId,
     pub(crate) emit: bool,
+    /// The run's state: what the tool changed goes out right after its result.
+    pub(crate) state: Option<SharedState>,
 }
 
 /// The activity message shown while a tool runs.
@@ -197,6 +199,11 @@ where
                     .into(),
                 );
             }
+            if let Some(changes) = this.result.state.as_ref().map(SharedState::take_changes) {
+                if !changes.is_empty() {
+                    this.outbox.push(Event::state_delta(&changes));
+                }
+            }
             if let Some(activity) = this.activity.take() {
                 this.outbox
                     .push(activity.snapshot(if failed { "failed" } else { "completed" }));
@@ -254,6 +261,7 @@ pin_project! {
         outbox: Outbox<T, Event>,
         ids: Option<RunIds>,
         options: AguiOptions,
+        shared: Option<SharedState>,
         result: Option<Result<RunOutcome, BoxError>>,
         span: tracing::Span,
         done: bool,
@@ -286,6 +294,7 @@ impl<F, T: Transport<Event>> RunResponseFuture<F, T> {
         outbox: Outbox<T, Event>,
         ids: RunIds,
         options: AguiOptions,
+        shared: SharedState,
         span: tracing::Span,
     ) -> Self {
         Self {
@@ -293,6 +302,7 @@ impl<F, T: Transport<Event>> RunResponseFuture<F, T> {
             outbox,
             ids: Some(ids),
             options,
+            shared: Some(shared),
             result: None,
             span,
             done: false,
@@ -305,6 +315,7 @@ impl<F, T: Transport<Event>> RunResponseFuture<F, T> {
             outbox,
             ids: None,
             options: AguiOptions::default(),
+            shared: None,
             result: None,
             span: tracing::Span::none(),
             done: false,
@@ -335,6 +346,12 @@ where
             };
             this.state.set(State::Done);
             if let Some(ids) = this.ids.as_ref() {
+                // Changes no tool result carried out (made by the model layer, by code around
+                // the agent) go out before the end.
+                let changes = this.shared.as_ref().map(SharedState::take_changes);
+                if let Some(changes) = changes.filter(|c| !c.is_empty()) {
+                    this.outbox.push(Event::state_delta(&changes));
+                }
                 let terminal = terminal_events(ids, this.options, &result);
                 this.outbox.queue().extend(terminal);
             }

@@ -17,7 +17,7 @@ use crate::{
     BoxError,
     id::MessageId,
     model::{ModelRequest, ModelService},
-    run::{Extensions, ForwardedProps, RunOutcome, RunRequest},
+    run::{Extensions, ForwardedProps, RunOutcome, RunRequest, SharedState},
     stream::Outbox,
     tool::{ToolCall, ToolOutput},
     transport::{OnDisconnect, Transport},
@@ -149,6 +149,7 @@ where
             tool_call_id: call.id.clone(),
             message_id: call.run.message_id.clone(),
             emit: options.tool_results(),
+            state: call.run.extensions.get::<SharedState>().cloned(),
         };
         future::ToolResponseFuture::new(self.inner.call(call), outbox, result, activity)
     }
@@ -213,13 +214,15 @@ where
         {
             outbox.push(Event::state_snapshot(state.clone()));
         }
+        // The run's state, shared with the agent and its tools; its changes go out as deltas.
+        let shared = req.run.shared_state(req.state.as_ref());
         let span = tracing::info_span!(
             "agui.run",
             thread_id = %ids.thread_id,
             run_id = %ids.run_id,
         );
         req.run.extensions.insert(options.clone());
-        future::RunResponseFuture::new(self.inner.call(req), outbox, ids, options, span)
+        future::RunResponseFuture::new(self.inner.call(req), outbox, ids, options, shared, span)
     }
 }
 

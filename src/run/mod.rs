@@ -19,9 +19,13 @@
 //! [`ModelRequest`]: crate::model::ModelRequest
 //! [`ToolCall`]: crate::tool::ToolCall
 
+mod state;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
+
+pub use self::state::SharedState;
 
 use crate::{
     id::{MessageId, RunId, ThreadId, ToolCallId},
@@ -62,6 +66,17 @@ impl RunContext {
             cancel: CancellationToken::new(),
             extensions: Extensions::new(),
         }
+    }
+
+    /// The run's [`SharedState`]: the one in its extensions, else a new one starting at
+    /// `initial` (an empty object without), put there for every later step.
+    pub fn shared_state(&mut self, initial: Option<&Value>) -> SharedState {
+        if let Some(shared) = self.extensions.get::<SharedState>() {
+            return shared.clone();
+        }
+        let shared = SharedState::new(initial.cloned().unwrap_or_else(|| serde_json::json!({})));
+        self.extensions.insert(shared.clone());
+        shared
     }
 
     /// The same run, for a step that writes `message_id` in `turn`.

@@ -9,8 +9,10 @@ use serde_json::json;
 use tower::service_fn;
 
 use super::{ToolCall, ToolError, ToolErrorKind, ToolKind, ToolOutput, ToolRouter, ToolSpec};
+use crate::run::SharedState;
 
-/// A router with `get_time` (the current UTC time) and `add` (`a + b`).
+/// A router with `get_time` (the current UTC time), `add` (`a + b`) and `remember` (sets
+/// `key` to `value` in the run's [shared state](crate::run::SharedState)).
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
@@ -38,6 +40,38 @@ pub fn demo_tools() -> ToolRouter {
                 })),
             service_fn(|call: ToolCall| async move { add(&call.arguments) }),
         )
+        .route(
+            ToolSpec::new(
+                "remember",
+                "Remembers a value in the shared state, under a key.",
+            )
+            .kind(ToolKind::Edit)
+            .parameters(json!({
+                "type": "object",
+                "properties": {"key": {"type": "string"}, "value": {}},
+                "required": ["key", "value"],
+            })),
+            service_fn(|call: ToolCall| async move { remember(&call) }),
+        )
+}
+
+fn remember(call: &ToolCall) -> Result<ToolOutput, ToolError> {
+    let key = call.arguments["key"]
+        .as_str()
+        .ok_or_else(|| ToolError::new(ToolErrorKind::InvalidArguments, "`key` must be a string"))?;
+    let state = call
+        .run
+        .extensions
+        .get::<SharedState>()
+        .ok_or_else(|| ToolError::new(ToolErrorKind::Failed, "this run has no shared state"))?;
+    let value = call.arguments.get("value").cloned().unwrap_or_default();
+    state.update(|state| {
+        if !state.is_object() {
+            *state = json!({});
+        }
+        state[key] = value;
+    });
+    Ok(ToolOutput::text(format!("remembered {key}")))
 }
 
 fn add(arguments: &serde_json::Value) -> Result<ToolOutput, ToolError> {

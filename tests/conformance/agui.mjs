@@ -148,12 +148,39 @@ const user = (content) => ({ id: randomUUID(), role: "user", content });
   console.log(`ok frontend tool, second run: ${second.length} events`);
 }
 
-// 4. State: the initial snapshot reaches the client.
+// 4. Shared state edited across two runs: the server's deltas apply in the client without a
+//    warning, and the client ends with the state the server ends with.
 {
-  const state = { theme: "dark", items: [1, 2] };
-  const { agent, events } = await scenario("state snapshot", [user("hi")], {}, { initialState: state });
-  assert.deepEqual(events.find((e) => e.type === "STATE_SNAPSHOT").snapshot, state);
-  assert.deepEqual(agent.state, state);
+  const warnings = [];
+  const warn = console.warn;
+  console.warn = (...args) => warnings.push(args.join(" "));
+  const all = { agui: { stateSnapshots: "all" } };
+  const initial = { theme: "light", items: [1, 2] };
+  const { agent, events } = await scenario(
+    "shared state, first run",
+    [user('remember {"key": "theme", "value": "dark"}')],
+    { forwardedProps: all },
+    { initialState: initial },
+  );
+  assert.deepEqual(events.find((e) => e.type === "STATE_SNAPSHOT").snapshot, initial);
+  assert.ok(events.some((e) => e.type === "STATE_DELTA"), "the change went out as a delta");
+  const serverFinal = events.findLast((e) => e.type === "STATE_SNAPSHOT").snapshot;
+  assert.deepEqual(serverFinal, { theme: "dark", items: [1, 2] });
+  assert.deepEqual(agent.state, serverFinal, "the client applied the delta");
+
+  // The client sends its state back; the server continues from it.
+  agent.addMessage(user('remember {"key": "items", "value": [3]}'));
+  const bodies = [];
+  agent.fetch = tappedFetch(bodies);
+  await agent.runAgent({ runId: randomUUID(), forwardedProps: all });
+  const second = checkWire(await bodies[0]);
+  assert.deepEqual(second.find((e) => e.type === "STATE_SNAPSHOT").snapshot, serverFinal);
+  const secondFinal = second.findLast((e) => e.type === "STATE_SNAPSHOT").snapshot;
+  assert.deepEqual(secondFinal, { theme: "dark", items: [3] });
+  assert.deepEqual(agent.state, secondFinal);
+  console.warn = warn;
+  assert.deepEqual(warnings, [], "no warning from the client");
+  console.log(`ok shared state, second run: ${second.length} events`);
 }
 
 // 5. The client aborts mid-stream (a run of a million tokens).

@@ -1,0 +1,131 @@
+//! The run's shared state: what AG-UI frontends see as `state`.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use json_patch::{Patch, PatchOperation};
+use serde_json::Value;
+
+/// The state of a run, shared by the agent, its tools and the layers that emit it.
+///
+/// Every change is recorded as RFC 6902 operations (computed with [`json_patch::diff`], or given
+/// as a patch), which an emitting layer sends as a delta (`STATE_DELTA`); the run's outcome carries
+/// the final state. Clones share the same state.
+///
+/// ```
+/// use agent_tower::run::SharedState;
+/// use serde_json::json;
+///
+/// let state = SharedState::new(json!({"todos": []}));
+/// state.update(|s| s["todos"].as_array_mut().unwrap().push(json!("write docs")));
+/// assert_eq!(state.get(), json!({"todos": ["write docs"]}));
+/// let sent = serde_json::to_value(state.take_changes()).unwrap();
+/// assert_eq!(sent, json!([{"op": "add", "path": "/todos/0", "value": "write docs"}]));
+/// ```
+#[derive(Debug, Clone)]
+pub struct SharedState(Arc<Mutex<Inner>>);
+
+#[derive(Debug)]
+struct Inner {
+    value: Value,
+    changes: Vec<PatchOperation>,
+}
+
+impl SharedState {
+    /// A state starting at `initial`.
+    #[must_use]
+    pub fn new(initial: Value) -> Self {
+        Self(Arc::new(Mutex::new(Inner {
+            value: initial,
+            changes: Vec::new(),
+        })))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A copy of the current state.
+    #[must_use]
+    pub fn get(&self) -> Value {
+        self.lock().value.clone()
+    }
+
+    /// Changes the state with `change`; returns the operations that describe the change.
+    pub fn update(&self, change: impl FnOnce(&mut Value)) -> Patch {
+        let mut inner = self.lock();
+        let before = inner.value.clone();
+        change(&mut inner.value);
+        let patch = json_patch::diff(&before, &inner.value);
+        inner.changes.extend(patch.0.iter().cloned());
+        patch
+    }
+
+    /// Applies `patch` atomically (all of it or nothing).
+    ///
+    /// # Errors
+    ///
+    /// When an operation does not apply (a missing path, a failed `test`); the state is unchanged.
+    pub fn apply(&self, patch: &Patch) -> Result<(), json_patch::PatchError> {
+        let mut inner = self.lock();
+        json_patch::patch(&mut inner.value, patch)?;
+        inner.changes.extend(patch.0.iter().cloned());
+        Ok(())
+    }
+
+    /// The operations recorded since the last call, in order: what has not been sent yet.
+    #[must_use]
+    pub fn take_changes(&self) -> Vec<PatchOperation> {
+        std::mem::take(&mut self.lock().changes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            (-100i64..100).prop_map(Value::from),
+            "[a-z~/]{0,4}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+                prop::collection::btree_map("[a-z~/._]{0,3}", inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        /// Applying the recorded operations, in order, to the first snapshot gives the state held.
+        #[test]
+        fn deltas_replay_to_the_state(initial in json_value(), steps in prop::collection::vec(json_value(), 1..5)) {
+            let state = SharedState::new(initial.clone());
+            let mut client = initial;
+            for next in steps {
+                state.update(|s| *s = next.clone());
+                let ops = state.take_changes();
+                json_patch::patch(&mut client, &ops).unwrap();
+                prop_assert_eq!(&client, &state.get());
+            }
+        }
+    }
+
+    #[test]
+    fn a_failing_patch_changes_nothing() {
+        let state = SharedState::new(json!({"a": 1}));
+        let patch: Patch = serde_json::from_value(json!([
+            {"op": "replace", "path": "/a", "value": 2},
+            {"op": "remove", "path": "/missing"}
+        ]))
+        .unwrap();
+        assert!(state.apply(&patch).is_err());
+        assert_eq!(state.get(), json!({"a": 1}));
+        assert!(state.take_changes().is_empty());
+    }
+}
