@@ -58,6 +58,8 @@
 //!   policies and approvers (human in the loop).
 //! - [`truncate`] (feature `truncate`): [`TruncateLayer`](truncate::TruncateLayer), bounded
 //!   UI copies of tool results and split deltas.
+//! - [`state`] (feature `state`): [`StateLayer`](state::StateLayer), shared state from tool
+//!   arguments and results.
 //! - [`server`] (feature `server`): the AG-UI HTTP/SSE and WebSocket server (axum).
 //! - [`test_util`] (feature `test-util`): mocks and assertions for testing your own stacks.
 //!
@@ -111,6 +113,10 @@ pub mod test_util;
 #[cfg(feature = "truncate")]
 #[cfg_attr(docsrs, doc(cfg(feature = "truncate")))]
 pub mod truncate;
+
+#[cfg(feature = "state")]
+#[cfg_attr(docsrs, doc(cfg(feature = "state")))]
+pub mod state;
 
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

@@ -134,10 +134,23 @@ impl AguiOptions {
     }
 }
 
+/// One entry of a CUSTOM `PredictState` event: the UI mirrors `tool_argument` of `tool`'s
+/// streaming arguments into `state_key` of its state, before the tool runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Prediction {
+    /// The state key the argument mirrors.
+    pub state_key: String,
+    /// The tool.
+    pub tool: String,
+    /// The tool's argument.
+    pub tool_argument: String,
+}
+
 #[derive(Debug)]
 pub(crate) struct Config {
     pub(crate) options: AguiOptions,
     pub(crate) on_disconnect: OnDisconnect,
+    pub(crate) predictions: Arc<[Prediction]>,
 }
 
 /// Emits AG-UI events for model steps, tool calls and whole runs; see the [module docs](super).
@@ -159,6 +172,7 @@ impl AguiLayer {
             config: Arc::new(Config {
                 options: AguiOptions::default(),
                 on_disconnect: OnDisconnect::default(),
+                predictions: Arc::new([]),
             }),
         }
     }
@@ -194,6 +208,20 @@ impl<T> AguiLayer<T> {
     /// [`OnDisconnect`] in its extensions, which wins.
     pub fn on_disconnect(mut self, policy: OnDisconnect) -> Self {
         self.config_mut().on_disconnect = policy;
+        self
+    }
+
+    /// Predictive state: before a call of `tool` streams, a CUSTOM `PredictState` event tells the
+    /// UI to mirror its argument `tool_argument` into the state key `state_key`.
+    pub fn predict_state(mut self, tool: &str, tool_argument: &str, state_key: &str) -> Self {
+        let config = self.config_mut();
+        let mut predictions = config.predictions.to_vec();
+        predictions.push(Prediction {
+            state_key: state_key.to_owned(),
+            tool: tool.to_owned(),
+            tool_argument: tool_argument.to_owned(),
+        });
+        config.predictions = predictions.into();
         self
     }
 

@@ -76,7 +76,7 @@ mod stream;
 pub use self::{
     event::{Event, EventType},
     input::RunAgentInput,
-    layer::{AguiLayer, AguiOptions, StateSnapshots, error},
+    layer::{AguiLayer, AguiOptions, Prediction, StateSnapshots, error},
     service::Agui,
     stream::{ModelEncoder, ResponseStream},
 };

@@ -117,7 +117,12 @@ where
     fn call(&mut self, req: ModelRequest) -> Self::Future {
         let mut outbox = self.outbox(&req.run.extensions, &req.run.cancel);
         let step_name = format!("turn {}", req.run.turn);
-        let (encoder, opening) = ModelEncoder::start(step_name, req.run.message_id.clone());
+        let (encoder, opening) = ModelEncoder::start(
+            step_name,
+            req.run.message_id.clone(),
+            self.config.predictions.clone(),
+            req.run.extensions.get::<SharedState>().cloned(),
+        );
         outbox.push(opening);
         future::ResponseFuture::new(self.inner.call(req), outbox, encoder)
     }

@@ -1,9 +1,15 @@
 use std::collections::VecDeque;
 
-use super::event::Event;
+use std::sync::Arc;
+
+use super::{
+    Prediction,
+    event::{BaseEvent, Custom, Event},
+};
 use crate::{
     id::{MessageId, ToolCallId},
     model::ModelEvent,
+    run::SharedState,
     stream::{Encode, End, Tee},
 };
 
@@ -21,6 +27,9 @@ pub type ResponseStream<St, T> = Tee<St, T, ModelEncoder>;
 /// - Tool calls become `TOOL_CALL_START` (with `parentMessageId` = the step's message id),
 ///   `TOOL_CALL_ARGS`, `TOOL_CALL_END`. Arguments or ends for a call that was never started are
 ///   dropped rather than sent unbalanced.
+/// - A call of a tool with [predictions](super::AguiLayer::predict_state) is preceded by a CUSTOM
+///   `PredictState` event; state changed while the arguments streamed (a
+///   [`StateLayer`](crate::state) hook) goes out as `STATE_DELTA` right after `TOOL_CALL_END`.
 /// - At the end of the step, however it ends, everything still open is closed.
 #[derive(Debug)]
 pub struct ModelEncoder {
@@ -29,11 +38,18 @@ pub struct ModelEncoder {
     text: Option<MessageId>,
     reasoning: Option<MessageId>,
     tool_calls: Vec<ToolCallId>,
+    predictions: Arc<[Prediction]>,
+    state: Option<SharedState>,
 }
 
 impl ModelEncoder {
     /// An encoder for the step writing `message_id`; returns it with the step's opening event.
-    pub(crate) fn start(step_name: String, message_id: MessageId) -> (Self, Event) {
+    pub(crate) fn start(
+        step_name: String,
+        message_id: MessageId,
+        predictions: Arc<[Prediction]>,
+        state: Option<SharedState>,
+    ) -> (Self, Event) {
         let opening = Event::step_started(step_name.clone());
         (
             Self {
@@ -42,9 +58,27 @@ impl ModelEncoder {
                 text: None,
                 reasoning: None,
                 tool_calls: Vec::new(),
+                predictions,
+                state,
             },
             opening,
         )
+    }
+
+    fn predict(&self, tool: &str, out: &mut VecDeque<Event>) {
+        let predicted: Vec<&Prediction> =
+            self.predictions.iter().filter(|p| p.tool == tool).collect();
+        if !predicted.is_empty() {
+            out.push_back(
+                Custom {
+                    name: "PredictState".to_owned(),
+                    value: serde_json::to_value(predicted).expect("predictions serialize"),
+                    subagent_run_id: None,
+                    base: BaseEvent::default(),
+                }
+                .into(),
+            );
+        }
     }
 
     fn close_text(&mut self, out: &mut VecDeque<Event>) {
@@ -98,6 +132,7 @@ impl<E> Encode<Result<ModelEvent, E>> for ModelEncoder {
                 self.close_reasoning(out);
                 if !self.tool_calls.contains(id) {
                     self.tool_calls.push(id.clone());
+                    self.predict(name, out);
                     out.push_back(Event::tool_call_start(
                         id.clone(),
                         name.clone(),
@@ -113,6 +148,11 @@ impl<E> Encode<Result<ModelEvent, E>> for ModelEncoder {
             ModelEvent::ToolCallEnd { id } => {
                 if let Some(at) = self.tool_calls.iter().position(|open| open == id) {
                     out.push_back(Event::tool_call_end(self.tool_calls.remove(at)));
+                    // What a hook derived from the complete arguments, before the tool runs.
+                    let changes = self.state.as_ref().map(SharedState::take_changes);
+                    if let Some(changes) = changes.filter(|c| !c.is_empty()) {
+                        out.push_back(Event::state_delta(&changes));
+                    }
                 }
             }
             ModelEvent::Usage(_) => {}
