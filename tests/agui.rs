@@ -783,3 +783,36 @@ async fn a_tool_that_changes_state_emits_a_delta_after_its_result() {
     };
     assert_eq!(last.snapshot, expected);
 }
+
+#[tokio::test]
+async fn the_model_reads_the_current_state_every_turn() {
+    let mut first = Vec::new();
+    first.extend(MockItem::tool_call(
+        "c1",
+        "remember",
+        r#"{"key":"mood","value":"happy"}"#,
+    ));
+    first.push(MockItem::tool_calls());
+    let model = MockModel::new([first, vec![MockItem::text("ok"), MockItem::stop()]]);
+    let agent = Agent::new(model.clone(), agent_tower::tool::demo::demo_tools())
+        .state_context(|state| Some(Message::system(format!("state: {state}"))));
+    let mut req = user("hi");
+    req.state = Some(json!({"mood": "calm"}));
+    let outcome = agent.oneshot(req).await.unwrap();
+    let seen: Vec<String> = model
+        .requests()
+        .iter()
+        .map(|r| r.messages[0].text())
+        .collect();
+    assert_eq!(
+        seen,
+        [r#"state: {"mood":"calm"}"#, r#"state: {"mood":"happy"}"#]
+    );
+    // The state message is the model's view only, not part of the conversation.
+    assert!(
+        !outcome
+            .messages
+            .iter()
+            .any(|m| m.text().starts_with("state:"))
+    );
+}

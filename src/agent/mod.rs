@@ -69,11 +69,26 @@ use crate::{
     tool::{ToolCall, ToolError, ToolOutput, ToolSpec},
 };
 
-#[derive(Debug, Clone)]
+/// Builds, from the run's current state, a message the model reads before the conversation.
+type StateContext = Arc<dyn Fn(&serde_json::Value) -> Option<Message> + Send + Sync>;
+
+#[derive(Clone)]
 struct Config {
     tool_specs: Vec<ToolSpec>,
     max_turns: NonZeroU32,
     options: ModelOptions,
+    state_context: Option<StateContext>,
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("tool_specs", &self.tool_specs)
+            .field("max_turns", &self.max_turns)
+            .field("options", &self.options)
+            .field("state_context", &self.state_context.is_some())
+            .finish()
+    }
 }
 
 /// The model ↔ tools loop; see the [module docs](self).
@@ -93,6 +108,7 @@ impl<M, T> Agent<M, T> {
                 tool_specs: Vec::new(),
                 max_turns: NonZeroU32::new(16).expect("16 is not zero"),
                 options: ModelOptions::default(),
+                state_context: None,
             }),
         }
     }
@@ -115,6 +131,25 @@ impl<M, T> Agent<M, T> {
     #[must_use]
     pub fn model_options(mut self, options: ModelOptions) -> Self {
         self.config_mut().options = options;
+        self
+    }
+
+    /// Shows the model the run's state: before every model turn, `build(current state)` may
+    /// return a message (typically a system message) placed before the conversation. It is not
+    /// added to the conversation itself.
+    ///
+    /// ```
+    /// use agent_tower::{agent::Agent, message::Message, model::scripted::ScriptedModel, tool::ToolRouter};
+    ///
+    /// let agent = Agent::new(ScriptedModel::new(), ToolRouter::new())
+    ///     .state_context(|state| Some(Message::system(format!("Current state: {state}"))));
+    /// ```
+    #[must_use]
+    pub fn state_context<F>(mut self, build: F) -> Self
+    where
+        F: Fn(&serde_json::Value) -> Option<Message> + Send + Sync + 'static,
+    {
+        self.config_mut().state_context = Some(Arc::new(build));
         self
     }
 
@@ -237,7 +272,14 @@ where
         }
         let message_id = MessageId::new();
         let request = ModelRequest {
-            messages: with_context(&context, &messages),
+            messages: with_context(
+                &context,
+                config
+                    .state_context
+                    .as_ref()
+                    .and_then(|build| build(&shared.get())),
+                &messages,
+            ),
             tools: specs.clone(),
             options: config.options.clone(),
             run: run.for_step(message_id.clone(), turn),
@@ -391,17 +433,22 @@ fn parse_arguments(text: &str) -> Result<serde_json::Value, ToolError> {
     })
 }
 
-/// The model's view of the conversation: the run's context entries first, as a system message.
-fn with_context(context: &[ContextEntry], messages: &[Message]) -> Vec<Message> {
-    if context.is_empty() {
-        return messages.to_vec();
+/// The model's view of the conversation: the run's context entries (as a system message) and
+/// the state message first.
+fn with_context(
+    context: &[ContextEntry],
+    state: Option<Message>,
+    messages: &[Message],
+) -> Vec<Message> {
+    let mut all = Vec::with_capacity(messages.len() + 2);
+    if !context.is_empty() {
+        let mut text = String::from("Context:");
+        for entry in context {
+            text.push_str(&format!("\n- {}: {}", entry.description, entry.value));
+        }
+        all.push(Message::system(text));
     }
-    let mut text = String::from("Context:");
-    for entry in context {
-        text.push_str(&format!("\n- {}: {}", entry.description, entry.value));
-    }
-    let mut all = Vec::with_capacity(messages.len() + 1);
-    all.push(Message::system(text));
+    all.extend(state);
     all.extend_from_slice(messages);
     all
 }

@@ -9,6 +9,7 @@ use crate::{
     agui::{Agui, AguiLayer, Event},
     map_error::{DefaultClassifier, Detail, MapError, MapErrorLayer},
     model::scripted::ScriptedModel,
+    state::{State, StateLayer},
     tool::{ToolRouter, demo::demo_tools},
     transport::Channel,
     truncate::{Truncate, TruncateLayer},
@@ -18,17 +19,24 @@ type Emit<S> = Agui<S, Channel<Event>>;
 type Classify<S> = MapError<S, DefaultClassifier>;
 
 /// The agent [`scripted_agent`] builds.
-pub type ScriptedAgent =
-    Emit<Classify<Agent<Emit<Classify<Truncate<ScriptedModel>>>, Emit<Truncate<ToolRouter>>>>>;
+pub type ScriptedAgent = Emit<
+    Classify<
+        Agent<Emit<Classify<State<Truncate<ScriptedModel>>>>, Emit<State<Truncate<ToolRouter>>>>,
+    >,
+>;
 
 /// The agent `agent-tower serve` runs: the [scripted model](crate::model::scripted) and the
 /// [demo tools](crate::tool::demo), stacked as a real deployment would be:
 ///
 /// ```text
 /// agent:  AguiLayer > MapErrorLayer > Agent
-/// model:  AguiLayer > MapErrorLayer > TruncateLayer > ScriptedModel
-/// tools:  AguiLayer > TruncateLayer > ToolRouter (get_time, add)
+/// model:  AguiLayer > MapErrorLayer > StateLayer > TruncateLayer > ScriptedModel
+/// tools:  AguiLayer > StateLayer > TruncateLayer > ToolRouter (the demo tools)
 /// ```
+///
+/// `write_document` shows predictive state: its `document` argument is mirrored into the state key
+/// `document` (a CUSTOM `PredictState` before the call, the state set as soon as the arguments are
+/// complete).
 ///
 /// `detail` is how much of an error clients see in `RUN_ERROR`.
 ///
@@ -51,12 +59,19 @@ pub type ScriptedAgent =
 /// ```
 #[must_use]
 pub fn scripted_agent(max_turns: NonZeroU32, detail: Detail) -> ScriptedAgent {
-    let agui = AguiLayer::new();
+    let agui = AguiLayer::new().predict_state("write_document", "document", "document");
     let errors = MapErrorLayer::new().detail(detail);
     let truncate = TruncateLayer::new();
+    let state = StateLayer::new().from_args("write_document", |args, state| {
+        if !state.is_object() {
+            *state = serde_json::json!({});
+        }
+        state["document"] = args["document"].clone();
+    });
     let tools = demo_tools();
-    let model = agui.layer(errors.layer(truncate.layer(ScriptedModel::new())));
-    let agent = Agent::new(model, agui.layer(truncate.layer(tools.clone())))
+    let model = agui.layer(errors.layer(state.layer(truncate.layer(ScriptedModel::new()))));
+    let tools_stack = agui.layer(state.layer(truncate.layer(tools.clone())));
+    let agent = Agent::new(model, tools_stack)
         .tool_specs(tools.specs())
         .max_turns(max_turns);
     agui.layer(errors.layer(agent))

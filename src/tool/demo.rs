@@ -11,8 +11,9 @@ use tower::service_fn;
 use super::{ToolCall, ToolError, ToolErrorKind, ToolKind, ToolOutput, ToolRouter, ToolSpec};
 use crate::run::SharedState;
 
-/// A router with `get_time` (the current UTC time), `add` (`a + b`) and `remember` (sets
-/// `key` to `value` in the run's [shared state](crate::run::SharedState)).
+/// A router with `get_time` (the current UTC time), `add` (`a + b`), `remember` (sets `key` to
+/// `value` in the run's [shared state](crate::run::SharedState)) and `write_document` (saves a
+/// document; a [`StateLayer`](crate::state) hook can mirror it into the state).
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
@@ -52,6 +53,21 @@ pub fn demo_tools() -> ToolRouter {
                 "required": ["key", "value"],
             })),
             service_fn(|call: ToolCall| async move { remember(&call) }),
+        )
+        .route(
+            ToolSpec::new("write_document", "Writes the document the user is editing.")
+                .kind(ToolKind::Edit)
+                .parameters(json!({
+                    "type": "object",
+                    "properties": {"document": {"type": "string"}},
+                    "required": ["document"],
+                })),
+            service_fn(|call: ToolCall| async move {
+                let words = call.arguments["document"]
+                    .as_str()
+                    .map_or(0, |d| d.split_whitespace().count());
+                Ok::<_, Infallible>(ToolOutput::text(format!("saved {words} words")))
+            }),
         )
 }
 

@@ -183,7 +183,31 @@ const user = (content) => ({ id: randomUUID(), role: "user", content });
   console.log(`ok shared state, second run: ${second.length} events`);
 }
 
-// 5. The client aborts mid-stream (a run of a million tokens).
+// 5. Predictive state: PredictState before the call, the state set as soon as the arguments are
+//    complete (before the tool runs), the client ending with the server's state.
+{
+  const warnings = [];
+  const warn = console.warn;
+  console.warn = (...args) => warnings.push(args.join(" "));
+  const { agent, events } = await scenario(
+    "predictive state",
+    [user('write_document {"document": "Hello shared world"}')],
+    { forwardedProps: { agui: { stateSnapshots: "all" } } },
+  );
+  console.warn = warn;
+  const types = events.map((e) => e.type);
+  const predict = events.find((e) => e.type === "CUSTOM" && e.name === "PredictState");
+  assert.deepEqual(predict.value, [{ state_key: "document", tool: "write_document", tool_argument: "document" }]);
+  assert.ok(types.indexOf("CUSTOM") < types.indexOf("TOOL_CALL_START"), "predicted before the call");
+  assert.equal(types[types.indexOf("TOOL_CALL_END") + 1], "STATE_DELTA", "optimistic: right after the arguments");
+  assert.ok(types.indexOf("STATE_DELTA") < types.indexOf("TOOL_CALL_RESULT"), "before the tool ran");
+  const serverFinal = events.findLast((e) => e.type === "STATE_SNAPSHOT").snapshot;
+  assert.deepEqual(serverFinal, { document: "Hello shared world" });
+  assert.deepEqual(agent.state, serverFinal);
+  assert.deepEqual(warnings, [], "no warning from the client");
+}
+
+// 6. The client aborts mid-stream (a run of a million tokens).
 {
   const bodies = [];
   const agent = new HttpAgent({ url, threadId: randomUUID(), initialMessages: [user("stream")], fetch: tappedFetch(bodies) });
