@@ -816,3 +816,74 @@ async fn the_model_reads_the_current_state_every_turn() {
             .any(|m| m.text().starts_with("state:"))
     );
 }
+
+#[tokio::test]
+async fn a_tool_reports_progress_as_activity_deltas() {
+    let index = service_fn(|call: ToolCall| async move {
+        let progress = call
+            .run
+            .extensions
+            .get::<agent_tower::tool::Progress>()
+            .cloned();
+        for done in [1, 2] {
+            if let Some(progress) = &progress {
+                progress.report(json!({"done": done, "of": 2}));
+            }
+            tokio::task::yield_now().await;
+        }
+        Ok::<_, Infallible>(ToolOutput::text("indexed"))
+    });
+    let tools = ToolRouter::new().route(ToolSpec::new("index", "Indexes."), index);
+    let mut first = Vec::new();
+    first.extend(MockItem::tool_call("c1", "index", "{}"));
+    first.push(MockItem::tool_calls());
+    let model = MockModel::new([first, vec![MockItem::text("ok"), MockItem::stop()]]);
+    let ui = Recording::new();
+    let agui = AguiLayer::new()
+        .transport(ui.clone())
+        .options(AguiOptions {
+            activities: Some(true),
+            ..AguiOptions::default()
+        })
+        .unwrap();
+    let agent = agui.layer(Agent::new(agui.layer(model), agui.layer(tools)));
+    agent.oneshot(user("index")).await.unwrap();
+    let events = ui.events();
+    verify(&events).unwrap();
+    let activity: Vec<&Event> = events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e,
+                Event::ActivitySnapshot(_) | Event::ActivityDelta(_) | Event::ToolCallResult(_)
+            )
+        })
+        .collect();
+    assert_events!(
+        activity,
+        [
+            ActivitySnapshot,
+            ActivityDelta,
+            ActivityDelta,
+            ToolCallResult,
+            ActivitySnapshot,
+        ]
+    );
+    // Replaying the deltas on the first snapshot gives what the tool reported last.
+    let Event::ActivitySnapshot(start) = activity[0] else {
+        unreachable!()
+    };
+    let mut content = start.content.clone();
+    for event in &activity[1..3] {
+        let Event::ActivityDelta(delta) = event else {
+            unreachable!()
+        };
+        let patch: json_patch::Patch = serde_json::from_value(json!(delta.patch)).unwrap();
+        json_patch::patch(&mut content, &patch).unwrap();
+    }
+    assert_eq!(content["progress"], json!({"done": 2, "of": 2}));
+    let Event::ActivitySnapshot(end) = activity[4] else {
+        unreachable!()
+    };
+    assert_eq!(end.content["status"], "completed");
+}

@@ -17,7 +17,7 @@ use super::{
         ToolCallResult, ToolRole,
     },
     input::ToolContent,
-    service::activity_snapshot,
+    service::{activity_delta, activity_snapshot},
 };
 use crate::{
     BoxError,
@@ -25,7 +25,7 @@ use crate::{
     model::ModelEvent,
     run::{RunOutcome, SharedState, StopReason},
     stream::Outbox,
-    tool::{ToolCall, ToolOutput},
+    tool::{Progress, ToolCall, ToolOutput},
     transport::Transport,
 };
 
@@ -86,28 +86,36 @@ pub(crate) struct ToolResult {
     pub(crate) state: Option<SharedState>,
 }
 
-/// The activity message shown while a tool runs.
+/// The activity message shown while a tool runs: `{toolCallId, toolName, status, progress?}`.
 #[derive(Debug)]
 pub(crate) struct ToolActivity {
     message_id: MessageId,
-    tool_call_id: ToolCallId,
-    tool_name: String,
+    content: serde_json::Value,
+    progress: Progress,
 }
 
 impl ToolActivity {
-    pub(crate) fn new(message_id: MessageId, call: &ToolCall) -> Self {
+    pub(crate) fn new(message_id: MessageId, call: &ToolCall, progress: Progress) -> Self {
         Self {
             message_id,
-            tool_call_id: call.id.clone(),
-            tool_name: call.name.clone(),
+            content: json!({"toolCallId": call.id, "toolName": call.name, "status": "running"}),
+            progress,
         }
     }
 
-    pub(crate) fn snapshot(&self, status: &str) -> Event {
-        activity_snapshot(
-            self.message_id.clone(),
-            json!({"toolCallId": self.tool_call_id, "toolName": self.tool_name, "status": status}),
-        )
+    pub(crate) fn snapshot(&mut self, status: &str) -> Event {
+        self.content["status"] = json!(status);
+        activity_snapshot(self.message_id.clone(), self.content.clone())
+    }
+
+    /// The latest progress report, as a delta of the activity's content.
+    fn poll_progress(&mut self, cx: &mut Context<'_>) -> Option<Event> {
+        let progress = self.progress.poll_take(cx)?;
+        let mut next = self.content.clone();
+        next["progress"] = progress;
+        let patch = json_patch::diff(&self.content, &next);
+        self.content = next;
+        (!patch.0.is_empty()).then(|| activity_delta(self.message_id.clone(), &patch))
     }
 }
 
@@ -138,7 +146,7 @@ pin_project! {
                 return;
             }
             if this.output.is_none() {
-                if let Some(activity) = this.activity.take() {
+                if let Some(mut activity) = this.activity.take() {
                     this.outbox.queue().push_back(activity.snapshot("cancelled"));
                 }
             }
@@ -180,6 +188,9 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         if this.output.is_none() {
+            if let Some(event) = this.activity.as_mut().and_then(|a| a.poll_progress(cx)) {
+                this.outbox.push(event);
+            }
             ready!(this.outbox.poll_drain(cx));
             let output = ready!(this.inner.poll(cx));
             let (content, failed) = match &output {
@@ -204,7 +215,7 @@ where
                     this.outbox.push(Event::state_delta(&changes));
                 }
             }
-            if let Some(activity) = this.activity.take() {
+            if let Some(mut activity) = this.activity.take() {
                 this.outbox
                     .push(activity.snapshot(if failed { "failed" } else { "completed" }));
             }

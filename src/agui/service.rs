@@ -9,7 +9,7 @@ use tower_service::Service;
 
 use super::{
     AguiOptions, Event, ModelEncoder, ResponseStream,
-    event::{ActivitySnapshot, BaseEvent, RunError, RunStarted},
+    event::{ActivityDelta, ActivitySnapshot, BaseEvent, RunError, RunStarted},
     future,
     layer::Config,
 };
@@ -19,7 +19,7 @@ use crate::{
     model::{ModelRequest, ModelService},
     run::{Extensions, ForwardedProps, RunOutcome, RunRequest, SharedState},
     stream::Outbox,
-    tool::{ToolCall, ToolOutput},
+    tool::{Progress, ToolCall, ToolOutput},
     transport::{OnDisconnect, Transport},
 };
 
@@ -142,11 +142,14 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, call: ToolCall) -> Self::Future {
+    fn call(&mut self, mut call: ToolCall) -> Self::Future {
         let options = AguiOptions::resolve(&self.config.options, &call.run.extensions);
         let mut outbox = self.outbox(&call.run.extensions, &call.run.cancel);
         let activity = options.activities().then(|| {
-            let activity = future::ToolActivity::new(MessageId::new(), &call);
+            // The tool may report progress: it becomes deltas of the activity.
+            let progress = Progress::new();
+            call.run.extensions.insert(progress.clone());
+            let mut activity = future::ToolActivity::new(MessageId::new(), &call, progress);
             outbox.push(activity.snapshot("running"));
             activity
         });
@@ -250,6 +253,21 @@ fn run_options(
     };
     options.validate()?;
     Ok(options)
+}
+
+pub(crate) fn activity_delta(message_id: MessageId, patch: &json_patch::Patch) -> Event {
+    ActivityDelta {
+        message_id,
+        activity_type: "tool_call".to_owned(),
+        patch: patch
+            .0
+            .iter()
+            .map(|op| serde_json::to_value(op).expect("patch operations serialize"))
+            .collect(),
+        subagent_run_id: None,
+        base: BaseEvent::default(),
+    }
+    .into()
 }
 
 pub(crate) fn activity_snapshot(message_id: MessageId, content: Value) -> Event {

@@ -50,7 +50,7 @@ pub use crate::transport::Recording;
 macro_rules! assert_events {
     ($events:expr, [$($kind:ident),* $(,)?]) => {{
         let actual: ::std::vec::Vec<$crate::agui::EventType> =
-            $events.iter().map($crate::agui::Event::kind).collect();
+            $events.iter().map(|event| event.kind()).collect();
         let expected: ::std::vec::Vec<$crate::agui::EventType> =
             ::std::vec![$($crate::agui::EventType::$kind),*];
         assert_eq!(

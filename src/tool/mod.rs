@@ -22,6 +22,7 @@
 //! ```
 
 pub mod demo;
+mod progress;
 pub mod router;
 
 use std::{error::Error as StdError, fmt};
@@ -37,7 +38,7 @@ use crate::{
     run::RunContext,
 };
 
-pub use self::router::ToolRouter;
+pub use self::{progress::Progress, router::ToolRouter};
 
 /// What the model may call: a name, a description and a JSON Schema of the arguments.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
