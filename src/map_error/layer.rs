@@ -4,7 +4,7 @@ use tower_layer::Layer;
 
 use super::{ClassifyError, DefaultClassifier, Detail, MapError, Mapper};
 
-/// Classifies errors at the edge; see the [module docs](self).
+/// Classifies errors at the edge; see the [module docs](super).
 #[must_use]
 pub struct MapErrorLayer<C = DefaultClassifier> {
     mapper: Arc<Mapper<C>>,

@@ -14,7 +14,7 @@ use crate::{
     tool::{ToolCall, ToolOutput},
 };
 
-/// A service wrapped by [`MapErrorLayer`].
+/// A service wrapped by [`MapErrorLayer`](super::MapErrorLayer).
 pub struct MapError<S, C> {
     inner: S,
     mapper: Arc<Mapper<C>>,

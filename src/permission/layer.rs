@@ -4,7 +4,7 @@ use tower_layer::Layer;
 
 use super::{Permission, Policy, batch::Batches};
 
-/// Checks tool calls against a policy and asks an approver; see the [module docs](self).
+/// Checks tool calls against a policy and asks an approver; see the [module docs](super).
 #[derive(Clone)]
 #[must_use]
 pub struct PermissionLayer<A> {

@@ -12,7 +12,7 @@ use crate::{
     tool::{ToolCall, ToolOutput},
 };
 
-/// A tool service wrapped by [`PermissionLayer`].
+/// A tool service wrapped by [`PermissionLayer`](super::PermissionLayer).
 #[derive(Clone)]
 pub struct Permission<S, A> {
     inner: S,

@@ -1,4 +1,4 @@
-//! Test support for your own stacks: [`MockModel`], [`Recording`], [`assert_events!`] and
+//! Test support for your own stacks: [`MockModel`], [`Recording`], [`assert_events!`](crate::assert_events) and
 //! [`verify`], a port of the official AG-UI client's event verifier.
 //!
 //! ```
