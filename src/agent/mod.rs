@@ -65,7 +65,7 @@ use crate::{
     id::MessageId,
     message::{Message, ToolCallRequest},
     model::{ModelOptions, ModelRequest, ModelService, Usage},
-    run::{ContextEntry, RunOutcome, RunRequest, StopReason, TurnCalls},
+    run::{Background, ContextEntry, RunOutcome, RunRequest, StopReason, TurnCalls},
     tool::{ToolCall, ToolError, ToolOutput, ToolSpec},
 };
 
@@ -78,6 +78,7 @@ struct Config {
     max_turns: NonZeroU32,
     options: ModelOptions,
     state_context: Option<StateContext>,
+    background_grace: std::time::Duration,
 }
 
 impl fmt::Debug for Config {
@@ -87,6 +88,7 @@ impl fmt::Debug for Config {
             .field("max_turns", &self.max_turns)
             .field("options", &self.options)
             .field("state_context", &self.state_context.is_some())
+            .field("background_grace", &self.background_grace)
             .finish()
     }
 }
@@ -109,6 +111,7 @@ impl<M, T> Agent<M, T> {
                 max_turns: NonZeroU32::new(16).expect("16 is not zero"),
                 options: ModelOptions::default(),
                 state_context: None,
+                background_grace: std::time::Duration::from_secs(30),
             }),
         }
     }
@@ -150,6 +153,14 @@ impl<M, T> Agent<M, T> {
         F: Fn(&serde_json::Value) -> Option<Message> + Send + Sync + 'static,
     {
         self.config_mut().state_context = Some(Arc::new(build));
+        self
+    }
+
+    /// How long a finished run waits for its [`Background`] work (post-processing) before it
+    /// drops what is left (default 30 s).
+    #[must_use]
+    pub fn background_timeout(mut self, grace: std::time::Duration) -> Self {
+        self.config_mut().background_grace = grace;
         self
     }
 
@@ -197,18 +208,28 @@ where
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, req: RunRequest) -> Self::Future {
+    fn call(&mut self, mut req: RunRequest) -> Self::Future {
         let span = tracing::info_span!(
             "agent.run",
             thread_id = %req.run.thread_id,
             run_id = %req.run.run_id,
         );
+        let background = match req.run.extensions.get::<Background>() {
+            Some(background) => background.clone(),
+            None => {
+                let background = Background::new();
+                req.run.extensions.insert(background.clone());
+                background
+            }
+        };
+        let grace = self.config.background_grace;
         let run = run_loop(
             self.model.clone(),
             self.tools.clone(),
             self.config.clone(),
             req,
         );
+        let run = async move { crate::run::with_background(run, &background, grace).await };
         ResponseFuture(Box::pin(run.instrument(span)))
     }
 }

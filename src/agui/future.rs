@@ -346,7 +346,13 @@ where
         let mut this = self.project();
         let _entered = this.span.enter();
         if this.result.is_none() {
-            // RUN_STARTED (and the initial snapshot) go out before the run does anything.
+            // RUN_STARTED (and the initial snapshot) go out before the run does anything; state
+            // changed by work of the run's own (background) goes out as it happens.
+            if let Some(changes) = this.shared.as_ref().map(|s| s.poll_changes(cx)) {
+                if !changes.is_empty() {
+                    this.outbox.push(Event::state_delta(&changes));
+                }
+            }
             ready!(this.outbox.poll_drain(cx));
             let result = match this.state.as_mut().project() {
                 StateProj::Running { inner } => ready!(inner.poll(cx)).map_err(Into::into),

@@ -19,13 +19,15 @@
 //! [`ModelRequest`]: crate::model::ModelRequest
 //! [`ToolCall`]: crate::tool::ToolCall
 
+mod background;
 mod state;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-pub use self::state::SharedState;
+pub(crate) use self::background::with_background;
+pub use self::{background::Background, state::SharedState};
 
 use crate::{
     id::{MessageId, RunId, ThreadId, ToolCallId},

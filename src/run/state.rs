@@ -22,7 +22,7 @@ use serde_json::Value;
 /// assert_eq!(sent, json!([{"op": "add", "path": "/todos/0", "value": "write docs"}]));
 /// ```
 #[derive(Debug, Clone)]
-pub struct SharedState(Arc<Mutex<Inner>>);
+pub struct SharedState(Arc<Mutex<Inner>>, Arc<Watch>);
 
 #[derive(Debug)]
 struct Inner {
@@ -30,14 +30,21 @@ struct Inner {
     changes: Vec<PatchOperation>,
 }
 
+/// The waker of whoever waits for changes.
+#[derive(Debug, Default)]
+struct Watch(futures_util::task::AtomicWaker);
+
 impl SharedState {
     /// A state starting at `initial`.
     #[must_use]
     pub fn new(initial: Value) -> Self {
-        Self(Arc::new(Mutex::new(Inner {
-            value: initial,
-            changes: Vec::new(),
-        })))
+        Self(
+            Arc::new(Mutex::new(Inner {
+                value: initial,
+                changes: Vec::new(),
+            })),
+            Arc::default(),
+        )
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -57,6 +64,10 @@ impl SharedState {
         change(&mut inner.value);
         let patch = json_patch::diff(&before, &inner.value);
         inner.changes.extend(patch.0.iter().cloned());
+        drop(inner);
+        if !patch.0.is_empty() {
+            self.1.0.wake();
+        }
         patch
     }
 
@@ -69,6 +80,8 @@ impl SharedState {
         let mut inner = self.lock();
         json_patch::patch(&mut inner.value, patch)?;
         inner.changes.extend(patch.0.iter().cloned());
+        drop(inner);
+        self.1.0.wake();
         Ok(())
     }
 
@@ -76,6 +89,12 @@ impl SharedState {
     #[must_use]
     pub fn take_changes(&self) -> Vec<PatchOperation> {
         std::mem::take(&mut self.lock().changes)
+    }
+
+    /// Like [`take_changes`](SharedState::take_changes), and wakes the task at the next change.
+    pub(crate) fn poll_changes(&self, cx: &mut std::task::Context<'_>) -> Vec<PatchOperation> {
+        self.1.0.register(cx.waker());
+        self.take_changes()
     }
 }
 
