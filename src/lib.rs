@@ -60,6 +60,8 @@
 //!   UI copies of tool results and split deltas.
 //! - [`state`] (feature `state`): [`StateLayer`](state::StateLayer), shared state from tool
 //!   arguments and results.
+//! - [`post_process`] (feature `post-process`): [`PostProcessLayer`](post_process::PostProcessLayer),
+//!   whole-message processing whose findings stream into the shared state.
 //! - [`server`] (feature `server`): the AG-UI HTTP/SSE and WebSocket server (axum).
 //! - [`test_util`] (feature `test-util`): mocks and assertions for testing your own stacks.
 //!
@@ -117,6 +119,10 @@ pub mod truncate;
 #[cfg(feature = "state")]
 #[cfg_attr(docsrs, doc(cfg(feature = "state")))]
 pub mod state;
+
+#[cfg(feature = "post-process")]
+#[cfg_attr(docsrs, doc(cfg(feature = "post-process")))]
+pub mod post_process;
 
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

@@ -223,13 +223,23 @@ where
             }
         };
         let grace = self.config.background_grace;
+        let shared = req.run.shared_state(req.state.as_ref());
         let run = run_loop(
             self.model.clone(),
             self.tools.clone(),
             self.config.clone(),
             req,
         );
-        let run = async move { crate::run::with_background(run, &background, grace).await };
+        let run = async move {
+            let mut result = crate::run::with_background(run, &background, grace).await;
+            // Background work may have changed the state after the loop ended.
+            if let Ok(outcome) = &mut result {
+                if outcome.state.is_some() || shared.get() != serde_json::json!({}) {
+                    outcome.state = Some(shared.get());
+                }
+            }
+            result
+        };
         ResponseFuture(Box::pin(run.instrument(span)))
     }
 }
@@ -274,6 +284,9 @@ where
     // The run's state, shared with the tools (and the layers that emit it).
     let had_state = state.is_some();
     let shared = run.shared_state(state.as_ref());
+    // Layers that look at whole messages may resolve them against the context.
+    let context: Arc<[ContextEntry]> = context.into();
+    run.extensions.insert(context.clone());
     let client_tool_names: HashSet<String> = client_tools.iter().map(|t| t.name.clone()).collect();
     let mut specs = config.tool_specs.clone();
     specs.extend(client_tools);
