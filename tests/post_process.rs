@@ -146,3 +146,17 @@ fn unsafe_keys_are_refused_at_construction() {
     assert!(PostProcessLayer::new("__proto__", citations).is_err());
     assert!(PostProcessLayer::new("", citations).is_err());
 }
+
+#[tokio::test]
+async fn messages_the_predicate_skips_leave_no_trace() {
+    let model = MockModel::new([vec![MockItem::text("no markers here"), MockItem::stop()]]);
+    let layer = PostProcessLayer::new("citations", agent_tower::post_process::Citations::new())
+        .unwrap()
+        .when(agent_tower::post_process::Citations::cites);
+    let agent = Agent::new(layer.layer(model), ToolRouter::new());
+    let outcome = agent
+        .oneshot(RunRequest::new(vec![Message::user("q")]))
+        .await
+        .unwrap();
+    assert_eq!(outcome.state, None, "nothing was written");
+}

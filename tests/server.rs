@@ -115,9 +115,9 @@ async fn the_official_client_talks_to_the_server() {
     let addr = listen(router).await;
     let output = node("agui.mjs", &[&format!("http://{addr}/")], None).await;
     assert!(output.contains("all scenarios passed"), "{output}");
-    // Eight runs; the aborted one was cancelled by the server, not left running.
+    // Nine runs; the aborted one was cancelled by the server, not left running.
     let mut ends = Vec::new();
-    for _ in 0..8 {
+    for _ in 0..9 {
         ends.push(
             tokio::time::timeout(Duration::from_secs(5), runs.recv())
                 .await

@@ -24,6 +24,13 @@ impl Citations {
     pub fn new() -> Self {
         Self::default()
     }
+
+    /// Whether `text` has a `[n]` marker: a predicate for
+    /// [`PostProcessLayer::when`](super::PostProcessLayer::when).
+    #[must_use]
+    pub fn cites(text: &str) -> bool {
+        !markers(text).is_empty()
+    }
 }
 
 /// The numbers inside `[n]` markers, in order of first appearance.

@@ -4,10 +4,19 @@ use tower_layer::Layer;
 
 use super::{PostProcess, is_safe};
 
-#[derive(Debug)]
 pub(crate) struct Config {
     pub(crate) key: String,
     pub(crate) max_text: usize,
+    pub(crate) when: fn(&str) -> bool,
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("key", &self.key)
+            .field("max_text", &self.max_text)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Post-processes whole assistant messages; see the [module docs](super).
@@ -34,16 +43,26 @@ impl<P> PostProcessLayer<P> {
             config: Arc::new(Config {
                 key: key.to_owned(),
                 max_text: 1024 * 1024,
+                when: |_| true,
             }),
         })
     }
 
     /// The longest message text processed (default 1 MiB); longer ones get `too_large`.
     pub fn max_text(mut self, bytes: usize) -> Self {
-        Arc::get_mut(&mut self.config)
-            .expect("configure the layer before cloning it")
-            .max_text = bytes;
+        self.config_mut().max_text = bytes;
         self
+    }
+
+    /// Processes only the messages whose whole text satisfies `when` (default: all); the others
+    /// leave no trace in the state.
+    pub fn when(mut self, when: fn(&str) -> bool) -> Self {
+        self.config_mut().when = when;
+        self
+    }
+
+    fn config_mut(&mut self) -> &mut Config {
+        Arc::get_mut(&mut self.config).expect("configure the layer before cloning it")
     }
 }
 

@@ -116,6 +116,9 @@ where
 {
     let (state, key) = (schedule.state.clone(), schedule.config.key.clone());
     let id = message.id.to_string();
+    if !message.too_large && !(schedule.config.when)(&message.text) {
+        return;
+    }
     if message.too_large {
         status(&state, &key, &id, "too_large", None);
         return;

@@ -9,6 +9,7 @@ use crate::{
     agui::{Agui, AguiLayer, Event},
     map_error::{DefaultClassifier, Detail, MapError, MapErrorLayer},
     model::scripted::ScriptedModel,
+    post_process::{Citations, PostProcess, PostProcessLayer},
     state::{State, StateLayer},
     tool::{ToolRouter, demo::demo_tools},
     transport::Channel,
@@ -21,7 +22,10 @@ type Classify<S> = MapError<S, DefaultClassifier>;
 /// The agent [`scripted_agent`] builds.
 pub type ScriptedAgent = Emit<
     Classify<
-        Agent<Emit<Classify<State<Truncate<ScriptedModel>>>>, Emit<State<Truncate<ToolRouter>>>>,
+        Agent<
+            Emit<Classify<PostProcess<State<Truncate<ScriptedModel>>, Citations>>>,
+            Emit<State<Truncate<ToolRouter>>>,
+        >,
     >,
 >;
 
@@ -30,13 +34,14 @@ pub type ScriptedAgent = Emit<
 ///
 /// ```text
 /// agent:  AguiLayer > MapErrorLayer > Agent
-/// model:  AguiLayer > MapErrorLayer > StateLayer > TruncateLayer > ScriptedModel
+/// model:  AguiLayer > MapErrorLayer > PostProcessLayer > StateLayer > TruncateLayer > ScriptedModel
 /// tools:  AguiLayer > StateLayer > TruncateLayer > ToolRouter (the demo tools)
 /// ```
 ///
 /// `write_document` shows predictive state: its `document` argument is mirrored into the state key
 /// `document` (a CUSTOM `PredictState` before the call, the state set as soon as the arguments are
-/// complete).
+/// complete). Answers citing `[n]` get their citations resolved against the run's context entries
+/// by [`Citations`], under the state key `citations`.
 ///
 /// `detail` is how much of an error clients see in `RUN_ERROR`.
 ///
@@ -69,7 +74,11 @@ pub fn scripted_agent(max_turns: NonZeroU32, detail: Detail) -> ScriptedAgent {
         state["document"] = args["document"].clone();
     });
     let tools = demo_tools();
-    let model = agui.layer(errors.layer(state.layer(truncate.layer(ScriptedModel::new()))));
+    let citations = PostProcessLayer::new("citations", Citations::new())
+        .expect("`citations` is a valid state key")
+        .when(Citations::cites);
+    let model = agui
+        .layer(errors.layer(citations.layer(state.layer(truncate.layer(ScriptedModel::new())))));
     let tools_stack = agui.layer(state.layer(truncate.layer(tools.clone())));
     let agent = Agent::new(model, tools_stack)
         .tool_specs(tools.specs())

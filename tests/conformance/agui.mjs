@@ -207,7 +207,33 @@ const user = (content) => ({ id: randomUUID(), role: "user", content });
   assert.deepEqual(warnings, [], "no warning from the client");
 }
 
-// 6. The client aborts mid-stream (a run of a million tokens).
+// 6. Post-processing: citations in the answer are resolved after its text ended, and reach the
+//    client as state deltas before the run ends.
+{
+  const warnings = [];
+  const warn = console.warn;
+  console.warn = (...args) => warnings.push(args.join(" "));
+  const { agent, events } = await scenario(
+    "post-processing",
+    [user("tower is modular [1] and composable [2]")],
+    {
+      forwardedProps: { agui: { stateSnapshots: "final" } },
+      context: [{ description: "tower docs", value: "https://docs.rs/tower" }],
+    },
+  );
+  console.warn = warn;
+  const types = events.map((e) => e.type);
+  const answerId = events.findLast((e) => e.type === "TEXT_MESSAGE_START").messageId;
+  assert.ok(types.lastIndexOf("STATE_DELTA") > types.lastIndexOf("TEXT_MESSAGE_END"), "after the text");
+  const found = agent.state.citations.messages[answerId];
+  assert.equal(found.status, "done");
+  assert.deepEqual(found.citations["1"], { description: "tower docs", value: "https://docs.rs/tower" });
+  assert.deepEqual(found.citations["2"], { unresolved: true });
+  assert.deepEqual(agent.state, events.findLast((e) => e.type === "STATE_SNAPSHOT").snapshot);
+  assert.deepEqual(warnings, [], "no warning from the client");
+}
+
+// 7. The client aborts mid-stream (a run of a million tokens).
 {
   const bodies = [];
   const agent = new HttpAgent({ url, threadId: randomUUID(), initialMessages: [user("stream")], fetch: tappedFetch(bodies) });
