@@ -37,6 +37,14 @@
 //! A tool call whose id already has a result in the conversation is never run again, so a client
 //! re-sending history cannot trigger a tool twice.
 //!
+//! # State and background work
+//!
+//! The run's [`SharedState`](crate::run::SharedState) (from the request, or empty) is in every
+//! step's context: tools and layers read and change it, and the outcome carries the final state
+//! ([`state_context`](Agent::state_context) shows it to the model). Work that layers hand to the
+//! run's [`Background`] (post-processing of whole messages) is driven alongside the loop; the
+//! run ends when it is done, or after [`background_timeout`](Agent::background_timeout).
+//!
 //! # Readiness
 //!
 //! The agent is always ready; each run clones the model and tool services and waits for their
