@@ -95,6 +95,18 @@ async function scenario(name, initialMessages, params = {}, config = {}) {
 
 const user = (content) => ({ id: randomUUID(), role: "user", content });
 
+/** Runs `work`, collecting what the client logs with console.warn (a patch it could not apply). */
+async function collectingWarnings(work) {
+  const warnings = [];
+  const warn = console.warn;
+  console.warn = (...args) => warnings.push(args.join(" "));
+  try {
+    return { value: await work(), warnings };
+  } finally {
+    console.warn = warn;
+  }
+}
+
 // 1. Plain chat.
 {
   const { agent, events } = await scenario("plain chat", [user("hello there")]);
@@ -151,17 +163,17 @@ const user = (content) => ({ id: randomUUID(), role: "user", content });
 // 4. Shared state edited across two runs: the server's deltas apply in the client without a
 //    warning, and the client ends with the state the server ends with.
 {
-  const warnings = [];
-  const warn = console.warn;
-  console.warn = (...args) => warnings.push(args.join(" "));
   const all = { agui: { stateSnapshots: "all" } };
   const initial = { theme: "light", items: [1, 2] };
-  const { agent, events } = await scenario(
-    "shared state, first run",
-    [user('remember {"key": "theme", "value": "dark"}')],
-    { forwardedProps: all },
-    { initialState: initial },
+  const first = await collectingWarnings(() =>
+    scenario(
+      "shared state, first run",
+      [user('remember {"key": "theme", "value": "dark"}')],
+      { forwardedProps: all },
+      { initialState: initial },
+    ),
   );
+  const { agent, events } = first.value;
   assert.deepEqual(events.find((e) => e.type === "STATE_SNAPSHOT").snapshot, initial);
   assert.ok(events.some((e) => e.type === "STATE_DELTA"), "the change went out as a delta");
   const serverFinal = events.findLast((e) => e.type === "STATE_SNAPSHOT").snapshot;
@@ -172,29 +184,29 @@ const user = (content) => ({ id: randomUUID(), role: "user", content });
   agent.addMessage(user('remember {"key": "items", "value": [3]}'));
   const bodies = [];
   agent.fetch = tappedFetch(bodies);
-  await agent.runAgent({ runId: randomUUID(), forwardedProps: all });
+  const again = await collectingWarnings(() => agent.runAgent({ runId: randomUUID(), forwardedProps: all }));
   const second = checkWire(await bodies[0]);
   assert.deepEqual(second.find((e) => e.type === "STATE_SNAPSHOT").snapshot, serverFinal);
   const secondFinal = second.findLast((e) => e.type === "STATE_SNAPSHOT").snapshot;
   assert.deepEqual(secondFinal, { theme: "dark", items: [3] });
   assert.deepEqual(agent.state, secondFinal);
-  console.warn = warn;
-  assert.deepEqual(warnings, [], "no warning from the client");
+  assert.deepEqual([...first.warnings, ...again.warnings], [], "no warning from the client");
   console.log(`ok shared state, second run: ${second.length} events`);
 }
 
 // 5. Predictive state: PredictState before the call, the state set as soon as the arguments are
 //    complete (before the tool runs), the client ending with the server's state.
 {
-  const warnings = [];
-  const warn = console.warn;
-  console.warn = (...args) => warnings.push(args.join(" "));
-  const { agent, events } = await scenario(
-    "predictive state",
-    [user('write_document {"document": "Hello shared world"}')],
-    { forwardedProps: { agui: { stateSnapshots: "all" } } },
+  const {
+    value: { agent, events },
+    warnings,
+  } = await collectingWarnings(() =>
+    scenario(
+      "predictive state",
+      [user('write_document {"document": "Hello shared world"}')],
+      { forwardedProps: { agui: { stateSnapshots: "all" } } },
+    ),
   );
-  console.warn = warn;
   const types = events.map((e) => e.type);
   const predict = events.find((e) => e.type === "CUSTOM" && e.name === "PredictState");
   assert.deepEqual(predict.value, [{ state_key: "document", tool: "write_document", tool_argument: "document" }]);
@@ -210,18 +222,15 @@ const user = (content) => ({ id: randomUUID(), role: "user", content });
 // 6. Post-processing: citations in the answer are resolved after its text ended, and reach the
 //    client as state deltas before the run ends.
 {
-  const warnings = [];
-  const warn = console.warn;
-  console.warn = (...args) => warnings.push(args.join(" "));
-  const { agent, events } = await scenario(
-    "post-processing",
-    [user("tower is modular [1] and composable [2]")],
-    {
+  const {
+    value: { agent, events },
+    warnings,
+  } = await collectingWarnings(() =>
+    scenario("post-processing", [user("tower is modular [1] and composable [2]")], {
       forwardedProps: { agui: { stateSnapshots: "final" } },
       context: [{ description: "tower docs", value: "https://docs.rs/tower" }],
-    },
+    }),
   );
-  console.warn = warn;
   const types = events.map((e) => e.type);
   const answerId = events.findLast((e) => e.type === "TEXT_MESSAGE_START").messageId;
   assert.ok(types.lastIndexOf("STATE_DELTA") > types.lastIndexOf("TEXT_MESSAGE_END"), "after the text");
