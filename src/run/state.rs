@@ -30,9 +30,21 @@ struct Inner {
     changes: Vec<PatchOperation>,
 }
 
-/// The waker of whoever waits for changes.
+/// Whoever waits for changes, and whether there are any (checked without locking the state:
+/// the waiter looks on every poll of its run).
 #[derive(Debug, Default)]
-struct Watch(futures_util::task::AtomicWaker);
+struct Watch {
+    waker: futures_util::task::AtomicWaker,
+    changed: std::sync::atomic::AtomicBool,
+}
+
+impl Watch {
+    fn notify(&self) {
+        self.changed
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.waker.wake();
+    }
+}
 
 impl SharedState {
     /// A state starting at `initial`.
@@ -66,7 +78,7 @@ impl SharedState {
         inner.changes.extend(patch.0.iter().cloned());
         drop(inner);
         if !patch.0.is_empty() {
-            self.1.0.wake();
+            self.1.notify();
         }
         patch
     }
@@ -81,7 +93,7 @@ impl SharedState {
         json_patch::patch(&mut inner.value, patch)?;
         inner.changes.extend(patch.0.iter().cloned());
         drop(inner);
-        self.1.0.wake();
+        self.1.notify();
         Ok(())
     }
 
@@ -93,7 +105,14 @@ impl SharedState {
 
     /// Like [`take_changes`](SharedState::take_changes), and wakes the task at the next change.
     pub(crate) fn poll_changes(&self, cx: &mut std::task::Context<'_>) -> Vec<PatchOperation> {
-        self.1.0.register(cx.waker());
+        self.1.waker.register(cx.waker());
+        if !self
+            .1
+            .changed
+            .swap(false, std::sync::atomic::Ordering::AcqRel)
+        {
+            return Vec::new();
+        }
         self.take_changes()
     }
 }
