@@ -92,6 +92,9 @@ pub mod stream;
 pub mod tool;
 pub mod transport;
 
+#[cfg(feature = "acp")]
+#[cfg_attr(docsrs, doc(cfg(feature = "acp")))]
+pub mod acp;
 #[cfg(feature = "agui")]
 #[cfg_attr(docsrs, doc(cfg(feature = "agui")))]
 pub mod agui;

@@ -132,6 +132,11 @@ fn acp_gets_stop_reasons_or_json_rpc_errors() {
         of(ErrorKind::Refusal).acp(Detail::Message),
         AcpAnswer::Stop(AcpStopReason::Refusal)
     );
+    assert_eq!(
+        of(ErrorKind::ContextLength).acp(Detail::Message),
+        AcpAnswer::Stop(AcpStopReason::MaxTokens),
+        "a conversation too long for the model is the token limit"
+    );
     let AcpAnswer::Error {
         code,
         message,

@@ -1,17 +1,18 @@
-//! `agent-tower`: an AG-UI server built only from the library's layers.
+//! `agent-tower`: an AG-UI server and an ACP agent built only from the library's layers.
 
 use std::{net::SocketAddr, time::Duration};
 
 use agent_tower::{
-    BoxError,
+    BoxError, acp,
     map_error::Detail,
+    permission::Mode,
     server::{AguiServer, BusyThread, scripted_agent},
     transport::OnDisconnect,
 };
 use clap::{Parser, Subcommand, ValueEnum};
 use tokio_util::sync::CancellationToken;
 
-/// The steps of an AI agent as Tower services, served to AG-UI frontends.
+/// The steps of an AI agent as Tower services, served to AG-UI frontends and ACP editors.
 #[derive(Debug, Parser)]
 #[command(version, about)]
 struct Cli {
@@ -30,6 +31,39 @@ enum Command {
     /// outcome. Ctrl-C stops accepting, cancels the runs in flight (each gets its terminal event)
     /// and exits.
     Serve(Serve),
+    /// Serve an agent to a code editor (Zed, any ACP client) over stdio: JSON-RPC on stdin and
+    /// stdout, logs on stderr.
+    ///
+    /// The agent has the demo tools; in the session mode `ask` (the default) it asks the editor
+    /// before `write_document` and `remember` run. Prompts with the word `slowly` stream for ten
+    /// seconds (to try cancelling); `/mode auto|ask|read-only` switches mode.
+    Acp(Acp),
+}
+
+#[derive(Debug, clap::Args)]
+struct Acp {
+    /// The model: `scripted` is deterministic and offline.
+    #[arg(long, value_enum, default_value_t = ModelChoice::Scripted, env = "AGENT_TOWER_MODEL")]
+    model: ModelChoice,
+    /// The most model turns per prompt.
+    #[arg(long, default_value_t = 16)]
+    max_turns: u32,
+    /// How much of an error the editor sees: `none`, `code`, `message`, `full`.
+    #[arg(long, default_value = "message", value_parser = parse_detail)]
+    error_detail: Detail,
+    /// The mode new sessions start in.
+    #[arg(long, value_enum, default_value_t = ModeChoice::Ask)]
+    mode: ModeChoice,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum ModeChoice {
+    /// Ask before tools that write.
+    Ask,
+    /// Run tools as the policy allows.
+    Auto,
+    /// Refuse tools that write.
+    ReadOnly,
 }
 
 #[derive(Debug, clap::Args)]
@@ -43,7 +77,7 @@ struct Serve {
     /// The model: `scripted` is deterministic and offline (it echoes, calls the tools it is asked
     /// to call, reasons when asked to "think", and streams N filler tokens when the request's
     /// `forwardedProps` is `{"scripted": {"tokens": N}}`).
-    #[arg(long, value_enum, default_value_t = ModelChoice::Scripted)]
+    #[arg(long, value_enum, default_value_t = ModelChoice::Scripted, env = "AGENT_TOWER_MODEL")]
     model: ModelChoice,
     /// Seconds of silence before a `: ping` keep-alive comment.
     #[arg(long, default_value_t = 15)]
@@ -100,13 +134,35 @@ fn parse_detail(value: &str) -> Result<Detail, String> {
 async fn main() -> Result<(), BoxError> {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .init();
     match Cli::parse().command {
         Command::Serve(serve) => run_server(serve).await,
+        Command::Acp(acp) => run_acp(acp).await,
     }
+}
+
+async fn run_acp(args: Acp) -> Result<(), BoxError> {
+    let max_turns =
+        std::num::NonZeroU32::new(args.max_turns).ok_or("--max-turns must be at least 1")?;
+    let ModelChoice::Scripted = args.model;
+    let (agent, approver, tools) = acp::scripted_agent(max_turns, args.error_detail);
+    let mode = match args.mode {
+        ModeChoice::Ask => Mode::Interactive,
+        ModeChoice::Auto => Mode::Agentic,
+        ModeChoice::ReadOnly => Mode::ReadOnly,
+    };
+    tracing::info!("serving ACP on stdio");
+    acp::AcpAgent::new(agent)
+        .approver(approver)
+        .tools(&tools)
+        .default_mode(mode)
+        .serve(agent_client_protocol::Stdio::new())
+        .await?;
+    Ok(())
 }
 
 async fn run_server(args: Serve) -> Result<(), BoxError> {

@@ -122,6 +122,18 @@ pub fn run_error(error: &(dyn StdError + 'static)) -> (Option<String>, String) {
     }
 }
 
+/// How an ACP `session/prompt` answers any error: its [`Classified`] rendering if it has one,
+/// else the [`DefaultClassifier`]'s at [`Detail::Message`].
+#[must_use]
+pub fn acp_answer(error: &(dyn StdError + 'static)) -> AcpAnswer {
+    match find::<Classified>(error) {
+        Some(classified) => classified.class.acp(classified.detail),
+        None => DefaultClassifier::new()
+            .classify(error)
+            .acp(Detail::Message),
+    }
+}
+
 /// Classifies with `C` and keeps the detail level.
 pub(crate) struct Mapper<C> {
     pub(crate) classifier: C,

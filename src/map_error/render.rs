@@ -55,16 +55,18 @@ impl ErrorClass {
     }
 
     /// How an ACP `session/prompt` answers this error: a stop reason for the kinds ACP has one
-    /// for (cancelled, refusal), a JSON-RPC error for the rest.
+    /// for (cancelled, refusal, and the context limit as `max_tokens`), a JSON-RPC error for the
+    /// rest.
     #[must_use]
     pub fn acp(&self, detail: Detail) -> AcpAnswer {
         match self.kind {
             ErrorKind::Cancelled => AcpAnswer::Stop(AcpStopReason::Cancelled),
             ErrorKind::Refusal => AcpAnswer::Stop(AcpStopReason::Refusal),
+            ErrorKind::ContextLength => AcpAnswer::Stop(AcpStopReason::MaxTokens),
             kind => {
                 let (_, message) = self.run_error(detail);
                 let code = match kind {
-                    ErrorKind::InvalidRequest | ErrorKind::ContextLength => -32602,
+                    ErrorKind::InvalidRequest => -32602,
                     ErrorKind::Auth => -32000,
                     _ => -32603,
                 };

@@ -11,7 +11,9 @@
 //!    parallel), with the first JSON object that follows the name as arguments;
 //! 5. otherwise an echo of the user's words.
 //!
-//! A user message containing the word `think` is answered with a short reasoning first. Text is
+//! A user message containing the word `slowly` is answered with 200 filler tokens, one every
+//! 50 ms (ten seconds to cancel in). A user message containing the word `think` is answered with
+//! a short reasoning first. Text is
 //! streamed word by word, tool arguments in fragments of a few bytes, and a usage event closes
 //! every step.
 //!
@@ -54,6 +56,9 @@ use crate::{
     message::{Message, ToolCallRequest},
     run::ForwardedProps,
 };
+
+const SLOW_TOKENS: u64 = 200;
+const SLOW_DELAY_MS: u64 = 50;
 
 /// When a [`Rule`] applies.
 #[derive(Debug, Clone, PartialEq)]
@@ -172,9 +177,16 @@ impl ScriptedModel {
                 .and_then(|props| props.0.pointer(&format!("/scripted/{name}")))
                 .and_then(Value::as_u64)
         };
-        let filler = setting("tokens");
+        // "slowly": a long answer, one token every 50 ms, for clients to cancel mid-way.
+        let slowly = !after_tool
+            && lower
+                .split(|c: char| !c.is_alphanumeric())
+                .any(|w| w == "slowly");
+        let filler = setting("tokens").or(slowly.then_some(SLOW_TOKENS));
         let mut plan = Plan::new(req.run.message_id.clone(), input_tokens(&req.messages));
-        plan.delay = setting("delay_ms").map(Duration::from_millis);
+        plan.delay = setting("delay_ms")
+            .or(slowly.then_some(SLOW_DELAY_MS))
+            .map(Duration::from_millis);
         if steps.is_none() {
             if let Some(tokens) = filler {
                 plan.filler(tokens);

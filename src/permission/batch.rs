@@ -113,7 +113,7 @@ fn request(call: &ToolCall, policy: &Policy) -> PermissionRequest {
     let calls = match call.run.extensions.get::<TurnCalls>() {
         Some(TurnCalls(turn)) => turn
             .iter()
-            .filter(|c| policy.decide(&c.name) == Action::Ask)
+            .filter(|c| policy.decide_for(c) == Action::Ask)
             .map(|c| pending(c, policy))
             .collect(),
         None => vec![pending(call, policy)],

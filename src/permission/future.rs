@@ -21,7 +21,7 @@ use super::{
 use crate::{
     BoxError,
     message::ContentPart,
-    tool::{ToolCall, ToolOutput},
+    tool::{Started, ToolCall, ToolOutput},
 };
 
 pin_project! {
@@ -40,6 +40,21 @@ pin_project! {
             policy: Arc<Policy>,
         },
         Running { #[pin] call: Oneshot<S, ToolCall> },
+    }
+}
+
+impl<S> State<S>
+where
+    S: Service<ToolCall, Response = ToolOutput>,
+{
+    /// A held call runs: whoever watches its start hears of it.
+    fn run(inner: S, call: ToolCall) -> Self {
+        if let Some(started) = call.run.extensions.get::<Started>() {
+            started.start();
+        }
+        State::Running {
+            call: inner.oneshot(call),
+        }
     }
 }
 
@@ -150,11 +165,10 @@ where
                                 output: Some(Err(Box::new(ApprovalFailed::new(&reason)))),
                             },
                             Ok(decisions) => match decisions.get(&call.id).clone() {
-                                Decision::Approve => State::Running {
-                                    call: inner.oneshot(call),
-                                },
+                                Decision::Approve => State::run(inner, call),
                                 Decision::Edit(arguments) => {
-                                    if policy.decide(&call.name) == Action::Deny {
+                                    call.arguments = arguments;
+                                    if policy.decide_for(&call) == Action::Deny {
                                         State::Done {
                                             output: Some(Ok(refusal(format!(
                                                 "The permission policy does not allow calling `{}`.",
@@ -162,10 +176,7 @@ where
                                             )))),
                                         }
                                     } else {
-                                        call.arguments = arguments;
-                                        State::Running {
-                                            call: inner.oneshot(call),
-                                        }
+                                        State::run(inner, call)
                                     }
                                 }
                                 Decision::Reject(feedback) => State::Done {

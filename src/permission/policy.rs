@@ -1,6 +1,6 @@
 use std::collections::HashMap;
 
-use crate::tool::{Access, ToolKind, ToolSpec};
+use crate::tool::{Access, ToolCall, ToolKind, ToolSpec};
 
 /// What the policy says about a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -145,6 +145,19 @@ impl Policy {
     /// What to do with a call of `tool`.
     #[must_use]
     pub fn decide(&self, tool: &str) -> Action {
+        self.decide_in(tool, self.mode)
+    }
+
+    /// What to do with `call`: as [`decide`](Policy::decide), in the [`Mode`] the call's run
+    /// brings in its extensions if it brings one (an editor session switched to read-only), else
+    /// the policy's own.
+    #[must_use]
+    pub fn decide_for(&self, call: &ToolCall) -> Action {
+        let mode = call.run.extensions.get::<Mode>().copied();
+        self.decide_in(&call.name, mode.unwrap_or(self.mode))
+    }
+
+    fn decide_in(&self, tool: &str, mode: Mode) -> Action {
         let action = self
             .rules
             .iter()
@@ -152,7 +165,7 @@ impl Policy {
             .map(|(_, action)| *action)
             .or(self.default)
             .unwrap_or(Action::Allow);
-        match (self.mode, self.access(tool), action) {
+        match (mode, self.access(tool), action) {
             (Mode::ReadOnly, Access::Write, _) => Action::Deny,
             (Mode::Interactive, Access::Write, Action::Allow) => Action::Ask,
             (_, _, action) => action,
@@ -219,5 +232,16 @@ mod tests {
         assert_eq!(interactive.decide("grep"), Action::Allow);
         let agentic = Policy::new().tools(&specs);
         assert_eq!(agentic.decide("shell"), Action::Allow);
+    }
+
+    #[test]
+    fn a_run_may_bring_its_own_mode() {
+        let policy = Policy::new().tools(&[ToolSpec::new("shell", "").kind(ToolKind::Execute)]);
+        let mut call = ToolCall::new("shell", serde_json::json!({}));
+        assert_eq!(policy.decide_for(&call), Action::Allow);
+        call.run.extensions.insert(Mode::ReadOnly);
+        assert_eq!(policy.decide_for(&call), Action::Deny);
+        call.run.extensions.insert(Mode::Interactive);
+        assert_eq!(policy.decide_for(&call), Action::Ask);
     }
 }

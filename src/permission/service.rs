@@ -9,7 +9,7 @@ use tower_service::Service;
 use super::{Action, Approve, Policy, batch::Batches, future};
 use crate::{
     BoxError,
-    tool::{ToolCall, ToolOutput},
+    tool::{Started, ToolCall, ToolOutput},
 };
 
 /// A tool service wrapped by [`PermissionLayer`](super::PermissionLayer).
@@ -72,10 +72,14 @@ where
     fn call(&mut self, call: ToolCall) -> Self::Future {
         // Each call gets its own clone, readied only when it runs: never across a human wait.
         let inner = self.inner.clone();
-        match self.policy.decide(&call.name) {
+        match self.policy.decide_for(&call) {
             Action::Allow => future::ResponseFuture::run(inner, call),
             Action::Deny => future::ResponseFuture::denied(&call.name),
             Action::Ask => {
+                // The call does not run before a decision: a layer in front may want to know.
+                if let Some(started) = call.run.extensions.get::<Started>() {
+                    started.hold();
+                }
                 let (decisions, ticket) = self.batches.join(&call, &self.policy, &self.approver);
                 future::ResponseFuture::waiting(inner, call, self.policy.clone(), decisions, ticket)
             }

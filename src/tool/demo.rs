@@ -1,4 +1,4 @@
-//! Two harmless tools for demos and tests: `get_time` and `add`.
+//! Harmless tools for demos and tests.
 
 use std::{
     convert::Infallible,
@@ -12,8 +12,9 @@ use super::{ToolCall, ToolError, ToolErrorKind, ToolKind, ToolOutput, ToolRouter
 use crate::run::SharedState;
 
 /// A router with `get_time` (the current UTC time), `add` (`a + b`), `remember` (sets `key` to
-/// `value` in the run's [shared state](crate::run::SharedState)) and `write_document` (saves a
-/// document; a [`StateLayer`](crate::state) hook can mirror it into the state).
+/// `value` in the run's [shared state](crate::run::SharedState)), `write_document` (saves a
+/// document; a [`StateLayer`](crate::state) hook can mirror it into the state) and `plan`
+/// (records a list of steps; the ACP layer shows it as the session's plan).
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
@@ -67,6 +68,27 @@ pub fn demo_tools() -> ToolRouter {
                     .as_str()
                     .map_or(0, |d| d.split_whitespace().count());
                 Ok::<_, Infallible>(ToolOutput::text(format!("saved {words} words")))
+            }),
+        )
+        .route(
+            ToolSpec::new(
+                "plan",
+                "Records the plan of the work: `entries`, each a step with `content` and `status` \
+                 (pending, in_progress, completed).",
+            )
+            .kind(ToolKind::Think)
+            .parameters(json!({
+                "type": "object",
+                "properties": {"entries": {"type": "array", "items": {
+                    "type": "object",
+                    "properties": {"content": {"type": "string"}, "status": {"type": "string"}},
+                    "required": ["content"],
+                }}},
+                "required": ["entries"],
+            })),
+            service_fn(|call: ToolCall| async move {
+                let steps = call.arguments["entries"].as_array().map_or(0, Vec::len);
+                Ok::<_, Infallible>(ToolOutput::text(format!("plan recorded: {steps} steps")))
             }),
         )
 }

@@ -24,6 +24,7 @@
 pub mod demo;
 mod progress;
 pub mod router;
+mod started;
 
 use std::{error::Error as StdError, fmt};
 
@@ -38,7 +39,7 @@ use crate::{
     run::RunContext,
 };
 
-pub use self::{progress::Progress, router::ToolRouter};
+pub use self::{progress::Progress, router::ToolRouter, started::Started};
 
 /// What the model may call: a name, a description and a JSON Schema of the arguments.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

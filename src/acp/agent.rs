@@ -1,0 +1,727 @@
+//! The ACP agent: a [`Service<RunRequest>`](crate::run::RunRequest) served to an editor over
+//! the official SDK.
+
+use std::{
+    collections::HashMap,
+    fmt,
+    sync::{Arc, Mutex, MutexGuard, PoisonError},
+};
+
+use agent_client_protocol::{
+    Agent, Client, ConnectTo, Error,
+    schema::ProtocolVersion,
+    v1::{
+        ConnectionTo, Responder,
+        schema::{
+            self as acp, AgentCapabilities, AvailableCommand, AvailableCommandInput,
+            AvailableCommandsUpdate, CancelNotification, CloseSessionRequest, CloseSessionResponse,
+            ConfigOptionUpdate, ContentBlock, ContentChunk, CurrentModeUpdate, Implementation,
+            InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse,
+            McpCapabilities, NewSessionRequest, NewSessionResponse, PromptCapabilities,
+            PromptRequest, PromptResponse, SessionCapabilities, SessionCloseCapabilities,
+            SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption, SessionId,
+            SessionInfoUpdate, SessionMode, SessionModeState, SessionUpdate,
+            SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest,
+            SetSessionModeResponse, UnstructuredCommandInput,
+        },
+    },
+};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
+use tower_service::Service;
+
+use super::{AcpApprover, Notifier, content, history, tool_call::Kinds};
+use crate::{
+    BoxError,
+    id::{MessageId, RunId},
+    map_error::{AcpAnswer, AcpStopReason, acp_answer},
+    message::Message,
+    permission::Mode,
+    run::{RunContext, RunOutcome, RunRequest},
+    tool::ToolSpec,
+};
+
+/// The session modes: id, name, description, and the permission [`Mode`] each one runs in.
+const MODES: [(&str, &str, &str, Mode); 3] = [
+    (
+        "ask",
+        "Ask",
+        "Asks before every tool that writes.",
+        Mode::Interactive,
+    ),
+    (
+        "auto",
+        "Auto",
+        "Runs tools as the permission policy allows.",
+        Mode::Agentic,
+    ),
+    (
+        "read-only",
+        "Read-only",
+        "Refuses every tool that writes.",
+        Mode::ReadOnly,
+    ),
+];
+
+fn mode_id(mode: Mode) -> &'static str {
+    MODES
+        .iter()
+        .find(|(.., m)| *m == mode)
+        .map_or("auto", |(id, ..)| id)
+}
+
+fn mode_of(id: &str) -> Option<Mode> {
+    MODES
+        .iter()
+        .find(|(m, ..)| *m == id)
+        .map(|(.., mode)| *mode)
+}
+
+fn mode_state(mode: Mode) -> SessionModeState {
+    let modes = MODES
+        .iter()
+        .map(|(id, name, description, _)| SessionMode::new(*id, *name).description(*description))
+        .collect();
+    SessionModeState::new(mode_id(mode), modes)
+}
+
+/// The `mode` config option: the same modes as `modes`, kept in sync.
+fn config_options(mode: Mode) -> Vec<SessionConfigOption> {
+    let options: Vec<_> = MODES
+        .iter()
+        .map(|(id, name, description, _)| {
+            SessionConfigSelectOption::new(*id, *name).description(*description)
+        })
+        .collect();
+    vec![
+        SessionConfigOption::select("mode", "Mode", mode_id(mode), options)
+            .category(SessionConfigOptionCategory::Mode),
+    ]
+}
+
+fn commands() -> AvailableCommandsUpdate {
+    AvailableCommandsUpdate::new(vec![
+        AvailableCommand::new("mode", "Switch the session's mode: ask, auto or read-only.").input(
+            AvailableCommandInput::Unstructured(UnstructuredCommandInput::new(
+                "ask | auto | read-only",
+            )),
+        ),
+    ])
+}
+
+/// One editor session: its conversation and its mode.
+#[derive(Debug)]
+struct Session {
+    messages: Vec<Message>,
+    state: Option<Value>,
+    mode: Mode,
+    titled: bool,
+    /// The running turn's cancellation.
+    turn: Option<CancellationToken>,
+    /// Closed sessions keep their history, for `session/load`.
+    open: bool,
+}
+
+#[derive(Debug, Default)]
+struct Sessions(Mutex<HashMap<String, Session>>);
+
+impl Sessions {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Session>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+struct Config {
+    info: Implementation,
+    prompt: PromptCapabilities,
+    mode: Mode,
+    kinds: Kinds,
+    approver: Option<AcpApprover>,
+}
+
+struct Shared<S> {
+    service: S,
+    config: Config,
+    sessions: Sessions,
+}
+
+/// An ACP agent around any `Service<RunRequest, Response = RunOutcome>`: editors (Zed, and any
+/// ACP client) start sessions and prompt turns; each turn is one call of the service.
+///
+/// - `initialize` answers protocol version 1 with what is really routed: `loadSession`, the
+///   prompt capabilities set here (image, audio and embedded context by default), `session/close`.
+/// - `session/new`, `session/load` (the conversation replayed as updates before the answer),
+///   `session/close`, `session/set_mode` and `session/set_config_option` (the modes `ask`, `auto`,
+///   `read-only`, also offered as a `mode` config option, kept in sync and sent as
+///   `current_mode_update` / `config_option_update`).
+/// - `session/prompt` runs the service with the session's conversation and the turn's
+///   [`Notifier`] and permission [`Mode`] in the run's extensions, so that an
+///   [`AcpLayer`](super::AcpLayer) in the stack streams the turn and a
+///   [`PermissionLayer`](crate::permission::PermissionLayer) asks in the session's mode. The
+///   first prompt titles the session (`session_info_update`); `/mode <id>` switches mode without
+///   a model call.
+/// - `session/cancel` cancels the turn: the prompt is answered `cancelled` (a result, never an
+///   error), and no update of that turn is sent after the answer.
+///
+/// Handlers only decode, spawn the turn and answer: nothing waits for the client on the
+/// connection's dispatch loop.
+///
+/// ```no_run
+/// # async fn run() -> Result<(), agent_client_protocol::Error> {
+/// use agent_tower::acp::{AcpAgent, AcpApprover, AcpLayer};
+/// use agent_tower::agent::Agent;
+/// use agent_tower::model::scripted::ScriptedModel;
+/// use agent_tower::permission::{PermissionLayer, Policy};
+/// use agent_tower::tool::demo::demo_tools;
+/// use tower::Layer;
+///
+/// let tools = demo_tools();
+/// let approver = AcpApprover::new();
+/// let acp = AcpLayer::new().tools(&tools.specs());
+/// let tool_stack = acp.layer(
+///     PermissionLayer::new(Policy::new().tools(&tools.specs()), approver.clone()).layer(tools.clone()),
+/// );
+/// let agent = Agent::new(acp.layer(ScriptedModel::new()), tool_stack).tool_specs(tools.specs());
+/// AcpAgent::new(agent)
+///     .approver(approver)
+///     .serve(agent_client_protocol::Stdio::new())
+///     .await
+/// # }
+/// ```
+pub struct AcpAgent<S> {
+    service: S,
+    config: Config,
+}
+
+impl<S> AcpAgent<S> {
+    /// An agent serving `service`, named after this crate, in mode `ask`.
+    pub fn new(service: S) -> Self {
+        Self {
+            service,
+            config: Config {
+                info: Implementation::new(env!("CARGO_PKG_NAME"), env!("CARGO_PKG_VERSION"))
+                    .title("agent-tower"),
+                prompt: PromptCapabilities::new()
+                    .image(true)
+                    .audio(true)
+                    .embedded_context(true),
+                mode: Mode::Interactive,
+                kinds: Kinds::default(),
+                approver: None,
+            },
+        }
+    }
+
+    /// The `agentInfo` of `initialize`.
+    #[must_use]
+    pub fn info(mut self, name: &str, version: &str, title: &str) -> Self {
+        self.config.info = Implementation::new(name, version).title(title.to_owned());
+        self
+    }
+
+    /// The prompt content the agent accepts besides text and resource links; prompts with other
+    /// blocks are refused with invalid params.
+    #[must_use]
+    pub fn prompt_capabilities(mut self, capabilities: PromptCapabilities) -> Self {
+        self.config.prompt = capabilities;
+        self
+    }
+
+    /// The mode new sessions start in (default [`Mode::Interactive`], the mode `ask`).
+    #[must_use]
+    pub fn default_mode(mut self, mode: Mode) -> Self {
+        self.config.mode = mode;
+        self
+    }
+
+    /// Learns the kinds of these tools, for calls replayed by `session/load`.
+    #[must_use]
+    pub fn tools(mut self, specs: &[ToolSpec]) -> Self {
+        self.config.kinds.learn(specs);
+        self
+    }
+
+    /// The approver of the stack's permission layer: it asks through this agent's connection and
+    /// forgets a session's "always" answers when the session closes.
+    #[must_use]
+    pub fn approver(mut self, approver: AcpApprover) -> Self {
+        self.config.approver = Some(approver);
+        self
+    }
+}
+
+impl<S> fmt::Debug for AcpAgent<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AcpAgent")
+            .field("service", &std::any::type_name::<S>())
+            .field("info", &self.config.info)
+            .field("mode", &self.config.mode)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S> AcpAgent<S>
+where
+    S: Service<RunRequest, Response = RunOutcome> + Clone + Send + Sync + 'static,
+    S::Error: Into<BoxError> + Send,
+    S::Future: Send,
+{
+    /// Serves one client over `transport` (`agent_client_protocol::Stdio::new()` for an editor,
+    /// one end of `agent_client_protocol::Channel::duplex()` in tests) until it disconnects.
+    ///
+    /// # Errors
+    ///
+    /// When the connection fails.
+    pub async fn serve(self, transport: impl ConnectTo<Agent> + 'static) -> Result<(), Error> {
+        let shared = Arc::new(Shared {
+            service: self.service,
+            config: self.config,
+            sessions: Sessions::default(),
+        });
+        Agent
+            .v1()
+            .name("agent-tower")
+            .on_receive_request(
+                handler!(shared, |req: InitializeRequest, responder, cx| {
+                    shared.initialize(req, responder, cx)
+                }),
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                handler!(shared, |req: NewSessionRequest, responder, cx| {
+                    shared.new_session(req, responder, cx)
+                }),
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                handler!(shared, |req: LoadSessionRequest, responder, cx| {
+                    shared.load(req, responder, cx)
+                }),
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                handler!(shared, |req: SetSessionModeRequest, responder, cx| {
+                    shared.set_mode(req, responder, cx)
+                }),
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                handler!(shared, |req: SetSessionConfigOptionRequest,
+                                  responder,
+                                  cx| {
+                    shared.set_config_option(req, responder, cx)
+                }),
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                handler!(shared, |req: PromptRequest, responder, cx| {
+                    shared.prompt(req, responder, cx)
+                }),
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                handler!(shared, |req: CloseSessionRequest, responder, _cx| {
+                    shared.close(req, responder)
+                }),
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_notification(
+                handler!(shared, |req: CancelNotification, _cx| {
+                    shared.cancel(&req.session_id);
+                    Ok(())
+                }),
+                agent_client_protocol::on_receive_notification!(),
+            )
+            .connect_to(transport)
+            .await
+    }
+}
+
+/// A handler closure owning its own handle on the agent's shared state.
+macro_rules! handler {
+    ($shared:ident, |$($arg:ident $(: $ty:ty)?),*| $body:block) => {{
+        let $shared = $shared.clone();
+        async move |$($arg $(: $ty)?),*| $body
+    }};
+}
+use handler;
+
+fn not_found(session: &SessionId) -> Error {
+    acp::Error::session_not_found(session.clone()).into()
+}
+
+fn notify(cx: &ConnectionTo<Client>, session: &SessionId, update: SessionUpdate) {
+    if let Err(error) = cx.send_notification(acp::SessionNotification::new(session.clone(), update))
+    {
+        tracing::debug!(%error, "client gone");
+    }
+}
+
+impl<S> Shared<S>
+where
+    S: Service<RunRequest, Response = RunOutcome> + Clone + Send + Sync + 'static,
+    S::Error: Into<BoxError> + Send,
+    S::Future: Send,
+{
+    fn initialize(
+        &self,
+        req: InitializeRequest,
+        responder: Responder<InitializeResponse>,
+        cx: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        tracing::info!(
+            requested = req.protocol_version.as_u16(),
+            client = ?req.client_info.as_ref().map(|c| &c.name),
+            "initialize"
+        );
+        if let Some(approver) = &self.config.approver {
+            approver.connect(cx);
+        }
+        // One version is spoken: the requested one if it is it, else it is the latest.
+        responder.respond(
+            InitializeResponse::new(ProtocolVersion::LATEST)
+                .agent_capabilities(
+                    AgentCapabilities::new()
+                        .load_session(true)
+                        .prompt_capabilities(self.config.prompt.clone())
+                        .mcp_capabilities(McpCapabilities::new())
+                        .session_capabilities(
+                            SessionCapabilities::new().close(SessionCloseCapabilities::new()),
+                        ),
+                )
+                .agent_info(self.config.info.clone()),
+        )
+    }
+
+    fn new_session(
+        &self,
+        req: NewSessionRequest,
+        responder: Responder<NewSessionResponse>,
+        cx: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        if !req.mcp_servers.is_empty() {
+            tracing::warn!(
+                count = req.mcp_servers.len(),
+                "MCP servers from the client are not connected"
+            );
+        }
+        let id = SessionId::new(RunId::new().to_string());
+        let mode = self.config.mode;
+        self.sessions.lock().insert(
+            id.to_string(),
+            Session {
+                messages: Vec::new(),
+                state: None,
+                mode,
+                titled: false,
+                turn: None,
+                open: true,
+            },
+        );
+        responder.respond(
+            NewSessionResponse::new(id.clone())
+                .modes(mode_state(mode))
+                .config_options(config_options(mode)),
+        )?;
+        notify(&cx, &id, SessionUpdate::AvailableCommandsUpdate(commands()));
+        Ok(())
+    }
+
+    fn load(
+        &self,
+        req: LoadSessionRequest,
+        responder: Responder<LoadSessionResponse>,
+        cx: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        let (replay, mode) = {
+            let mut sessions = self.sessions.lock();
+            let Some(session) = sessions.get_mut(&*req.session_id.0) else {
+                return responder.respond_with_error(not_found(&req.session_id));
+            };
+            session.open = true;
+            (
+                history::replay(&session.messages, &self.config.kinds),
+                session.mode,
+            )
+        };
+        // The whole conversation goes out before the answer.
+        for update in replay {
+            notify(&cx, &req.session_id, update);
+        }
+        responder.respond(
+            LoadSessionResponse::new()
+                .modes(mode_state(mode))
+                .config_options(config_options(mode)),
+        )?;
+        notify(
+            &cx,
+            &req.session_id,
+            SessionUpdate::AvailableCommandsUpdate(commands()),
+        );
+        Ok(())
+    }
+
+    /// Sets the session's mode and tells the client, in both vocabularies.
+    fn switch_mode(
+        &self,
+        session: &SessionId,
+        id: &str,
+        cx: &ConnectionTo<Client>,
+    ) -> Result<Mode, Error> {
+        let mode = mode_of(id).ok_or_else(|| {
+            Error::invalid_params().data(json!({
+                "modeId": id,
+                "reason": "unknown mode; one of ask, auto, read-only",
+            }))
+        })?;
+        match self.sessions.lock().get_mut(&*session.0) {
+            Some(s) if s.open => s.mode = mode,
+            _ => return Err(not_found(session)),
+        }
+        notify(
+            cx,
+            session,
+            SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(mode_id(mode))),
+        );
+        notify(
+            cx,
+            session,
+            SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(config_options(mode))),
+        );
+        Ok(mode)
+    }
+
+    fn set_mode(
+        &self,
+        req: SetSessionModeRequest,
+        responder: Responder<SetSessionModeResponse>,
+        cx: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        let switched = self.switch_mode(&req.session_id, &req.mode_id.0, &cx);
+        responder.respond_with_result(switched.map(|_| SetSessionModeResponse::new()))
+    }
+
+    fn set_config_option(
+        &self,
+        req: SetSessionConfigOptionRequest,
+        responder: Responder<SetSessionConfigOptionResponse>,
+        cx: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        let switched = match (&*req.config_id.0, req.value.as_value_id()) {
+            ("mode", Some(value)) => self.switch_mode(&req.session_id, &value.0, &cx),
+            (config, _) => Err(Error::invalid_params()
+                .data(json!({"configId": config, "reason": "unknown option or value"}))),
+        };
+        responder.respond_with_result(
+            switched.map(|mode| SetSessionConfigOptionResponse::new(config_options(mode))),
+        )
+    }
+
+    fn close(
+        &self,
+        req: CloseSessionRequest,
+        responder: Responder<CloseSessionResponse>,
+    ) -> Result<(), Error> {
+        let closed = match self.sessions.lock().get_mut(&*req.session_id.0) {
+            Some(session) => {
+                // Closing cancels the running turn, as `session/cancel` would.
+                if let Some(turn) = session.turn.take() {
+                    turn.cancel();
+                }
+                session.open = false;
+                true
+            }
+            None => false,
+        };
+        if !closed {
+            return responder.respond_with_error(not_found(&req.session_id));
+        }
+        if let Some(approver) = &self.config.approver {
+            approver.forget(&req.session_id.0);
+        }
+        responder.respond(CloseSessionResponse::new())
+    }
+
+    fn cancel(&self, session: &SessionId) {
+        if let Some(turn) = self
+            .sessions
+            .lock()
+            .get(&*session.0)
+            .and_then(|s| s.turn.as_ref())
+        {
+            tracing::info!(%session, "cancel");
+            turn.cancel();
+        }
+    }
+
+    fn prompt(
+        self: &Arc<Self>,
+        req: PromptRequest,
+        responder: Responder<PromptResponse>,
+        cx: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        if let Some(block) = req
+            .prompt
+            .iter()
+            .find(|block| !content::allowed(&self.config.prompt, block))
+        {
+            return responder.respond_with_error(Error::invalid_params().data(json!({
+                "reason": format!(
+                    "the prompt has content this agent does not accept (needs the `{}` prompt capability)",
+                    content::needs(block).unwrap_or("unknown")
+                ),
+            })));
+        }
+        let parts = content::to_parts(&req.prompt);
+        let text = crate::message::parts_to_text(&parts);
+        if let Some(command) = text.trim().strip_prefix("/mode") {
+            let answer = self
+                .switch_mode(&req.session_id, command.trim(), &cx)
+                .map(|mode| {
+                    notify(
+                        &cx,
+                        &req.session_id,
+                        SessionUpdate::AgentMessageChunk(
+                            ContentChunk::new(ContentBlock::from(format!(
+                                "Mode: {}.",
+                                mode_id(mode)
+                            )))
+                            .message_id(MessageId::new().as_ref()),
+                        ),
+                    );
+                    PromptResponse::new(acp::StopReason::EndTurn)
+                });
+            return responder.respond_with_result(answer);
+        }
+
+        let cancel = CancellationToken::new();
+        let (mut messages, state, mode, title) = {
+            let mut sessions = self.sessions.lock();
+            let session = match sessions.get_mut(&*req.session_id.0) {
+                Some(session) if session.open => session,
+                _ => return responder.respond_with_error(not_found(&req.session_id)),
+            };
+            if session.turn.is_some() {
+                return responder.respond_with_error(Error::invalid_request().data(json!({
+                    "reason": "a prompt is already running in this session",
+                })));
+            }
+            session.turn = Some(cancel.clone());
+            let title = !std::mem::replace(&mut session.titled, true);
+            (
+                session.messages.clone(),
+                session.state.clone(),
+                session.mode,
+                title.then(|| session_title(&text)),
+            )
+        };
+        if let Some(title) = title {
+            notify(
+                &cx,
+                &req.session_id,
+                SessionUpdate::SessionInfoUpdate(SessionInfoUpdate::new().title(title)),
+            );
+        }
+        messages.push(Message::User {
+            id: MessageId::new(),
+            content: parts,
+        });
+
+        let notifier = Notifier::new(cx.clone(), req.session_id.clone());
+        let mut run = RunContext::new(req.session_id.0.as_ref().into(), RunId::new());
+        run.cancel = cancel.clone();
+        run.extensions.insert(notifier.clone());
+        run.extensions.insert(mode);
+        let mut request = RunRequest::new(messages.clone());
+        request.state = state;
+        request.run = run;
+
+        let shared = self.clone();
+        let session = req.session_id;
+        cx.spawn(async move {
+            let result = shared
+                .service
+                .clone()
+                .oneshot(request)
+                .await
+                .map_err(Into::into);
+            let answer = shared.end_turn(&session, messages, &cancel, result);
+            // Nothing of this turn reaches the client after its answer.
+            notifier.close();
+            if let Err(error) = responder.respond_with_result(answer) {
+                tracing::debug!(%error, "the prompt's answer could not be sent");
+            }
+            Ok(())
+        })
+    }
+
+    /// Keeps what the turn produced and says how it ended.
+    fn end_turn(
+        &self,
+        session: &SessionId,
+        asked: Vec<Message>,
+        cancel: &CancellationToken,
+        result: Result<RunOutcome, BoxError>,
+    ) -> Result<PromptResponse, Error> {
+        let mut sessions = self.sessions.lock();
+        let entry = sessions.get_mut(&*session.0);
+        let answer = match result {
+            Ok(outcome) => {
+                if let Some(entry) = entry {
+                    entry.messages = outcome.messages;
+                    entry.state = outcome.state;
+                    entry.turn = None;
+                }
+                Ok(AcpStopReason::from(outcome.stop))
+            }
+            Err(error) => {
+                if let Some(entry) = entry {
+                    entry.messages = asked;
+                    entry.turn = None;
+                }
+                match acp_answer(error.as_ref()) {
+                    AcpAnswer::Stop(reason) => Ok(reason),
+                    AcpAnswer::Error {
+                        code,
+                        message,
+                        kind,
+                    } => {
+                        tracing::warn!(%error, "prompt failed");
+                        let code = i32::try_from(code).unwrap_or(-32603);
+                        Err(Error::new(code, message).data(json!({ "kind": kind })))
+                    }
+                }
+            }
+        };
+        drop(sessions);
+        // A cancelled turn answers `cancelled`, whatever the model or a tool made of it.
+        if cancel.is_cancelled() {
+            return Ok(PromptResponse::new(acp::StopReason::Cancelled));
+        }
+        answer.map(|reason| PromptResponse::new(stop_reason(reason)))
+    }
+}
+
+fn stop_reason(reason: AcpStopReason) -> acp::StopReason {
+    match reason {
+        AcpStopReason::EndTurn => acp::StopReason::EndTurn,
+        AcpStopReason::MaxTokens => acp::StopReason::MaxTokens,
+        AcpStopReason::MaxTurnRequests => acp::StopReason::MaxTurnRequests,
+        AcpStopReason::Refusal => acp::StopReason::Refusal,
+        AcpStopReason::Cancelled => acp::StopReason::Cancelled,
+    }
+}
+
+/// A session's title: the first line of its first prompt, at most 80 characters.
+fn session_title(text: &str) -> String {
+    let line = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("New session")
+        .trim();
+    match line.char_indices().nth(80) {
+        Some((at, _)) => format!("{}…", &line[..at]),
+        None => line.to_owned(),
+    }
+}

@@ -1,0 +1,56 @@
+//! The agent `agent-tower acp` runs.
+
+use std::num::NonZeroU32;
+
+use tower_layer::Layer;
+
+use super::{Acp, AcpApprover, AcpLayer, Notifier};
+use crate::{
+    agent::Agent,
+    map_error::{DefaultClassifier, Detail, MapError, MapErrorLayer},
+    model::scripted::ScriptedModel,
+    permission::{Permission, PermissionLayer, Policy},
+    tool::{ToolRouter, ToolSpec, demo::demo_tools},
+};
+
+/// The agent [`scripted_agent`] builds.
+pub type ScriptedAgent = MapError<
+    Agent<
+        Acp<MapError<ScriptedModel, DefaultClassifier>, Notifier>,
+        Acp<Permission<ToolRouter, AcpApprover>, Notifier>,
+    >,
+    DefaultClassifier,
+>;
+
+/// The agent `agent-tower acp` runs: the [scripted model](crate::model::scripted) and the
+/// [demo tools](crate::tool::demo), stacked as an editor agent would be:
+///
+/// ```text
+/// agent:  MapErrorLayer > Agent
+/// model:  AcpLayer > MapErrorLayer > ScriptedModel
+/// tools:  AcpLayer > PermissionLayer (asks the editor) > ToolRouter (the demo tools)
+/// ```
+///
+/// The permission policy asks about tools that write (`write_document`, `remember`) in the
+/// session mode `ask`, lets them run in `auto` and refuses them in `read-only`. Returns the agent,
+/// the approver to give to [`AcpAgent::approver`](super::AcpAgent::approver), and the tools'
+/// specs.
+#[must_use]
+pub fn scripted_agent(
+    max_turns: NonZeroU32,
+    detail: Detail,
+) -> (ScriptedAgent, AcpApprover, Vec<ToolSpec>) {
+    let tools = demo_tools();
+    let specs = tools.specs();
+    let approver = AcpApprover::new();
+    let acp = AcpLayer::new().tools(&specs);
+    let errors = MapErrorLayer::new().detail(detail);
+    let permission = PermissionLayer::new(Policy::new().tools(&specs), approver.clone());
+    let agent = Agent::new(
+        acp.layer(errors.layer(ScriptedModel::new())),
+        acp.layer(permission.layer(tools)),
+    )
+    .tool_specs(specs.clone())
+    .max_turns(max_turns);
+    (errors.layer(agent), approver, specs)
+}

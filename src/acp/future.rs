@@ -1,0 +1,227 @@
+//! Response futures of [`Acp`](super::Acp).
+
+use std::{
+    fmt,
+    future::Future,
+    pin::Pin,
+    task::{Context, Poll, ready},
+};
+
+use agent_client_protocol::v1::schema::{
+    SessionUpdate, ToolCallContent, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
+};
+use pin_project_lite::pin_project;
+use serde_json::Value;
+
+use super::{ResponseStream, UpdateEncoder, content::tool_content};
+use crate::{
+    id::ToolCallId,
+    message::ContentPart,
+    model::ModelEvent,
+    stream::Outbox,
+    tool::{Progress, Started, ToolOutput},
+    transport::Transport,
+};
+
+pin_project! {
+    /// The future of a wrapped model call: resolves to the model's stream, teed.
+    pub struct ResponseFuture<F, T> {
+        #[pin]
+        inner: F,
+        start: Option<(Outbox<T, SessionUpdate>, UpdateEncoder)>,
+    }
+}
+
+impl<F, T> ResponseFuture<F, T> {
+    pub(crate) fn new(inner: F, outbox: Outbox<T, SessionUpdate>, encoder: UpdateEncoder) -> Self {
+        Self {
+            inner,
+            start: Some((outbox, encoder)),
+        }
+    }
+}
+
+impl<F, St, E, SE, T> Future for ResponseFuture<F, T>
+where
+    F: Future<Output = Result<St, E>>,
+    St: futures_core::Stream<Item = Result<ModelEvent, SE>>,
+    T: Transport<SessionUpdate>,
+{
+    type Output = Result<ResponseStream<St, T>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let stream = ready!(this.inner.poll(cx))?;
+        let (outbox, encoder) = this
+            .start
+            .take()
+            .expect("ResponseFuture polled after completion");
+        Poll::Ready(Ok(ResponseStream::with_outbox(stream, outbox, encoder)))
+    }
+}
+
+impl<F, T> fmt::Debug for ResponseFuture<F, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResponseFuture")
+            .field("inner", &std::any::type_name::<F>())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where a tool call is in its life, as the editor was told.
+#[derive(Debug)]
+pub(crate) struct Lifecycle {
+    pub(crate) id: ToolCallId,
+    pub(crate) started: Started,
+    pub(crate) progress: Progress,
+    pub(crate) running: bool,
+}
+
+impl Lifecycle {
+    fn update(&self, fields: ToolCallUpdateFields) -> SessionUpdate {
+        SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(self.id.to_string(), fields))
+    }
+
+    fn status(&self, status: ToolCallStatus) -> SessionUpdate {
+        self.update(ToolCallUpdateFields::new().status(status))
+    }
+
+    /// The final update: completed with the UI's copy of the result, or failed with why.
+    fn finished<E: fmt::Display>(&self, output: &Result<ToolOutput, E>) -> SessionUpdate {
+        let (parts, failed) = match output {
+            Ok(out) => (out.ui_content().to_vec(), out.is_error),
+            Err(error) => (vec![ContentPart::text(error.to_string())], true),
+        };
+        let content = tool_content(&parts);
+        let status = if failed {
+            ToolCallStatus::Failed
+        } else {
+            ToolCallStatus::Completed
+        };
+        self.update(
+            ToolCallUpdateFields::new()
+                .status(status)
+                .content(content)
+                .raw_output(raw_output(&parts)),
+        )
+    }
+}
+
+/// The result as JSON: one JSON part as itself, one text part parsed if it is JSON, else the
+/// text.
+fn raw_output(parts: &[ContentPart]) -> Value {
+    match parts {
+        [ContentPart::Json { value }] => value.clone(),
+        [ContentPart::Text { text }] => {
+            serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.clone()))
+        }
+        parts => Value::String(crate::message::parts_to_text(parts)),
+    }
+}
+
+pin_project! {
+    /// The future of a wrapped tool call: the tool's own result, once the editor was told.
+    ///
+    /// The call goes `in_progress` when it really starts (after a permission layer let it run),
+    /// then `completed` or `failed`; dropped before its end, it is marked `failed` without waiting.
+    pub struct ToolResponseFuture<F, T>
+    where
+        F: Future,
+        T: Transport<SessionUpdate>,
+    {
+        #[pin]
+        inner: F,
+        outbox: Outbox<T, SessionUpdate>,
+        call: Lifecycle,
+        output: Option<F::Output>,
+        done: bool,
+    }
+
+    impl<F, T> PinnedDrop for ToolResponseFuture<F, T>
+    where
+        F: Future,
+        T: Transport<SessionUpdate>,
+    {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            if *this.done {
+                return;
+            }
+            if this.output.is_none() {
+                let cancelled = this.call.update(
+                    ToolCallUpdateFields::new()
+                        .status(ToolCallStatus::Failed)
+                        .content(vec![ToolCallContent::from("cancelled")]),
+                );
+                this.outbox.queue().push_back(cancelled);
+            }
+            this.outbox.send_now();
+        }
+    }
+}
+
+impl<F, T> ToolResponseFuture<F, T>
+where
+    F: Future,
+    T: Transport<SessionUpdate>,
+{
+    pub(crate) fn new(inner: F, outbox: Outbox<T, SessionUpdate>, call: Lifecycle) -> Self {
+        Self {
+            inner,
+            outbox,
+            call,
+            output: None,
+            done: false,
+        }
+    }
+}
+
+impl<F, E, T> Future for ToolResponseFuture<F, T>
+where
+    F: Future<Output = Result<ToolOutput, E>>,
+    E: fmt::Display,
+    T: Transport<SessionUpdate>,
+{
+    type Output = Result<ToolOutput, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        if this.output.is_none() {
+            if !this.call.running && this.call.started.poll_started(cx).is_ready() {
+                this.call.running = true;
+                this.outbox
+                    .push(this.call.status(ToolCallStatus::InProgress));
+            }
+            if let Some(progress) = this.call.progress.poll_take(cx) {
+                let text = match progress {
+                    Value::String(text) => text,
+                    other => other.to_string(),
+                };
+                this.outbox.push(
+                    this.call
+                        .update(ToolCallUpdateFields::new().content(vec![text.into()])),
+                );
+            }
+            ready!(this.outbox.poll_drain(cx));
+            let output = ready!(this.inner.poll(cx));
+            this.outbox.push(this.call.finished(&output));
+            *this.output = Some(output);
+        }
+        ready!(this.outbox.poll_flush(cx));
+        *this.done = true;
+        Poll::Ready(
+            this.output
+                .take()
+                .expect("ToolResponseFuture polled after completion"),
+        )
+    }
+}
+
+impl<F: Future, T: Transport<SessionUpdate>> fmt::Debug for ToolResponseFuture<F, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolResponseFuture")
+            .field("inner", &std::any::type_name::<F>())
+            .field("call", &self.call)
+            .finish_non_exhaustive()
+    }
+}

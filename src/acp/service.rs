@@ -1,0 +1,156 @@
+use std::{
+    fmt,
+    sync::Arc,
+    task::{Context, Poll},
+};
+
+use agent_client_protocol::v1::schema::{SessionUpdate, ToolCall as AcpToolCall};
+use tokio_util::sync::CancellationToken;
+use tower_service::Service;
+
+use super::{
+    UpdateEncoder, future,
+    layer::Config,
+    tool_call::{acp_kind, locations, plan, title},
+};
+use crate::{
+    model::{ModelRequest, ModelService},
+    run::Extensions,
+    stream::Outbox,
+    tool::{Progress, Started, ToolCall, ToolOutput},
+    transport::{OnDisconnect, Transport},
+};
+
+/// A service wrapped by [`AcpLayer`](super::AcpLayer).
+///
+/// It is a `Service<ModelRequest>` around a model and a `Service<ToolCall>` around a tool; each
+/// sends the session updates of its level.
+pub struct Acp<S, T> {
+    inner: S,
+    transport: Option<T>,
+    config: Arc<Config>,
+}
+
+impl<S, T> Acp<S, T> {
+    pub(crate) fn new(inner: S, transport: Option<T>, config: Arc<Config>) -> Self {
+        Self {
+            inner,
+            transport,
+            config,
+        }
+    }
+
+    /// The wrapped service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// Unwraps the service.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S, T> Acp<S, T>
+where
+    T: Transport<SessionUpdate> + Clone + Send + Sync + 'static,
+{
+    /// The turn's own transport if it brought one, else the layer's.
+    fn outbox(
+        &self,
+        extensions: &Extensions,
+        cancel: &CancellationToken,
+    ) -> Outbox<T, SessionUpdate> {
+        let transport = extensions
+            .get::<T>()
+            .cloned()
+            .or_else(|| self.transport.clone());
+        let on_disconnect = extensions
+            .get::<OnDisconnect>()
+            .copied()
+            .unwrap_or(self.config.on_disconnect);
+        Outbox::new(transport, on_disconnect, cancel.clone())
+    }
+}
+
+impl<S: Clone, T: Clone> Clone for Acp<S, T> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            transport: self.transport.clone(),
+            config: self.config.clone(),
+        }
+    }
+}
+
+impl<S: fmt::Debug, T> fmt::Debug for Acp<S, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Acp")
+            .field("inner", &self.inner)
+            .field("transport", &std::any::type_name::<T>())
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+impl<S, T> Service<ModelRequest> for Acp<S, T>
+where
+    S: ModelService,
+    T: Transport<SessionUpdate> + Clone + Send + Sync + 'static,
+{
+    type Response = super::ResponseStream<S::Events, T>;
+    type Error = S::Error;
+    type Future = future::ResponseFuture<S::Future, T>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: ModelRequest) -> Self::Future {
+        let outbox = self.outbox(&req.run.extensions, &req.run.cancel);
+        let encoder = UpdateEncoder::new(self.config.context_window);
+        future::ResponseFuture::new(self.inner.call(req), outbox, encoder)
+    }
+}
+
+impl<S, T> Service<ToolCall> for Acp<S, T>
+where
+    S: Service<ToolCall, Response = ToolOutput>,
+    S::Error: fmt::Display,
+    T: Transport<SessionUpdate> + Clone + Send + Sync + 'static,
+{
+    type Response = ToolOutput;
+    type Error = S::Error;
+    type Future = future::ToolResponseFuture<S::Future, T>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut call: ToolCall) -> Self::Future {
+        let mut outbox = self.outbox(&call.run.extensions, &call.run.cancel);
+        let kind = self.config.kinds.of(&call.name);
+        outbox.push(SessionUpdate::ToolCall(
+            AcpToolCall::new(call.id.to_string(), title(&call.name, &call.arguments))
+                .name(call.name.clone())
+                .kind(acp_kind(kind))
+                .raw_input(call.arguments.clone())
+                .locations(locations(&call.arguments)),
+        ));
+        if let Some(plan) = plan(&call.name, &call.arguments) {
+            outbox.push(SessionUpdate::Plan(plan));
+        }
+        // Inner layers say when the call really runs, and the tool may report progress.
+        let started = Started::new();
+        let progress = Progress::new();
+        call.run.extensions.insert(started.clone());
+        call.run.extensions.insert(progress.clone());
+        let lifecycle = future::Lifecycle {
+            id: call.id.clone(),
+            started,
+            progress,
+            running: false,
+        };
+        future::ToolResponseFuture::new(self.inner.call(call), outbox, lifecycle)
+    }
+}
