@@ -187,25 +187,36 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         if this.output.is_none() {
+            // The inner call first: it is what lets a held call start.
+            let polled = this.inner.poll(cx);
             if !this.call.running && this.call.started.poll_started(cx).is_ready() {
                 this.call.running = true;
                 this.outbox
                     .push(this.call.status(ToolCallStatus::InProgress));
             }
-            if let Some(progress) = this.call.progress.poll_take(cx) {
-                let text = match progress {
-                    Value::String(text) => text,
-                    other => other.to_string(),
-                };
-                this.outbox.push(
-                    this.call
-                        .update(ToolCallUpdateFields::new().content(vec![text.into()])),
-                );
+            match polled {
+                Poll::Pending => {
+                    // The latest progress, once the editor took what came before.
+                    if this.outbox.is_empty() {
+                        if let Some(progress) = this.call.progress.poll_take(cx) {
+                            let text = match progress {
+                                Value::String(text) => text,
+                                other => other.to_string(),
+                            };
+                            this.outbox
+                                .push(this.call.update(
+                                    ToolCallUpdateFields::new().content(vec![text.into()]),
+                                ));
+                        }
+                    }
+                    let _ = this.outbox.poll_drain(cx);
+                    return Poll::Pending;
+                }
+                Poll::Ready(output) => {
+                    this.outbox.push(this.call.finished(&output));
+                    *this.output = Some(output);
+                }
             }
-            ready!(this.outbox.poll_drain(cx));
-            let output = ready!(this.inner.poll(cx));
-            this.outbox.push(this.call.finished(&output));
-            *this.output = Some(output);
         }
         ready!(this.outbox.poll_flush(cx));
         *this.done = true;

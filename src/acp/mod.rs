@@ -58,9 +58,9 @@
 //! and `priority` (`high`, `medium`, `low`).
 
 mod agent;
-mod demo;
 mod approve;
 pub mod content;
+mod demo;
 pub mod future;
 mod history;
 mod layer;
@@ -71,8 +71,8 @@ mod tool_call;
 
 pub use self::{
     agent::AcpAgent,
-    demo::{ScriptedAgent, scripted_agent},
     approve::AcpApprover,
+    demo::{ScriptedAgent, scripted_agent},
     layer::AcpLayer,
     notifier::Notifier,
     service::Acp,

@@ -1,0 +1,813 @@
+//! The ACP agent driven by the official SDK's client, in process (`Channel::duplex`).
+
+use std::{num::NonZeroU32, time::Duration};
+
+use agent_client_protocol::{
+    Agent, Channel, Client, Error,
+    schema::ProtocolVersion,
+    v1::{ConnectionTo, Responder},
+};
+use agent_tower::{
+    acp::{
+        Acp, AcpAgent, AcpApprover, AcpLayer, Notifier,
+        schema::{
+            AudioContent, CancelNotification, CloseSessionRequest, ContentBlock, ImageContent,
+            InitializeRequest, InitializeResponse, LoadSessionRequest, NewSessionRequest,
+            PermissionOptionKind, PromptCapabilities, PromptRequest, PromptResponse,
+            RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
+            ResourceLink, SelectedPermissionOutcome, SessionConfigKind, SessionConfigOptionValue,
+            SessionId, SessionNotification, SessionUpdate, SetSessionConfigOptionRequest,
+            SetSessionModeRequest, StopReason, TextContent, ToolCallStatus, ToolKind,
+        },
+        scripted_agent,
+    },
+    agent::Agent as Loop,
+    map_error::{DefaultClassifier, Detail, MapError, MapErrorLayer},
+    model::{FinishReason, ModelErrorKind, ModelEvent},
+    test_util::{MockItem, MockModel},
+    tool::ToolRouter,
+};
+use tokio::sync::mpsc;
+use tower::Layer;
+
+type Asked = (
+    RequestPermissionRequest,
+    Responder<RequestPermissionResponse>,
+);
+
+/// The editor's side: the connection, and what the agent sent it.
+struct Editor {
+    cx: ConnectionTo<Agent>,
+    updates: mpsc::UnboundedReceiver<SessionNotification>,
+    asked: mpsc::UnboundedReceiver<Asked>,
+}
+
+/// A safety net, not a wait: a missing update fails the test instead of hanging it.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+impl Editor {
+    async fn initialize(&self, version: ProtocolVersion) -> InitializeResponse {
+        self.cx
+            .send_request(InitializeRequest::new(version))
+            .block_task()
+            .await
+            .expect("initialize")
+    }
+
+    async fn session(&mut self) -> SessionId {
+        self.initialize(ProtocolVersion::V1).await;
+        let session = self
+            .cx
+            .send_request(NewSessionRequest::new("/tmp"))
+            .block_task()
+            .await
+            .expect("session/new")
+            .session_id;
+        let commands = self.update().await;
+        assert!(matches!(
+            commands,
+            SessionUpdate::AvailableCommandsUpdate(_)
+        ));
+        session
+    }
+
+    fn prompt(
+        &self,
+        session: &SessionId,
+        text: &str,
+    ) -> agent_client_protocol::v1::SentRequest<PromptResponse> {
+        self.cx.send_request(PromptRequest::new(
+            session.clone(),
+            vec![ContentBlock::Text(TextContent::new(text))],
+        ))
+    }
+
+    async fn update(&mut self) -> SessionUpdate {
+        tokio::time::timeout(PATIENCE, self.updates.recv())
+            .await
+            .expect("an update in time")
+            .expect("the agent is connected")
+            .update
+    }
+
+    async fn asked(&mut self) -> Asked {
+        tokio::time::timeout(PATIENCE, self.asked.recv())
+            .await
+            .expect("a permission request in time")
+            .expect("the agent is connected")
+    }
+
+    /// Every update received so far.
+    fn received(&mut self) -> Vec<SessionUpdate> {
+        let mut all = Vec::new();
+        while let Ok(n) = self.updates.try_recv() {
+            all.push(n.update);
+        }
+        all
+    }
+
+    /// Updates until (and with) the first one `stop` accepts.
+    async fn until(&mut self, stop: impl Fn(&SessionUpdate) -> bool) -> Vec<SessionUpdate> {
+        let mut seen = Vec::new();
+        loop {
+            let update = self.update().await;
+            let done = stop(&update);
+            seen.push(update);
+            if done {
+                return seen;
+            }
+        }
+    }
+}
+
+fn choose(responder: Responder<RequestPermissionResponse>, option: &str) {
+    responder
+        .respond(RequestPermissionResponse::new(
+            RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(option.to_owned())),
+        ))
+        .expect("answer the permission request");
+}
+
+/// Runs `test` as an editor connected to `agent`.
+async fn editor<S>(agent: AcpAgent<S>, test: impl AsyncFnOnce(Editor) -> Result<(), Error>)
+where
+    S: tower::Service<agent_tower::run::RunRequest, Response = agent_tower::run::RunOutcome>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    S::Error: Into<agent_tower::BoxError> + Send,
+    S::Future: Send,
+{
+    let (agent_end, editor_end) = Channel::duplex();
+    tokio::spawn(agent.serve(agent_end));
+    let (updates_tx, updates) = mpsc::unbounded_channel();
+    let (asked_tx, asked) = mpsc::unbounded_channel();
+    Client
+        .v1()
+        .on_receive_notification(
+            async move |n: SessionNotification, _cx| {
+                let _ = updates_tx.send(n);
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .on_receive_request(
+            async move |r: RequestPermissionRequest, responder, _cx| {
+                let _ = asked_tx.send((r, responder));
+                Ok(())
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .connect_with(editor_end, async move |cx| {
+            test(Editor { cx, updates, asked }).await
+        })
+        .await
+        .expect("the editor's session ran");
+}
+
+fn demo() -> AcpAgent<agent_tower::acp::ScriptedAgent> {
+    let (agent, approver, tools) = scripted_agent(NonZeroU32::new(8).unwrap(), Detail::Message);
+    AcpAgent::new(agent).approver(approver).tools(&tools)
+}
+
+fn text_of(updates: &[SessionUpdate]) -> String {
+    updates
+        .iter()
+        .filter_map(|u| match u {
+            SessionUpdate::AgentMessageChunk(chunk) => match &chunk.content {
+                ContentBlock::Text(t) => Some(t.text.as_str()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
+}
+
+fn is_status(update: &SessionUpdate, status: ToolCallStatus) -> bool {
+    matches!(update, SessionUpdate::ToolCallUpdate(u) if u.fields.status == Some(status))
+}
+
+#[tokio::test]
+async fn initialize_negotiates_version_one_and_advertises_what_is_routed() {
+    editor(demo(), async |e: Editor| {
+        let answer = e.initialize(ProtocolVersion::V1).await;
+        assert_eq!(answer.protocol_version, ProtocolVersion::V1);
+        let caps = &answer.agent_capabilities;
+        assert!(caps.load_session);
+        assert!(caps.prompt_capabilities.image && caps.prompt_capabilities.embedded_context);
+        assert!(caps.session_capabilities.close.is_some());
+        assert!(!caps.mcp_capabilities.http && !caps.mcp_capabilities.sse);
+        assert_eq!(answer.agent_info.expect("agent info").name, "agent-tower");
+        // A version the agent does not speak is answered with the one it does.
+        let two: ProtocolVersion = serde_json::from_value(serde_json::json!(2)).unwrap();
+        let newer = e.initialize(two).await;
+        assert_eq!(newer.protocol_version, ProtocolVersion::V1);
+        Ok(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_prompt_streams_chunks_of_one_message_then_ends_the_turn() {
+    editor(demo(), async |mut e: Editor| {
+        let session = e.session().await;
+        let answer = e.prompt(&session, "hello there").block_task().await?;
+        assert_eq!(answer.stop_reason, StopReason::EndTurn);
+        let updates = e.received();
+        assert!(
+            matches!(&updates[0], SessionUpdate::SessionInfoUpdate(info) if serde_json::to_value(info).unwrap()["title"] == "hello there"),
+            "the first prompt titles the session: {updates:?}"
+        );
+        assert_eq!(text_of(&updates), "You said: hello there");
+        let ids: std::collections::HashSet<_> = updates
+            .iter()
+            .filter_map(|u| match u {
+                SessionUpdate::AgentMessageChunk(c) => c.message_id.clone(),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ids.len(), 1, "one message, one id");
+        assert!(
+            updates.iter().any(|u| matches!(u, SessionUpdate::UsageUpdate(usage) if usage.used > 0 && usage.size == 128_000)),
+            "{updates:?}"
+        );
+        // Only the first prompt titles the session.
+        e.prompt(&session, "again").block_task().await?;
+        assert!(!e.received().iter().any(|u| matches!(u, SessionUpdate::SessionInfoUpdate(_))));
+        Ok(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn reasoning_is_sent_as_thoughts() {
+    editor(demo(), async |mut e: Editor| {
+        let session = e.session().await;
+        e.prompt(&session, "think about it").block_task().await?;
+        let updates = e.received();
+        let thought = updates
+            .iter()
+            .position(|u| matches!(u, SessionUpdate::AgentThoughtChunk(_)))
+            .expect("a thought");
+        let text = updates
+            .iter()
+            .position(|u| matches!(u, SessionUpdate::AgentMessageChunk(_)))
+            .expect("an answer");
+        assert!(thought < text);
+        Ok(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_allowed_tool_call_goes_pending_in_progress_completed() {
+    editor(demo(), async |mut e: Editor| {
+        let session = e.session().await;
+        let reply = e.prompt(&session, r#"write_document {"document": "two words"}"#);
+        let (asked, responder) = e.asked().await;
+        let kinds: Vec<_> = asked.options.iter().map(|o| o.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                PermissionOptionKind::AllowOnce,
+                PermissionOptionKind::AllowAlways,
+                PermissionOptionKind::RejectOnce,
+                PermissionOptionKind::RejectAlways
+            ],
+            "the first option is the narrowest yes"
+        );
+        let announced = e.received();
+        let call = announced
+            .iter()
+            .find_map(|u| match u {
+                SessionUpdate::ToolCall(call) => Some(call.clone()),
+                _ => None,
+            })
+            .expect("the call is announced before it is asked about");
+        assert_eq!(call.tool_call_id, asked.tool_call.tool_call_id);
+        assert_eq!(call.kind, ToolKind::Edit);
+        assert_eq!(call.status, ToolCallStatus::Pending);
+        assert_eq!(call.raw_input.as_ref().unwrap()["document"], "two words");
+        assert!(
+            !announced
+                .iter()
+                .any(|u| is_status(u, ToolCallStatus::InProgress)),
+            "nothing runs before the answer"
+        );
+        choose(responder, "allow_once");
+        assert_eq!(reply.block_task().await?.stop_reason, StopReason::EndTurn);
+        let after = e.received();
+        let running = after
+            .iter()
+            .position(|u| is_status(u, ToolCallStatus::InProgress))
+            .expect("in progress");
+        let done = after
+            .iter()
+            .position(|u| is_status(u, ToolCallStatus::Completed))
+            .expect("completed");
+        assert!(running < done);
+        let SessionUpdate::ToolCallUpdate(completed) = &after[done] else {
+            unreachable!()
+        };
+        assert_eq!(
+            completed.fields.raw_output.as_ref().unwrap(),
+            "saved 2 words"
+        );
+        assert!(text_of(&after).contains("saved 2 words"));
+        Ok(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_rejected_call_fails_and_the_model_reads_why() {
+    editor(demo(), async |mut e: Editor| {
+        let session = e.session().await;
+        let reply = e.prompt(&session, r#"write_document {"document": "x"}"#);
+        let (_, responder) = e.asked().await;
+        choose(responder, "reject_once");
+        assert_eq!(reply.block_task().await?.stop_reason, StopReason::EndTurn);
+        let updates = e.received();
+        assert!(updates.iter().any(|u| is_status(u, ToolCallStatus::Failed)));
+        assert!(
+            !updates
+                .iter()
+                .any(|u| is_status(u, ToolCallStatus::InProgress))
+        );
+        assert!(
+            text_of(&updates).contains("declined"),
+            "{}",
+            text_of(&updates)
+        );
+        // Rejected once: asked again next time.
+        let reply = e.prompt(&session, r#"write_document {"document": "x"}"#);
+        let (_, responder) = e.asked().await;
+        choose(responder, "allow_once");
+        reply.block_task().await?;
+        Ok(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn always_answers_are_remembered_per_session_and_tool() {
+    editor(demo(), async |mut e: Editor| {
+        let session = e.session().await;
+        let reply = e.prompt(&session, r#"write_document {"document": "x"}"#);
+        let (_, responder) = e.asked().await;
+        choose(responder, "allow_always");
+        reply.block_task().await?;
+        // Not asked again in this session…
+        e.prompt(&session, r#"write_document {"document": "y"}"#)
+            .block_task()
+            .await?;
+        assert!(e.asked.try_recv().is_err(), "allow_always is remembered");
+        assert!(
+            e.received()
+                .iter()
+                .any(|u| is_status(u, ToolCallStatus::Completed))
+        );
+        // …nor for another tool's answer; and "always reject" refuses without asking.
+        let reply = e.prompt(&session, r#"remember {"key": "k", "value": 1}"#);
+        let (asked, responder) = e.asked().await;
+        assert!(
+            asked
+                .tool_call
+                .fields
+                .title
+                .unwrap()
+                .starts_with("remember")
+        );
+        choose(responder, "reject_always");
+        reply.block_task().await?;
+        e.prompt(&session, r#"remember {"key": "k", "value": 2}"#)
+            .block_task()
+            .await?;
+        assert!(e.asked.try_recv().is_err(), "reject_always is remembered");
+        // A new session starts with nothing remembered.
+        e.received();
+        let other =
+            e.cx.send_request(NewSessionRequest::new("/tmp"))
+                .block_task()
+                .await?
+                .session_id;
+        let reply = e.prompt(&other, r#"write_document {"document": "z"}"#);
+        let (asked, responder) = e.asked().await;
+        assert_eq!(asked.session_id, other);
+        choose(responder, "allow_once");
+        reply.block_task().await?;
+        Ok(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn cancel_while_streaming_answers_cancelled_and_sends_nothing_after() {
+    editor(demo(), async |mut e: Editor| {
+        let session = e.session().await;
+        let reply = e.prompt(&session, "answer slowly please");
+        e.until(|u| matches!(u, SessionUpdate::AgentMessageChunk(_)))
+            .await;
+        e.cx.send_notification(CancelNotification::new(session.clone()))?;
+        assert_eq!(reply.block_task().await?.stop_reason, StopReason::Cancelled);
+        e.received();
+        // A round trip later, nothing more of the cancelled turn arrived.
+        e.cx.send_request(NewSessionRequest::new("/tmp"))
+            .block_task()
+            .await?;
+        let late: Vec<_> = e
+            .received()
+            .into_iter()
+            .filter(|u| !matches!(u, SessionUpdate::AvailableCommandsUpdate(_)))
+            .collect();
+        assert!(late.is_empty(), "updates after the answer: {late:?}");
+        // The session takes the next prompt.
+        let again = e.prompt(&session, "hello").block_task().await?;
+        assert_eq!(again.stop_reason, StopReason::EndTurn);
+        Ok(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn cancel_while_a_permission_is_pending_answers_cancelled() {
+    editor(demo(), async |mut e: Editor| {
+        let session = e.session().await;
+        let reply = e.prompt(&session, r#"write_document {"document": "x"}"#);
+        let (_, responder) = e.asked().await;
+        e.cx.send_notification(CancelNotification::new(session.clone()))?;
+        assert_eq!(reply.block_task().await?.stop_reason, StopReason::Cancelled);
+        let updates = e.received();
+        assert!(
+            updates.iter().any(|u| is_status(u, ToolCallStatus::Failed)),
+            "the announced call reaches a final status: {updates:?}"
+        );
+        // The client answers the pending request `cancelled`, as the protocol asks; late and
+        // harmless.
+        let _ = responder.respond(RequestPermissionResponse::new(
+            RequestPermissionOutcome::Cancelled,
+        ));
+        let reply = e.prompt(&session, r#"write_document {"document": "x"}"#);
+        let (_, responder) = e.asked().await;
+        choose(responder, "allow_once");
+        assert_eq!(reply.block_task().await?.stop_reason, StopReason::EndTurn);
+        Ok(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_cancelled_permission_outcome_cancels_the_turn() {
+    editor(demo(), async |mut e: Editor| {
+        let session = e.session().await;
+        let reply = e.prompt(&session, r#"write_document {"document": "x"}"#);
+        let (_, responder) = e.asked().await;
+        responder.respond(RequestPermissionResponse::new(
+            RequestPermissionOutcome::Cancelled,
+        ))?;
+        assert_eq!(reply.block_task().await?.stop_reason, StopReason::Cancelled);
+        Ok(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn modes_and_the_mode_option_stay_in_sync() {
+    editor(demo(), async |mut e: Editor| {
+        e.initialize(ProtocolVersion::V1).await;
+        let created = e
+            .cx
+            .send_request(NewSessionRequest::new("/tmp"))
+            .block_task()
+            .await?;
+        let session = created.session_id;
+        let modes = created.modes.expect("modes");
+        assert_eq!(&*modes.current_mode_id.0, "ask");
+        let options = created.config_options.expect("config options");
+        let SessionConfigKind::Select(select) = &options[0].kind else {
+            panic!("a select")
+        };
+        assert_eq!(&*select.current_value.0, "ask");
+        e.received();
+
+        e.cx.send_request(SetSessionModeRequest::new(session.clone(), "read-only"))
+            .block_task()
+            .await?;
+        let updates = e.received();
+        assert!(matches!(&updates[0], SessionUpdate::CurrentModeUpdate(m) if &*m.current_mode_id.0 == "read-only"));
+        assert!(matches!(&updates[1], SessionUpdate::ConfigOptionUpdate(_)));
+        // Read-only refuses writing tools without asking.
+        e.prompt(&session, r#"write_document {"document": "x"}"#)
+            .block_task()
+            .await?;
+        assert!(e.asked.try_recv().is_err());
+        assert!(e.received().iter().any(|u| is_status(u, ToolCallStatus::Failed)));
+
+        // The config option sets the same mode.
+        let answer = e
+            .cx
+            .send_request(SetSessionConfigOptionRequest::new(
+                session.clone(),
+                "mode",
+                SessionConfigOptionValue::value_id("auto"),
+            ))
+            .block_task()
+            .await?;
+        let SessionConfigKind::Select(select) = &answer.config_options[0].kind else {
+            panic!("a select")
+        };
+        assert_eq!(&*select.current_value.0, "auto");
+        assert!(matches!(&e.update().await, SessionUpdate::CurrentModeUpdate(m) if &*m.current_mode_id.0 == "auto"));
+        // Auto runs writing tools without asking.
+        e.prompt(&session, r#"write_document {"document": "x"}"#)
+            .block_task()
+            .await?;
+        assert!(e.asked.try_recv().is_err());
+        assert!(e.received().iter().any(|u| is_status(u, ToolCallStatus::Completed)));
+
+        // The slash command too, and a bad mode is refused.
+        let answer = e.prompt(&session, "/mode ask").block_task().await?;
+        assert_eq!(answer.stop_reason, StopReason::EndTurn);
+        assert!(e.received().iter().any(|u| matches!(u, SessionUpdate::CurrentModeUpdate(m) if &*m.current_mode_id.0 == "ask")));
+        let bad = e
+            .cx
+            .send_request(SetSessionModeRequest::new(session.clone(), "yolo"))
+            .block_task()
+            .await
+            .expect_err("unknown mode");
+        assert_eq!(bad.code, agent_client_protocol::ErrorCode::INVALID_PARAMS);
+        Ok(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn load_replays_the_conversation_before_answering() {
+    editor(demo(), async |mut e: Editor| {
+        let session = e.session().await;
+        let reply = e.prompt(&session, r#"write_document {"document": "a b c"}"#);
+        let (_, responder) = e.asked().await;
+        choose(responder, "allow_once");
+        reply.block_task().await?;
+        let live = e.received();
+        e.cx.send_request(CloseSessionRequest::new(session.clone()))
+            .block_task()
+            .await?;
+        let prompt = e
+            .prompt(&session, "hello")
+            .block_task()
+            .await
+            .expect_err("a closed session takes no prompt");
+        assert_eq!(
+            prompt.code,
+            agent_client_protocol::ErrorCode::RESOURCE_NOT_FOUND
+        );
+
+        e.cx.send_request(LoadSessionRequest::new(session.clone(), "/tmp"))
+            .block_task()
+            .await?;
+        let replayed = e.received();
+        assert!(matches!(&replayed[0], SessionUpdate::UserMessageChunk(_)));
+        let live_call = live.iter().find_map(|u| match u {
+            SessionUpdate::ToolCall(c) => Some(c.tool_call_id.clone()),
+            _ => None,
+        });
+        let replayed_call = replayed.iter().find_map(|u| match u {
+            SessionUpdate::ToolCall(c) => Some(c.tool_call_id.clone()),
+            _ => None,
+        });
+        assert_eq!(live_call, replayed_call, "the call keeps its id");
+        assert!(
+            replayed
+                .iter()
+                .any(|u| is_status(u, ToolCallStatus::Completed))
+        );
+        assert_eq!(
+            text_of(&replayed),
+            text_of(&live),
+            "the same answer, the same words"
+        );
+        let live_ids: Vec<_> = live
+            .iter()
+            .filter_map(|u| match u {
+                SessionUpdate::AgentMessageChunk(c) => c.message_id.clone(),
+                _ => None,
+            })
+            .collect();
+        let replayed_ids: Vec<_> = replayed
+            .iter()
+            .filter_map(|u| match u {
+                SessionUpdate::AgentMessageChunk(c) => c.message_id.clone(),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            live_ids.last(),
+            replayed_ids.last(),
+            "messages keep their ids"
+        );
+
+        // The loaded session continues the conversation.
+        e.prompt(&session, "and now?").block_task().await?;
+        let unknown =
+            e.cx.send_request(LoadSessionRequest::new("nope", "/tmp"))
+                .block_task()
+                .await
+                .expect_err("unknown session");
+        assert_eq!(
+            unknown.code,
+            agent_client_protocol::ErrorCode::RESOURCE_NOT_FOUND
+        );
+        Ok(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn close_cancels_the_running_turn() {
+    editor(demo(), async |mut e: Editor| {
+        let session = e.session().await;
+        let reply = e.prompt(&session, "slowly, please");
+        e.until(|u| matches!(u, SessionUpdate::AgentMessageChunk(_)))
+            .await;
+        e.cx.send_request(CloseSessionRequest::new(session.clone()))
+            .block_task()
+            .await?;
+        assert_eq!(reply.block_task().await?.stop_reason, StopReason::Cancelled);
+        Ok(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_plan_tool_sends_the_complete_plan() {
+    editor(demo(), async |mut e: Editor| {
+        let session = e.session().await;
+        e.prompt(
+            &session,
+            r#"plan {"entries": [{"content": "read", "status": "completed"}, {"content": "write", "status": "in_progress"}]}"#,
+        )
+        .block_task()
+        .await?;
+        let plan = e
+            .received()
+            .into_iter()
+            .find_map(|u| match u {
+                SessionUpdate::Plan(plan) => Some(plan),
+                _ => None,
+            })
+            .expect("a plan");
+        let contents: Vec<_> = plan.entries.iter().map(|e| e.content.as_str()).collect();
+        assert_eq!(contents, ["read", "write"]);
+        Ok(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn prompt_content_reaches_the_model_and_capabilities_are_respected() {
+    editor(demo(), async |mut e: Editor| {
+        let session = e.session().await;
+        let answer =
+            e.cx.send_request(PromptRequest::new(
+                session.clone(),
+                vec![
+                    ContentBlock::Text(TextContent::new("look at")),
+                    ContentBlock::Image(ImageContent::new("aGVsbG8=", "image/png")),
+                    ContentBlock::ResourceLink(ResourceLink::new("main.rs", "file:///src/main.rs")),
+                ],
+            ))
+            .block_task()
+            .await?;
+        assert_eq!(answer.stop_reason, StopReason::EndTurn);
+        let said = text_of(&e.received());
+        assert!(said.contains("image/png"), "{said}");
+        assert!(said.contains("file:///src/main.rs"), "{said}");
+        Ok(())
+    })
+    .await;
+
+    let text_only = demo().prompt_capabilities(PromptCapabilities::new());
+    editor(text_only, async |mut e: Editor| {
+        let session = e.session().await;
+        let refused =
+            e.cx.send_request(PromptRequest::new(
+                session.clone(),
+                vec![ContentBlock::Audio(AudioContent::new("aGk=", "audio/wav"))],
+            ))
+            .block_task()
+            .await
+            .expect_err("audio was not advertised");
+        assert_eq!(
+            refused.code,
+            agent_client_protocol::ErrorCode::INVALID_PARAMS
+        );
+        Ok(())
+    })
+    .await;
+}
+
+/// An agent around a mock model: each reply is one turn of the model.
+type Mocked = MapError<
+    Loop<Acp<MapError<MockModel, DefaultClassifier>, Notifier>, Acp<ToolRouter, Notifier>>,
+    DefaultClassifier,
+>;
+
+fn mocked(replies: Vec<Vec<MockItem>>, max_turns: u32) -> AcpAgent<Mocked> {
+    let model = AcpLayer::new().layer(MapErrorLayer::new().layer(MockModel::new(replies)));
+    let tools = AcpLayer::new().layer(ToolRouter::new());
+    let agent = MapErrorLayer::new()
+        .layer(Loop::new(model, tools).max_turns(NonZeroU32::new(max_turns).unwrap()));
+    AcpAgent::new(agent).approver(AcpApprover::new())
+}
+
+#[tokio::test]
+async fn stop_reasons_come_from_the_outcome_and_the_error_class() {
+    let finish = |reason| MockItem::Event(ModelEvent::Finish(reason));
+    let cases = [
+        (
+            vec![MockItem::text("cut"), finish(FinishReason::Length)],
+            StopReason::MaxTokens,
+        ),
+        (
+            vec![finish(FinishReason::ContentFilter)],
+            StopReason::Refusal,
+        ),
+        (
+            vec![MockItem::error(ModelErrorKind::ContextLength, "too long")],
+            StopReason::MaxTokens,
+        ),
+        (
+            vec![MockItem::error(ModelErrorKind::Refusal, "no")],
+            StopReason::Refusal,
+        ),
+    ];
+    for (reply, expected) in cases {
+        editor(mocked(vec![reply], 4), async |mut e: Editor| {
+            let session = e.session().await;
+            let answer = e.prompt(&session, "go").block_task().await?;
+            assert_eq!(answer.stop_reason, expected);
+            Ok(())
+        })
+        .await;
+    }
+
+    // The turn budget.
+    let mut call = Vec::from(MockItem::tool_call("c1", "missing", "{}"));
+    call.push(MockItem::tool_calls());
+    editor(mocked(vec![call], 1), async |mut e: Editor| {
+        let session = e.session().await;
+        let answer = e.prompt(&session, "go").block_task().await?;
+        assert_eq!(answer.stop_reason, StopReason::MaxTurnRequests);
+        Ok(())
+    })
+    .await;
+
+    // Other failures are JSON-RPC errors with the error's kind.
+    editor(
+        mocked(
+            vec![vec![MockItem::error(ModelErrorKind::Transport, "reset")]],
+            4,
+        ),
+        async |mut e: Editor| {
+            let session = e.session().await;
+            let error = e
+                .prompt(&session, "go")
+                .block_task()
+                .await
+                .expect_err("a transport failure");
+            assert_eq!(error.code, agent_client_protocol::ErrorCode::INTERNAL_ERROR);
+            assert_eq!(error.data.unwrap()["kind"], "transport");
+            Ok(())
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_dropped_tool_call_still_reaches_a_final_status() {
+    use agent_tower::{tool::ToolCall, transport::Recording};
+    use tower::ServiceExt;
+
+    let editor = Recording::new();
+    let never = tower::service_fn(|_: ToolCall| {
+        std::future::pending::<Result<agent_tower::tool::ToolOutput, std::convert::Infallible>>()
+    });
+    let tool = AcpLayer::new().transport(editor.clone()).layer(never);
+    let call = tool.oneshot(ToolCall::new(
+        "shell",
+        serde_json::json!({"command": "sleep"}),
+    ));
+    let mut call = tokio_test::task::spawn(call);
+    assert!(call.poll().is_pending());
+    drop(call);
+    let updates = editor.events();
+    assert!(matches!(&updates[0], SessionUpdate::ToolCall(c) if c.kind == ToolKind::Execute));
+    assert!(is_status(&updates[1], ToolCallStatus::InProgress));
+    assert!(
+        is_status(&updates[2], ToolCallStatus::Failed),
+        "{updates:?}"
+    );
+    assert_eq!(updates.len(), 3);
+}
