@@ -1,4 +1,6 @@
-//! Running the official AG-UI client's npm packages from tests.
+//! Running the official clients (the AG-UI and ACP npm packages, the ACP Python package) from
+//! tests. Each test crate uses a part of it.
+#![allow(dead_code)]
 
 use std::{path::Path, process::Stdio};
 
@@ -9,7 +11,10 @@ async fn install_client(dir: &Path) {
     static INSTALLED: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
     INSTALLED
         .get_or_init(|| async {
-            if dir.join("node_modules/@ag-ui/client").exists() {
+            let installed = ["@ag-ui/client", "@agentclientprotocol/sdk"]
+                .iter()
+                .all(|package| dir.join("node_modules").join(package).exists());
+            if installed {
                 return;
             }
             let out = tokio::process::Command::new("npm")
@@ -52,5 +57,73 @@ pub async fn node(script: &str, args: &[&str], stdin: Option<String>) -> String 
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(out.status.success(), "node {script} failed:\n{text}");
+    text
+}
+
+/// The virtual environment with the pinned Python packages of `tests/conformance/requirements.txt`,
+/// created once (in `target/`) if it is not there yet.
+async fn python_env(dir: &Path) -> std::path::PathBuf {
+    static VENV: tokio::sync::OnceCell<std::path::PathBuf> = tokio::sync::OnceCell::const_new();
+    VENV.get_or_init(|| async {
+        let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/acp-python");
+        let python = venv.join("bin/python");
+        let run = |program: std::path::PathBuf, args: Vec<String>| async move {
+            let out = tokio::process::Command::new(&program)
+                .args(&args)
+                .output()
+                .await
+                .unwrap_or_else(|e| panic!("{} could not start: {e}", program.display()));
+            assert!(
+                out.status.success(),
+                "{} {args:?} failed:\n{}",
+                program.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        if !python.exists() {
+            run(
+                "python3".into(),
+                vec!["-m".into(), "venv".into(), venv.display().to_string()],
+            )
+            .await;
+        }
+        let requirements = dir.join("requirements.txt").display().to_string();
+        run(
+            python.clone(),
+            vec![
+                "-m".into(),
+                "pip".into(),
+                "install".into(),
+                "--quiet".into(),
+                "--disable-pip-version-check".into(),
+                "-r".into(),
+                requirements,
+            ],
+        )
+        .await;
+        python
+    })
+    .await
+    .clone()
+}
+
+/// Runs a Python script with the official packages installed; panics with its output when it
+/// fails.
+pub async fn python(script: &str, args: &[&str]) -> String {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance");
+    let python = python_env(&dir).await;
+    let out = tokio::process::Command::new(python)
+        .arg(dir.join(script))
+        .args(args)
+        .current_dir(&dir)
+        .output()
+        .await
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "python {script} failed:\n{text}");
     text
 }

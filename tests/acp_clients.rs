@@ -1,0 +1,27 @@
+//! `agent-tower acp`, the built binary, driven over stdio by the official ACP clients: the npm
+//! `@agentclientprotocol/sdk` and the PyPI `agent-client-protocol` (versions pinned in
+//! `tests/conformance`). Each script runs every scenario an editor meets (streaming, permission
+//! allowed / rejected / remembered, cancel while streaming and while a permission is pending,
+//! modes, close and load, an unsupported protocol version) and fails on the first broken
+//! expectation.
+
+mod support;
+
+const AGENT: &str = env!("CARGO_BIN_EXE_agent-tower");
+
+/// Every scenario's line, in order.
+const SCENARIOS: usize = 7;
+
+#[tokio::test]
+async fn the_typescript_client_drives_every_scenario() {
+    let out = support::node("acp-client.mjs", &[AGENT], None).await;
+    let passed = out.lines().filter(|l| l.starts_with("ok - ")).count();
+    assert_eq!(passed, SCENARIOS, "{out}");
+}
+
+#[tokio::test]
+async fn the_python_client_drives_every_scenario() {
+    let out = support::python("acp_client.py", &[AGENT]).await;
+    let passed = out.lines().filter(|l| l.starts_with("ok - ")).count();
+    assert_eq!(passed, SCENARIOS, "{out}");
+}

@@ -1,0 +1,177 @@
+// Drives `agent-tower acp` (the binary given as the first argument) with the official TypeScript
+// ACP client (@agentclientprotocol/sdk), over stdio, through every scenario an editor meets.
+// Throws (exit code 1) on the first expectation that fails; prints one line per scenario.
+import { spawn } from "node:child_process";
+import { Readable, Writable } from "node:stream";
+import assert from "node:assert/strict";
+import * as acp from "@agentclientprotocol/sdk";
+
+const bin = process.argv[2];
+if (!bin) throw new Error("usage: node acp-client.mjs <agent-tower binary>");
+
+/** One agent process and a client connected to it; `run(ctx)` is the scenario. */
+async function withAgent(run) {
+  const child = spawn(bin, ["acp"], { stdio: ["pipe", "pipe", "inherit"] });
+  const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
+  const editor = {
+    updates: [],
+    waiters: [],
+    // How the next permission requests are answered: a function of (params, signal).
+    answer: () => ({ outcome: { outcome: "selected", optionId: "allow_once" } }),
+    asked: [],
+    /** Resolves with the first update (from now on or already here) that `test` accepts. */
+    waitFor(test) {
+      const found = this.updates.find(test);
+      if (found) return Promise.resolve(found);
+      return new Promise((resolve) => this.waiters.push({ test, resolve }));
+    },
+  };
+  const client = acp
+    .client({ name: "agent-tower-e2e" })
+    .onNotification(acp.methods.client.session.update, async ({ params }) => {
+      editor.updates.push(params);
+      editor.waiters = editor.waiters.filter((w) => !(w.test(params) && (w.resolve(params), true)));
+    })
+    .onRequest(acp.methods.client.session.requestPermission, async ({ params, signal }) => {
+      editor.asked.push(params);
+      return editor.answer(params, signal);
+    });
+  try {
+    return await client.connectWith(stream, (ctx) => run(ctx, editor));
+  } finally {
+    child.kill();
+  }
+}
+
+const kind = (u) => u.update.sessionUpdate;
+const text = (updates) =>
+  updates
+    .filter((u) => kind(u) === "agent_message_chunk" && u.update.content.type === "text")
+    .map((u) => u.update.content.text)
+    .join("");
+const statusOf = (updates, status) =>
+  updates.filter((u) => kind(u) === "tool_call_update" && u.update.status === status);
+
+async function session(ctx) {
+  const init = await ctx.request(acp.methods.agent.initialize, {
+    protocolVersion: acp.PROTOCOL_VERSION,
+    clientCapabilities: {},
+    clientInfo: { name: "agent-tower-e2e", version: "0.0.0" },
+  });
+  assert.equal(init.protocolVersion, 1);
+  const created = await ctx.request(acp.methods.agent.session.new, { cwd: process.cwd(), mcpServers: [] });
+  return { init, created, sessionId: created.sessionId };
+}
+
+const prompt = (ctx, sessionId, words) =>
+  ctx.request(acp.methods.agent.session.prompt, { sessionId, prompt: [{ type: "text", text: words }] });
+
+const scenarios = {
+  async "initialize, new session, streamed prompt"(ctx, editor) {
+    const { init, created, sessionId } = await session(ctx);
+    assert.equal(init.agentInfo.name, "agent-tower");
+    assert.equal(init.agentCapabilities.loadSession, true);
+    assert.equal(created.modes.currentModeId, "ask");
+    const answer = await prompt(ctx, sessionId, "hello editor");
+    assert.equal(answer.stopReason, "end_turn");
+    assert.equal(text(editor.updates), "You said: hello editor");
+    assert.ok(editor.updates.some((u) => kind(u) === "session_info_update"));
+    assert.ok(editor.updates.some((u) => kind(u) === "available_commands_update"));
+  },
+
+  async "tool call allowed, then rejected"(ctx, editor) {
+    const { sessionId } = await session(ctx);
+    let answer = await prompt(ctx, sessionId, 'write_document {"document": "one two three"}');
+    assert.equal(answer.stopReason, "end_turn");
+    assert.equal(editor.asked.length, 1);
+    assert.deepEqual(
+      editor.asked[0].options.map((o) => o.kind),
+      ["allow_once", "allow_always", "reject_once", "reject_always"],
+    );
+    const call = editor.updates.find((u) => kind(u) === "tool_call");
+    assert.equal(call.update.kind, "edit");
+    assert.equal(call.update.rawInput.document, "one two three");
+    assert.equal(statusOf(editor.updates, "completed").length, 1);
+    assert.match(text(editor.updates), /saved 3 words/);
+
+    editor.answer = () => ({ outcome: { outcome: "selected", optionId: "reject_once" } });
+    editor.updates.length = 0;
+    answer = await prompt(ctx, sessionId, 'write_document {"document": "x"}');
+    assert.equal(answer.stopReason, "end_turn");
+    assert.equal(statusOf(editor.updates, "failed").length, 1);
+    assert.equal(statusOf(editor.updates, "in_progress").length, 0);
+    assert.match(text(editor.updates), /declined/);
+  },
+
+  async "allow_always is remembered on the second call"(ctx, editor) {
+    const { sessionId } = await session(ctx);
+    editor.answer = () => ({ outcome: { outcome: "selected", optionId: "allow_always" } });
+    await prompt(ctx, sessionId, 'write_document {"document": "a"}');
+    await prompt(ctx, sessionId, 'write_document {"document": "b"}');
+    assert.equal(editor.asked.length, 1, "asked once");
+    assert.equal(statusOf(editor.updates, "completed").length, 2);
+  },
+
+  async "cancel while streaming"(ctx, editor) {
+    const { sessionId } = await session(ctx);
+    const answer = prompt(ctx, sessionId, "tell me slowly");
+    await editor.waitFor((u) => kind(u) === "agent_message_chunk");
+    await ctx.notify(acp.methods.agent.session.cancel, { sessionId });
+    assert.equal((await answer).stopReason, "cancelled");
+    const seen = editor.updates.length;
+    // A round trip later, nothing more of the turn arrived.
+    await ctx.request(acp.methods.agent.session.setMode, { sessionId, modeId: "auto" });
+    const late = editor.updates.slice(seen).filter((u) => !["current_mode_update", "config_option_update"].includes(kind(u)));
+    assert.deepEqual(late, []);
+  },
+
+  async "cancel while a permission request is pending"(ctx, editor) {
+    const { sessionId } = await session(ctx);
+    let pending;
+    const asked = new Promise((resolve) => {
+      editor.answer = (params, signal) =>
+        new Promise((answer) => {
+          pending = answer;
+          resolve();
+          // The agent withdraws its request ($/cancel_request) when the turn is cancelled.
+          signal.addEventListener("abort", () => answer({ outcome: { outcome: "cancelled" } }));
+        });
+    });
+    const answer = prompt(ctx, sessionId, 'write_document {"document": "x"}');
+    await asked;
+    await ctx.notify(acp.methods.agent.session.cancel, { sessionId });
+    assert.equal((await answer).stopReason, "cancelled");
+    pending({ outcome: { outcome: "cancelled" } });
+    assert.equal(statusOf(editor.updates, "failed").length, 1);
+    const seen = editor.updates.length;
+    await ctx.request(acp.methods.agent.session.setMode, { sessionId, modeId: "auto" });
+    const late = editor.updates.slice(seen).filter((u) => !["current_mode_update", "config_option_update"].includes(kind(u)));
+    assert.deepEqual(late, []);
+  },
+
+  async "set_mode, close, load"(ctx, editor) {
+    const { sessionId } = await session(ctx);
+    await ctx.request(acp.methods.agent.session.setMode, { sessionId, modeId: "read-only" });
+    await editor.waitFor((u) => kind(u) === "current_mode_update" && u.update.currentModeId === "read-only");
+    await prompt(ctx, sessionId, 'write_document {"document": "x"}');
+    assert.equal(editor.asked.length, 0, "read-only refuses without asking");
+    const live = text(editor.updates);
+    await ctx.request(acp.methods.agent.session.close, { sessionId });
+    editor.updates.length = 0;
+    const loaded = await ctx.request(acp.methods.agent.session.load, { sessionId, cwd: process.cwd(), mcpServers: [] });
+    assert.equal(loaded.modes.currentModeId, "read-only");
+    assert.equal(kind(editor.updates[0]), "user_message_chunk");
+    assert.ok(editor.updates.some((u) => kind(u) === "tool_call"));
+    assert.equal(text(editor.updates), live);
+  },
+
+  async "an unsupported protocol version is answered with 1"(ctx) {
+    const init = await ctx.request(acp.methods.agent.initialize, { protocolVersion: 99, clientCapabilities: {} });
+    assert.equal(init.protocolVersion, 1);
+  },
+};
+
+for (const [name, run] of Object.entries(scenarios)) {
+  await withAgent(run);
+  console.log(`ok - ${name}`);
+}

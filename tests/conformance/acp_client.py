@@ -1,0 +1,181 @@
+"""Drives `agent-tower acp` (the binary given as the first argument) with the official Python ACP
+client (PyPI `agent-client-protocol`), over stdio, through every scenario an editor meets.
+
+Fails (an AssertionError, exit code 1) on the first expectation that does not hold; prints one
+line per scenario.
+"""
+
+import asyncio
+import os
+import sys
+
+from acp import PROTOCOL_VERSION, spawn_agent_process, text_block
+from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
+
+BIN = sys.argv[1]
+
+
+class Editor:
+    """The client side: records updates and answers permission requests with `self.answer`."""
+
+    def __init__(self):
+        self.updates = []
+        self.asked = []
+        self.changed = asyncio.Event()
+        self.answer = lambda request: select("allow_once")
+
+    async def request_permission(self, session_id, tool_call, options, **kwargs):
+        self.asked.append([o.kind for o in options])
+        return await self.answer(tool_call)
+
+    async def session_update(self, session_id, update, **kwargs):
+        self.updates.append(update.model_dump(mode="json", by_alias=True, exclude_none=True))
+        self.changed.set()
+
+    async def wait_for(self, test):
+        while not any(test(u) for u in self.updates):
+            self.changed.clear()
+            await asyncio.wait_for(self.changed.wait(), 20)
+
+    def kinds(self, kind):
+        return [u for u in self.updates if u["sessionUpdate"] == kind]
+
+    def statuses(self, status):
+        return [u for u in self.kinds("tool_call_update") if u.get("status") == status]
+
+    def text(self):
+        return "".join(
+            u["content"]["text"] for u in self.kinds("agent_message_chunk") if u["content"]["type"] == "text"
+        )
+
+
+async def select(option_id):
+    return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=option_id))
+
+
+async def start(conn):
+    init = await conn.initialize(protocol_version=PROTOCOL_VERSION)
+    assert init.protocol_version == 1, init
+    created = await conn.new_session(cwd=os.getcwd(), mcp_servers=[])
+    return init, created, created.session_id
+
+
+async def prompt(conn, session_id, words):
+    return await conn.prompt(session_id=session_id, prompt=[text_block(words)])
+
+
+async def streamed_prompt(conn, editor):
+    init, created, sid = await start(conn)
+    assert init.agent_info.name == "agent-tower"
+    assert created.modes.current_mode_id == "ask"
+    answer = await prompt(conn, sid, "hello from python")
+    assert answer.stop_reason == "end_turn", answer
+    assert editor.text() == "You said: hello from python", editor.text()
+    assert editor.kinds("session_info_update")
+
+
+async def tool_allowed_then_rejected(conn, editor):
+    _, _, sid = await start(conn)
+    answer = await prompt(conn, sid, 'write_document {"document": "one two"}')
+    assert answer.stop_reason == "end_turn"
+    assert editor.asked == [["allow_once", "allow_always", "reject_once", "reject_always"]], editor.asked
+    call = editor.kinds("tool_call")[0]
+    assert call["kind"] == "edit" and call["rawInput"]["document"] == "one two", call
+    assert len(editor.statuses("completed")) == 1
+    assert "saved 2 words" in editor.text()
+
+    editor.answer = lambda request: select("reject_once")
+    editor.updates.clear()
+    await prompt(conn, sid, 'write_document {"document": "x"}')
+    assert len(editor.statuses("failed")) == 1 and not editor.statuses("in_progress")
+    assert "declined" in editor.text(), editor.text()
+
+
+async def allow_always_remembered(conn, editor):
+    _, _, sid = await start(conn)
+    editor.answer = lambda request: select("allow_always")
+    await prompt(conn, sid, 'write_document {"document": "a"}')
+    await prompt(conn, sid, 'write_document {"document": "b"}')
+    assert len(editor.asked) == 1, editor.asked
+    assert len(editor.statuses("completed")) == 2
+
+
+async def no_late_updates(conn, editor, sid):
+    seen = len(editor.updates)
+    await conn.set_session_mode(session_id=sid, mode_id="auto")
+    late = [
+        u for u in editor.updates[seen:] if u["sessionUpdate"] not in ("current_mode_update", "config_option_update")
+    ]
+    assert late == [], late
+
+
+async def cancel_while_streaming(conn, editor):
+    _, _, sid = await start(conn)
+    turn = asyncio.create_task(prompt(conn, sid, "say it slowly"))
+    await editor.wait_for(lambda u: u["sessionUpdate"] == "agent_message_chunk")
+    await conn.cancel(session_id=sid)
+    assert (await turn).stop_reason == "cancelled"
+    await no_late_updates(conn, editor, sid)
+
+
+async def cancel_while_permission_pending(conn, editor):
+    _, _, sid = await start(conn)
+    decided = asyncio.get_running_loop().create_future()
+    asked = asyncio.Event()
+
+    async def wait_for_user(request):
+        asked.set()
+        return await decided
+
+    editor.answer = wait_for_user
+    turn = asyncio.create_task(prompt(conn, sid, 'write_document {"document": "x"}'))
+    await asyncio.wait_for(asked.wait(), 20)
+    await conn.cancel(session_id=sid)
+    # The protocol has the client answer pending requests `cancelled` once it cancelled.
+    decided.set_result(RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled")))
+    assert (await turn).stop_reason == "cancelled"
+    assert len(editor.statuses("failed")) == 1, editor.updates
+    await no_late_updates(conn, editor, sid)
+
+
+async def mode_close_load(conn, editor):
+    _, _, sid = await start(conn)
+    await conn.set_session_mode(session_id=sid, mode_id="read-only")
+    await editor.wait_for(lambda u: u.get("currentModeId") == "read-only")
+    await prompt(conn, sid, 'write_document {"document": "x"}')
+    assert editor.asked == [], "read-only refuses without asking"
+    live = editor.text()
+    await conn.close_session(session_id=sid)
+    editor.updates.clear()
+    loaded = await conn.load_session(cwd=os.getcwd(), session_id=sid, mcp_servers=[])
+    assert loaded.modes.current_mode_id == "read-only"
+    assert editor.updates[0]["sessionUpdate"] == "user_message_chunk", editor.updates[0]
+    assert editor.kinds("tool_call")
+    assert editor.text() == live
+
+
+async def unsupported_version(conn, editor):
+    init = await conn.initialize(protocol_version=99)
+    assert init.protocol_version == 1, init
+
+
+SCENARIOS = [
+    streamed_prompt,
+    tool_allowed_then_rejected,
+    allow_always_remembered,
+    cancel_while_streaming,
+    cancel_while_permission_pending,
+    mode_close_load,
+    unsupported_version,
+]
+
+
+async def main():
+    for scenario in SCENARIOS:
+        editor = Editor()
+        async with spawn_agent_process(editor, BIN, "acp") as (conn, _process):
+            await asyncio.wait_for(scenario(conn, editor), 60)
+        print(f"ok - {scenario.__name__}")
+
+
+asyncio.run(main())
