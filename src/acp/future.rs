@@ -13,60 +13,17 @@ use agent_client_protocol::v1::schema::{
 use pin_project_lite::pin_project;
 use serde_json::Value;
 
-use super::{ResponseStream, UpdateEncoder, content::tool_content};
+use super::{UpdateEncoder, content::tool_content};
 use crate::{
     id::ToolCallId,
     message::ContentPart,
-    model::ModelEvent,
-    stream::Outbox,
+    stream::{Outbox, TeeFuture},
     tool::{Progress, Started, ToolOutput},
     transport::Transport,
 };
 
-pin_project! {
-    /// The future of a wrapped model call: resolves to the model's stream, teed.
-    pub struct ResponseFuture<F, T> {
-        #[pin]
-        inner: F,
-        start: Option<(Outbox<T, SessionUpdate>, UpdateEncoder)>,
-    }
-}
-
-impl<F, T> ResponseFuture<F, T> {
-    pub(crate) fn new(inner: F, outbox: Outbox<T, SessionUpdate>, encoder: UpdateEncoder) -> Self {
-        Self {
-            inner,
-            start: Some((outbox, encoder)),
-        }
-    }
-}
-
-impl<F, St, E, SE, T> Future for ResponseFuture<F, T>
-where
-    F: Future<Output = Result<St, E>>,
-    St: futures_core::Stream<Item = Result<ModelEvent, SE>>,
-    T: Transport<SessionUpdate>,
-{
-    type Output = Result<ResponseStream<St, T>, E>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let stream = ready!(this.inner.poll(cx))?;
-        let (outbox, encoder) = this
-            .start
-            .take()
-            .expect("ResponseFuture polled after completion");
-        Poll::Ready(Ok(ResponseStream::with_outbox(stream, outbox, encoder)))
-    }
-}
-
-impl<F, T> fmt::Debug for ResponseFuture<F, T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ResponseFuture")
-            .field("inner", &std::any::type_name::<F>())
-            .finish_non_exhaustive()
-    }
-}
+/// The future of a wrapped model call: resolves to the model's stream, teed.
+pub type ResponseFuture<F, T> = TeeFuture<F, T, UpdateEncoder, SessionUpdate>;
 
 /// Where a tool call is in its life, as the editor was told.
 #[derive(Debug)]

@@ -18,7 +18,7 @@ use crate::{
     run::Extensions,
     stream::Outbox,
     tool::{Progress, Started, ToolCall, ToolOutput},
-    transport::{OnDisconnect, Transport},
+    transport::Transport,
 };
 
 /// A service wrapped by [`AcpLayer`](super::AcpLayer).
@@ -61,15 +61,12 @@ where
         extensions: &Extensions,
         cancel: &CancellationToken,
     ) -> Outbox<T, SessionUpdate> {
-        let transport = extensions
-            .get::<T>()
-            .cloned()
-            .or_else(|| self.transport.clone());
-        let on_disconnect = extensions
-            .get::<OnDisconnect>()
-            .copied()
-            .unwrap_or(self.config.on_disconnect);
-        Outbox::new(transport, on_disconnect, cancel.clone())
+        Outbox::for_run(
+            extensions,
+            self.transport.as_ref(),
+            self.config.on_disconnect,
+            cancel,
+        )
     }
 }
 

@@ -11,7 +11,7 @@ use pin_project_lite::pin_project;
 use serde_json::json;
 
 use super::{
-    AguiOptions, Event, ModelEncoder, ResponseStream,
+    AguiOptions, Event, ModelEncoder,
     event::{
         BaseEvent, MessagesSnapshot, RunError, RunFinished, RunFinishedOutcome, TokenUsage,
         ToolCallResult, ToolRole,
@@ -22,59 +22,16 @@ use super::{
 use crate::{
     BoxError,
     id::{MessageId, RunId, ThreadId, ToolCallId},
-    model::ModelEvent,
     run::{RunOutcome, SharedState, StopReason},
-    stream::Outbox,
+    stream::{Outbox, TeeFuture},
     tool::{Progress, ToolCall, ToolOutput},
     transport::Transport,
 };
 
-pin_project! {
-    /// The future of a wrapped model call: resolves to the model's stream, teed.
-    ///
-    /// A call that fails before streaming emits nothing (the step never started).
-    pub struct ResponseFuture<F, T> {
-        #[pin]
-        inner: F,
-        start: Option<(Outbox<T, Event>, ModelEncoder)>,
-    }
-}
-
-impl<F, T> ResponseFuture<F, T> {
-    pub(crate) fn new(inner: F, outbox: Outbox<T, Event>, encoder: ModelEncoder) -> Self {
-        Self {
-            inner,
-            start: Some((outbox, encoder)),
-        }
-    }
-}
-
-impl<F, St, E, SE, T> Future for ResponseFuture<F, T>
-where
-    F: Future<Output = Result<St, E>>,
-    St: futures_core::Stream<Item = Result<ModelEvent, SE>>,
-    T: Transport<Event>,
-{
-    type Output = Result<ResponseStream<St, T>, E>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let stream = ready!(this.inner.poll(cx))?;
-        let (outbox, encoder) = this
-            .start
-            .take()
-            .expect("ResponseFuture polled after completion");
-        Poll::Ready(Ok(ResponseStream::with_outbox(stream, outbox, encoder)))
-    }
-}
-
-impl<F, T> fmt::Debug for ResponseFuture<F, T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ResponseFuture")
-            .field("inner", &std::any::type_name::<F>())
-            .finish_non_exhaustive()
-    }
-}
+/// The future of a wrapped model call: resolves to the model's stream, teed.
+///
+/// A call that fails before streaming emits nothing (the step never started).
+pub type ResponseFuture<F, T> = TeeFuture<F, T, ModelEncoder, Event>;
 
 /// What a tool call's `TOOL_CALL_RESULT` needs.
 #[derive(Debug)]

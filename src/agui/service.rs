@@ -20,7 +20,7 @@ use crate::{
     run::{Extensions, ForwardedProps, RunOutcome, RunRequest, SharedState},
     stream::Outbox,
     tool::{Progress, ToolCall, ToolOutput},
-    transport::{OnDisconnect, Transport},
+    transport::Transport,
 };
 
 /// A service wrapped by [`AguiLayer`](super::AguiLayer).
@@ -69,15 +69,12 @@ where
         extensions: &Extensions,
         cancel: &tokio_util::sync::CancellationToken,
     ) -> Outbox<T, Event> {
-        let transport = extensions
-            .get::<T>()
-            .cloned()
-            .or_else(|| self.transport.clone());
-        let on_disconnect = extensions
-            .get::<OnDisconnect>()
-            .copied()
-            .unwrap_or(self.config.on_disconnect);
-        Outbox::new(transport, on_disconnect, cancel.clone())
+        Outbox::for_run(
+            extensions,
+            self.transport.as_ref(),
+            self.config.on_disconnect,
+            cancel,
+        )
     }
 }
 

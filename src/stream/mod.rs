@@ -46,10 +46,12 @@
 //! is drained into the transport (the `Forward` algorithm). A transport that is not ready makes
 //! the `Tee` return `Pending`, so a slow client slows the model instead of growing a buffer.
 
+mod future;
 mod outbox;
 mod tee;
 
 pub use self::{
+    future::TeeFuture,
     outbox::Outbox,
     tee::{Encode, End, Tee},
 };

@@ -36,6 +36,26 @@ where
         }
     }
 
+    /// The outbox of one step of a run: the run's own transport of type `Sk` if its extensions
+    /// hold one, else `fallback` (a layer's default); the run's own [`OnDisconnect`] if it brought
+    /// one, else `on_disconnect`.
+    pub fn for_run(
+        extensions: &http::Extensions,
+        fallback: Option<&Sk>,
+        on_disconnect: OnDisconnect,
+        cancel: &CancellationToken,
+    ) -> Self
+    where
+        Sk: Clone + Send + Sync + 'static,
+    {
+        let transport = extensions.get::<Sk>().or(fallback).cloned();
+        let on_disconnect = extensions
+            .get::<OnDisconnect>()
+            .copied()
+            .unwrap_or(on_disconnect);
+        Self::new(transport, on_disconnect, cancel.clone())
+    }
+
     /// The queue, for an encoder to push into.
     pub fn queue(&mut self) -> &mut VecDeque<Ev> {
         &mut self.queue
