@@ -104,6 +104,7 @@ impl SharedState {
     }
 
     /// Like [`take_changes`](SharedState::take_changes), and wakes the task at the next change.
+    #[cfg_attr(not(feature = "agui"), allow(dead_code))]
     pub(crate) fn poll_changes(&self, cx: &mut std::task::Context<'_>) -> Vec<PatchOperation> {
         self.1.waker.register(cx.waker());
         if !self
