@@ -97,6 +97,19 @@ impl Editor {
             .expect("the agent is connected")
     }
 
+    /// A prompt that asks for one permission, answered with `option`.
+    async fn answered(
+        &mut self,
+        session: &SessionId,
+        text: &str,
+        option: &str,
+    ) -> Result<PromptResponse, Error> {
+        let reply = self.prompt(session, text);
+        let (_, responder) = self.asked().await;
+        choose(responder, option);
+        reply.block_task().await
+    }
+
     /// Every update received so far.
     fn received(&mut self) -> Vec<SessionUpdate> {
         let mut all = Vec::new();
@@ -184,6 +197,16 @@ fn text_of(updates: &[SessionUpdate]) -> String {
         .collect()
 }
 
+fn message_ids(updates: &[SessionUpdate]) -> Vec<agent_tower::acp::schema::MessageId> {
+    updates
+        .iter()
+        .filter_map(|u| match u {
+            SessionUpdate::AgentMessageChunk(c) => c.message_id.clone(),
+            _ => None,
+        })
+        .collect()
+}
+
 fn is_status(update: &SessionUpdate, status: ToolCallStatus) -> bool {
     matches!(update, SessionUpdate::ToolCallUpdate(u) if u.fields.status == Some(status))
 }
@@ -220,13 +243,7 @@ async fn a_prompt_streams_chunks_of_one_message_then_ends_the_turn() {
             "the first prompt titles the session: {updates:?}"
         );
         assert_eq!(text_of(&updates), "You said: hello there");
-        let ids: std::collections::HashSet<_> = updates
-            .iter()
-            .filter_map(|u| match u {
-                SessionUpdate::AgentMessageChunk(c) => c.message_id.clone(),
-                _ => None,
-            })
-            .collect();
+        let ids: std::collections::HashSet<_> = message_ids(&updates).into_iter().collect();
         assert_eq!(ids.len(), 1, "one message, one id");
         assert!(
             updates.iter().any(|u| matches!(u, SessionUpdate::UsageUpdate(usage) if usage.used > 0 && usage.size == 128_000)),
@@ -341,10 +358,12 @@ async fn a_rejected_call_fails_and_the_model_reads_why() {
             text_of(&updates)
         );
         // Rejected once: asked again next time.
-        let reply = e.prompt(&session, r#"write_document {"document": "x"}"#);
-        let (_, responder) = e.asked().await;
-        choose(responder, "allow_once");
-        reply.block_task().await?;
+        e.answered(
+            &session,
+            r#"write_document {"document": "x"}"#,
+            "allow_once",
+        )
+        .await?;
         Ok(())
     })
     .await;
@@ -354,10 +373,12 @@ async fn a_rejected_call_fails_and_the_model_reads_why() {
 async fn always_answers_are_remembered_per_session_and_tool() {
     editor(demo(), async |mut e: Editor| {
         let session = e.session().await;
-        let reply = e.prompt(&session, r#"write_document {"document": "x"}"#);
-        let (_, responder) = e.asked().await;
-        choose(responder, "allow_always");
-        reply.block_task().await?;
+        e.answered(
+            &session,
+            r#"write_document {"document": "x"}"#,
+            "allow_always",
+        )
+        .await?;
         // Not asked again in this session…
         e.prompt(&session, r#"write_document {"document": "y"}"#)
             .block_task()
@@ -546,10 +567,12 @@ async fn modes_and_the_mode_option_stay_in_sync() {
 async fn load_replays_the_conversation_before_answering() {
     editor(demo(), async |mut e: Editor| {
         let session = e.session().await;
-        let reply = e.prompt(&session, r#"write_document {"document": "a b c"}"#);
-        let (_, responder) = e.asked().await;
-        choose(responder, "allow_once");
-        reply.block_task().await?;
+        e.answered(
+            &session,
+            r#"write_document {"document": "a b c"}"#,
+            "allow_once",
+        )
+        .await?;
         let live = e.received();
         e.cx.send_request(CloseSessionRequest::new(session.clone()))
             .block_task()
@@ -588,20 +611,7 @@ async fn load_replays_the_conversation_before_answering() {
             text_of(&live),
             "the same answer, the same words"
         );
-        let live_ids: Vec<_> = live
-            .iter()
-            .filter_map(|u| match u {
-                SessionUpdate::AgentMessageChunk(c) => c.message_id.clone(),
-                _ => None,
-            })
-            .collect();
-        let replayed_ids: Vec<_> = replayed
-            .iter()
-            .filter_map(|u| match u {
-                SessionUpdate::AgentMessageChunk(c) => c.message_id.clone(),
-                _ => None,
-            })
-            .collect();
+        let (live_ids, replayed_ids) = (message_ids(&live), message_ids(&replayed));
         assert_eq!(
             live_ids.last(),
             replayed_ids.last(),

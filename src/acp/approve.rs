@@ -101,8 +101,7 @@ impl AcpApprover {
     async fn decide(self, request: PermissionRequest) -> Result<Decisions, BoxError> {
         let session = request.thread_id.to_string();
         let mut decisions = Decisions::all(Decision::Cancel);
-        let mut asked = request.calls.into_iter();
-        for call in asked.by_ref() {
+        for call in request.calls {
             let decision = match self.remembered(&session, &call.name) {
                 Some(Always::Allow) => Decision::Approve,
                 Some(Always::Reject) => rejected(&call),
