@@ -119,6 +119,10 @@ string_id! {
     /// A tool call, as chosen by the model (or by the peer that sent it).
     ToolCallId
 }
+string_id! {
+    /// A point where a run stopped to wait for a person (an AG-UI interrupt).
+    InterruptId
+}
 
 #[cfg(test)]
 mod tests {

@@ -313,3 +313,92 @@ async fn policies_deny_without_asking() {
     let shown = serde_json::to_string(&result_of(&done.events, "c1").content).unwrap();
     assert!(shown.contains("does not allow"), "{shown}");
 }
+
+/// The AG-UI way: nobody waits. Run 1 ends at the interrupt with the call's events out and no
+/// result; run 2, carrying the decision, runs the same call (same id) and goes on.
+#[tokio::test]
+async fn an_interrupt_ends_the_run_and_the_next_run_applies_the_decision() {
+    use agent_tower::permission::{InterruptApprover, Resolutions};
+
+    let (tx, mut ran) = mpsc::unbounded_channel();
+    let router = tools(tx);
+    let policy = asks_deletes().tools(&router.specs());
+    let agui_tools = |ui: &Recording<Event>| {
+        let agui = AguiLayer::new().transport(ui.clone());
+        ServiceBuilder::new()
+            .layer(agui)
+            .layer(PermissionLayer::new(
+                policy.clone(),
+                InterruptApprover::new(Duration::from_secs(60)),
+            ))
+            .service(router.clone())
+    };
+    let calls = [
+        ("c1", "delete_file", r#"{"path":"a"}"#),
+        ("c2", "read_file", r#"{"path":"b"}"#),
+    ];
+    let model = model(&calls);
+
+    // Run 1: the read runs, the delete stops at an interrupt.
+    let ui = Recording::new();
+    let agui = AguiLayer::new().transport(ui.clone());
+    let agent = agui.layer(Agent::new(agui.layer(model.clone()), agui_tools(&ui)));
+    let first = agent
+        .oneshot(RunRequest::new(vec![Message::user("go")]))
+        .await
+        .unwrap();
+    assert_eq!(first.stop, StopReason::Interrupted);
+    assert_eq!(first.interrupts.len(), 1);
+    let interrupt = &first.interrupts[0];
+    assert_eq!(
+        (
+            interrupt.tool_call_id.as_str(),
+            interrupt.tool_name.as_str()
+        ),
+        ("c1", "delete_file")
+    );
+    assert_eq!(ran.try_recv().unwrap(), r#"read_file {"path":"b"}"#);
+    assert!(ran.try_recv().is_err(), "the delete did not run");
+    let events = ui.events();
+    verify(&events).unwrap();
+    assert!(
+        events
+            .iter()
+            .all(|e| !matches!(e, Event::ToolCallResult(r) if r.tool_call_id == "c1"))
+    );
+    let Some(Event::RunFinished(finished)) = events.last() else {
+        panic!("RUN_FINISHED last: {:?}", events.last());
+    };
+    let Some(RunFinishedOutcome::Interrupt { interrupts }) = &finished.outcome else {
+        panic!("an interrupt outcome: {:?}", finished.outcome);
+    };
+    assert_eq!(interrupts[0].id, interrupt.id.as_str());
+    assert_eq!(interrupts[0].tool_call_id.as_ref().unwrap(), "c1");
+    assert!(
+        matches!(&events[events.len() - 2], Event::MessagesSnapshot(_)),
+        "the snapshot a resume needs comes before the end"
+    );
+
+    // Run 2: the conversation so far, and the decision (edited arguments).
+    let ui = Recording::new();
+    let agui = AguiLayer::new().transport(ui.clone());
+    let agent = agui.layer(Agent::new(agui.layer(model.clone()), agui_tools(&ui)));
+    let mut req = RunRequest::new(first.messages.clone());
+    let decisions = [("c1".into(), Decision::Edit(json!({"path": "z"})))].into();
+    req.run.extensions.insert(Resolutions::new(decisions));
+    let second = agent.oneshot(req).await.unwrap();
+    assert_eq!(second.stop, StopReason::EndTurn);
+    assert_eq!(ran.try_recv().unwrap(), r#"delete_file {"path":"z"}"#);
+    assert!(ran.try_recv().is_err(), "the read did not run again");
+    let events = ui.events();
+    assert_eq!(
+        serde_json::to_value(&result_of(&events, "c1").content).unwrap(),
+        json!(r#"{"path":"z"}"#)
+    );
+    assert_eq!(
+        model.requests().len(),
+        2,
+        "the model was asked once more, after the result"
+    );
+    assert_eq!(second.messages.last().unwrap().text(), "done");
+}

@@ -35,7 +35,18 @@
 //! model called client-side tools (their ids are returned as pending).
 //!
 //! A tool call whose id already has a result in the conversation is never run again, so a client
-//! re-sending history cannot trigger a tool twice.
+//! re-sending history cannot trigger a tool twice. A conversation that ends with an assistant
+//! message whose server-side calls have no result yet (a run resuming after an interrupt) has
+//! those calls run first, through the same tool stack (so the permission layer decides again, or
+//! applies the answer the run brought).
+//!
+//! # Interrupts
+//!
+//! A tool stack may answer a call with [`Interrupted`](crate::run::Interrupted): the call needs a
+//! decision nobody has given yet (the AG-UI approver of the permission layer does this). The
+//! other calls of the turn finish, and the run ends with
+//! [`StopReason::Interrupted`](crate::run::StopReason::Interrupted) and the interrupts in
+//! [`RunOutcome::interrupts`](crate::run::RunOutcome::interrupts); no task waits for the person.
 //!
 //! # State and background work
 //!
@@ -70,10 +81,13 @@ use tracing::Instrument;
 
 use crate::{
     BoxError,
-    id::MessageId,
+    id::{MessageId, ToolCallId},
     message::{Message, ToolCallRequest},
     model::{ModelOptions, ModelRequest, ModelService, Usage},
-    run::{Background, ContextEntry, RunOutcome, RunRequest, StopReason, TurnCalls},
+    run::{
+        Background, ContextEntry, Interrupt, Interrupted, RunOutcome, RunRequest, StopReason,
+        TurnCalls,
+    },
     tool::{ToolCall, ToolError, ToolOutput, ToolSpec},
 };
 
@@ -299,18 +313,51 @@ where
     let mut specs = config.tool_specs.clone();
     specs.extend(client_tools);
     let mut usage = Usage::default();
-    let finish = |stop, messages, usage, pending| {
+    let finish = |stop, messages, usage, pending, interrupts| {
         let state = shared.get();
         let state = (had_state || state != serde_json::json!({})).then_some(state);
         let mut outcome = RunOutcome::new(stop, messages, state);
         outcome.usage = usage;
         outcome.pending_tool_calls = pending;
+        outcome.interrupts = interrupts;
         Ok(outcome)
     };
 
+    // Calls of the last assistant message still without a result (a run resuming after an
+    // interrupt) run before the model is asked again.
+    let unanswered = unanswered_calls(&messages, &client_tool_names);
+    if !unanswered.is_empty() {
+        let turn = run.turn;
+        let Some(results) = run_calls(tools.clone(), &run, turn, unanswered).await else {
+            return finish(
+                StopReason::Cancelled,
+                messages,
+                usage,
+                Vec::new(),
+                Vec::new(),
+            );
+        };
+        messages.extend(results.messages);
+        if !results.interrupts.is_empty() {
+            return finish(
+                StopReason::Interrupted,
+                messages,
+                usage,
+                Vec::new(),
+                results.interrupts,
+            );
+        }
+    }
+
     for turn in 0..config.max_turns.get() {
         if run.cancel.is_cancelled() {
-            return finish(StopReason::Cancelled, messages, usage, Vec::new());
+            return finish(
+                StopReason::Cancelled,
+                messages,
+                usage,
+                Vec::new(),
+                Vec::new(),
+            );
         }
         let message_id = MessageId::new();
         let request = ModelRequest {
@@ -338,7 +385,13 @@ where
             if !step.is_empty() {
                 messages.extend(step.messages());
             }
-            return finish(StopReason::Cancelled, messages, usage, Vec::new());
+            return finish(
+                StopReason::Cancelled,
+                messages,
+                usage,
+                Vec::new(),
+                Vec::new(),
+            );
         };
         called?;
         usage.add(&step.usage);
@@ -350,38 +403,119 @@ where
                 messages,
                 usage,
                 Vec::new(),
+                Vec::new(),
             );
         }
 
-        let answered: HashSet<_> = messages
-            .iter()
-            .filter_map(|m| match m {
-                Message::Tool { tool_call_id, .. } => Some(tool_call_id.clone()),
-                _ => None,
-            })
-            .collect();
+        let answered = answered_calls(&messages);
         let (client_calls, server_calls): (Vec<_>, Vec<_>) = tool_calls
             .into_iter()
             .filter(|call| !answered.contains(&call.id))
             .partition(|call| client_tool_names.contains(&call.name));
 
-        let runs = tool_runs(&tools, &run, turn, server_calls);
-        let results = tokio::select! {
-            biased;
-            () = run.cancel.cancelled() => None,
-            results = futures_util::future::join_all(runs) => Some(results),
+        let Some(results) = run_calls(tools.clone(), &run, turn, server_calls).await else {
+            return finish(
+                StopReason::Cancelled,
+                messages,
+                usage,
+                Vec::new(),
+                Vec::new(),
+            );
         };
-        let Some(results) = results else {
-            return finish(StopReason::Cancelled, messages, usage, Vec::new());
-        };
-        messages.extend(results);
-
-        if !client_calls.is_empty() {
-            let pending = client_calls.into_iter().map(|call| call.id).collect();
-            return finish(StopReason::ClientToolCalls, messages, usage, pending);
+        messages.extend(results.messages);
+        let pending: Vec<_> = client_calls.into_iter().map(|call| call.id).collect();
+        if !results.interrupts.is_empty() {
+            return finish(
+                StopReason::Interrupted,
+                messages,
+                usage,
+                pending,
+                results.interrupts,
+            );
+        }
+        if !pending.is_empty() {
+            return finish(
+                StopReason::ClientToolCalls,
+                messages,
+                usage,
+                pending,
+                Vec::new(),
+            );
         }
     }
-    finish(StopReason::MaxTurns, messages, usage, Vec::new())
+    finish(
+        StopReason::MaxTurns,
+        messages,
+        usage,
+        Vec::new(),
+        Vec::new(),
+    )
+}
+
+/// What one turn's server-side calls gave: their result messages, and the calls that stopped at
+/// an interrupt (no message).
+struct TurnResults {
+    messages: Vec<Message>,
+    interrupts: Vec<Interrupt>,
+}
+
+/// Runs one turn's server-side calls concurrently; `None` when the run is cancelled meanwhile.
+async fn run_calls<T>(
+    tools: T,
+    run: &crate::run::RunContext,
+    turn: u32,
+    calls: Vec<ToolCallRequest>,
+) -> Option<TurnResults>
+where
+    T: Service<ToolCall, Response = ToolOutput> + Clone,
+    T::Error: Into<BoxError>,
+{
+    let runs = tool_runs(&tools, run, turn, calls);
+    let results = tokio::select! {
+        biased;
+        () = run.cancel.cancelled() => None,
+        results = futures_util::future::join_all(runs) => Some(results),
+    }?;
+    let mut turn_results = TurnResults {
+        messages: Vec::with_capacity(results.len()),
+        interrupts: Vec::new(),
+    };
+    for result in results {
+        match result {
+            Ok(message) => turn_results.messages.push(message),
+            Err(interrupt) => turn_results.interrupts.push(interrupt),
+        }
+    }
+    Some(turn_results)
+}
+
+/// The ids of the calls that have a result in `messages`.
+fn answered_calls(messages: &[Message]) -> HashSet<ToolCallId> {
+    messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::Tool { tool_call_id, .. } => Some(tool_call_id.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The server-side calls without a result of an assistant message that ends the conversation
+/// (followed by tool results only).
+fn unanswered_calls(messages: &[Message], client_tools: &HashSet<String>) -> Vec<ToolCallRequest> {
+    let Some(Message::Assistant { tool_calls, .. }) = messages
+        .iter()
+        .rev()
+        .find(|m| !matches!(m, Message::Tool { .. }))
+    else {
+        return Vec::new();
+    };
+    let answered = answered_calls(messages);
+    tool_calls
+        .iter()
+        .filter(|call| !answered.contains(&call.id) && !client_tools.contains(&call.name))
+        .cloned()
+        .collect()
 }
 
 /// The futures of one turn's server-side calls. Calls whose arguments are not JSON are answered
@@ -391,7 +525,7 @@ fn tool_runs<T>(
     run: &crate::run::RunContext,
     turn: u32,
     requests: Vec<ToolCallRequest>,
-) -> Vec<impl Future<Output = Message>>
+) -> Vec<impl Future<Output = Result<Message, Interrupt>>>
 where
     T: Service<ToolCall, Response = ToolOutput> + Clone,
     T::Error: Into<BoxError>,
@@ -426,20 +560,20 @@ where
                         let span = tracing::info_span!("agent.tool_call", tool_call_id = %call.id, tool = %call.name);
                         call_tool(tools, call).instrument(span).await
                     }
-                    Err((request, error)) => Message::Tool {
+                    Err((request, error)) => Ok(Message::Tool {
                         id: MessageId::new(),
                         tool_call_id: request.id,
                         content: ToolOutput::error(error.to_string()).content,
                         is_error: true,
-                    },
+                    }),
                 }
             }
         })
         .collect()
 }
 
-/// Runs one tool call; a tool error or panic becomes an error result.
-async fn call_tool<T>(tools: T, call: ToolCall) -> Message
+/// Runs one tool call; a tool error or panic becomes an error result, an interrupt stays one.
+async fn call_tool<T>(tools: T, call: ToolCall) -> Result<Message, Interrupt>
 where
     T: Service<ToolCall, Response = ToolOutput>,
     T::Error: Into<BoxError>,
@@ -449,18 +583,24 @@ where
     let name = call.name.clone();
     let output = match AssertUnwindSafe(tools.oneshot(call)).catch_unwind().await {
         Ok(Ok(output)) => output,
-        Ok(Err(error)) => ToolOutput::error(ToolError::from_boxed(error.into()).to_string()),
+        Ok(Err(error)) => {
+            let error: BoxError = error.into();
+            if let Some(interrupt) = Interrupted::find(&error) {
+                return Err(interrupt.clone());
+            }
+            ToolOutput::error(ToolError::from_boxed(error).to_string())
+        }
         Err(_panic) => {
             tracing::error!("tool panicked");
             ToolOutput::error(format!("tool `{name}` panicked"))
         }
     };
-    Message::Tool {
+    Ok(Message::Tool {
         id: message_id,
         tool_call_id,
         content: output.content,
         is_error: output.is_error,
-    }
+    })
 }
 
 fn parse_arguments(text: &str) -> Result<serde_json::Value, ToolError> {

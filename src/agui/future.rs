@@ -22,7 +22,7 @@ use super::{
 use crate::{
     BoxError,
     id::{MessageId, RunId, ThreadId, ToolCallId},
-    run::{RunOutcome, SharedState, StopReason},
+    run::{Interrupted, RunOutcome, SharedState, StopReason},
     stream::{Outbox, TeeFuture},
     tool::{Progress, ToolCall, ToolOutput},
     transport::Transport,
@@ -137,7 +137,7 @@ where
 impl<F, E, T> Future for ToolResponseFuture<F, T>
 where
     F: Future<Output = Result<ToolOutput, E>>,
-    E: fmt::Display,
+    E: fmt::Display + 'static,
     T: Transport<Event>,
 {
     type Output = Result<ToolOutput, E>;
@@ -150,11 +150,14 @@ where
             }
             ready!(this.outbox.poll_drain(cx));
             let output = ready!(this.inner.poll(cx));
+            // A call that stopped at an interrupt has no result yet: the run that resumes it
+            // reports it, under the same tool call id.
+            let interrupted = matches!(&output, Err(error) if Interrupted::find(error).is_some());
             let (content, failed) = match &output {
                 Ok(out) => (ToolContent::from_parts(out.ui_content()), out.is_error),
                 Err(error) => (ToolContent::Text(error.to_string()), true),
             };
-            if this.result.emit {
+            if this.result.emit && !interrupted {
                 this.outbox.push(
                     ToolCallResult {
                         message_id: this.result.message_id.clone(),
@@ -173,8 +176,12 @@ where
                 }
             }
             if let Some(mut activity) = this.activity.take() {
-                this.outbox
-                    .push(activity.snapshot(if failed { "failed" } else { "completed" }));
+                let status = match (interrupted, failed) {
+                    (true, _) => "interrupted",
+                    (false, true) => "failed",
+                    (false, false) => "completed",
+                };
+                this.outbox.push(activity.snapshot(status));
             }
             *this.output = Some(output);
         }
@@ -372,14 +379,16 @@ fn terminal_events(
         }
     };
     let mut events = Vec::with_capacity(3);
+    let interrupted = outcome.stop == StopReason::Interrupted;
+    // The state a resume needs goes out before an interrupting end, whatever the options.
     if let Some(state) = outcome
         .state
         .as_ref()
-        .filter(|_| options.state_snapshots().last())
+        .filter(|_| interrupted || options.state_snapshots().last())
     {
         events.push(Event::state_snapshot(state.clone()));
     }
-    if options.messages_snapshot() {
+    if interrupted || options.messages_snapshot() {
         events.push(
             MessagesSnapshot {
                 messages: outcome.messages.iter().map(Into::into).collect(),
@@ -392,6 +401,13 @@ fn terminal_events(
         StopReason::Cancelled => RunFinishedOutcome::Cancelled,
         StopReason::ClientToolCalls => RunFinishedOutcome::Success {
             pending_tool_call_ids: Some(outcome.pending_tool_calls.clone()),
+        },
+        StopReason::Interrupted => RunFinishedOutcome::Interrupt {
+            interrupts: outcome
+                .interrupts
+                .iter()
+                .map(super::interrupt::to_wire)
+                .collect(),
         },
         _ => RunFinishedOutcome::Success {
             pending_tool_call_ids: None,

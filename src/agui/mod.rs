@@ -66,6 +66,7 @@
 pub mod event;
 pub mod future;
 pub mod input;
+pub mod interrupt;
 mod layer;
 #[cfg(feature = "proto")]
 #[cfg_attr(docsrs, doc(cfg(feature = "proto")))]

@@ -128,7 +128,7 @@ where
 impl<S, T> Service<ToolCall> for Agui<S, T>
 where
     S: Service<ToolCall, Response = ToolOutput>,
-    S::Error: fmt::Display,
+    S::Error: fmt::Display + 'static,
     T: Transport<Event> + Clone + Send + Sync + 'static,
 {
     type Response = ToolOutput;

@@ -4,6 +4,7 @@ use std::{
     pin::Pin,
     sync::Arc,
     task::{Context, Poll},
+    time::{Duration, SystemTime},
 };
 
 use tokio::sync::{mpsc, oneshot};
@@ -33,6 +34,50 @@ impl Service<PermissionRequest> for AutoApprove {
 
     fn call(&mut self, _req: PermissionRequest) -> Self::Future {
         std::future::ready(Ok(Decisions::all(Decision::Approve)))
+    }
+}
+
+/// Decides nothing while the run waits: every call becomes an interrupt that expires after the
+/// given time ([`Decision::Interrupt`]). The run ends, and a later run brings the decisions as
+/// [`Resolutions`](super::Resolutions): human in the loop across requests and restarts.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use agent_tower::permission::{Decision, InterruptApprover, PermissionRequest};
+/// use std::time::Duration;
+/// use tower::ServiceExt;
+///
+/// let request = PermissionRequest { thread_id: "t".into(), run_id: "r".into(), turn: 0, calls: vec![] };
+/// let decisions = InterruptApprover::new(Duration::from_secs(3600)).oneshot(request).await.unwrap();
+/// assert!(matches!(decisions.get(&"any".into()), Decision::Interrupt { .. }));
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct InterruptApprover {
+    expires_in: Duration,
+}
+
+impl InterruptApprover {
+    /// Interrupts that can be resumed for `expires_in`.
+    #[must_use]
+    pub fn new(expires_in: Duration) -> Self {
+        Self { expires_in }
+    }
+}
+
+impl Service<PermissionRequest> for InterruptApprover {
+    type Response = Decisions;
+    type Error = std::convert::Infallible;
+    type Future = std::future::Ready<Result<Decisions, Self::Error>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _req: PermissionRequest) -> Self::Future {
+        std::future::ready(Ok(Decisions::all(Decision::Interrupt {
+            expires_at: SystemTime::now() + self.expires_in,
+        })))
     }
 }
 

@@ -1,4 +1,4 @@
-use std::collections::HashMap;
+use std::{collections::HashMap, sync::Arc, time::SystemTime};
 
 use serde_json::Value;
 
@@ -44,6 +44,33 @@ pub enum Decision {
     Reject(String),
     /// Stop the run (its outcome is cancelled).
     Cancel,
+    /// Decide later: the call does not run, the run ends with it as an
+    /// [`Interrupt`](crate::run::Interrupt) that can be resumed until `expires_at`, and a later
+    /// run brings the decision in its [`Resolutions`].
+    Interrupt {
+        /// When the interrupt expires.
+        expires_at: SystemTime,
+    },
+}
+
+/// Decisions made after the run that asked had ended (answers to its interrupts), by tool call:
+/// put in a run's extensions, they are applied to those calls instead of asking again. A decision
+/// applies only to the call it names; an edit is checked by the policy again.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Resolutions(Arc<HashMap<ToolCallId, Decision>>);
+
+impl Resolutions {
+    /// The decisions, by call.
+    #[must_use]
+    pub fn new(decisions: HashMap<ToolCallId, Decision>) -> Self {
+        Self(Arc::new(decisions))
+    }
+
+    /// The decision for `call`, if one was made.
+    #[must_use]
+    pub fn get(&self, call: &ToolCallId) -> Option<&Decision> {
+        self.0.get(call)
+    }
 }
 
 /// The decisions for a [`PermissionRequest`]: one per call, or one for all.

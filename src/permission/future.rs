@@ -20,7 +20,9 @@ use super::{
 };
 use crate::{
     BoxError,
+    id::InterruptId,
     message::ContentPart,
+    run::{Interrupt, Interrupted},
     tool::{Started, ToolCall, ToolOutput},
 };
 
@@ -47,6 +49,39 @@ impl<S> State<S>
 where
     S: Service<ToolCall, Response = ToolOutput>,
 {
+    /// What a decision about `call` leads to.
+    fn decided(inner: S, mut call: ToolCall, policy: &Policy, decision: Decision) -> Self {
+        let done = |output| State::Done {
+            output: Some(output),
+        };
+        match decision {
+            Decision::Approve => State::run(inner, call),
+            Decision::Edit(arguments) => {
+                call.arguments = arguments;
+                if policy.decide_for(&call) == Action::Deny {
+                    done(Ok(denial(&call.name)))
+                } else {
+                    State::run(inner, call)
+                }
+            }
+            Decision::Reject(feedback) => done(Ok(refusal(format!(
+                "The user rejected this call of `{}`: {feedback}",
+                call.name
+            )))),
+            Decision::Cancel => {
+                call.run.cancel.cancel();
+                done(Err(Box::new(Cancelled::new())))
+            }
+            Decision::Interrupt { expires_at } => done(Err(Box::new(Interrupted(Interrupt {
+                id: InterruptId::new(),
+                tool_call_id: call.id,
+                tool_name: call.name,
+                arguments: call.arguments,
+                expires_at,
+            })))),
+        }
+    }
+
     /// A held call runs: whoever watches its start hears of it.
     fn run(inner: S, call: ToolCall) -> Self {
         if let Some(started) = call.run.extensions.get::<Started>() {
@@ -78,6 +113,12 @@ fn refusal(text: String) -> ToolOutput {
     }
 }
 
+fn denial(tool: &str) -> ToolOutput {
+    refusal(format!(
+        "The permission policy does not allow calling `{tool}`."
+    ))
+}
+
 impl<S> ResponseFuture<S>
 where
     S: Service<ToolCall, Response = ToolOutput>,
@@ -93,10 +134,15 @@ where
     pub(crate) fn denied(tool: &str) -> Self {
         Self {
             state: State::Done {
-                output: Some(Ok(refusal(format!(
-                    "The permission policy does not allow calling `{tool}`."
-                )))),
+                output: Some(Ok(denial(tool))),
             },
+        }
+    }
+
+    /// A call decided before it was made (an answer to an earlier run's interrupt).
+    pub(crate) fn decided(inner: S, call: ToolCall, policy: &Policy, decision: Decision) -> Self {
+        Self {
+            state: State::decided(inner, call, policy, decision),
         }
     }
 
@@ -158,40 +204,16 @@ where
                     } else {
                         let decided = ready!(decisions.poll(cx));
                         ticket.take();
-                        let mut call = call.take().expect("polled after completion");
+                        let call = call.take().expect("polled after completion");
                         let inner = inner.take().expect("polled after completion");
                         match decided {
                             Err(reason) => State::Done {
                                 output: Some(Err(Box::new(ApprovalFailed::new(&reason)))),
                             },
-                            Ok(decisions) => match decisions.get(&call.id).clone() {
-                                Decision::Approve => State::run(inner, call),
-                                Decision::Edit(arguments) => {
-                                    call.arguments = arguments;
-                                    if policy.decide_for(&call) == Action::Deny {
-                                        State::Done {
-                                            output: Some(Ok(refusal(format!(
-                                                "The permission policy does not allow calling `{}`.",
-                                                call.name
-                                            )))),
-                                        }
-                                    } else {
-                                        State::run(inner, call)
-                                    }
-                                }
-                                Decision::Reject(feedback) => State::Done {
-                                    output: Some(Ok(refusal(format!(
-                                        "The user rejected this call of `{}`: {feedback}",
-                                        call.name
-                                    )))),
-                                },
-                                Decision::Cancel => {
-                                    call.run.cancel.cancel();
-                                    State::Done {
-                                        output: Some(Err(Box::new(Cancelled::new()))),
-                                    }
-                                }
-                            },
+                            Ok(decisions) => {
+                                let decision = decisions.get(&call.id).clone();
+                                State::decided(inner, call, policy, decision)
+                            }
                         }
                     }
                 }

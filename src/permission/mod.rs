@@ -51,6 +51,11 @@
 //!   forgotten when its last call goes.
 //! - When decided: the tool runs (its result becomes `TOOL_CALL_RESULT` through `AguiLayer`), or
 //!   the refusal or rejection becomes the result, or the run is cancelled.
+//! - When the decision is deferred ([`Decision::Interrupt`], what [`InterruptApprover`] answers):
+//!   the call answers [`Interrupted`](crate::run::Interrupted) and the agent ends the run with an
+//!   interrupt. Nothing waits in memory: the next run on the thread carries the decision as
+//!   [`Resolutions`] in its extensions, and the layer applies it to the same call (by id) without
+//!   asking. This is how AG-UI's interrupts and `resume[]` work (see `server`'s durable mode).
 //!
 //! # Readiness
 //!
@@ -69,8 +74,9 @@ mod service;
 pub use self::{
     approve::{
         AlwaysDeny, Approval, ApprovalFuture, Approvals, Approve, AutoApprove, ChannelApprover,
+        InterruptApprover,
     },
-    decision::{Decision, Decisions, PendingCall, PermissionRequest},
+    decision::{Decision, Decisions, PendingCall, PermissionRequest, Resolutions},
     layer::PermissionLayer,
     policy::{Action, Glob, Mode, Policy},
     service::Permission,

@@ -6,7 +6,7 @@ use std::{
 
 use tower_service::Service;
 
-use super::{Action, Approve, Policy, batch::Batches, future};
+use super::{Action, Approve, Policy, Resolutions, batch::Batches, future};
 use crate::{
     BoxError,
     tool::{Started, ToolCall, ToolOutput},
@@ -72,10 +72,19 @@ where
     fn call(&mut self, call: ToolCall) -> Self::Future {
         // Each call gets its own clone, readied only when it runs: never across a human wait.
         let inner = self.inner.clone();
-        match self.policy.decide_for(&call) {
-            Action::Allow => future::ResponseFuture::run(inner, call),
-            Action::Deny => future::ResponseFuture::denied(&call.name),
-            Action::Ask => {
+        let resolved = call
+            .run
+            .extensions
+            .get::<Resolutions>()
+            .and_then(|resolutions| resolutions.get(&call.id))
+            .cloned();
+        match (self.policy.decide_for(&call), resolved) {
+            (Action::Deny, _) => future::ResponseFuture::denied(&call.name),
+            (_, Some(decision)) => {
+                future::ResponseFuture::decided(inner, call, &self.policy, decision)
+            }
+            (Action::Allow, None) => future::ResponseFuture::run(inner, call),
+            (Action::Ask, None) => {
                 // The call does not run before a decision: a layer in front may want to know.
                 if let Some(started) = call.run.extensions.get::<Started>() {
                     started.hold();

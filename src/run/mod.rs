@@ -20,6 +20,7 @@
 //! [`ToolCall`]: crate::tool::ToolCall
 
 mod background;
+mod interrupt;
 mod state;
 
 use serde::{Deserialize, Serialize};
@@ -27,7 +28,11 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 pub(crate) use self::background::with_background;
-pub use self::{background::Background, state::SharedState};
+pub use self::{
+    background::Background,
+    interrupt::{Interrupt, Interrupted},
+    state::SharedState,
+};
 
 use crate::{
     id::{MessageId, RunId, ThreadId, ToolCallId},
@@ -164,6 +169,9 @@ pub enum StopReason {
     Cancelled,
     /// The model called client-side tools; the run continues when their results arrive.
     ClientToolCalls,
+    /// Tool calls wait for a person's decision ([`RunOutcome::interrupts`]); a later run on the
+    /// thread resumes them.
+    Interrupted,
 }
 
 /// What a finished run produced.
@@ -180,6 +188,8 @@ pub struct RunOutcome {
     pub usage: Usage,
     /// Calls of client-side tools waiting for the client's results.
     pub pending_tool_calls: Vec<ToolCallId>,
+    /// Calls waiting for a person's decision, when the run stopped for them.
+    pub interrupts: Vec<Interrupt>,
 }
 
 impl RunOutcome {
@@ -192,6 +202,7 @@ impl RunOutcome {
             state,
             usage: Usage::default(),
             pending_tool_calls: Vec::new(),
+            interrupts: Vec::new(),
         }
     }
 }
