@@ -63,6 +63,8 @@
 //! - [`post_process`] (feature `post-process`): [`PostProcessLayer`](post_process::PostProcessLayer),
 //!   whole-message processing whose findings stream into the shared state.
 //! - [`server`] (feature `server`): the AG-UI HTTP/SSE and WebSocket server (axum).
+//! - [`store`] (feature `store`): [`RunStore`](store::RunStore), durable threads, runs, event logs
+//!   and interrupts on SQLite or PostgreSQL; the server's durable mode.
 //! - [`test_util`] (feature `test-util`): mocks and assertions for testing your own stacks.
 //!
 //! [`ModelEvent`]: model::ModelEvent
@@ -110,6 +112,10 @@ pub mod permission;
 #[cfg(feature = "server")]
 #[cfg_attr(docsrs, doc(cfg(feature = "server")))]
 pub mod server;
+
+#[cfg(feature = "store")]
+#[cfg_attr(docsrs, doc(cfg(feature = "store")))]
+pub mod store;
 
 #[cfg(feature = "test-util")]
 #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
