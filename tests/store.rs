@@ -164,7 +164,7 @@ async fn interrupts_are_resumed_completely_once_and_idempotently() {
         );
         let err = start(vec![(a.id.clone(), yes.clone())]).await.unwrap_err();
         assert!(
-            matches!(err, StartError::ResumeMissing(ref ids) if ids == &[b.id.clone()]),
+            matches!(err, StartError::ResumeMissing(ref ids) if ids == std::slice::from_ref(&b.id)),
             "{name}: {err}"
         );
         let err = start(vec![("other".into(), yes.clone())])

@@ -6,7 +6,8 @@ use agent_tower::{
     BoxError, acp,
     map_error::Detail,
     permission::Mode,
-    server::{AguiServer, BusyThread, scripted_agent},
+    run::{RunOutcome, RunRequest},
+    server::{AguiServer, BusyThread, interrupting_agent, scripted_agent},
     transport::OnDisconnect,
 };
 use clap::{Parser, Subcommand, ValueEnum};
@@ -102,6 +103,21 @@ struct Serve {
     /// `full` (the message and every cause).
     #[arg(long, default_value = "message", value_parser = parse_detail)]
     error_detail: Detail,
+    /// Where runs, their events and pending interrupts are kept: `sqlite://path` (created if
+    /// missing), `postgres://…` (several instances may share it), `memory`, or `none` (runs are
+    /// not kept: no interrupts, no resumable streams).
+    #[arg(
+        long,
+        default_value = "sqlite://agent-tower.db",
+        env = "AGENT_TOWER_STORE"
+    )]
+    store: String,
+    /// How long a run's owner may stay silent before its run counts as lost (e.g. `30s`).
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    lease: Duration,
+    /// How long an interrupt (a call of `remember` waiting for approval) can be resumed.
+    #[arg(long, default_value = "24h", value_parser = humantime::parse_duration)]
+    interrupt_ttl: Duration,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -165,14 +181,28 @@ async fn run_acp(args: Acp) -> Result<(), BoxError> {
     Ok(())
 }
 
-async fn run_server(args: Serve) -> Result<(), BoxError> {
-    let max_turns =
-        std::num::NonZeroU32::new(args.max_turns).ok_or("--max-turns must be at least 1")?;
-    let ModelChoice::Scripted = args.model;
-    let agent = scripted_agent(max_turns, args.error_detail);
+/// The store's URL without its password.
+fn store_name(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => format!("{}://…{}", &url[..scheme], &url[at..]),
+        _ => url.to_owned(),
+    }
+}
 
-    let runs = CancellationToken::new();
-    let router = AguiServer::new(agent)
+fn configure<A>(
+    server: AguiServer<A>,
+    args: &Serve,
+    runs: &CancellationToken,
+) -> Result<AguiServer<A>, BoxError>
+where
+    A: tower::Service<RunRequest, Response = RunOutcome, Error = BoxError>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    A::Future: Send + 'static,
+{
+    server
         .path(args.path.clone())
         .keep_alive(Duration::from_secs(args.keep_alive.max(1)))
         .body_limit(args.body_limit)
@@ -184,9 +214,31 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
             BusyChoice::Reject => BusyThread::Reject,
             BusyChoice::Queue => BusyThread::Queue,
         })
-        .allow_origins(&args.allow_origins)?
-        .shutdown_token(runs.clone())
-        .into_router();
+        .allow_origins(&args.allow_origins)
+        .map(|server| server.shutdown_token(runs.clone()))
+}
+
+async fn run_server(args: Serve) -> Result<(), BoxError> {
+    let max_turns =
+        std::num::NonZeroU32::new(args.max_turns).ok_or("--max-turns must be at least 1")?;
+    let ModelChoice::Scripted = args.model;
+    let runs = CancellationToken::new();
+    let router = if args.store == "none" {
+        configure(
+            AguiServer::new(scripted_agent(max_turns, args.error_detail)),
+            &args,
+            &runs,
+        )?
+        .into_router()
+    } else {
+        let store = agent_tower::store::RunStore::open(&args.store).await?;
+        tracing::info!(store = %store_name(&args.store), "runs are kept in the store");
+        let agent = interrupting_agent(max_turns, args.error_detail, args.interrupt_ttl);
+        configure(AguiServer::new(agent), &args, &runs)?
+            .store(store)
+            .lease(args.lease)
+            .into_router()
+    };
 
     let listener = tokio::net::TcpListener::bind(args.addr).await?;
     tracing::info!(

@@ -1,6 +1,6 @@
 //! The agent `agent-tower serve` runs.
 
-use std::num::NonZeroU32;
+use std::{num::NonZeroU32, time::Duration};
 
 use tower_layer::Layer;
 
@@ -9,6 +9,7 @@ use crate::{
     agui::{Agui, AguiLayer, Event},
     map_error::{DefaultClassifier, Detail, MapError, MapErrorLayer},
     model::scripted::ScriptedModel,
+    permission::{Action, AutoApprove, InterruptApprover, Permission, PermissionLayer, Policy},
     post_process::{Citations, PostProcess, PostProcessLayer},
     state::{State, StateLayer},
     tool::{ToolRouter, demo::demo_tools},
@@ -19,12 +20,13 @@ use crate::{
 type Emit<S> = Agui<S, Channel<Event>>;
 type Classify<S> = MapError<S, DefaultClassifier>;
 
-/// The agent [`scripted_agent`] builds.
-pub type ScriptedAgent = Emit<
+/// The agent [`scripted_agent`] builds (with `A` = [`AutoApprove`]), or
+/// [`interrupting_agent`] (with `A` = [`InterruptApprover`]).
+pub type ScriptedAgent<A = AutoApprove> = Emit<
     Classify<
         Agent<
             Emit<Classify<PostProcess<State<Truncate<ScriptedModel>>, Citations>>>,
-            Emit<State<Truncate<ToolRouter>>>,
+            Emit<Permission<State<Truncate<ToolRouter>>, A>>,
         >,
     >,
 >;
@@ -35,7 +37,7 @@ pub type ScriptedAgent = Emit<
 /// ```text
 /// agent:  AguiLayer > MapErrorLayer > Agent
 /// model:  AguiLayer > MapErrorLayer > PostProcessLayer > StateLayer > TruncateLayer > ScriptedModel
-/// tools:  AguiLayer > StateLayer > TruncateLayer > ToolRouter (the demo tools)
+/// tools:  AguiLayer > PermissionLayer > StateLayer > TruncateLayer > ToolRouter (the demo tools)
 /// ```
 ///
 /// `write_document` shows predictive state: its `document` argument is mirrored into the state key
@@ -50,7 +52,7 @@ pub type ScriptedAgent = Emit<
 /// use agent_tower::{agui::Event, map_error::Detail, message::Message, run::RunRequest};
 /// use agent_tower::{server::scripted_agent, transport::Channel};
 /// use futures_util::StreamExt;
-/// use std::num::NonZeroU32;
+/// use std::{num::NonZeroU32, time::Duration};
 /// use tower::ServiceExt;
 ///
 /// let (tx, rx) = Channel::<Event>::bounded(64);
@@ -64,6 +66,32 @@ pub type ScriptedAgent = Emit<
 /// ```
 #[must_use]
 pub fn scripted_agent(max_turns: NonZeroU32, detail: Detail) -> ScriptedAgent {
+    build(max_turns, detail, Policy::new(), AutoApprove)
+}
+
+/// The same agent, but a call of `remember` stops the run at an interrupt (AG-UI
+/// human in the loop) that can be resumed for `interrupt_ttl`: what `agent-tower serve` runs
+/// with a run store.
+#[must_use]
+pub fn interrupting_agent(
+    max_turns: NonZeroU32,
+    detail: Detail,
+    interrupt_ttl: Duration,
+) -> ScriptedAgent<InterruptApprover> {
+    build(
+        max_turns,
+        detail,
+        Policy::new().rule("remember", Action::Ask),
+        InterruptApprover::new(interrupt_ttl),
+    )
+}
+
+fn build<A: Clone>(
+    max_turns: NonZeroU32,
+    detail: Detail,
+    policy: Policy,
+    approver: A,
+) -> ScriptedAgent<A> {
     let agui = AguiLayer::new().predict_state("write_document", "document", "document");
     let errors = MapErrorLayer::new().detail(detail);
     let truncate = TruncateLayer::new();
@@ -79,7 +107,8 @@ pub fn scripted_agent(max_turns: NonZeroU32, detail: Detail) -> ScriptedAgent {
         .when(Citations::cites);
     let model = agui
         .layer(errors.layer(citations.layer(state.layer(truncate.layer(ScriptedModel::new())))));
-    let tools_stack = agui.layer(state.layer(truncate.layer(tools.clone())));
+    let permission = PermissionLayer::new(policy.tools(&tools.specs()), approver);
+    let tools_stack = agui.layer(permission.layer(state.layer(truncate.layer(tools.clone()))));
     let agent = Agent::new(model, tools_stack)
         .tool_specs(tools.specs())
         .max_turns(max_turns);

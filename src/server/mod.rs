@@ -43,6 +43,8 @@
 //! any tower layer on the router.
 
 mod demo;
+#[cfg(feature = "store")]
+mod durable;
 mod error;
 mod negotiate;
 mod run;
@@ -69,7 +71,7 @@ use tower_service::Service;
 
 use self::run::{OnRunEnd, RunEvents, RunTracker};
 pub use self::{
-    demo::{ScriptedAgent, scripted_agent},
+    demo::{ScriptedAgent, interrupting_agent, scripted_agent},
     error::Rejection,
     negotiate::Format,
     run::{RunEnd, RunSummary},
@@ -110,6 +112,8 @@ struct Config {
     shutdown: CancellationToken,
     on_run_end: OnRunEnd,
     threads: threads::ActiveThreads,
+    #[cfg(feature = "store")]
+    durable: Option<durable::Durable>,
 }
 
 impl fmt::Debug for Config {
@@ -156,6 +160,8 @@ where
                 shutdown: CancellationToken::new(),
                 on_run_end: run::log_run_end(),
                 threads: threads::ActiveThreads::default(),
+                #[cfg(feature = "store")]
+                durable: None,
             },
         }
     }
@@ -240,7 +246,33 @@ where
         self
     }
 
-    /// The router.
+    /// Makes runs durable: each run is written to `store` by a task of its own (a client
+    /// leaving never loses it), SSE events carry `id: {runId}:{seq}`, and the routes of the
+    /// [durable mode](self#durable-mode) are added. Runs left running by an instance that died
+    /// are closed with a `RUN_ERROR` (`run_lost`) when their lease expires.
+    #[cfg(feature = "store")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "store")))]
+    pub fn store(mut self, store: crate::store::RunStore) -> Self {
+        self.config.durable = Some(durable::Durable {
+            store,
+            lease: Duration::from_secs(30),
+        });
+        self
+    }
+
+    /// How long a durable run's owner may stay silent before the run counts as lost (default
+    /// 30 s; renewed every third of it). Only with [`store`](Self::store).
+    #[cfg(feature = "store")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "store")))]
+    pub fn lease(mut self, lease: Duration) -> Self {
+        if let Some(durable) = self.config.durable.as_mut() {
+            durable.lease = lease;
+        }
+        self
+    }
+
+    /// The router. In durable mode, it also starts (on the current tokio runtime) the sweeper
+    /// that closes lost runs, until the [shutdown token](Self::shutdown_token) fires.
     pub fn into_router(self) -> Router {
         let state = Arc::new(Server {
             agent: self.agent,
@@ -253,6 +285,18 @@ where
                 "/health",
                 get(|| async { axum::Json(serde_json::json!({"status": "ok"})) }),
             );
+        #[cfg(feature = "store")]
+        let router = match &state.config.durable {
+            Some(durable) => {
+                durable::sweep(
+                    durable.store.clone(),
+                    durable.lease,
+                    state.config.shutdown.clone(),
+                );
+                router.merge(durable::routes::<A>())
+            }
+            None => router,
+        };
         let cors = cors(&state.config.allowed_origins);
         let router = router.with_state(state);
         match cors {
@@ -357,14 +401,19 @@ pub(crate) fn parse_input(body: &[u8]) -> Result<RunAgentInput, Rejection> {
         ("threadId", input.thread_id.as_str()),
         ("runId", input.run_id.as_str()),
     ] {
-        if value.is_empty() {
-            return Err(Rejection::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "invalid_input",
-                format!("invalid RunAgentInput at `{field}`: must not be empty"),
-            )
-            .field(field));
-        }
+        let problem = if value.is_empty() {
+            "must not be empty"
+        } else if value.chars().any(char::is_control) {
+            "must not contain control characters"
+        } else {
+            continue;
+        };
+        return Err(Rejection::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_input",
+            format!("invalid RunAgentInput at `{field}`: {problem}"),
+        )
+        .field(field));
     }
     Ok(input)
 }
@@ -409,45 +458,66 @@ where
                 format!("the body is over the limit of {limit} bytes"),
             )
         })?;
-    let events = server.start(parse_input(&body)?).await?;
-
-    let mut response_headers = HeaderMap::new();
-    response_headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    response_headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    let input = parse_input(&body)?;
+    #[cfg(feature = "store")]
+    if let Some(durable) = &server.config.durable {
+        return server.start_durable(durable, input, format).await;
+    }
+    let events = server.start(input).await?;
     Ok(match format {
-        Format::Sse => {
-            let frames = events.map(|event| SseEvent::default().json_data(&event));
-            let keep_alive = KeepAlive::new()
-                .interval(server.config.keep_alive)
-                .text("ping");
-            (response_headers, Sse::new(frames).keep_alive(keep_alive)).into_response()
-        }
-        Format::Ndjson => {
-            let lines = events.map(|event| {
+        Format::Sse => sse_response(
+            events.map(|event| SseEvent::default().json_data(&event)),
+            server.config.keep_alive,
+        ),
+        Format::Ndjson => binary_response(
+            format,
+            events.map(|event| {
                 let mut line = serde_json::to_vec(&event).expect("events serialize");
                 line.push(b'\n');
                 Ok::<_, Infallible>(Bytes::from(line))
-            });
-            binary_body(response_headers, format, Body::from_stream(lines))
-        }
+            }),
+        ),
         #[cfg(feature = "proto")]
-        Format::Proto => {
-            let frames = events.map(|event| {
+        Format::Proto => binary_response(
+            format,
+            events.map(|event| {
                 let mut frame = Vec::new();
                 crate::agui::proto::encode_framed(&event, &mut frame);
                 Ok::<_, Infallible>(Bytes::from(frame))
-            });
-            binary_body(response_headers, format, Body::from_stream(frames))
-        }
+            }),
+        ),
     })
 }
 
-fn binary_body(mut headers: HeaderMap, format: Format, body: Body) -> Response {
+fn stream_headers() -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    headers
+}
+
+/// An SSE response of `frames`, with `: ping` comments while they are quiet.
+pub(crate) fn sse_response<S, E>(frames: S, keep_alive: Duration) -> Response
+where
+    S: futures_core::Stream<Item = Result<SseEvent, E>> + Send + 'static,
+    E: Into<BoxError>,
+{
+    let keep_alive = KeepAlive::new().interval(keep_alive).text("ping");
+    (stream_headers(), Sse::new(frames).keep_alive(keep_alive)).into_response()
+}
+
+/// A streamed response of `format`'s content type.
+pub(crate) fn binary_response<S, E>(format: Format, chunks: S) -> Response
+where
+    S: futures_core::Stream<Item = Result<Bytes, E>> + Send + 'static,
+    E: Into<BoxError>,
+{
+    let mut headers = stream_headers();
     headers.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static(format.content_type()),
     );
-    (headers, body).into_response()
+    (headers, Body::from_stream(chunks)).into_response()
 }
 
 /// Runs the router until `shutdown` resolves, then cancels every active run (each gets its
