@@ -1,0 +1,333 @@
+//! The server's durable mode over real HTTP, on a SQLite file and on PostgreSQL: interrupts and
+//! `resume[]`, resumable streams, the review queue.
+
+#[path = "support/stores.rs"]
+mod stores;
+
+use std::{num::NonZeroU32, time::Duration};
+
+use agent_tower::{
+    map_error::Detail,
+    server::{AguiServer, interrupting_agent},
+    store::RunStore,
+    transport::OnDisconnect,
+};
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+
+struct Server {
+    base: String,
+    http: reqwest::Client,
+}
+
+async fn servers(test: &str) -> Vec<(&'static str, Server)> {
+    let mut servers = Vec::new();
+    for (name, url) in stores::store_urls(test).await {
+        let store = RunStore::open(&url).await.unwrap();
+        let agent = interrupting_agent(
+            NonZeroU32::new(8).unwrap(),
+            Detail::Message,
+            Duration::from_secs(600),
+        );
+        let router = AguiServer::new(agent)
+            .on_disconnect(OnDisconnect::Continue)
+            .store(store)
+            .into_router();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        servers.push((
+            name,
+            Server {
+                base,
+                http: reqwest::Client::new(),
+            },
+        ));
+    }
+    servers
+}
+
+/// `(id, event)` of every SSE frame of a body.
+fn frames(body: &str) -> Vec<(String, Value)> {
+    body.split("\n\n")
+        .filter(|frame| !frame.is_empty() && !frame.starts_with(':'))
+        .map(|frame| {
+            let mut id = None;
+            let mut data = None;
+            for line in frame.lines() {
+                if let Some(rest) = line.strip_prefix("id: ") {
+                    id = Some(rest.to_owned());
+                } else if let Some(rest) = line.strip_prefix("data: ") {
+                    data = Some(serde_json::from_str(rest).unwrap());
+                }
+            }
+            (
+                id.expect("every event has an id"),
+                data.expect("a data line"),
+            )
+        })
+        .collect()
+}
+
+fn types(frames: &[(String, Value)]) -> Vec<&str> {
+    frames
+        .iter()
+        .map(|(_, e)| e["type"].as_str().unwrap())
+        .collect()
+}
+
+impl Server {
+    async fn run(&self, body: Value) -> Vec<(String, Value)> {
+        let response = self.http.post(&self.base).json(&body).send().await.unwrap();
+        assert_eq!(response.status(), 200, "{body}");
+        frames(&response.text().await.unwrap())
+    }
+
+    async fn get(&self, path: &str) -> reqwest::Response {
+        self.http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap()
+    }
+}
+
+fn remember(thread: &str, run: &str) -> Value {
+    json!({
+        "threadId": thread, "runId": run,
+        "messages": [{"id": "u1", "role": "user", "content": r#"remember {"key": "theme", "value": "dark"}"#}],
+    })
+}
+
+fn resume(thread: &str, run: &str, entries: Value) -> Value {
+    json!({"threadId": thread, "runId": run, "messages": [], "resume": entries})
+}
+
+#[tokio::test]
+async fn an_interrupted_run_is_resumed_by_the_next_run_once() {
+    for (name, server) in servers("interrupt").await {
+        let thread = format!("t-{}", uuid::Uuid::now_v7());
+        let first = server.run(remember(&thread, "r1")).await;
+        let ids: Vec<&str> = first.iter().map(|(id, _)| id.as_str()).collect();
+        let expected: Vec<String> = (1..=first.len()).map(|n| format!("r1:{n}")).collect();
+        assert_eq!(ids, expected, "{name}");
+        let (_, end) = first.last().unwrap();
+        assert_eq!(end["outcome"]["type"], "interrupt", "{name}: {end}");
+        let interrupt = &end["outcome"]["interrupts"][0];
+        let (id, call) = (
+            interrupt["id"].as_str().unwrap(),
+            interrupt["toolCallId"].clone(),
+        );
+        assert!(!types(&first).contains(&"TOOL_CALL_RESULT"), "{name}");
+
+        // The queue shows it.
+        let queue: Value = server
+            .get("/interrupts?status=pending")
+            .await
+            .json()
+            .await
+            .unwrap();
+        assert!(
+            queue["interrupts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|i| i["id"] == id),
+            "{name}"
+        );
+
+        // Runs that do not answer it, or answer it wrongly, are refused with a clear code.
+        let cases = [
+            (remember(&thread, "r-no-resume"), "interrupts_pending"),
+            (
+                resume(
+                    &thread,
+                    "r-bad",
+                    json!([{"interruptId": id, "status": "resolved", "payload": {"ok": 1}}]),
+                ),
+                "resume_invalid",
+            ),
+            (
+                resume(
+                    &thread,
+                    "r-unknown",
+                    json!([{"interruptId": "nope", "status": "resolved", "payload": {"approved": true}}]),
+                ),
+                "unknown_interrupt",
+            ),
+        ];
+        for (body, code) in cases {
+            let refused = server.run(body).await;
+            assert_eq!(types(&refused), ["RUN_STARTED", "RUN_ERROR"], "{name}");
+            assert_eq!(refused[1].1["code"], code, "{name}");
+        }
+
+        // The answer: the call runs under its original id, the model goes on.
+        let answer =
+            json!([{"interruptId": id, "status": "resolved", "payload": {"approved": true}}]);
+        let second = server.run(resume(&thread, "r2", answer.clone())).await;
+        let result = second
+            .iter()
+            .find(|(_, e)| e["type"] == "TOOL_CALL_RESULT")
+            .expect("a TOOL_CALL_RESULT");
+        assert_eq!(result.1["toolCallId"], call, "{name}");
+        assert_eq!(
+            second.last().unwrap().1["outcome"]["type"],
+            "success",
+            "{name}"
+        );
+
+        // The same answer again replays that run; the queue refuses it.
+        let again = server.run(resume(&thread, "r3", answer)).await;
+        assert_eq!(again, second, "{name}: an idempotent replay");
+        let resolve = server
+            .http
+            .post(format!("{}/interrupts/{id}/resolve", server.base))
+            .json(&json!({"payload": {"approved": true}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resolve.status(), 409, "{name}");
+
+        let thread_view: Value = server
+            .get(&format!("/threads/{thread}"))
+            .await
+            .json()
+            .await
+            .unwrap();
+        let statuses: Vec<&str> = thread_view["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["status"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            statuses.iter().filter(|s| **s == "failed").count(),
+            3,
+            "{name}: {statuses:?}"
+        );
+        assert!(
+            statuses.contains(&"interrupted") && statuses.contains(&"finished"),
+            "{name}"
+        );
+        assert_eq!(thread_view["state"]["theme"], "dark", "{name}");
+    }
+}
+
+#[tokio::test]
+async fn the_review_queue_resolves_out_of_band_and_anyone_can_watch() {
+    for (name, server) in servers("queue").await {
+        let thread = format!("t-{}", uuid::Uuid::now_v7());
+        let first = server.run(remember(&thread, "q1")).await;
+        let id = first.last().unwrap().1["outcome"]["interrupts"][0]["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let resolved = server
+            .http
+            .post(format!("{}/interrupts/{id}/resolve", server.base))
+            .json(&json!({"payload": {"approved": false, "feedback": "not now"}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resolved.status(), 202, "{name}");
+        let resolved: Value = resolved.json().await.unwrap();
+        let events = server
+            .get(resolved["events"].as_str().unwrap())
+            .await
+            .text()
+            .await
+            .unwrap();
+        let events = frames(&events);
+        let result = events
+            .iter()
+            .find(|(_, e)| e["type"] == "TOOL_CALL_RESULT")
+            .expect("the rejection is the call's result");
+        assert!(
+            result.1["content"].as_str().unwrap().contains("not now"),
+            "{name}"
+        );
+        assert_eq!(events.last().unwrap().1["type"], "RUN_FINISHED", "{name}");
+        let twice = server
+            .http
+            .post(format!("{}/interrupts/{id}/resolve", server.base))
+            .json(&json!({"payload": {"approved": true}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(twice.status(), 409, "{name}");
+    }
+}
+
+#[tokio::test]
+async fn a_client_that_left_rejoins_with_last_event_id_and_misses_nothing() {
+    for (name, server) in servers("rejoin").await {
+        let thread = format!("t-{}", uuid::Uuid::now_v7());
+        let body = json!({
+            "threadId": thread, "runId": "long",
+            "messages": [{"id": "u1", "role": "user", "content": "hello"}],
+            "forwardedProps": {"scripted": {"tokens": 40, "delay_ms": 5}},
+        });
+        let response = server
+            .http
+            .post(&server.base)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let mut body = response.bytes_stream();
+        let mut text = String::new();
+        while frames(&text).len() < 5 {
+            text.push_str(std::str::from_utf8(&body.next().await.unwrap().unwrap()).unwrap());
+        }
+        drop(body); // the client goes away; the run goes on.
+        let seen = frames(&text);
+        let (last_id, _) = seen.last().unwrap().clone();
+
+        let busy = server
+            .http
+            .post(&server.base)
+            .json(&remember(&thread, "other"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(busy.status(), 409, "{name}: one active run per thread");
+
+        let rest = server
+            .http
+            .get(format!("{}/runs/long/events", server.base))
+            .header("last-event-id", &last_id)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(rest.status(), 200, "{name}");
+        let rest = frames(&rest.text().await.unwrap());
+        let all: Vec<String> = seen.iter().chain(&rest).map(|(id, _)| id.clone()).collect();
+        let expected: Vec<String> = (1..=all.len()).map(|n| format!("long:{n}")).collect();
+        assert_eq!(all, expected, "{name}: every event once, in order");
+        assert_eq!(rest.last().unwrap().1["type"], "RUN_FINISHED", "{name}");
+
+        // Up to date with a finished run: nothing to resume.
+        let done = server
+            .http
+            .get(format!("{}/runs/long/events", server.base))
+            .header("last-event-id", all.last().unwrap())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(done.status(), 204, "{name}");
+        let wrong = server
+            .http
+            .get(format!("{}/runs/long/events", server.base))
+            .header("last-event-id", "other:3")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(wrong.status(), 400, "{name}");
+        assert_eq!(
+            server.get("/runs/nope/events").await.status(),
+            404,
+            "{name}"
+        );
+    }
+}
