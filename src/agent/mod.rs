@@ -42,11 +42,10 @@
 //!
 //! # Interrupts
 //!
-//! A tool stack may answer a call with [`Interrupted`](crate::run::Interrupted): the call needs a
-//! decision nobody has given yet (the AG-UI approver of the permission layer does this). The
-//! other calls of the turn finish, and the run ends with
-//! [`StopReason::Interrupted`](crate::run::StopReason::Interrupted) and the interrupts in
-//! [`RunOutcome::interrupts`](crate::run::RunOutcome::interrupts); no task waits for the person.
+//! A tool stack may answer a call with [`Interrupted`]: the call needs a decision nobody has given
+//! yet (the AG-UI approver of the permission layer does this). The other calls of the turn
+//! finish, and the run ends with [`StopReason::Interrupted`] and the interrupts in
+//! [`RunOutcome::interrupts`]; no task waits for the person.
 //!
 //! # State and background work
 //!
@@ -322,6 +321,15 @@ where
         outcome.interrupts = interrupts;
         Ok(outcome)
     };
+    let cancelled = |messages, usage| {
+        finish(
+            StopReason::Cancelled,
+            messages,
+            usage,
+            Vec::new(),
+            Vec::new(),
+        )
+    };
 
     // Calls of the last assistant message still without a result (a run resuming after an
     // interrupt) run before the model is asked again.
@@ -329,13 +337,7 @@ where
     if !unanswered.is_empty() {
         let turn = run.turn;
         let Some(results) = run_calls(tools.clone(), &run, turn, unanswered).await else {
-            return finish(
-                StopReason::Cancelled,
-                messages,
-                usage,
-                Vec::new(),
-                Vec::new(),
-            );
+            return cancelled(messages, usage);
         };
         messages.extend(results.messages);
         if !results.interrupts.is_empty() {
@@ -351,13 +353,7 @@ where
 
     for turn in 0..config.max_turns.get() {
         if run.cancel.is_cancelled() {
-            return finish(
-                StopReason::Cancelled,
-                messages,
-                usage,
-                Vec::new(),
-                Vec::new(),
-            );
+            return cancelled(messages, usage);
         }
         let message_id = MessageId::new();
         let request = ModelRequest {
@@ -385,13 +381,7 @@ where
             if !step.is_empty() {
                 messages.extend(step.messages());
             }
-            return finish(
-                StopReason::Cancelled,
-                messages,
-                usage,
-                Vec::new(),
-                Vec::new(),
-            );
+            return cancelled(messages, usage);
         };
         called?;
         usage.add(&step.usage);
@@ -414,13 +404,7 @@ where
             .partition(|call| client_tool_names.contains(&call.name));
 
         let Some(results) = run_calls(tools.clone(), &run, turn, server_calls).await else {
-            return finish(
-                StopReason::Cancelled,
-                messages,
-                usage,
-                Vec::new(),
-                Vec::new(),
-            );
+            return cancelled(messages, usage);
         };
         messages.extend(results.messages);
         let pending: Vec<_> = client_calls.into_iter().map(|call| call.id).collect();

@@ -35,6 +35,26 @@
 //! to finish without the client ([`OnDisconnect::Continue`]). A quiet run's disconnect is noticed
 //! at the next keep-alive.
 //!
+//! # Durable mode
+//!
+//! With [`AguiServer::store`] (feature `store`), runs are kept in a
+//! [`RunStore`](crate::store::RunStore): each run is written to its event log by a task of its
+//! own and the response follows the log, so SSE events carry `id: {runId}:{seq}` and more routes
+//! exist:
+//!
+//! - `GET /runs/{runId}/events`: the run's events after `Last-Event-ID` (or `?after=N`), then live
+//!   until its end; `204` when an ended run has nothing left, `404` for an unknown run.
+//! - `GET /threads/{threadId}`: the thread's conversation, state, runs and pending interrupts.
+//! - `GET /interrupts?status=pending|resolved|all`: the review queue.
+//! - `POST /interrupts/{id}/resolve` (`{"status"?, "payload"}`) and
+//!   `POST /threads/{threadId}/resume` (`{"resume": [...]}`): answers out of band; the thread is
+//!   resumed in a run nobody watches (`202` with its events URL), `409` when already resolved.
+//!
+//! A run that stops at an interrupt ends with `RUN_FINISHED{outcome: interrupt}`; the next run on
+//! the thread must answer every pending interrupt in `resume[]` (see
+//! [`agui::interrupt`](crate::agui::interrupt)), or it is refused with a `RUN_ERROR` whose code
+//! says why. Only one run per thread is active, whichever instance serves it.
+//!
 //! # The agent
 //!
 //! Any `Service<RunRequest, Response = RunOutcome>` that emits AG-UI events to the run's
