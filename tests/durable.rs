@@ -83,6 +83,15 @@ impl Server {
         frames(&response.text().await.unwrap())
     }
 
+    async fn resolve(&self, interrupt: &str, body: Value) -> reqwest::Response {
+        self.http
+            .post(format!("{}/interrupts/{interrupt}/resolve", self.base))
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+    }
+
     async fn get(&self, path: &str) -> reqwest::Response {
         self.http
             .get(format!("{}{path}", self.base))
@@ -181,12 +190,8 @@ async fn an_interrupted_run_is_resumed_by_the_next_run_once() {
         let again = server.run(resume(&thread, "r3", answer)).await;
         assert_eq!(again, second, "{name}: an idempotent replay");
         let resolve = server
-            .http
-            .post(format!("{}/interrupts/{id}/resolve", server.base))
-            .json(&json!({"payload": {"approved": true}}))
-            .send()
-            .await
-            .unwrap();
+            .resolve(id, json!({"payload": {"approved": true}}))
+            .await;
         assert_eq!(resolve.status(), 409, "{name}");
 
         let thread_view: Value = server
@@ -224,12 +229,11 @@ async fn the_review_queue_resolves_out_of_band_and_anyone_can_watch() {
             .unwrap()
             .to_owned();
         let resolved = server
-            .http
-            .post(format!("{}/interrupts/{id}/resolve", server.base))
-            .json(&json!({"payload": {"approved": false, "feedback": "not now"}}))
-            .send()
-            .await
-            .unwrap();
+            .resolve(
+                &id,
+                json!({"payload": {"approved": false, "feedback": "not now"}}),
+            )
+            .await;
         assert_eq!(resolved.status(), 202, "{name}");
         let resolved: Value = resolved.json().await.unwrap();
         let events = server
@@ -249,12 +253,8 @@ async fn the_review_queue_resolves_out_of_band_and_anyone_can_watch() {
         );
         assert_eq!(events.last().unwrap().1["type"], "RUN_FINISHED", "{name}");
         let twice = server
-            .http
-            .post(format!("{}/interrupts/{id}/resolve", server.base))
-            .json(&json!({"payload": {"approved": true}}))
-            .send()
-            .await
-            .unwrap();
+            .resolve(&id, json!({"payload": {"approved": true}}))
+            .await;
         assert_eq!(twice.status(), 409, "{name}");
     }
 }

@@ -452,13 +452,8 @@ impl RunStore {
                 .await?;
             }
         }
-        if self.0.backend == Backend::Postgres && !events.is_empty() {
-            // Delivered at commit, to every instance listening.
-            sqlx::query("SELECT pg_notify($1, $2)")
-                .bind(CHANNEL)
-                .bind(format!("{last}:{}", lease.run_id))
-                .execute(&mut *tx)
-                .await?;
+        if !events.is_empty() {
+            self.notify(&mut tx, &lease.run_id, last).await?;
         }
         tx.commit().await?;
         lease.last_seq.store(last, Ordering::Release);
@@ -466,6 +461,24 @@ impl RunStore {
             self.0.wakeups.wake(&lease.run_id);
         }
         Ok(last)
+    }
+
+    /// Tells other instances (PostgreSQL) that `run_id`'s log reaches `last`: delivered at
+    /// commit, to every instance listening.
+    async fn notify(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        run_id: &RunId,
+        last: u64,
+    ) -> Result<(), StoreError> {
+        if self.0.backend == Backend::Postgres {
+            sqlx::query("SELECT pg_notify($1, $2)")
+                .bind(CHANNEL)
+                .bind(format!("{last}:{run_id}"))
+                .execute(&mut **tx)
+                .await?;
+        }
+        Ok(())
     }
 
     /// The events of `run_id` after sequence number `after`, at most `limit`, in order.
@@ -681,13 +694,7 @@ impl RunStore {
                 continue;
             }
             insert_events(&mut tx, &run.run_id, run.last_seq, &[terminal(&run)]).await?;
-            if self.0.backend == Backend::Postgres {
-                sqlx::query("SELECT pg_notify($1, $2)")
-                    .bind(CHANNEL)
-                    .bind(format!("{last}:{}", run.run_id))
-                    .execute(&mut *tx)
-                    .await?;
-            }
+            self.notify(&mut tx, &run.run_id, last).await?;
             tx.commit().await?;
             self.0.wakeups.wake(&run.run_id);
             closed.push(RunRecord {
