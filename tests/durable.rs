@@ -3,6 +3,7 @@
 
 #[path = "support/stores.rs"]
 mod stores;
+mod support;
 
 use std::{num::NonZeroU32, time::Duration};
 
@@ -20,29 +21,31 @@ struct Server {
     http: reqwest::Client,
 }
 
+/// A durable server on the store at `url`, listening on a free port.
+async fn serve(url: &str) -> Server {
+    let store = RunStore::open(url).await.unwrap();
+    let agent = interrupting_agent(
+        NonZeroU32::new(8).unwrap(),
+        Detail::Message,
+        Duration::from_secs(600),
+    );
+    let router = AguiServer::new(agent)
+        .on_disconnect(OnDisconnect::Continue)
+        .store(store)
+        .into_router();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    Server {
+        base,
+        http: reqwest::Client::new(),
+    }
+}
+
 async fn servers(test: &str) -> Vec<(&'static str, Server)> {
     let mut servers = Vec::new();
     for (name, url) in stores::store_urls(test).await {
-        let store = RunStore::open(&url).await.unwrap();
-        let agent = interrupting_agent(
-            NonZeroU32::new(8).unwrap(),
-            Detail::Message,
-            Duration::from_secs(600),
-        );
-        let router = AguiServer::new(agent)
-            .on_disconnect(OnDisconnect::Continue)
-            .store(store)
-            .into_router();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(async move { axum::serve(listener, router).await });
-        servers.push((
-            name,
-            Server {
-                base,
-                http: reqwest::Client::new(),
-            },
-        ));
+        servers.push((name, serve(&url).await));
     }
     servers
 }
@@ -87,6 +90,33 @@ impl Server {
         self.http
             .post(format!("{}/interrupts/{interrupt}/resolve", self.base))
             .json(&body)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// Starts a long run, reads its first `n` events and goes away; the run goes on.
+    async fn watch_then_leave(&self, thread: &str, run: &str, n: usize) -> Vec<(String, Value)> {
+        let body = json!({
+            "threadId": thread, "runId": run,
+            "messages": [{"id": "u1", "role": "user", "content": "hello"}],
+            "forwardedProps": {"scripted": {"tokens": 1000, "delay_ms": 5}},
+        });
+        let response = self.http.post(&self.base).json(&body).send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        let mut body = response.bytes_stream();
+        let mut text = String::new();
+        while frames(&text).len() < n {
+            text.push_str(std::str::from_utf8(&body.next().await.unwrap().unwrap()).unwrap());
+        }
+        frames(&text)
+    }
+
+    /// `GET /runs/{run}/events` after the event `last_id`.
+    async fn rejoin(&self, run: &str, last_id: &str) -> reqwest::Response {
+        self.http
+            .get(format!("{}/runs/{run}/events", self.base))
+            .header("last-event-id", last_id)
             .send()
             .await
             .unwrap()
@@ -263,25 +293,7 @@ async fn the_review_queue_resolves_out_of_band_and_anyone_can_watch() {
 async fn a_client_that_left_rejoins_with_last_event_id_and_misses_nothing() {
     for (name, server) in servers("rejoin").await {
         let thread = format!("t-{}", uuid::Uuid::now_v7());
-        let body = json!({
-            "threadId": thread, "runId": "long",
-            "messages": [{"id": "u1", "role": "user", "content": "hello"}],
-            "forwardedProps": {"scripted": {"tokens": 40, "delay_ms": 5}},
-        });
-        let response = server
-            .http
-            .post(&server.base)
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        let mut body = response.bytes_stream();
-        let mut text = String::new();
-        while frames(&text).len() < 5 {
-            text.push_str(std::str::from_utf8(&body.next().await.unwrap().unwrap()).unwrap());
-        }
-        drop(body); // the client goes away; the run goes on.
-        let seen = frames(&text);
+        let seen = server.watch_then_leave(&thread, "long", 5).await;
         let (last_id, _) = seen.last().unwrap().clone();
 
         let busy = server
@@ -293,13 +305,7 @@ async fn a_client_that_left_rejoins_with_last_event_id_and_misses_nothing() {
             .unwrap();
         assert_eq!(busy.status(), 409, "{name}: one active run per thread");
 
-        let rest = server
-            .http
-            .get(format!("{}/runs/long/events", server.base))
-            .header("last-event-id", &last_id)
-            .send()
-            .await
-            .unwrap();
+        let rest = server.rejoin("long", &last_id).await;
         assert_eq!(rest.status(), 200, "{name}");
         let rest = frames(&rest.text().await.unwrap());
         let all: Vec<String> = seen.iter().chain(&rest).map(|(id, _)| id.clone()).collect();
@@ -308,21 +314,9 @@ async fn a_client_that_left_rejoins_with_last_event_id_and_misses_nothing() {
         assert_eq!(rest.last().unwrap().1["type"], "RUN_FINISHED", "{name}");
 
         // Up to date with a finished run: nothing to resume.
-        let done = server
-            .http
-            .get(format!("{}/runs/long/events", server.base))
-            .header("last-event-id", all.last().unwrap())
-            .send()
-            .await
-            .unwrap();
+        let done = server.rejoin("long", all.last().unwrap()).await;
         assert_eq!(done.status(), 204, "{name}");
-        let wrong = server
-            .http
-            .get(format!("{}/runs/long/events", server.base))
-            .header("last-event-id", "other:3")
-            .send()
-            .await
-            .unwrap();
+        let wrong = server.rejoin("long", "other:3").await;
         assert_eq!(wrong.status(), 400, "{name}");
         assert_eq!(
             server.get("/runs/nope/events").await.status(),
@@ -330,4 +324,79 @@ async fn a_client_that_left_rejoins_with_last_event_id_and_misses_nothing() {
             "{name}"
         );
     }
+}
+
+/// `resume[]` approving `interrupt`.
+fn approve(interrupt: &str) -> Value {
+    json!([{"interruptId": interrupt, "status": "resolved", "payload": {"approved": true}}])
+}
+
+/// The id and tool call id of the interrupt a run ended with.
+fn interrupt_of(events: &[(String, Value)]) -> (String, Value) {
+    let (_, end) = events.last().unwrap();
+    assert_eq!(end["outcome"]["type"], "interrupt", "{end}");
+    let interrupt = &end["outcome"]["interrupts"][0];
+    (
+        interrupt["id"].as_str().unwrap().to_owned(),
+        interrupt["toolCallId"].clone(),
+    )
+}
+
+#[tokio::test]
+async fn two_instances_on_one_postgres_store_act_as_one() {
+    let Some(url) = stores::postgres("instances").await else {
+        return;
+    };
+    let (a, b) = (serve(&url).await, serve(&url).await);
+
+    // Interrupted on A, resumed on B.
+    let thread = format!("t-{}", uuid::Uuid::now_v7());
+    let (id, call) = interrupt_of(&a.run(remember(&thread, "i1")).await);
+    let resumed = b.run(resume(&thread, "i2", approve(&id))).await;
+    let result = resumed
+        .iter()
+        .find(|(_, e)| e["type"] == "TOOL_CALL_RESULT")
+        .expect("the approved call ran on B");
+    assert_eq!(result.1["toolCallId"], call);
+    assert_eq!(resumed.last().unwrap().1["outcome"]["type"], "success");
+
+    // Resolved on both at once: exactly one wins.
+    let thread = format!("t-{}", uuid::Uuid::now_v7());
+    let (id, _) = interrupt_of(&a.run(remember(&thread, "j1")).await);
+    let answer = json!({"payload": {"approved": true}});
+    let (on_a, on_b) = tokio::join!(a.resolve(&id, answer.clone()), b.resolve(&id, answer));
+    let mut statuses = [on_a.status().as_u16(), on_b.status().as_u16()];
+    statuses.sort_unstable();
+    assert_eq!(statuses, [202, 409], "one resolution wins");
+
+    // A streams a run; its client leaves and re-joins on B while A is still streaming.
+    let thread = format!("t-{}", uuid::Uuid::now_v7());
+    let seen = a.watch_then_leave(&thread, "k1", 5).await;
+    let view: Value = b
+        .get(&format!("/threads/{thread}"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(view["runs"][0]["status"], "running", "A is still streaming");
+    let rest = b.rejoin("k1", &seen.last().unwrap().0).await;
+    assert_eq!(rest.status(), 200);
+    let rest = frames(&rest.text().await.unwrap());
+    let all: Vec<(String, Value)> = seen.into_iter().chain(rest).collect();
+    let ids: Vec<&str> = all.iter().map(|(id, _)| id.as_str()).collect();
+    let expected: Vec<String> = (1..=all.len()).map(|n| format!("k1:{n}")).collect();
+    assert_eq!(ids, expected, "every event once, in order");
+    assert_eq!(all.last().unwrap().1["type"], "RUN_FINISHED");
+    let log = frames(&a.get("/runs/k1/events?after=0").await.text().await.unwrap());
+    assert_eq!(log, all, "what the client saw is the log");
+}
+
+#[tokio::test]
+async fn the_official_client_answers_interrupts_through_its_verifier() {
+    let server = serve(&stores::sqlite("client")).await;
+    let output = support::node("agui-interrupt.mjs", &[&format!("{}/", server.base)], None).await;
+    assert!(
+        output.contains("all interrupt scenarios passed"),
+        "{output}"
+    );
 }

@@ -321,7 +321,7 @@ async fn a_thread_keeps_its_conversation_and_state() {
 
 #[tokio::test]
 async fn a_file_store_survives_reopening() {
-    let (_, url) = stores::store_urls("reopen").await.remove(0);
+    let url = stores::sqlite("reopen");
     let (thread, run) = ids();
     {
         let store = RunStore::open(&url).await.unwrap();

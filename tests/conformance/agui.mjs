@@ -9,51 +9,10 @@
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { HttpAgent } from "@ag-ui/client";
-import { EventSchemas } from "@ag-ui/core/schemas";
+import { checkWire, tappedFetch } from "./sse.mjs";
 
 const url = process.argv[2];
 assert.ok(url, "usage: node agui.mjs <url>");
-
-function noNulls(value, path) {
-  assert.notEqual(value, null, `explicit null at ${path}`);
-  if (typeof value === "object") {
-    for (const [k, v] of Object.entries(value)) noNulls(v, `${path}.${k}`);
-  }
-}
-
-/** A fetch that keeps a copy of every response body. */
-function tappedFetch(bodies) {
-  return async (input, init) => {
-    const response = await fetch(input, init);
-    const [mine, theirs] = response.body.tee();
-    bodies.push(new Response(mine).text().catch(() => null));
-    return new Response(theirs, { status: response.status, headers: response.headers });
-  };
-}
-
-/** Checks one SSE body and returns its events. */
-function checkWire(text, { complete = true } = {}) {
-  assert.ok(!text.includes("\r"), "LF line endings only");
-  const frames = text.split("\n\n");
-  const last = frames.pop();
-  if (complete) assert.equal(last, "", "the body ends with a complete frame");
-  const events = [];
-  for (const frame of frames) {
-    if (frame.startsWith(":")) continue; // keep-alive comment
-    assert.ok(frame.startsWith("data: ") && !frame.includes("\n"), `one data line per frame: ${frame}`);
-    const event = JSON.parse(frame.slice("data: ".length));
-    noNulls(event, event.type);
-    const parsed = EventSchemas.safeParse(event);
-    assert.ok(parsed.success, `${event.type} fails the schema: ${JSON.stringify(parsed.error?.issues)}`);
-    events.push(event);
-  }
-  if (complete) {
-    assert.ok(["RUN_FINISHED", "RUN_ERROR"].includes(events.at(-1)?.type), "a terminal event ends the stream");
-    const terminals = events.filter((e) => e.type === "RUN_FINISHED" || e.type === "RUN_ERROR");
-    assert.equal(terminals.length, 1, "exactly one terminal event");
-  }
-  return events;
-}
 
 /** Streamed message ids all appear, unchanged, in the final MESSAGES_SNAPSHOT. */
 function checkIds(events) {

@@ -4,30 +4,47 @@
 use std::path::Path;
 
 /// The stores the durable tests run against: a fresh SQLite file, and a fresh schema of the
-/// PostgreSQL server at `DATABASE_URL`. Without `DATABASE_URL` the PostgreSQL part is skipped,
-/// loudly, and refused in CI.
+/// PostgreSQL server at `DATABASE_URL` (see [`postgres`]).
 pub async fn store_urls(test: &str) -> Vec<(&'static str, String)> {
+    let mut urls = vec![("sqlite", sqlite(test))];
+    if let Some(url) = postgres(test).await {
+        urls.push(("postgres", url));
+    }
+    urls
+}
+
+/// The URL of a fresh SQLite file.
+pub fn sqlite(test: &str) -> String {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("stores");
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join(format!("{test}-{}.db", uuid::Uuid::now_v7()));
-    let mut urls = vec![("sqlite", format!("sqlite://{}", file.display()))];
+    format!("sqlite://{}", file.display())
+}
+
+/// The URL of a fresh schema of the PostgreSQL server at `DATABASE_URL`. Without
+/// `DATABASE_URL`, `None`: the PostgreSQL part of `test` is skipped, loudly, and refused in CI.
+pub async fn postgres(test: &str) -> Option<String> {
     match std::env::var("DATABASE_URL") {
-        Ok(url) => urls.push(("postgres", postgres_schema(&url, test).await)),
+        Ok(url) => Some(postgres_schema(&url, test).await),
         Err(_) => {
             assert!(
                 std::env::var_os("CI").is_none(),
                 "DATABASE_URL must be set in CI: the PostgreSQL store tests would be skipped"
             );
             eprintln!("SKIPPED: {test} on PostgreSQL (set DATABASE_URL to run it)");
+            None
         }
     }
-    urls
 }
 
 /// A URL of `url`'s database whose connections work in a new, empty schema.
 pub async fn postgres_schema(url: &str, test: &str) -> String {
     use sqlx::Connection;
-    let schema = format!("t_{}_{}", test, uuid::Uuid::now_v7().simple());
+    let test: String = test
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    let schema = format!("t_{test}_{}", uuid::Uuid::now_v7().simple());
     let mut conn = sqlx::PgConnection::connect(url)
         .await
         .unwrap_or_else(|e| panic!("DATABASE_URL {url} is not reachable: {e}"));

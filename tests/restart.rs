@@ -1,0 +1,187 @@
+//! `agent-tower serve` killed with SIGKILL and started again on the same store: a pending
+//! interrupt is still resumable, a run that was streaming ends in its log with a terminal event,
+//! and nothing a client was sent is lost.
+
+#[path = "support/stores.rs"]
+mod stores;
+
+use std::process::Stdio;
+
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+
+const AGENT: &str = env!("CARGO_BIN_EXE_agent-tower");
+
+/// A running `agent-tower serve` process.
+struct Process {
+    child: tokio::process::Child,
+    base: String,
+}
+
+impl Process {
+    /// Starts `agent-tower serve` on `store` with a one-second lease, and waits until it listens.
+    async fn start(store: &str) -> Self {
+        let mut child = tokio::process::Command::new(AGENT)
+            .args(["serve", "--addr", "127.0.0.1:0", "--lease", "1s"])
+            .args(["--on-disconnect", "continue", "--store", store])
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the agent-tower binary starts");
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        let addr = loop {
+            line.clear();
+            let read = stderr.read_line(&mut line).await.unwrap();
+            assert!(read > 0, "agent-tower exited before listening");
+            if let Some(at) = line.find("addr=") {
+                break line[at + "addr=".len()..]
+                    .split_whitespace()
+                    .next()
+                    .unwrap()
+                    .to_owned();
+            }
+        };
+        // Keep reading its logs, so that it never blocks on a full pipe.
+        tokio::spawn(async move {
+            let mut sink = Vec::new();
+            let _ = stderr.read_to_end(&mut sink).await;
+        });
+        Self {
+            child,
+            base: format!("http://{addr}"),
+        }
+    }
+
+    /// SIGKILL: no shutdown, no flush, no goodbye.
+    async fn kill(mut self) {
+        self.child.start_kill().unwrap();
+        self.child.wait().await.unwrap();
+    }
+
+    async fn post(&self, body: &Value) -> reqwest::Response {
+        let response = reqwest::Client::new()
+            .post(&self.base)
+            .json(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{body}");
+        response
+    }
+
+    async fn get(&self, path: &str) -> reqwest::Response {
+        reqwest::get(format!("{}{path}", self.base)).await.unwrap()
+    }
+}
+
+/// `(id, event)` of the complete SSE frames of `body`.
+fn frames(body: &str) -> Vec<(String, Value)> {
+    let complete = &body[..body.rfind("\n\n").map_or(0, |end| end + 2)];
+    complete
+        .split("\n\n")
+        .filter(|frame| !frame.is_empty() && !frame.starts_with(':'))
+        .map(|frame| {
+            let (id, data) = frame.split_once('\n').expect("an id and a data line");
+            (
+                id.strip_prefix("id: ").expect("an id line").to_owned(),
+                serde_json::from_str(data.strip_prefix("data: ").expect("a data line")).unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn thread() -> String {
+    format!("t-{}", uuid::Uuid::now_v7())
+}
+
+#[tokio::test]
+async fn a_pending_interrupt_survives_a_kill() {
+    for (name, store) in stores::store_urls("kill-interrupt").await {
+        let thread = thread();
+        let before = Process::start(&store).await;
+        let body = json!({
+            "threadId": thread, "runId": "r1",
+            "messages": [{"id": "u1", "role": "user", "content": r#"remember {"key": "theme", "value": "dark"}"#}],
+        });
+        let first = frames(&before.post(&body).await.text().await.unwrap());
+        let end = &first.last().unwrap().1;
+        assert_eq!(end["outcome"]["type"], "interrupt", "{name}: {end}");
+        let interrupt = end["outcome"]["interrupts"][0].clone();
+        before.kill().await;
+
+        let after = Process::start(&store).await;
+        let pending: Value = after
+            .get("/interrupts?status=pending")
+            .await
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(pending["interrupts"][0]["id"], interrupt["id"], "{name}");
+        let resume = json!({
+            "threadId": thread, "runId": "r2", "messages": [],
+            "resume": [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"approved": true}}],
+        });
+        let second = frames(&after.post(&resume).await.text().await.unwrap());
+        let result = second
+            .iter()
+            .find(|(_, e)| e["type"] == "TOOL_CALL_RESULT")
+            .expect("the approved call ran after the restart");
+        assert_eq!(result.1["toolCallId"], interrupt["toolCallId"], "{name}");
+        assert_eq!(
+            second.last().unwrap().1["outcome"]["type"],
+            "success",
+            "{name}"
+        );
+        after.kill().await;
+    }
+}
+
+#[tokio::test]
+async fn a_run_streaming_when_killed_ends_in_its_log() {
+    for (name, store) in stores::store_urls("kill-stream").await {
+        let before = Process::start(&store).await;
+        let body = json!({
+            "threadId": thread(), "runId": "long",
+            "messages": [{"id": "u1", "role": "user", "content": "hello"}],
+            "forwardedProps": {"scripted": {"tokens": 100000, "delay_ms": 1}},
+        });
+        let mut stream = before.post(&body).await.bytes_stream();
+        let mut text = String::new();
+        while frames(&text).len() < 20 {
+            text.push_str(std::str::from_utf8(&stream.next().await.unwrap().unwrap()).unwrap());
+        }
+        before.kill().await;
+        // What the client was sent before the kill, to the last byte that arrived.
+        while let Some(Ok(chunk)) = stream.next().await {
+            text.push_str(std::str::from_utf8(&chunk).unwrap());
+        }
+        let seen = frames(&text);
+
+        // The new process closes the dead owner's run once its lease has run out; a client that
+        // follows the log sees everything it was sent, then the end.
+        let after = Process::start(&store).await;
+        let log = after.get("/runs/long/events?after=0").await;
+        assert_eq!(log.status(), 200, "{name}");
+        let log = frames(&log.text().await.unwrap());
+        assert!(log.len() > seen.len(), "{name}: the log goes on to an end");
+        assert_eq!(log[..seen.len()], seen[..], "{name}: nothing sent was lost");
+        let ids: Vec<String> = log.iter().map(|(id, _)| id.clone()).collect();
+        let expected: Vec<String> = (1..=log.len()).map(|n| format!("long:{n}")).collect();
+        assert_eq!(ids, expected, "{name}: one log, in order");
+        let end = &log.last().unwrap().1;
+        assert_eq!(end["type"], "RUN_ERROR", "{name}: {end}");
+        assert_eq!(end["code"], "run_lost", "{name}");
+        let thread: Value = after
+            .get(&format!("/threads/{}", body["threadId"].as_str().unwrap()))
+            .await
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(thread["runs"][0]["status"], "failed", "{name}");
+        after.kill().await;
+    }
+}
