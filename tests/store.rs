@@ -338,3 +338,26 @@ async fn a_file_store_survives_reopening() {
     let all: Vec<_> = store.follow(run, 0).try_collect().await.unwrap();
     assert_eq!(all.len(), 4);
 }
+
+#[tokio::test]
+async fn a_batch_of_any_size_is_logged_whole_and_in_order() {
+    for (name, store) in each_store("batch").await {
+        let (thread, run) = ids();
+        let lease = store
+            .start_run(&NewRun::new(thread, run.clone()), &[])
+            .await
+            .unwrap();
+        // 600 = 256 + 256 + 64 + 16 + 8 rows, then 1 and 3.
+        let mut written = Vec::new();
+        for range in [0..600, 600..601, 601..604] {
+            let batch = events(range);
+            store.append(&lease, &batch).await.unwrap();
+            written.extend(batch);
+        }
+        let logged = store.events_after(&run, 0, 10_000).await.unwrap();
+        let seqs: Vec<u64> = logged.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, (1..=604).collect::<Vec<_>>(), "{name}");
+        let json: Vec<String> = logged.into_iter().map(|e| e.json).collect();
+        assert_eq!(json, written, "{name}");
+    }
+}

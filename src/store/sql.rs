@@ -3,7 +3,7 @@
 use std::{
     collections::HashSet,
     fmt,
-    sync::{Arc, atomic::Ordering},
+    sync::{Arc, LazyLock, atomic::Ordering},
     time::{Duration, SystemTime},
 };
 
@@ -707,27 +707,48 @@ impl RunStore {
     }
 }
 
+/// The most rows one `INSERT` carries: well under every engine's parameter limit.
+const MAX_ROWS: usize = 256;
+
+/// `INSERT INTO run_events … VALUES` with `rows` rows.
+fn insert_sql(rows: usize) -> String {
+    let mut sql = String::from("INSERT INTO run_events (run_id, seq, event) VALUES ");
+    for i in 0..rows {
+        if i > 0 {
+            sql.push_str(", ");
+        }
+        sql.push_str(&format!("($1, ${}, ${})", 2 * i + 2, 2 * i + 3));
+    }
+    sql
+}
+
+/// The statements for 1, 2, 4 … [`MAX_ROWS`] rows: a batch of any size is written with a few
+/// of them, so the connection prepares each once instead of one statement per batch size.
+static INSERTS: LazyLock<Vec<String>> = LazyLock::new(|| {
+    std::iter::successors(Some(1), |rows| (rows * 2 <= MAX_ROWS).then_some(rows * 2))
+        .map(insert_sql)
+        .collect()
+});
+
 async fn insert_events(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     run_id: &RunId,
     after: u64,
     events: &[String],
 ) -> Result<(), StoreError> {
-    // A few hundred rows per statement: well under every engine's parameter limit.
-    for (chunk_index, chunk) in events.chunks(300).enumerate() {
-        let mut sql = String::from("INSERT INTO run_events (run_id, seq, event) VALUES ");
-        for i in 0..chunk.len() {
-            if i > 0 {
-                sql.push_str(", ");
-            }
-            sql.push_str(&format!("($1, ${}, ${})", 2 * i + 2, 2 * i + 3));
-        }
-        let mut query = sqlx::query(&sql).bind(run_id.as_str());
-        let base = after + (chunk_index * 300) as u64;
-        for (i, event) in chunk.iter().enumerate() {
-            query = query.bind(signed(base + i as u64 + 1)).bind(event.as_str());
+    let mut rest = events;
+    let mut seq = after;
+    while !rest.is_empty() {
+        // The largest statement that fits what is left.
+        let index = (usize::BITS - 1 - rest.len().min(MAX_ROWS).leading_zeros()) as usize;
+        let (chunk, tail) = rest.split_at(1 << index);
+        let mut query = sqlx::query(&INSERTS[index]).bind(run_id.as_str());
+        for event in chunk {
+            seq += 1;
+            query = query.bind(signed(seq)).bind(event.as_str());
         }
         query.execute(&mut **tx).await?;
+        rest = tail;
     }
     Ok(())
 }

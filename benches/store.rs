@@ -1,0 +1,227 @@
+//! The run store's append path: what writing every event to a durable log costs.
+//!
+//! ```text
+//! cargo bench --bench store --features store
+//! ```
+//!
+//! 1. **Appends**: one run's log written in batches of 1, 8, 64 and 512 events (each batch one
+//!    transaction, committed with fsync: SQLite in WAL mode with `synchronous=FULL`); reports
+//!    events/s and the median commit. On PostgreSQL too when `DATABASE_URL` is set.
+//! 2. **Per token, through the server**: one scripted run of 20,000 tokens posted to the AG-UI
+//!    router in process (no sockets), without a store and in durable mode (every event committed
+//!    to the log before the client reads it; the run's events gathered into a batch while the
+//!    previous one commits). Reports events/s and ns/event.
+//!
+//! Set `STORE_EVENTS` (events per measurement, default 20,000) to change the size.
+
+use std::{
+    num::NonZeroU32,
+    path::PathBuf,
+    time::{Duration, Instant},
+};
+
+use agent_tower::{
+    id::{RunId, ThreadId},
+    map_error::Detail,
+    server::{AguiServer, scripted_agent},
+    store::{NewRun, RunStore},
+};
+use axum::{body::Body, http::Request};
+use http_body_util::BodyExt;
+use serde_json::json;
+use tower::ServiceExt;
+
+fn main() {
+    // Criterion-style flags from `cargo bench` are ignored.
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime")
+        .block_on(bench());
+}
+
+fn events_per_measurement() -> usize {
+    std::env::var("STORE_EVENTS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(20_000)
+}
+
+/// A fresh SQLite file, removed (with its WAL) when dropped.
+struct TempDb(PathBuf);
+
+impl TempDb {
+    fn new() -> Self {
+        Self(std::env::temp_dir().join(format!("agent-tower-bench-{}.db", uuid::Uuid::now_v7())))
+    }
+
+    fn url(&self) -> String {
+        format!("sqlite://{}", self.0.display())
+    }
+}
+
+impl Drop for TempDb {
+    fn drop(&mut self) {
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", self.0.display()));
+        }
+    }
+}
+
+/// A text delta as the AG-UI layer writes it to the log.
+fn event(n: usize) -> String {
+    json!({
+        "type": "TEXT_MESSAGE_CONTENT",
+        "messageId": "0194e4a5-7c1d-7b6e-9f00-5d1c2a3b4c5d",
+        "delta": format!(" token{n}"),
+    })
+    .to_string()
+}
+
+fn ids() -> (ThreadId, RunId) {
+    let id = uuid::Uuid::now_v7();
+    (format!("t-{id}").into(), format!("r-{id}").into())
+}
+
+async fn appends(name: &str, url: &str, total: usize) {
+    let store = RunStore::open(url).await.expect("the store opens");
+    let events: Vec<String> = (0..512).map(event).collect();
+    for batch in [1, 8, 64, 512] {
+        // A commit per event is slow: fewer of them for small batches.
+        let total = if batch == 1 { total / 10 } else { total };
+        let (thread, run) = ids();
+        let lease = store
+            .start_run(&NewRun::new(thread, run), &[])
+            .await
+            .expect("the run starts");
+        let mut commits = Vec::with_capacity(total / batch + 1);
+        let started = Instant::now();
+        let mut written = 0;
+        while written < total {
+            let n = batch.min(total - written);
+            let commit = Instant::now();
+            store
+                .append(&lease, &events[..n])
+                .await
+                .expect("the append commits");
+            commits.push(commit.elapsed());
+            written += n;
+        }
+        let elapsed = started.elapsed();
+        commits.sort_unstable();
+        println!(
+            "| {name} | {batch} | {total} | {:.0} | {:.2} ms |",
+            total as f64 / elapsed.as_secs_f64(),
+            commits[commits.len() / 2].as_secs_f64() * 1e3,
+        );
+    }
+}
+
+/// Posts one scripted run of `tokens` tokens; returns its events and how long it took.
+async fn one_run(router: axum::Router, tokens: usize) -> (usize, Duration) {
+    let (thread, run) = ids();
+    let body = json!({
+        "threadId": thread, "runId": run,
+        "messages": [{"id": "u1", "role": "user", "content": "hello"}],
+        "forwardedProps": {"scripted": {"tokens": tokens}},
+    });
+    let request = Request::post("/")
+        .header("content-type", "application/json")
+        .header("accept", "text/event-stream")
+        .body(Body::from(body.to_string()))
+        .expect("a request");
+    let started = Instant::now();
+    let response = router.oneshot(request).await.expect("a response");
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .expect("the body")
+        .to_bytes();
+    let elapsed = started.elapsed();
+    let text = std::str::from_utf8(&bytes).expect("UTF-8");
+    let events = text.matches("\n\n").count();
+    assert!(
+        text.contains("RUN_FINISHED"),
+        "the run finished: {text:.200}"
+    );
+    (events, elapsed)
+}
+
+async fn through_server(name: &str, store: Option<&str>, tokens: usize) {
+    let server = AguiServer::new(scripted_agent(
+        NonZeroU32::new(4).expect("not zero"),
+        Detail::Message,
+    ));
+    let router = match store {
+        Some(url) => server
+            .store(RunStore::open(url).await.expect("the store opens"))
+            .into_router(),
+        None => server.into_router(),
+    };
+    // One warm-up run, then the best of three.
+    one_run(router.clone(), tokens / 10).await;
+    let mut best: Option<(usize, Duration)> = None;
+    for _ in 0..3 {
+        let (events, elapsed) = one_run(router.clone(), tokens).await;
+        if best.is_none_or(|(_, b)| elapsed < b) {
+            best = Some((events, elapsed));
+        }
+    }
+    let (events, elapsed) = best.expect("three runs");
+    println!(
+        "| {name} | {events} | {:.0} | {:.0} |",
+        events as f64 / elapsed.as_secs_f64(),
+        elapsed.as_nanos() as f64 / events as f64,
+    );
+}
+
+/// `url` in a fresh schema `agent_tower_bench` (dropped first if a previous run left it).
+async fn bench_schema(url: &str) -> String {
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect(url)
+        .await
+        .expect("DATABASE_URL answers");
+    for statement in [
+        "DROP SCHEMA IF EXISTS agent_tower_bench CASCADE",
+        "CREATE SCHEMA agent_tower_bench",
+    ] {
+        sqlx::query(statement)
+            .execute(&mut conn)
+            .await
+            .expect("the schema is created");
+    }
+    let separator = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{separator}options=-c%20search_path%3Dagent_tower_bench")
+}
+
+async fn bench() {
+    let total = events_per_measurement();
+    let postgres = match std::env::var("DATABASE_URL") {
+        Ok(url) => Some(bench_schema(&url).await),
+        Err(_) => None,
+    };
+    if postgres.is_none() {
+        println!("(set DATABASE_URL to measure PostgreSQL too)");
+    }
+
+    println!("\nappends: one run's log, each batch one transaction\n");
+    println!("| store | events/batch | events | events/s | median commit |");
+    println!("|---|---:|---:|---:|---:|");
+    let db = TempDb::new();
+    appends("SQLite file (WAL, synchronous=FULL)", &db.url(), total).await;
+    if let Some(url) = &postgres {
+        appends("PostgreSQL", url, total).await;
+    }
+
+    println!("\nper token, through the server: one run of {total} tokens, best of three\n");
+    println!("| mode | events | events/s | ns/event |");
+    println!("|---|---:|---:|---:|");
+    through_server("no store", None, total).await;
+    through_server("durable, SQLite in memory", Some("memory"), total).await;
+    let db = TempDb::new();
+    through_server("durable, SQLite file", Some(&db.url()), total).await;
+    if let Some(url) = &postgres {
+        through_server("durable, PostgreSQL", Some(url), total).await;
+    }
+}
