@@ -138,6 +138,8 @@ struct Config {
     mode: Mode,
     kinds: Kinds,
     approver: Option<AcpApprover>,
+    #[cfg(feature = "store")]
+    store: Option<crate::store::RunStore>,
 }
 
 struct Shared<S> {
@@ -151,7 +153,8 @@ struct Shared<S> {
 ///
 /// - `initialize` answers protocol version 1 with what is really routed: `loadSession`, the
 ///   prompt capabilities set here (image, audio and embedded context by default), `session/close`.
-/// - `session/new`, `session/load` (the conversation replayed as updates before the answer),
+/// - `session/new`, `session/load` (the conversation replayed as updates before the answer; with
+///   a [`store`](Self::store), sessions from before a restart too),
 ///   `session/close`, `session/set_mode` and `session/set_config_option` (the modes `ask`, `auto`,
 ///   `read-only`, also offered as a `mode` config option, kept in sync and sent as
 ///   `current_mode_update` / `config_option_update`).
@@ -209,6 +212,8 @@ impl<S> AcpAgent<S> {
                 mode: Mode::Interactive,
                 kinds: Kinds::default(),
                 approver: None,
+                #[cfg(feature = "store")]
+                store: None,
             },
         }
     }
@@ -247,6 +252,17 @@ impl<S> AcpAgent<S> {
     #[must_use]
     pub fn approver(mut self, approver: AcpApprover) -> Self {
         self.config.approver = Some(approver);
+        self
+    }
+
+    /// Keeps every session's conversation and state in `store` (the session id is the thread
+    /// id), so `session/load` finds sessions after a restart: each session is written when it
+    /// is created and after every turn, before the turn's answer. A session loaded from the
+    /// store starts in the default mode.
+    #[cfg(feature = "store")]
+    #[must_use]
+    pub fn store(mut self, store: crate::store::RunStore) -> Self {
+        self.config.store = Some(store);
         self
     }
 }
@@ -351,6 +367,13 @@ fn not_found(session: &SessionId) -> Error {
     acp::Error::session_not_found(session.clone()).into()
 }
 
+/// The internal error a session's store failure is answered with (the cause is logged).
+#[cfg(feature = "store")]
+fn store_failed(session: &SessionId, error: &crate::store::StoreError) -> Error {
+    tracing::error!(%session, %error, "the session store failed");
+    Error::internal_error().data(json!({"reason": "the session store is unavailable"}))
+}
+
 fn notify(cx: &ConnectionTo<Client>, session: &SessionId, update: SessionUpdate) {
     if let Err(error) = cx.send_notification(acp::SessionNotification::new(session.clone(), update))
     {
@@ -395,7 +418,7 @@ where
     }
 
     fn new_session(
-        &self,
+        self: &Arc<Self>,
         req: NewSessionRequest,
         responder: Responder<NewSessionResponse>,
         cx: ConnectionTo<Client>,
@@ -419,20 +442,100 @@ where
                 open: true,
             },
         );
-        responder.respond(
-            NewSessionResponse::new(id.clone())
-                .modes(mode_state(mode))
-                .config_options(config_options(mode)),
-        )?;
-        notify(&cx, &id, SessionUpdate::AvailableCommandsUpdate(commands()));
+        let shared = self.clone();
+        cx.clone().spawn(async move {
+            if let Err(error) = shared.persist(&id).await {
+                shared.sessions.lock().remove(&*id.0);
+                return responder.respond_with_error(error);
+            }
+            responder.respond(
+                NewSessionResponse::new(id.clone())
+                    .modes(mode_state(mode))
+                    .config_options(config_options(mode)),
+            )?;
+            notify(&cx, &id, SessionUpdate::AvailableCommandsUpdate(commands()));
+            Ok(())
+        })
+    }
+
+    /// Writes the session's conversation and state to the store, if there is one.
+    #[cfg_attr(not(feature = "store"), allow(clippy::unused_async, unused_variables))]
+    async fn persist(&self, session: &SessionId) -> Result<(), Error> {
+        #[cfg(feature = "store")]
+        if let Some(store) = &self.config.store {
+            let Some((messages, state)) = self
+                .sessions
+                .lock()
+                .get(&*session.0)
+                .map(|s| (s.messages.clone(), s.state.clone()))
+            else {
+                return Ok(());
+            };
+            let thread = crate::id::ThreadId::from(&*session.0);
+            store
+                .save_thread(&thread, &messages, state.as_ref())
+                .await
+                .map_err(|error| store_failed(session, &error))?;
+        }
         Ok(())
     }
 
+    /// Brings a session the store knows (from before a restart) back into memory, closed;
+    /// `false` when no store knows it.
+    #[cfg_attr(not(feature = "store"), allow(clippy::unused_async, unused_variables))]
+    async fn restore(&self, session: &SessionId) -> Result<bool, Error> {
+        #[cfg(feature = "store")]
+        if let Some(store) = &self.config.store {
+            let thread = crate::id::ThreadId::from(&*session.0);
+            let Some(record) = store
+                .thread(&thread)
+                .await
+                .map_err(|error| store_failed(session, &error))?
+            else {
+                return Ok(false);
+            };
+            self.sessions
+                .lock()
+                .entry(session.to_string())
+                .or_insert_with(|| Session {
+                    titled: !record.messages.is_empty(),
+                    messages: record.messages,
+                    state: record.state,
+                    mode: self.config.mode,
+                    turn: None,
+                    open: false,
+                });
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
     fn load(
-        &self,
+        self: &Arc<Self>,
         req: LoadSessionRequest,
         responder: Responder<LoadSessionResponse>,
         cx: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        if self.sessions.lock().contains_key(&*req.session_id.0) {
+            return self.replay(&req, responder, &cx);
+        }
+        // Not in memory: the store may have it, from before a restart.
+        let shared = self.clone();
+        cx.clone().spawn(async move {
+            match shared.restore(&req.session_id).await {
+                Ok(true) => shared.replay(&req, responder, &cx),
+                Ok(false) => responder.respond_with_error(not_found(&req.session_id)),
+                Err(error) => responder.respond_with_error(error),
+            }
+        })
+    }
+
+    /// Reopens a known session: its conversation as updates, then the answer.
+    fn replay(
+        &self,
+        req: &LoadSessionRequest,
+        responder: Responder<LoadSessionResponse>,
+        cx: &ConnectionTo<Client>,
     ) -> Result<(), Error> {
         let (replay, mode) = {
             let mut sessions = self.sessions.lock();
@@ -447,7 +550,7 @@ where
         };
         // The whole conversation goes out before the answer.
         for update in replay {
-            notify(&cx, &req.session_id, update);
+            notify(cx, &req.session_id, update);
         }
         responder.respond(
             LoadSessionResponse::new()
@@ -455,7 +558,7 @@ where
                 .config_options(config_options(mode)),
         )?;
         notify(
-            &cx,
+            cx,
             &req.session_id,
             SessionUpdate::AvailableCommandsUpdate(commands()),
         );
@@ -647,6 +750,10 @@ where
                 .await
                 .map_err(Into::into);
             let answer = shared.end_turn(&session, messages, &cancel, result);
+            // Kept before it is answered: an answered turn survives a restart.
+            if let Err(error) = shared.persist(&session).await {
+                tracing::error!(%session, ?error, "the turn could not be kept in the store");
+            }
             // Nothing of this turn reaches the client after its answer.
             notifier.close();
             if let Err(error) = responder.respond_with_result(answer) {

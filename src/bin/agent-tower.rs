@@ -55,6 +55,11 @@ struct Acp {
     /// The mode new sessions start in.
     #[arg(long, value_enum, default_value_t = ModeChoice::Ask)]
     mode: ModeChoice,
+    /// Where sessions are kept, so that `session/load` finds them after a restart:
+    /// `sqlite://path`, `postgres://…`, or `none` (this process only). Default:
+    /// `sessions.db` in `$XDG_DATA_HOME/agent-tower` (`~/.local/share/agent-tower`).
+    #[arg(long, env = "AGENT_TOWER_ACP_STORE")]
+    store: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -171,14 +176,38 @@ async fn run_acp(args: Acp) -> Result<(), BoxError> {
         ModeChoice::Auto => Mode::Agentic,
         ModeChoice::ReadOnly => Mode::ReadOnly,
     };
-    tracing::info!("serving ACP on stdio");
-    acp::AcpAgent::new(agent)
+    let mut agent = acp::AcpAgent::new(agent)
         .approver(approver)
         .tools(&tools)
-        .default_mode(mode)
-        .serve(agent_client_protocol::Stdio::new())
-        .await?;
+        .default_mode(mode);
+    let store = match args.store {
+        Some(store) => store,
+        None => default_session_store()?,
+    };
+    if store != "none" {
+        tracing::info!(store = %store_name(&store), "sessions are kept in the store");
+        agent = agent.store(agent_tower::store::RunStore::open(&store).await?);
+    }
+    tracing::info!("serving ACP on stdio");
+    agent.serve(agent_client_protocol::Stdio::new()).await?;
     Ok(())
+}
+
+/// `sessions.db` in the user's data directory (created if missing).
+fn default_session_store() -> Result<String, BoxError> {
+    let data = std::env::var_os("XDG_DATA_HOME")
+        .map(std::path::PathBuf::from)
+        .filter(|dir| dir.is_absolute())
+        .or_else(|| {
+            std::env::var_os("HOME").map(|home| std::path::Path::new(&home).join(".local/share"))
+        })
+        .ok_or(
+            "neither $XDG_DATA_HOME nor $HOME is set: pass --store sqlite://path or --store none",
+        )?;
+    let dir = data.join("agent-tower");
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| format!("cannot create {}: {e}; pass --store", dir.display()))?;
+    Ok(format!("sqlite://{}", dir.join("sessions.db").display()))
 }
 
 /// The store's URL without its password.

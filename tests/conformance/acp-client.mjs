@@ -1,17 +1,19 @@
-// Drives `agent-tower acp` (the binary given as the first argument) with the official TypeScript
-// ACP client (@agentclientprotocol/sdk), over stdio, through every scenario an editor meets.
-// Throws (exit code 1) on the first expectation that fails; prints one line per scenario.
+// Drives `agent-tower acp` (the binary given as the first argument, started with the arguments
+// after it) with the official TypeScript ACP client (@agentclientprotocol/sdk), over stdio,
+// through every scenario an editor meets, the last one across a restart of the agent (SIGKILL,
+// then a new process on the same store). Throws (exit code 1) on the first expectation that
+// fails; prints one line per scenario.
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 import assert from "node:assert/strict";
 import * as acp from "@agentclientprotocol/sdk";
 
-const bin = process.argv[2];
-if (!bin) throw new Error("usage: node acp-client.mjs <agent-tower binary>");
+const [bin, ...agentArgs] = process.argv.slice(2);
+if (!bin) throw new Error("usage: node acp-client.mjs <agent-tower binary> [acp arguments]");
 
 /** One agent process and a client connected to it; `run(ctx)` is the scenario. */
 async function withAgent(run) {
-  const child = spawn(bin, ["acp"], { stdio: ["pipe", "pipe", "inherit"] });
+  const child = spawn(bin, ["acp", ...agentArgs], { stdio: ["pipe", "pipe", "inherit"] });
   const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
   const editor = {
     updates: [],
@@ -39,7 +41,7 @@ async function withAgent(run) {
   try {
     return await client.connectWith(stream, (ctx) => run(ctx, editor));
   } finally {
-    child.kill();
+    child.kill("SIGKILL");
   }
 }
 
@@ -174,4 +176,23 @@ const scenarios = {
 for (const [name, run] of Object.entries(scenarios)) {
   await withAgent(run);
   console.log(`ok - ${name}`);
+}
+
+// A session survives a restart: the first process is killed once the turn is answered.
+{
+  const { sessionId, live } = await withAgent(async (ctx, editor) => {
+    const { sessionId } = await session(ctx);
+    await prompt(ctx, sessionId, "hello before the restart");
+    return { sessionId, live: text(editor.updates) };
+  });
+  assert.match(live, /hello before the restart/);
+  await withAgent(async (ctx, editor) => {
+    await ctx.request(acp.methods.agent.initialize, { protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {} });
+    await ctx.request(acp.methods.agent.session.load, { sessionId, cwd: process.cwd(), mcpServers: [] });
+    assert.equal(kind(editor.updates[0]), "user_message_chunk");
+    assert.equal(text(editor.updates), live);
+    const more = await prompt(ctx, sessionId, "and after it");
+    assert.equal(more.stopReason, "end_turn", "the loaded session goes on");
+  });
+  console.log("ok - a session survives a restart of the agent");
 }

@@ -1,5 +1,7 @@
-"""Drives `agent-tower acp` (the binary given as the first argument) with the official Python ACP
-client (PyPI `agent-client-protocol`), over stdio, through every scenario an editor meets.
+"""Drives `agent-tower acp` (the binary given as the first argument, started with the arguments
+after it) with the official Python ACP client (PyPI `agent-client-protocol`), over stdio, through
+every scenario an editor meets, the last one across a restart of the agent (SIGKILL, then a new
+process on the same store).
 
 Fails (an AssertionError, exit code 1) on the first expectation that does not hold; prints one
 line per scenario.
@@ -12,7 +14,7 @@ import sys
 from acp import PROTOCOL_VERSION, spawn_agent_process, text_block
 from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
 
-BIN = sys.argv[1]
+BIN, *ARGS = sys.argv[1:]
 
 
 class Editor:
@@ -170,12 +172,33 @@ SCENARIOS = [
 ]
 
 
+async def survives_restart():
+    editor = Editor()
+    async with spawn_agent_process(editor, BIN, "acp", *ARGS) as (conn, process):
+        _, _, sid = await start(conn)
+        await prompt(conn, sid, "hello before the restart")
+        live = editor.text()
+        assert "hello before the restart" in live, live
+        process.kill()
+        await process.wait()
+    editor = Editor()
+    async with spawn_agent_process(editor, BIN, "acp", *ARGS) as (conn, _process):
+        await conn.initialize(protocol_version=PROTOCOL_VERSION)
+        await conn.load_session(cwd=os.getcwd(), session_id=sid, mcp_servers=[])
+        assert editor.updates[0]["sessionUpdate"] == "user_message_chunk", editor.updates[0]
+        assert editor.text() == live
+        more = await prompt(conn, sid, "and after it")
+        assert more.stop_reason == "end_turn", more
+
+
 async def main():
     for scenario in SCENARIOS:
         editor = Editor()
-        async with spawn_agent_process(editor, BIN, "acp") as (conn, _process):
+        async with spawn_agent_process(editor, BIN, "acp", *ARGS) as (conn, _process):
             await asyncio.wait_for(scenario(conn, editor), 60)
         print(f"ok - {scenario.__name__}")
+    await asyncio.wait_for(survives_restart(), 60)
+    print("ok - survives_restart")
 
 
 asyncio.run(main())
