@@ -25,7 +25,15 @@
 //! is_model(&model);
 //! ```
 
+mod idle;
+#[cfg(feature = "openai")]
+#[cfg_attr(docsrs, doc(cfg(feature = "openai")))]
+pub mod openai;
+mod retry;
 pub mod scripted;
+
+pub use idle::{IdleFuture, IdleStream, IdleTimeout, IdleTimeoutLayer};
+pub use retry::RetryPolicy;
 
 use std::{error::Error as StdError, fmt, time::Duration};
 

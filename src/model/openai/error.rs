@@ -1,0 +1,198 @@
+//! Provider failures as [`ModelError`]s: the HTTP status, the error body (OpenAI's, llama.cpp's,
+//! vLLM's and Ollama's shapes), `retry-after`.
+
+use std::time::Duration;
+
+use http::{HeaderMap, StatusCode};
+use serde_json::Value;
+
+use crate::model::{ModelError, ModelErrorKind};
+
+/// The longest provider message kept in an error.
+const MAX_MESSAGE: usize = 500;
+
+/// The `code`, `type` and message of an error body, wherever the server put them.
+struct Described<'a> {
+    code: Option<&'a str>,
+    kind: Option<&'a str>,
+    message: String,
+}
+
+fn describe(body: &Value) -> Described<'_> {
+    let error = body.get("error").unwrap_or(body);
+    let text = |field: &str| error.get(field).and_then(Value::as_str);
+    let message = match error {
+        Value::String(message) => message.clone(),
+        _ => text("message").map_or_else(|| body.to_string(), str::to_owned),
+    };
+    Described {
+        code: text("code"),
+        kind: text("type"),
+        message,
+    }
+}
+
+fn is_context_length(described: &Described<'_>) -> bool {
+    if described.code == Some("context_length_exceeded")
+        || described.kind == Some("exceed_context_size_error")
+    {
+        return true;
+    }
+    let message = described.message.to_lowercase();
+    [
+        "context length",
+        "context_length",
+        "maximum context",
+        "context window",
+        "available context",
+        "too many tokens",
+    ]
+    .iter()
+    .any(|needle| message.contains(needle))
+}
+
+fn shorten(mut message: String) -> String {
+    if message.len() > MAX_MESSAGE {
+        let mut end = MAX_MESSAGE;
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+        message.push('…');
+    }
+    message
+}
+
+/// A non-success answer: `status`, its headers and body.
+pub(super) fn from_response(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> ModelError {
+    let parsed: Value = serde_json::from_slice(body)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(body).into_owned()));
+    let described = describe(&parsed);
+    let kind = match status.as_u16() {
+        429 if described.code == Some("insufficient_quota") => ModelErrorKind::Auth,
+        429 => ModelErrorKind::RateLimited,
+        401 | 403 => ModelErrorKind::Auth,
+        400 | 404 | 413 | 422 if is_context_length(&described) => ModelErrorKind::ContextLength,
+        400 | 404 | 413 | 422 => ModelErrorKind::InvalidRequest,
+        408 | 500..=599 => ModelErrorKind::Transport,
+        _ => ModelErrorKind::Other,
+    };
+    let message = shorten(format!("HTTP {}: {}", status.as_u16(), described.message));
+    let error = ModelError::new(kind, message);
+    match retry_after(headers) {
+        Some(after) => error.with_retry_after(after),
+        None => error,
+    }
+}
+
+/// An error the server sent inside the stream (`data: {"error": …}`).
+pub(super) fn from_stream(body: &Value) -> ModelError {
+    let described = describe(body);
+    let kind = if is_context_length(&described) {
+        ModelErrorKind::ContextLength
+    } else {
+        ModelErrorKind::Other
+    };
+    ModelError::new(kind, shorten(described.message))
+}
+
+/// `retry-after-ms` (OpenAI), else `retry-after` in seconds.
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let seconds = |name: &str, scale: f64| {
+        headers
+            .get(name)?
+            .to_str()
+            .ok()?
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .map(|s| Duration::from_secs_f64(s / scale))
+    };
+    seconds("retry-after-ms", 1000.0).or_else(|| seconds("retry-after", 1.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error(status: u16, headers: &[(&'static str, &str)], body: &str) -> ModelError {
+        let mut map = HeaderMap::new();
+        for (name, value) in headers {
+            map.insert(*name, value.parse().unwrap());
+        }
+        from_response(StatusCode::from_u16(status).unwrap(), &map, body.as_bytes())
+    }
+
+    #[test]
+    fn statuses_and_bodies_become_kinds() {
+        let cases = [
+            (
+                429,
+                r#"{"error": {"message": "slow down"}}"#,
+                ModelErrorKind::RateLimited,
+            ),
+            (
+                429,
+                r#"{"error": {"code": "insufficient_quota", "message": "pay"}}"#,
+                ModelErrorKind::Auth,
+            ),
+            (
+                401,
+                r#"{"error": {"message": "bad key"}}"#,
+                ModelErrorKind::Auth,
+            ),
+            (
+                400,
+                r#"{"error": {"code": "context_length_exceeded", "message": "too long"}}"#,
+                ModelErrorKind::ContextLength,
+            ),
+            (
+                400,
+                r#"{"error": {"code": 400, "type": "exceed_context_size_error", "message": "the request exceeds the available context size"}}"#,
+                ModelErrorKind::ContextLength,
+            ),
+            (
+                400,
+                r#"{"object": "error", "message": "This model's maximum context length is 2048 tokens", "code": 400}"#,
+                ModelErrorKind::ContextLength,
+            ),
+            (
+                400,
+                r#"{"error": "model 'x' not found"}"#,
+                ModelErrorKind::InvalidRequest,
+            ),
+            (503, "upstream down", ModelErrorKind::Transport),
+            (418, "teapot", ModelErrorKind::Other),
+        ];
+        for (status, body, kind) in cases {
+            assert_eq!(error(status, &[], body).kind(), kind, "{status} {body}");
+        }
+        let ollama = error(404, &[], r#"{"error": "model 'x' not found"}"#);
+        assert_eq!(ollama.message(), "HTTP 404: model 'x' not found");
+    }
+
+    #[test]
+    fn retry_after_in_seconds_or_milliseconds() {
+        let seconds = error(429, &[("retry-after", "7")], "{}");
+        assert_eq!(seconds.retry_after(), Some(Duration::from_secs(7)));
+        let millis = error(
+            429,
+            &[("retry-after-ms", "250"), ("retry-after", "1")],
+            "{}",
+        );
+        assert_eq!(millis.retry_after(), Some(Duration::from_millis(250)));
+        assert_eq!(
+            error(429, &[("retry-after", "soon")], "{}").retry_after(),
+            None
+        );
+    }
+
+    #[test]
+    fn long_messages_are_cut_on_a_character() {
+        let body = format!(r#"{{"error": {{"message": "{}"}}}}"#, "é".repeat(600));
+        let message = error(500, &[], &body).message().to_owned();
+        assert!(message.len() <= MAX_MESSAGE + '…'.len_utf8());
+        assert!(message.ends_with('…'));
+    }
+}

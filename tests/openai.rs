@@ -1,0 +1,314 @@
+//! The OpenAI-compatible provider against a local HTTP server replaying recorded responses
+//! (`tests/fixtures/openai/`, each saying where it came from), every streamed body replayed in
+//! chunks of 1, 2, 3, 5, 7 and 64 bytes and whole: boundaries inside lines and inside UTF-8
+//! characters must not change a single event.
+
+#[path = "support/replay.rs"]
+mod replay;
+
+use std::time::Duration;
+
+use agent_tower::{
+    message::Message,
+    model::{
+        FinishReason, ModelError, ModelErrorKind, ModelEvent, ModelRequest, RetryPolicy,
+        openai::OpenAi,
+    },
+    run::RunContext,
+    tool::ToolSpec,
+};
+use futures_util::StreamExt;
+use replay::{Fixture, serve};
+use serde_json::{Value, json};
+use tower::{ServiceBuilder, ServiceExt};
+
+const CHUNKS: [usize; 7] = [1, 2, 3, 5, 7, 64, usize::MAX];
+
+fn request() -> ModelRequest {
+    let mut run = RunContext::new("thread".into(), "run".into());
+    run.message_id = "msg".into();
+    ModelRequest {
+        messages: vec![Message::user("hello")],
+        tools: vec![
+            ToolSpec::new("get_weather", "The weather in a city.").parameters(json!({
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+            })),
+        ],
+        options: Default::default(),
+        run,
+    }
+}
+
+/// Every event of `fixture`'s stream (the error, if it ends in one), replayed in chunks of
+/// `chunk` bytes.
+async fn events_in_chunks(fixture: &str, chunk: usize) -> (Vec<ModelEvent>, Option<ModelError>) {
+    let (base, _) = serve(vec![Fixture::load(fixture)], chunk).await;
+    let stream = OpenAi::new(&base, "m")
+        .oneshot(request())
+        .await
+        .unwrap_or_else(|e| panic!("{fixture}: {e}"));
+    let mut events = Vec::new();
+    let mut stream = std::pin::pin!(stream);
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(event) => events.push(event),
+            Err(error) => {
+                assert!(stream.next().await.is_none(), "nothing after the error");
+                return (events, Some(error));
+            }
+        }
+    }
+    (events, None)
+}
+
+/// The events of `fixture`, the same in every chunking.
+async fn events(fixture: &str) -> (Vec<ModelEvent>, Option<ModelError>) {
+    let (whole, error) = events_in_chunks(fixture, usize::MAX).await;
+    for chunk in CHUNKS {
+        let (events, other) = events_in_chunks(fixture, chunk).await;
+        assert_eq!(events, whole, "{fixture} in chunks of {chunk}");
+        assert_eq!(
+            other.as_ref().map(ModelError::kind),
+            error.as_ref().map(ModelError::kind),
+            "{fixture} in chunks of {chunk}"
+        );
+    }
+    (whole, error)
+}
+
+fn text(events: &[ModelEvent]) -> String {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            ModelEvent::TextDelta { message_id, delta } => {
+                assert_eq!(message_id.as_ref(), "msg");
+                Some(delta.as_str())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn reasoning(events: &[ModelEvent]) -> String {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            ModelEvent::ReasoningDelta { delta, .. } => Some(delta.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `(id, name, arguments)` of every call, in the order they started; each ended before Finish.
+fn calls(events: &[ModelEvent]) -> Vec<(String, String, Value)> {
+    let mut calls: Vec<(String, String, String, bool)> = Vec::new();
+    for event in events {
+        match event {
+            ModelEvent::ToolCallStart { id, name } => {
+                calls.push((id.to_string(), name.clone(), String::new(), false));
+            }
+            ModelEvent::ToolCallArgs { id, delta } => {
+                let call = calls.iter_mut().find(|c| c.0 == id.as_ref()).unwrap();
+                assert!(!call.3, "arguments after the end");
+                call.2.push_str(delta);
+            }
+            ModelEvent::ToolCallEnd { id } => {
+                calls.iter_mut().find(|c| c.0 == id.as_ref()).unwrap().3 = true;
+            }
+            _ => {}
+        }
+    }
+    calls
+        .into_iter()
+        .map(|(id, name, arguments, ended)| {
+            assert!(ended, "call {id} ended");
+            let arguments =
+                serde_json::from_str(&arguments).unwrap_or_else(|e| panic!("{arguments}: {e}"));
+            (id, name, arguments)
+        })
+        .collect()
+}
+
+fn finish(events: &[ModelEvent]) -> &FinishReason {
+    match events.last() {
+        Some(ModelEvent::Finish(reason)) => reason,
+        other => panic!("the last event is {other:?}, not Finish"),
+    }
+}
+
+fn usage(events: &[ModelEvent]) -> agent_tower::model::Usage {
+    events
+        .iter()
+        .find_map(|e| match e {
+            ModelEvent::Usage(usage) => Some(*usage),
+            _ => None,
+        })
+        .expect("a usage event")
+}
+
+#[tokio::test]
+async fn a_plain_answer_with_usage() {
+    let (events, error) = events("plain.sse").await;
+    assert!(error.is_none(), "{error:?}");
+    assert!(!text(&events).is_empty());
+    let usage = usage(&events);
+    assert!(
+        usage.input_tokens > 0 && usage.output_tokens > 0,
+        "{usage:?}"
+    );
+    assert_eq!(finish(&events), &FinishReason::Stop);
+}
+
+#[tokio::test]
+async fn the_request_streams_with_usage_and_the_key() {
+    let (base, mut received) = serve(vec![Fixture::load("plain.sse")], usize::MAX).await;
+    let model = OpenAi::new(&format!("{base}/"), "smollm2").api_key("sk-test");
+    assert!(
+        !format!("{model:?}").contains("sk-test"),
+        "the key is never shown"
+    );
+    let _ = model
+        .oneshot(request())
+        .await
+        .unwrap()
+        .collect::<Vec<_>>()
+        .await;
+    let received = received.recv().await.unwrap();
+    assert_eq!(received.path, "/v1/chat/completions");
+    assert_eq!(received.authorization.as_deref(), Some("Bearer sk-test"));
+    assert_eq!(received.body["model"], "smollm2");
+    assert_eq!(received.body["stream"], true);
+    assert_eq!(received.body["stream_options"]["include_usage"], true);
+    assert_eq!(
+        received.body["messages"],
+        json!([{"role": "user", "content": "hello"}])
+    );
+    assert_eq!(received.body["tools"][0]["function"]["name"], "get_weather");
+}
+
+#[tokio::test]
+async fn a_tool_call_with_fragmented_arguments() {
+    let (events, error) = events("tool_call.sse").await;
+    assert!(error.is_none(), "{error:?}");
+    let calls = calls(&events);
+    assert_eq!(calls.len(), 1, "{events:?}");
+    assert_eq!(calls[0].1, "get_weather");
+    assert!(calls[0].2["city"].is_string(), "{:?}", calls[0].2);
+    let fragments = events
+        .iter()
+        .filter(|e| matches!(e, ModelEvent::ToolCallArgs { .. }))
+        .count();
+    assert!(fragments > 1, "the arguments came in pieces");
+    assert_eq!(finish(&events), &FinishReason::ToolCalls);
+}
+
+#[tokio::test]
+async fn two_parallel_tool_calls_interleaved() {
+    let (events, error) = events("parallel_tool_calls.sse").await;
+    assert!(error.is_none(), "{error:?}");
+    let calls = calls(&events);
+    let cities: Vec<&Value> = calls.iter().map(|c| &c.2["city"]).collect();
+    assert_eq!(cities, [&json!("Paris"), &json!("Tokyo")]);
+    assert_ne!(calls[0].0, calls[1].0, "two ids");
+    assert_eq!(finish(&events), &FinishReason::ToolCalls);
+}
+
+#[tokio::test]
+async fn reasoning_then_the_answer() {
+    let (events, error) = events("reasoning.sse").await;
+    assert!(error.is_none(), "{error:?}");
+    assert!(!reasoning(&events).is_empty());
+    assert!(!text(&events).is_empty());
+    let first_text = events
+        .iter()
+        .position(|e| matches!(e, ModelEvent::TextDelta { .. }))
+        .unwrap();
+    assert!(
+        events[..first_text]
+            .iter()
+            .any(|e| matches!(e, ModelEvent::ReasoningDelta { .. })),
+        "reasoning first"
+    );
+    assert!(usage(&events).reasoning_tokens.is_some());
+}
+
+#[tokio::test]
+async fn keep_alive_comments_and_multibyte_characters() {
+    let (events, error) = events("keepalive.sse").await;
+    assert!(error.is_none(), "{error:?}");
+    let text = text(&events);
+    assert!(text.chars().any(|c| c.len_utf8() > 1), "{text}");
+    assert!(
+        !text.contains('\u{fffd}'),
+        "no character was broken: {text}"
+    );
+}
+
+#[tokio::test]
+async fn a_stream_cut_midway_is_an_error_not_a_success() {
+    for fixture in ["cut.sse", "cut_connection.sse"] {
+        let (events, error) = events(fixture).await;
+        assert!(
+            !text(&events).is_empty(),
+            "{fixture}: what came before the cut"
+        );
+        assert!(
+            !events.iter().any(|e| matches!(e, ModelEvent::Finish(_))),
+            "{fixture}"
+        );
+        assert_eq!(
+            error.map(|e| e.kind()),
+            Some(ModelErrorKind::StreamCut),
+            "{fixture}"
+        );
+    }
+}
+
+async fn call_error(fixture: &str) -> ModelError {
+    let (base, _) = serve(vec![Fixture::load(fixture)], usize::MAX).await;
+    match OpenAi::new(&base, "m").oneshot(request()).await {
+        Ok(_) => panic!("{fixture}: the call succeeded"),
+        Err(error) => error,
+    }
+}
+
+#[tokio::test]
+async fn http_errors_become_typed_kinds() {
+    let limited = call_error("rate_limited.http").await;
+    assert_eq!(limited.kind(), ModelErrorKind::RateLimited);
+    assert!(limited.kind().is_retryable());
+    assert_eq!(limited.retry_after(), Some(Duration::from_secs(1)));
+
+    let context = call_error("context_length.http").await;
+    assert_eq!(context.kind(), ModelErrorKind::ContextLength, "{context}");
+    assert!(!context.kind().is_retryable());
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let closed = format!("http://{}/v1", listener.local_addr().unwrap());
+    drop(listener);
+    let unreachable = OpenAi::new(&closed, "m")
+        .oneshot(request())
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(unreachable.kind(), ModelErrorKind::Transport);
+}
+
+#[tokio::test]
+async fn a_rate_limited_call_is_retried_before_its_first_token() {
+    let fixtures = vec![
+        Fixture::load("rate_limited.http"),
+        Fixture::load("plain.sse"),
+    ];
+    let (base, mut received) = serve(fixtures, usize::MAX).await;
+    let model = ServiceBuilder::new()
+        .retry(RetryPolicy::new(2).max_wait(Duration::from_millis(10)))
+        .service(OpenAi::new(&base, "m"));
+    let events: Vec<_> = model.oneshot(request()).await.unwrap().collect().await;
+    let events: Vec<ModelEvent> = events.into_iter().map(Result::unwrap).collect();
+    assert_eq!(finish(&events), &FinishReason::Stop);
+    assert!(received.recv().await.is_some() && received.recv().await.is_some());
+    assert!(received.try_recv().is_err(), "two requests, no more");
+}
