@@ -13,14 +13,18 @@ use crate::{
     tool::{ToolRouter, ToolSpec, demo::demo_tools},
 };
 
-/// The agent [`scripted_agent`] builds.
-pub type ScriptedAgent = MapError<
+/// The stack `agent-tower acp` runs around the model `M`; see [`scripted_agent`] and
+/// [`product_agent`].
+pub type ProductAgent<M> = MapError<
     Agent<
-        Acp<MapError<ScriptedModel, DefaultClassifier>, Notifier>,
+        Acp<MapError<M, DefaultClassifier>, Notifier>,
         Acp<Permission<ToolRouter, AcpApprover>, Notifier>,
     >,
     DefaultClassifier,
 >;
+
+/// The agent [`scripted_agent`] builds.
+pub type ScriptedAgent = ProductAgent<ScriptedModel>;
 
 /// The agent `agent-tower acp` runs: the [scripted model](crate::model::scripted) and the
 /// [demo tools](crate::tool::demo), stacked as an editor agent would be:
@@ -40,14 +44,24 @@ pub fn scripted_agent(
     max_turns: NonZeroU32,
     detail: Detail,
 ) -> (ScriptedAgent, AcpApprover, Vec<ToolSpec>) {
-    let tools = demo_tools();
+    product_agent(ScriptedModel::new(), demo_tools(), max_turns, detail)
+}
+
+/// The stack of [`scripted_agent`] around any `model` and `tools`: what `agent-tower acp
+/// --model openai:…` runs.
+pub fn product_agent<M>(
+    model: M,
+    tools: ToolRouter,
+    max_turns: NonZeroU32,
+    detail: Detail,
+) -> (ProductAgent<M>, AcpApprover, Vec<ToolSpec>) {
     let specs = tools.specs();
     let approver = AcpApprover::new();
     let acp = AcpLayer::new().tools(&specs);
     let errors = MapErrorLayer::new().detail(detail);
     let permission = PermissionLayer::new(Policy::new().tools(&specs), approver.clone());
     let agent = Agent::new(
-        acp.layer(errors.layer(ScriptedModel::new())),
+        acp.layer(errors.layer(model)),
         acp.layer(permission.layer(tools)),
     )
     .tool_specs(specs.clone())

@@ -72,7 +72,7 @@ mod tool_call;
 pub use self::{
     agent::AcpAgent,
     approve::AcpApprover,
-    demo::{ScriptedAgent, scripted_agent},
+    demo::{ProductAgent, ScriptedAgent, product_agent, scripted_agent},
     layer::AcpLayer,
     notifier::Notifier,
     service::Acp,

@@ -5,9 +5,17 @@ use std::{net::SocketAddr, time::Duration};
 use agent_tower::{
     BoxError, acp,
     map_error::Detail,
-    permission::Mode,
+    model::{
+        BoxModel, IdleTimeoutLayer, RetryPolicy, boxed, openai::OpenAi, scripted::ScriptedModel,
+    },
+    permission::{Action, AutoApprove, InterruptApprover, Mode, Policy},
     run::{RunOutcome, RunRequest},
-    server::{AguiServer, BusyThread, interrupting_agent, scripted_agent},
+    server::{AguiServer, BusyThread, product_agent},
+    tool::{
+        ToolRouter,
+        demo::demo_tools,
+        mcp::{McpConnection, McpServer},
+    },
     transport::OnDisconnect,
 };
 use clap::{Parser, Subcommand, ValueEnum};
@@ -43,9 +51,8 @@ enum Command {
 
 #[derive(Debug, clap::Args)]
 struct Acp {
-    /// The model: `scripted` is deterministic and offline.
-    #[arg(long, value_enum, default_value_t = ModelChoice::Scripted, env = "AGENT_TOWER_MODEL")]
-    model: ModelChoice,
+    #[command(flatten)]
+    model: ModelArgs,
     /// The most model turns per prompt.
     #[arg(long, default_value_t = 16)]
     max_turns: u32,
@@ -80,11 +87,8 @@ struct Serve {
     /// The path runs are posted to.
     #[arg(long, default_value = "/")]
     path: String,
-    /// The model: `scripted` is deterministic and offline (it echoes, calls the tools it is asked
-    /// to call, reasons when asked to "think", and streams N filler tokens when the request's
-    /// `forwardedProps` is `{"scripted": {"tokens": N}}`).
-    #[arg(long, value_enum, default_value_t = ModelChoice::Scripted, env = "AGENT_TOWER_MODEL")]
-    model: ModelChoice,
+    #[command(flatten)]
+    model: ModelArgs,
     /// Seconds of silence before a `: ping` keep-alive comment.
     #[arg(long, default_value_t = 15)]
     keep_alive: u64,
@@ -125,10 +129,91 @@ struct Serve {
     interrupt_ttl: Duration,
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
+/// The model, and how calls to it are bounded and retried.
+#[derive(Debug, clap::Args)]
+struct ModelArgs {
+    /// `scripted` (deterministic and offline: it echoes, calls the tools it is asked to call,
+    /// reasons when asked to "think", and streams N filler tokens when a run's `forwardedProps`
+    /// is `{"scripted": {"tokens": N}}`), or `openai:<model>` for any OpenAI-compatible server
+    /// at `--base-url` (OpenAI, Ollama, vLLM, llama.cpp, LM Studio, OpenRouter).
+    #[arg(long, default_value = "scripted", env = "AGENT_TOWER_MODEL", value_parser = parse_model)]
+    model: ModelChoice,
+    /// The OpenAI-compatible server's base URL (its paths start there: `…/chat/completions`).
+    #[arg(
+        long,
+        default_value = "https://api.openai.com/v1",
+        env = "AGENT_TOWER_BASE_URL"
+    )]
+    base_url: String,
+    /// The environment variable holding the API key (sent as a bearer token, never logged).
+    #[arg(long, default_value = "OPENAI_API_KEY")]
+    api_key_env: String,
+    /// How long the model may take to start answering, per attempt.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    model_timeout: Duration,
+    /// How long the model's stream may stay silent once it has started.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    idle_timeout: Duration,
+    /// Retries of a call that failed before its first token (rate limited, server error,
+    /// unreachable, timed out).
+    #[arg(long, default_value_t = 2)]
+    retries: u32,
+    /// An MCP server whose tools the agent gets besides the demo tools, as `{name}__{tool}`:
+    /// `name=command args…` (spawned, stdio) or `name=http://…` (streamable HTTP). Repeat for
+    /// several.
+    #[arg(long = "mcp")]
+    mcp: Vec<McpServer>,
+}
+
+#[derive(Debug, Clone)]
 enum ModelChoice {
-    /// The built-in scripted model.
     Scripted,
+    OpenAi(String),
+}
+
+fn parse_model(value: &str) -> Result<ModelChoice, String> {
+    match value.split_once(':') {
+        None if value == "scripted" => Ok(ModelChoice::Scripted),
+        Some(("openai", name)) if !name.is_empty() => Ok(ModelChoice::OpenAi(name.to_owned())),
+        _ => Err("one of `scripted` or `openai:<model name>`".to_owned()),
+    }
+}
+
+impl ModelArgs {
+    /// The demo tools and every `--mcp` server's.
+    async fn tools(&self) -> Result<ToolRouter, BoxError> {
+        let mut tools = demo_tools();
+        for server in &self.mcp {
+            let mcp = McpConnection::connect(server).await?.tools().await?;
+            tracing::info!(
+                server = server.name(),
+                tools = mcp.specs().len(),
+                "MCP server connected"
+            );
+            tools = tools.merge(mcp);
+        }
+        Ok(tools)
+    }
+
+    /// The model service: the scripted model, or the provider behind a first-answer timeout,
+    /// retries before the first token and an idle timeout on its stream.
+    fn service(&self) -> BoxModel {
+        match &self.model {
+            ModelChoice::Scripted => boxed(ScriptedModel::new()),
+            ModelChoice::OpenAi(name) => {
+                tracing::info!(model = %name, base_url = %self.base_url, "OpenAI-compatible model");
+                let provider =
+                    OpenAi::new(&self.base_url, name.clone()).api_key_env(&self.api_key_env);
+                boxed(
+                    tower::ServiceBuilder::new()
+                        .layer(IdleTimeoutLayer::new(self.idle_timeout))
+                        .retry(RetryPolicy::new(self.retries))
+                        .timeout(self.model_timeout)
+                        .service(provider),
+                )
+            }
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -169,8 +254,12 @@ async fn main() -> Result<(), BoxError> {
 async fn run_acp(args: Acp) -> Result<(), BoxError> {
     let max_turns =
         std::num::NonZeroU32::new(args.max_turns).ok_or("--max-turns must be at least 1")?;
-    let ModelChoice::Scripted = args.model;
-    let (agent, approver, tools) = acp::scripted_agent(max_turns, args.error_detail);
+    let (agent, approver, tools) = acp::product_agent(
+        args.model.service(),
+        args.model.tools().await?,
+        max_turns,
+        args.error_detail,
+    );
     let mode = match args.mode {
         ModeChoice::Ask => Mode::Interactive,
         ModeChoice::Auto => Mode::Agentic,
@@ -250,19 +339,30 @@ where
 async fn run_server(args: Serve) -> Result<(), BoxError> {
     let max_turns =
         std::num::NonZeroU32::new(args.max_turns).ok_or("--max-turns must be at least 1")?;
-    let ModelChoice::Scripted = args.model;
+    let (model, tools) = (args.model.service(), args.model.tools().await?);
     let runs = CancellationToken::new();
     let router = if args.store == "none" {
-        configure(
-            AguiServer::new(scripted_agent(max_turns, args.error_detail)),
-            &args,
-            &runs,
-        )?
-        .into_router()
+        let agent = product_agent(
+            model,
+            tools,
+            max_turns,
+            args.error_detail,
+            Policy::new(),
+            AutoApprove,
+        );
+        configure(AguiServer::new(agent), &args, &runs)?.into_router()
     } else {
         let store = agent_tower::store::RunStore::open(&args.store).await?;
         tracing::info!(store = %store_name(&args.store), "runs are kept in the store");
-        let agent = interrupting_agent(max_turns, args.error_detail, args.interrupt_ttl);
+        // A call of `remember` waits for a person: an interrupt, resumable for --interrupt-ttl.
+        let agent = product_agent(
+            model,
+            tools,
+            max_turns,
+            args.error_detail,
+            Policy::new().rule("remember", Action::Ask),
+            InterruptApprover::new(args.interrupt_ttl),
+        );
         configure(AguiServer::new(agent), &args, &runs)?
             .store(store)
             .lease(args.lease)

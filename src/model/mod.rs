@@ -309,3 +309,34 @@ where
 /// A boxed model stream, for providers that box at their own edge.
 pub type BoxModelStream<E = BoxError> =
     std::pin::Pin<Box<dyn Stream<Item = Result<ModelEvent, E>> + Send + 'static>>;
+
+/// A model service whose type is erased: for a model chosen at run time (`--model`).
+pub type BoxModel = tower::util::BoxCloneSyncService<ModelRequest, BoxModelStream, BoxError>;
+
+/// Erases `model`'s type: its errors and its stream's errors boxed, its stream boxed.
+///
+/// ```
+/// use agent_tower::model::{BoxModel, boxed, scripted::ScriptedModel};
+///
+/// let model: BoxModel = boxed(ScriptedModel::new());
+/// # let _ = model;
+/// ```
+pub fn boxed<M>(model: M) -> BoxModel
+where
+    M: ModelService + Clone + Send + Sync + 'static,
+    M::Error: Into<BoxError>,
+    M::Future: Send + 'static,
+    M::Events: Send + 'static,
+    M::StreamError: Into<BoxError>,
+{
+    use futures_util::StreamExt;
+    use tower::ServiceExt;
+    fn erase<St, E>(events: St) -> BoxModelStream
+    where
+        St: Stream<Item = Result<ModelEvent, E>> + Send + 'static,
+        E: Into<BoxError>,
+    {
+        Box::pin(events.map(|event| event.map_err(Into::into)))
+    }
+    tower::util::BoxCloneSyncService::new(model.map_err(Into::into).map_response(erase))
+}

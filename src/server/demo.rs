@@ -20,16 +20,20 @@ use crate::{
 type Emit<S> = Agui<S, Channel<Event>>;
 type Classify<S> = MapError<S, DefaultClassifier>;
 
-/// The agent [`scripted_agent`] builds (with `A` = [`AutoApprove`]), or
-/// [`interrupting_agent`] (with `A` = [`InterruptApprover`]).
-pub type ScriptedAgent<A = AutoApprove> = Emit<
+/// The stack `agent-tower serve` runs, around the model `M` and tools asking approval through
+/// `A`; see [`scripted_agent`] and [`product_agent`].
+pub type ProductAgent<M, A = AutoApprove> = Emit<
     Classify<
         Agent<
-            Emit<Classify<PostProcess<State<Truncate<ScriptedModel>>, Citations>>>,
+            Emit<Classify<PostProcess<State<Truncate<M>>, Citations>>>,
             Emit<Permission<State<Truncate<ToolRouter>>, A>>,
         >,
     >,
 >;
+
+/// The agent [`scripted_agent`] builds (with `A` = [`AutoApprove`]), or
+/// [`interrupting_agent`] (with `A` = [`InterruptApprover`]).
+pub type ScriptedAgent<A = AutoApprove> = ProductAgent<ScriptedModel, A>;
 
 /// The agent `agent-tower serve` runs: the [scripted model](crate::model::scripted) and the
 /// [demo tools](crate::tool::demo), stacked as a real deployment would be:
@@ -66,7 +70,14 @@ pub type ScriptedAgent<A = AutoApprove> = Emit<
 /// ```
 #[must_use]
 pub fn scripted_agent(max_turns: NonZeroU32, detail: Detail) -> ScriptedAgent {
-    build(max_turns, detail, Policy::new(), AutoApprove)
+    product_agent(
+        ScriptedModel::new(),
+        demo_tools(),
+        max_turns,
+        detail,
+        Policy::new(),
+        AutoApprove,
+    )
 }
 
 /// The same agent, but a call of `remember` stops the run at an interrupt (AG-UI
@@ -78,7 +89,9 @@ pub fn interrupting_agent(
     detail: Detail,
     interrupt_ttl: Duration,
 ) -> ScriptedAgent<InterruptApprover> {
-    build(
+    product_agent(
+        ScriptedModel::new(),
+        demo_tools(),
         max_turns,
         detail,
         Policy::new().rule("remember", Action::Ask),
@@ -86,12 +99,17 @@ pub fn interrupting_agent(
     )
 }
 
-fn build<A: Clone>(
+/// The stack of [`scripted_agent`] around any `model` and `tools` (the demo tools, an MCP
+/// server's, yours): what `agent-tower serve --model openai:…` runs. `policy` learns the tools'
+/// kinds; a call it asks about goes to `approver`.
+pub fn product_agent<M, A: Clone>(
+    model: M,
+    tools: ToolRouter,
     max_turns: NonZeroU32,
     detail: Detail,
     policy: Policy,
     approver: A,
-) -> ScriptedAgent<A> {
+) -> ProductAgent<M, A> {
     let agui = AguiLayer::new().predict_state("write_document", "document", "document");
     let errors = MapErrorLayer::new().detail(detail);
     let truncate = TruncateLayer::new();
@@ -101,12 +119,10 @@ fn build<A: Clone>(
         }
         state["document"] = args["document"].clone();
     });
-    let tools = demo_tools();
     let citations = PostProcessLayer::new("citations", Citations::new())
         .expect("`citations` is a valid state key")
         .when(Citations::cites);
-    let model = agui
-        .layer(errors.layer(citations.layer(state.layer(truncate.layer(ScriptedModel::new())))));
+    let model = agui.layer(errors.layer(citations.layer(state.layer(truncate.layer(model)))));
     let permission = PermissionLayer::new(policy.tools(&tools.specs()), approver);
     let tools_stack = agui.layer(permission.layer(state.layer(truncate.layer(tools.clone()))));
     let agent = Agent::new(model, tools_stack)

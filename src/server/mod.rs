@@ -91,7 +91,7 @@ use tower_service::Service;
 
 use self::run::{OnRunEnd, RunEvents, RunTracker};
 pub use self::{
-    demo::{ScriptedAgent, interrupting_agent, scripted_agent},
+    demo::{ProductAgent, ScriptedAgent, interrupting_agent, product_agent, scripted_agent},
     error::Rejection,
     negotiate::Format,
     run::{RunEnd, RunSummary},

@@ -22,6 +22,9 @@
 //! ```
 
 pub mod demo;
+#[cfg(feature = "mcp")]
+#[cfg_attr(docsrs, doc(cfg(feature = "mcp")))]
+pub mod mcp;
 mod progress;
 pub mod router;
 mod started;

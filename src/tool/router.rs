@@ -51,6 +51,16 @@ impl ToolRouter {
         self
     }
 
+    /// Adds every tool of `other`, replacing tools of the same name.
+    #[must_use]
+    pub fn merge(mut self, other: ToolRouter) -> Self {
+        let routes = Arc::make_mut(&mut self.routes);
+        for (name, route) in other.routes.iter() {
+            routes.insert(name.clone(), route.clone());
+        }
+        self
+    }
+
     /// The specs of every registered tool, sorted by name.
     #[must_use]
     pub fn specs(&self) -> Vec<ToolSpec> {

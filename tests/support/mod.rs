@@ -11,9 +11,13 @@ async fn install_client(dir: &Path) {
     static INSTALLED: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
     INSTALLED
         .get_or_init(|| async {
-            let installed = ["@ag-ui/client", "@agentclientprotocol/sdk"]
-                .iter()
-                .all(|package| dir.join("node_modules").join(package).exists());
+            let installed = [
+                "@ag-ui/client",
+                "@agentclientprotocol/sdk",
+                "@modelcontextprotocol/server-everything",
+            ]
+            .iter()
+            .all(|package| dir.join("node_modules").join(package).exists());
             if installed {
                 return;
             }
@@ -30,6 +34,13 @@ async fn install_client(dir: &Path) {
             );
         })
         .await;
+}
+
+/// The `node_modules` of `tests/conformance`, with the pinned packages installed.
+pub async fn node_modules() -> std::path::PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance");
+    install_client(&dir).await;
+    dir.join("node_modules")
 }
 
 /// Runs a script of the official client's package; panics with its output when it fails.

@@ -1,0 +1,417 @@
+//! MCP servers' tools as tool services, over the official [`rmcp`] SDK: a server spawned as a
+//! command (stdio) or reached over streamable HTTP.
+//!
+//! Each tool is routed as `{server}__{tool}` (a name every provider accepts), with the server's
+//! description and input schema; a tool the server marks read-only gets the kind
+//! [`Read`](super::ToolKind::Read) (so permission policies let it run). Results become content
+//! parts: text as text, images and audio as media, embedded resources as text (or a document
+//! when binary), resource links as document URLs, structured content as JSON when there is
+//! nothing else; a result with `isError` reaches the model as a failed result.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), agent_tower::BoxError> {
+//! use agent_tower::tool::{ToolRouter, mcp::{McpConnection, McpServer}};
+//!
+//! let server: McpServer = "files=npx -y @modelcontextprotocol/server-filesystem /tmp".parse()?;
+//! let connection = McpConnection::connect(&server).await?;
+//! let tools: ToolRouter = connection.tools().await?;
+//! println!("{:?}", tools.specs());
+//! # Ok(()) }
+//! ```
+
+use std::{
+    fmt,
+    str::FromStr,
+    sync::Arc,
+    task::{Context, Poll},
+};
+
+use futures_util::future::BoxFuture;
+use rmcp::{
+    RoleClient, ServiceExt as _,
+    model::{CallToolRequestParams, Tool},
+    service::RunningService,
+    transport::{StreamableHttpClientTransport, TokioChildProcess},
+};
+use serde_json::Value;
+use tower_service::Service;
+
+use super::{ToolCall, ToolError, ToolErrorKind, ToolKind, ToolOutput, ToolRouter, ToolSpec};
+use crate::message::{ContentPart, MediaSource};
+
+/// The separator between a server's name and its tool's name.
+const SEPARATOR: &str = "__";
+
+/// Where an MCP server is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum McpServer {
+    /// A command that speaks MCP on its stdin and stdout.
+    Stdio {
+        /// The prefix of its tools' names.
+        name: String,
+        /// The program.
+        command: String,
+        /// Its arguments.
+        args: Vec<String>,
+        /// Environment variables set for it.
+        env: Vec<(String, String)>,
+    },
+    /// A streamable HTTP endpoint.
+    Http {
+        /// The prefix of its tools' names.
+        name: String,
+        /// The endpoint's URL.
+        url: String,
+    },
+}
+
+impl McpServer {
+    /// The prefix of its tools' names.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        match self {
+            Self::Stdio { name, .. } | Self::Http { name, .. } => name,
+        }
+    }
+}
+
+/// `name=command arg…` (split on whitespace) or `name=http(s)://…`.
+impl FromStr for McpServer {
+    type Err = McpError;
+
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        let invalid = |why: &str| McpError::Config(format!("`{value}`: {why}"));
+        let (name, target) = value
+            .split_once('=')
+            .ok_or_else(|| invalid("expected name=command or name=url"))?;
+        let name = name.trim();
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(invalid("the name takes letters, digits, - and _"));
+        }
+        let target = target.trim();
+        if target.starts_with("http://") || target.starts_with("https://") {
+            return Ok(Self::Http {
+                name: name.to_owned(),
+                url: target.to_owned(),
+            });
+        }
+        let mut words = target.split_whitespace().map(str::to_owned);
+        let command = words.next().ok_or_else(|| invalid("no command"))?;
+        Ok(Self::Stdio {
+            name: name.to_owned(),
+            command,
+            args: words.collect(),
+            env: Vec::new(),
+        })
+    }
+}
+
+/// Connecting to or talking with an MCP server failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum McpError {
+    /// The server's description is wrong.
+    Config(String),
+    /// The server could not be started or reached, or did not complete the handshake.
+    Connect {
+        /// The server.
+        server: String,
+        /// Why.
+        source: crate::BoxError,
+    },
+    /// The server answered a request with an error.
+    Request {
+        /// The server.
+        server: String,
+        /// Why.
+        source: rmcp::ServiceError,
+    },
+}
+
+impl fmt::Display for McpError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Config(why) => write!(f, "invalid MCP server {why}"),
+            Self::Connect { server, source } => {
+                write!(f, "cannot connect to MCP server `{server}`: {source}")
+            }
+            Self::Request { server, source } => write!(f, "MCP server `{server}`: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for McpError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Config(_) => None,
+            Self::Connect { source, .. } => Some(source.as_ref()),
+            Self::Request { source, .. } => Some(source),
+        }
+    }
+}
+
+/// A live connection to one MCP server; it closes when the connection and every tool routed
+/// from it are dropped.
+#[derive(Clone)]
+pub struct McpConnection {
+    name: Arc<str>,
+    client: Arc<RunningService<RoleClient, ()>>,
+}
+
+impl fmt::Debug for McpConnection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("McpConnection")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl McpConnection {
+    /// Starts (stdio) or reaches (HTTP) `server` and completes the MCP handshake.
+    ///
+    /// # Errors
+    ///
+    /// [`McpError::Connect`] when the command cannot start, the URL does not answer, or the
+    /// handshake fails.
+    pub async fn connect(server: &McpServer) -> Result<Self, McpError> {
+        let failed = |source: crate::BoxError| McpError::Connect {
+            server: server.name().to_owned(),
+            source,
+        };
+        let client = match server {
+            McpServer::Stdio {
+                command, args, env, ..
+            } => {
+                let mut process = tokio::process::Command::new(command);
+                process.args(args).envs(env.iter().map(|(k, v)| (k, v)));
+                let transport = TokioChildProcess::new(process).map_err(|e| failed(e.into()))?;
+                ().serve(transport).await.map_err(|e| failed(e.into()))?
+            }
+            McpServer::Http { url, .. } => {
+                let transport = StreamableHttpClientTransport::from_uri(url.as_str());
+                ().serve(transport).await.map_err(|e| failed(e.into()))?
+            }
+        };
+        Ok(Self {
+            name: server.name().into(),
+            client: Arc::new(client),
+        })
+    }
+
+    /// The server's tools, routed as `{server}__{tool}`.
+    ///
+    /// # Errors
+    ///
+    /// [`McpError::Request`] when listing them fails.
+    pub async fn tools(&self) -> Result<ToolRouter, McpError> {
+        let tools = self
+            .client
+            .list_all_tools()
+            .await
+            .map_err(|source| McpError::Request {
+                server: self.name.to_string(),
+                source,
+            })?;
+        Ok(tools.into_iter().fold(ToolRouter::new(), |router, tool| {
+            let spec = self.spec(&tool);
+            router.route(
+                spec,
+                McpTool {
+                    connection: self.clone(),
+                    name: tool.name.to_string(),
+                },
+            )
+        }))
+    }
+
+    fn spec(&self, tool: &Tool) -> ToolSpec {
+        let mut spec = ToolSpec::new(
+            format!("{}{SEPARATOR}{}", self.name, tool.name),
+            tool.description.as_deref().unwrap_or_default(),
+        )
+        .parameters(Value::Object((*tool.input_schema).clone()));
+        if tool
+            .annotations
+            .as_ref()
+            .and_then(|a| a.read_only_hint)
+            .unwrap_or(false)
+        {
+            spec = spec.kind(ToolKind::Read);
+        }
+        spec
+    }
+}
+
+/// One tool of an MCP server, as a `Service<ToolCall>`.
+#[derive(Clone)]
+struct McpTool {
+    connection: McpConnection,
+    name: String,
+}
+
+impl Service<ToolCall> for McpTool {
+    type Response = ToolOutput;
+    type Error = ToolError;
+    type Future = BoxFuture<'static, Result<ToolOutput, ToolError>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, call: ToolCall) -> Self::Future {
+        let (connection, name) = (self.connection.clone(), self.name.clone());
+        Box::pin(async move {
+            let arguments = match call.arguments {
+                Value::Object(arguments) => arguments,
+                Value::Null => serde_json::Map::new(),
+                other => {
+                    return Err(ToolError::new(
+                        ToolErrorKind::InvalidArguments,
+                        format!("the arguments must be an object, not {other}"),
+                    ));
+                }
+            };
+            let request = CallToolRequestParams::new(name).with_arguments(arguments);
+            let result = tokio::select! {
+                result = connection.client.call_tool(request) => result,
+                () = call.run.cancel.cancelled() => {
+                    return Err(ToolError::new(ToolErrorKind::Cancelled, "the run was cancelled"));
+                }
+            };
+            let result = result.map_err(|e| {
+                ToolError::new(
+                    ToolErrorKind::Failed,
+                    format!("MCP server `{}`: {e}", connection.name),
+                )
+            })?;
+            let result = serde_json::to_value(&result)
+                .map_err(|e| ToolError::new(ToolErrorKind::Failed, e.to_string()))?;
+            Ok(output(&result))
+        })
+    }
+}
+
+/// A `CallToolResult` (as MCP's JSON) as a tool output.
+fn output(result: &Value) -> ToolOutput {
+    let mut content: Vec<ContentPart> = result["content"]
+        .as_array()
+        .map(|blocks| blocks.iter().map(part).collect())
+        .unwrap_or_default();
+    if content.is_empty() {
+        if let Some(structured) = result.get("structuredContent") {
+            content.push(ContentPart::Json {
+                value: structured.clone(),
+            });
+        }
+    }
+    ToolOutput {
+        content,
+        is_error: result["isError"].as_bool().unwrap_or(false),
+        display: None,
+    }
+}
+
+fn text(value: &Value, field: &str) -> String {
+    value[field].as_str().unwrap_or_default().to_owned()
+}
+
+fn data(block: &Value, field: &str) -> MediaSource {
+    MediaSource::Data {
+        data: text(block, field),
+        mime_type: text(block, "mimeType"),
+    }
+}
+
+/// One MCP content block as a content part.
+fn part(block: &Value) -> ContentPart {
+    match block["type"].as_str() {
+        Some("text") => ContentPart::text(text(block, "text")),
+        Some("image") => ContentPart::Image {
+            source: data(block, "data"),
+        },
+        Some("audio") => ContentPart::Audio {
+            source: data(block, "data"),
+        },
+        Some("resource") => {
+            let resource = &block["resource"];
+            match resource.get("text").and_then(Value::as_str) {
+                Some(body) => ContentPart::text(body),
+                None => ContentPart::Document {
+                    source: data(resource, "blob"),
+                },
+            }
+        }
+        Some("resource_link") => ContentPart::Document {
+            source: MediaSource::Url {
+                url: text(block, "uri"),
+                mime_type: block["mimeType"].as_str().map(str::to_owned),
+            },
+        },
+        _ => ContentPart::Json {
+            value: block.clone(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn servers_parse_from_the_command_line() {
+        assert_eq!(
+            "fs=npx -y server /tmp".parse::<McpServer>().unwrap(),
+            McpServer::Stdio {
+                name: "fs".into(),
+                command: "npx".into(),
+                args: vec!["-y".into(), "server".into(), "/tmp".into()],
+                env: Vec::new(),
+            }
+        );
+        assert_eq!(
+            "web=https://example.com/mcp".parse::<McpServer>().unwrap(),
+            McpServer::Http {
+                name: "web".into(),
+                url: "https://example.com/mcp".into()
+            }
+        );
+        for bad in ["no-equals", "=cmd", "a b=cmd", "x="] {
+            assert!(bad.parse::<McpServer>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn content_blocks_become_parts() {
+        let result = json!({
+            "content": [
+                {"type": "text", "text": "hi"},
+                {"type": "image", "data": "AAAA", "mimeType": "image/png"},
+                {"type": "resource", "resource": {"uri": "file:///a", "text": "body"}},
+                {"type": "resource_link", "uri": "file:///b", "name": "b"},
+            ],
+            "isError": true,
+        });
+        let output = output(&result);
+        assert!(output.is_error);
+        assert_eq!(output.content[0], ContentPart::text("hi"));
+        assert!(matches!(&output.content[1], ContentPart::Image { .. }));
+        assert_eq!(output.content[2], ContentPart::text("body"));
+        assert!(matches!(
+            &output.content[3],
+            ContentPart::Document { source: MediaSource::Url { url, .. } } if url == "file:///b"
+        ));
+        let structured = super::output(&json!({"content": [], "structuredContent": {"n": 1}}));
+        assert_eq!(
+            structured.content,
+            [ContentPart::Json {
+                value: json!({"n": 1})
+            }]
+        );
+    }
+}
