@@ -65,6 +65,8 @@
 //! - [`server`] (feature `server`): the AG-UI HTTP/SSE and WebSocket server (axum).
 //! - [`store`] (feature `store`): [`RunStore`](store::RunStore), durable threads, runs, event logs
 //!   and interrupts on SQLite or PostgreSQL; the server's durable mode.
+//! - `model::openai` (feature `openai`): a model service for any OpenAI-compatible
+//!   chat-completions server; `tool::mcp` (feature `mcp`): MCP servers' tools as tool services.
 //! - [`test_util`] (feature `test-util`): mocks and assertions for testing your own stacks.
 //!
 //! [`ModelEvent`]: model::ModelEvent

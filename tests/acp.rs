@@ -821,3 +821,70 @@ async fn a_dropped_tool_call_still_reaches_a_final_status() {
     );
     assert_eq!(updates.len(), 3);
 }
+
+#[cfg(feature = "mcp")]
+mod support;
+
+/// The MCP servers an editor gives in `session/new` lend their tools to that session only.
+#[cfg(feature = "mcp")]
+#[tokio::test]
+async fn a_sessions_mcp_servers_lend_it_their_tools() {
+    use agent_tower::acp::schema::{McpServer, McpServerStdio};
+
+    let everything = support::node_modules()
+        .await
+        .join("@modelcontextprotocol/server-everything/dist/index.js")
+        .display()
+        .to_string();
+    let agent = demo().default_mode(agent_tower::permission::Mode::Agentic);
+    editor(agent, async move |mut editor| {
+        let init = editor.initialize(ProtocolVersion::V1).await;
+        assert!(
+            init.agent_capabilities.mcp_capabilities.http,
+            "http is advertised"
+        );
+        let servers = vec![McpServer::Stdio(
+            McpServerStdio::new("every thing", "node").args(vec![everything, "stdio".into()]),
+        )];
+        let with = editor
+            .cx
+            .send_request(NewSessionRequest::new("/tmp").mcp_servers(servers))
+            .block_task()
+            .await?
+            .session_id;
+        editor.update().await; // the commands
+        let ask = r#"every_thing__echo {"message": "from the editor"}"#;
+        let answer = editor.prompt(&with, ask).block_task().await?;
+        assert_eq!(answer.stop_reason, StopReason::EndTurn);
+        let updates = editor.received();
+        let completed = updates.iter().find_map(|u| match u {
+            SessionUpdate::ToolCallUpdate(update)
+                if update.fields.status == Some(ToolCallStatus::Completed) =>
+            {
+                Some(format!("{:?}", update.fields.content))
+            }
+            _ => None,
+        });
+        let completed = completed.expect("the MCP tool ran");
+        assert!(completed.contains("from the editor"), "{completed}");
+
+        // Another session, without the server: no such tool.
+        let without = editor
+            .cx
+            .send_request(NewSessionRequest::new("/tmp"))
+            .block_task()
+            .await?
+            .session_id;
+        editor.update().await;
+        editor.prompt(&without, ask).block_task().await?;
+        let updates = editor.received();
+        assert!(
+            !updates
+                .iter()
+                .any(|u| matches!(u, SessionUpdate::ToolCall(_))),
+            "{updates:?}"
+        );
+        Ok(())
+    })
+    .await;
+}

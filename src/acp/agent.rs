@@ -39,7 +39,7 @@ use crate::{
     message::Message,
     permission::Mode,
     run::{RunContext, RunOutcome, RunRequest},
-    tool::ToolSpec,
+    tool::{RunTools, ToolRouter, ToolSpec},
 };
 
 /// The session modes: id, name, description, and the permission [`Mode`] each one runs in.
@@ -121,6 +121,8 @@ struct Session {
     turn: Option<CancellationToken>,
     /// Closed sessions keep their history, for `session/load`.
     open: bool,
+    /// The tools of the MCP servers the client gave for this session.
+    tools: Option<ToolRouter>,
 }
 
 #[derive(Debug, Default)]
@@ -154,7 +156,9 @@ struct Shared<S> {
 /// - `initialize` answers protocol version 1 with what is really routed: `loadSession`, the
 ///   prompt capabilities set here (image, audio and embedded context by default), `session/close`.
 /// - `session/new`, `session/load` (the conversation replayed as updates before the answer; with
-///   a [`store`](Self::store), sessions from before a restart too),
+///   a [`store`](Self::store), sessions from before a restart too). With the `mcp` feature, the
+///   request's `mcpServers` (stdio and http) are connected and lend their tools to the session
+///   (as [`RunTools`] in each turn's extensions); a server that fails fails the request.
 ///   `session/close`, `session/set_mode` and `session/set_config_option` (the modes `ask`, `auto`,
 ///   `read-only`, also offered as a `mode` config option, kept in sync and sent as
 ///   `current_mode_update` / `config_option_update`).
@@ -367,6 +371,72 @@ fn not_found(session: &SessionId) -> Error {
     acp::Error::session_not_found(session.clone()).into()
 }
 
+/// The tools of a session's MCP servers (`None` when it has none).
+#[cfg(feature = "mcp")]
+async fn connect_mcp(servers: &[acp::McpServer]) -> Result<Option<ToolRouter>, Error> {
+    use crate::tool::mcp::{McpConnection, McpServer};
+    if servers.is_empty() {
+        return Ok(None);
+    }
+    // Tool names are `{server}__{tool}`: the server's name keeps what every provider accepts.
+    let name = |name: &str| -> String {
+        name.chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect()
+    };
+    let servers = servers
+        .iter()
+        .map(|server| match server {
+            acp::McpServer::Stdio(stdio) => Ok(McpServer::Stdio {
+                name: name(&stdio.name),
+                command: stdio.command.display().to_string(),
+                args: stdio.args.clone(),
+                env: stdio
+                    .env
+                    .iter()
+                    .map(|v| (v.name.clone(), v.value.clone()))
+                    .collect(),
+            }),
+            acp::McpServer::Http(http) => Ok(McpServer::Http {
+                name: name(&http.name),
+                url: http.url.clone(),
+                headers: http
+                    .headers
+                    .iter()
+                    .map(|h| (h.name.clone(), h.value.clone()))
+                    .collect(),
+            }),
+            _ => Err(Error::invalid_params().data(json!({
+                "reason": "MCP servers over stdio and http are supported, not this one",
+            }))),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let tools = McpConnection::tools_of(&servers).await.map_err(|error| {
+        tracing::warn!(%error, "an MCP server of the session failed");
+        Error::internal_error().data(json!({"reason": error.to_string()}))
+    })?;
+    Ok(Some(tools))
+}
+
+/// Without the `mcp` feature, a session's MCP servers are not connected.
+#[cfg(not(feature = "mcp"))]
+#[allow(clippy::unused_async)]
+async fn connect_mcp(servers: &[acp::McpServer]) -> Result<Option<ToolRouter>, Error> {
+    if !servers.is_empty() {
+        tracing::warn!(
+            count = servers.len(),
+            "MCP servers from the client are not connected (feature `mcp` is off)"
+        );
+    }
+    Ok(None)
+}
+
 /// The internal error a session's store failure is answered with (the cause is logged).
 #[cfg(feature = "store")]
 fn store_failed(session: &SessionId, error: &crate::store::StoreError) -> Error {
@@ -408,7 +478,7 @@ where
                     AgentCapabilities::new()
                         .load_session(true)
                         .prompt_capabilities(self.config.prompt.clone())
-                        .mcp_capabilities(McpCapabilities::new())
+                        .mcp_capabilities(McpCapabilities::new().http(cfg!(feature = "mcp")))
                         .session_capabilities(
                             SessionCapabilities::new().close(SessionCloseCapabilities::new()),
                         ),
@@ -423,27 +493,26 @@ where
         responder: Responder<NewSessionResponse>,
         cx: ConnectionTo<Client>,
     ) -> Result<(), Error> {
-        if !req.mcp_servers.is_empty() {
-            tracing::warn!(
-                count = req.mcp_servers.len(),
-                "MCP servers from the client are not connected"
-            );
-        }
         let id = SessionId::new(RunId::new().to_string());
         let mode = self.config.mode;
-        self.sessions.lock().insert(
-            id.to_string(),
-            Session {
-                messages: Vec::new(),
-                state: None,
-                mode,
-                titled: false,
-                turn: None,
-                open: true,
-            },
-        );
         let shared = self.clone();
         cx.clone().spawn(async move {
+            let tools = match connect_mcp(&req.mcp_servers).await {
+                Ok(tools) => tools,
+                Err(error) => return responder.respond_with_error(error),
+            };
+            shared.sessions.lock().insert(
+                id.to_string(),
+                Session {
+                    messages: Vec::new(),
+                    state: None,
+                    mode,
+                    titled: false,
+                    turn: None,
+                    open: true,
+                    tools,
+                },
+            );
             if let Err(error) = shared.persist(&id).await {
                 shared.sessions.lock().remove(&*id.0);
                 return responder.respond_with_error(error);
@@ -504,6 +573,7 @@ where
                     mode: self.config.mode,
                     turn: None,
                     open: false,
+                    tools: None,
                 });
             return Ok(true);
         }
@@ -516,17 +586,28 @@ where
         responder: Responder<LoadSessionResponse>,
         cx: ConnectionTo<Client>,
     ) -> Result<(), Error> {
-        if self.sessions.lock().contains_key(&*req.session_id.0) {
+        let known = self.sessions.lock().contains_key(&*req.session_id.0);
+        if known && req.mcp_servers.is_empty() {
             return self.replay(&req, responder, &cx);
         }
-        // Not in memory: the store may have it, from before a restart.
+        // Not in memory (the store may have it, from before a restart), or MCP servers to
+        // connect first.
         let shared = self.clone();
         cx.clone().spawn(async move {
             match shared.restore(&req.session_id).await {
-                Ok(true) => shared.replay(&req, responder, &cx),
-                Ok(false) => responder.respond_with_error(not_found(&req.session_id)),
-                Err(error) => responder.respond_with_error(error),
+                Ok(true) => {}
+                Ok(false) if known => {}
+                Ok(false) => return responder.respond_with_error(not_found(&req.session_id)),
+                Err(error) => return responder.respond_with_error(error),
             }
+            let tools = match connect_mcp(&req.mcp_servers).await {
+                Ok(tools) => tools,
+                Err(error) => return responder.respond_with_error(error),
+            };
+            if let Some(session) = shared.sessions.lock().get_mut(&*req.session_id.0) {
+                session.tools = tools;
+            }
+            shared.replay(&req, responder, &cx)
         })
     }
 
@@ -699,7 +780,7 @@ where
         }
 
         let cancel = CancellationToken::new();
-        let (mut messages, state, mode, title) = {
+        let (mut messages, state, mode, title, tools) = {
             let mut sessions = self.sessions.lock();
             let session = match sessions.get_mut(&*req.session_id.0) {
                 Some(session) if session.open => session,
@@ -717,6 +798,7 @@ where
                 session.state.clone(),
                 session.mode,
                 title.then(|| session_title(&text)),
+                session.tools.clone(),
             )
         };
         if let Some(title) = title {
@@ -736,6 +818,9 @@ where
         run.cancel = cancel.clone();
         run.extensions.insert(notifier.clone());
         run.extensions.insert(mode);
+        if let Some(tools) = tools {
+            run.extensions.insert(RunTools(tools));
+        }
         let mut request = RunRequest::new(messages.clone());
         request.state = state;
         request.run = run;

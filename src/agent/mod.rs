@@ -87,7 +87,7 @@ use crate::{
         Background, ContextEntry, Interrupt, Interrupted, RunOutcome, RunRequest, StopReason,
         TurnCalls,
     },
-    tool::{ToolCall, ToolError, ToolOutput, ToolSpec},
+    tool::{RunTools, ToolCall, ToolError, ToolOutput, ToolSpec},
 };
 
 /// Builds, from the run's current state, a message the model reads before the conversation.
@@ -310,6 +310,9 @@ where
     run.extensions.insert(context.clone());
     let client_tool_names: HashSet<String> = client_tools.iter().map(|t| t.name.clone()).collect();
     let mut specs = config.tool_specs.clone();
+    if let Some(RunTools(tools)) = run.extensions.get::<RunTools>() {
+        specs.extend(tools.specs());
+    }
     specs.extend(client_tools);
     let mut usage = Usage::default();
     let finish = |stop, messages, usage, pending, interrupts| {

@@ -182,17 +182,16 @@ fn parse_model(value: &str) -> Result<ModelChoice, String> {
 impl ModelArgs {
     /// The demo tools and every `--mcp` server's.
     async fn tools(&self) -> Result<ToolRouter, BoxError> {
-        let mut tools = demo_tools();
-        for server in &self.mcp {
-            let mcp = McpConnection::connect(server).await?.tools().await?;
-            tracing::info!(
-                server = server.name(),
-                tools = mcp.specs().len(),
-                "MCP server connected"
-            );
-            tools = tools.merge(mcp);
+        if self.mcp.is_empty() {
+            return Ok(demo_tools());
         }
-        Ok(tools)
+        let mcp = McpConnection::tools_of(&self.mcp).await?;
+        tracing::info!(
+            servers = self.mcp.len(),
+            tools = mcp.specs().len(),
+            "MCP servers connected"
+        );
+        Ok(demo_tools().merge(mcp))
     }
 
     /// The model service: the scripted model, or the provider behind a first-answer timeout,

@@ -31,7 +31,10 @@ use rmcp::{
     RoleClient, ServiceExt as _,
     model::{CallToolRequestParams, Tool},
     service::RunningService,
-    transport::{StreamableHttpClientTransport, TokioChildProcess},
+    transport::{
+        StreamableHttpClientTransport, TokioChildProcess,
+        streamable_http_client::StreamableHttpClientTransportConfig,
+    },
 };
 use serde_json::Value;
 use tower_service::Service;
@@ -62,6 +65,8 @@ pub enum McpServer {
         name: String,
         /// The endpoint's URL.
         url: String,
+        /// Headers sent with every request (`Authorization`, …).
+        headers: Vec<(String, String)>,
     },
 }
 
@@ -97,6 +102,7 @@ impl FromStr for McpServer {
             return Ok(Self::Http {
                 name: name.to_owned(),
                 url: target.to_owned(),
+                headers: Vec::new(),
             });
         }
         let mut words = target.split_whitespace().map(str::to_owned);
@@ -191,8 +197,18 @@ impl McpConnection {
                 let transport = TokioChildProcess::new(process).map_err(|e| failed(e.into()))?;
                 ().serve(transport).await.map_err(|e| failed(e.into()))?
             }
-            McpServer::Http { url, .. } => {
-                let transport = StreamableHttpClientTransport::from_uri(url.as_str());
+            McpServer::Http { url, headers, .. } => {
+                let mut custom = std::collections::HashMap::new();
+                for (name, value) in headers {
+                    let name =
+                        http::HeaderName::try_from(name.as_str()).map_err(|e| failed(e.into()))?;
+                    let value = http::HeaderValue::try_from(value.as_str())
+                        .map_err(|e| failed(e.into()))?;
+                    custom.insert(name, value);
+                }
+                let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                    .custom_headers(custom);
+                let transport = StreamableHttpClientTransport::from_config(config);
                 ().serve(transport).await.map_err(|e| failed(e.into()))?
             }
         };
@@ -200,6 +216,19 @@ impl McpConnection {
             name: server.name().into(),
             client: Arc::new(client),
         })
+    }
+
+    /// Connects to every server of `servers` and routes all their tools in one router.
+    ///
+    /// # Errors
+    ///
+    /// The first server that cannot be connected or listed.
+    pub async fn tools_of(servers: &[McpServer]) -> Result<ToolRouter, McpError> {
+        let mut tools = ToolRouter::new();
+        for server in servers {
+            tools = tools.merge(Self::connect(server).await?.tools().await?);
+        }
+        Ok(tools)
     }
 
     /// The server's tools, routed as `{server}__{tool}`.
@@ -378,7 +407,8 @@ mod tests {
             "web=https://example.com/mcp".parse::<McpServer>().unwrap(),
             McpServer::Http {
                 name: "web".into(),
-                url: "https://example.com/mcp".into()
+                url: "https://example.com/mcp".into(),
+                headers: Vec::new(),
             }
         );
         for bad in ["no-equals", "=cmd", "a b=cmd", "x="] {

@@ -42,7 +42,11 @@ use crate::{
     run::RunContext,
 };
 
-pub use self::{progress::Progress, router::ToolRouter, started::Started};
+pub use self::{
+    progress::Progress,
+    router::{RunTools, ToolRouter},
+    started::Started,
+};
 
 /// What the model may call: a name, a description and a JSON Schema of the arguments.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -82,6 +82,28 @@ impl fmt::Debug for ToolRouter {
     }
 }
 
+/// Tools of one run only, in the run's extensions: the [`Agent`](crate::agent::Agent) offers
+/// their specs to the model besides its own, and a [`ToolRouter`] routes a call it has no tool
+/// for to them. An ACP session's MCP servers come this way.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use agent_tower::tool::{RunTools, ToolCall, ToolOutput, ToolRouter, ToolSpec};
+/// use tower::{ServiceExt, service_fn};
+///
+/// let session = ToolRouter::new().route(
+///     ToolSpec::new("ping", "Answers pong."),
+///     service_fn(|_: ToolCall| async { Ok::<_, std::convert::Infallible>(ToolOutput::text("pong")) }),
+/// );
+/// let mut call = ToolCall::new("ping", serde_json::json!({}));
+/// call.run.extensions.insert(RunTools(session));
+/// let output = ToolRouter::new().oneshot(call).await.unwrap();
+/// assert_eq!(output.content, [agent_tower::message::ContentPart::text("pong")]);
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct RunTools(pub ToolRouter);
+
 impl Service<ToolCall> for ToolRouter {
     type Response = ToolOutput;
     type Error = ToolError;
@@ -95,8 +117,16 @@ impl Service<ToolCall> for ToolRouter {
     }
 
     fn call(&mut self, call: ToolCall) -> Self::Future {
-        match self.routes.get(&call.name) {
-            Some((_, tool)) => future::ResponseFuture::call(tool.clone().oneshot(call)),
+        let tool = self
+            .routes
+            .get(&call.name)
+            .map(|(_, tool)| tool.clone())
+            .or_else(|| {
+                let run = call.run.extensions.get::<RunTools>()?;
+                run.0.routes.get(&call.name).map(|(_, tool)| tool.clone())
+            });
+        match tool {
+            Some(tool) => future::ResponseFuture::call(tool.oneshot(call)),
             None => future::ResponseFuture::not_found(ToolError::not_found(&call.name)),
         }
     }
