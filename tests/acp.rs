@@ -220,7 +220,9 @@ async fn initialize_negotiates_version_one_and_advertises_what_is_routed() {
         assert!(caps.load_session);
         assert!(caps.prompt_capabilities.image && caps.prompt_capabilities.embedded_context);
         assert!(caps.session_capabilities.close.is_some());
-        assert!(!caps.mcp_capabilities.http && !caps.mcp_capabilities.sse);
+        // MCP over http with the `mcp` feature (stdio is implied); never SSE.
+        assert_eq!(caps.mcp_capabilities.http, cfg!(feature = "mcp"));
+        assert!(!caps.mcp_capabilities.sse);
         assert_eq!(answer.agent_info.expect("agent info").name, "agent-tower");
         // A version the agent does not speak is answered with the one it does.
         let two: ProtocolVersion = serde_json::from_value(serde_json::json!(2)).unwrap();
