@@ -2,80 +2,27 @@
 //! interrupt is still resumable, a run that was streaming ends in its log with a terminal event,
 //! and nothing a client was sent is lost.
 
+#[path = "support/process.rs"]
+mod process;
 #[path = "support/stores.rs"]
 mod stores;
 
-use std::process::Stdio;
-
 use futures_util::StreamExt;
+use process::Process;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 
-const AGENT: &str = env!("CARGO_BIN_EXE_agent-tower");
-
-/// A running `agent-tower serve` process.
-struct Process {
-    child: tokio::process::Child,
-    base: String,
-}
-
-impl Process {
-    /// Starts `agent-tower serve` on `store` with a one-second lease, and waits until it listens.
-    async fn start(store: &str) -> Self {
-        let mut child = tokio::process::Command::new(AGENT)
-            .args(["serve", "--addr", "127.0.0.1:0", "--lease", "1s"])
-            .args(["--on-disconnect", "continue", "--store", store])
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("the agent-tower binary starts");
-        let mut stderr = BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
-        let addr = loop {
-            line.clear();
-            let read = stderr.read_line(&mut line).await.unwrap();
-            assert!(read > 0, "agent-tower exited before listening");
-            if let Some(at) = line.find("addr=") {
-                break line[at + "addr=".len()..]
-                    .split_whitespace()
-                    .next()
-                    .unwrap()
-                    .to_owned();
-            }
-        };
-        // Keep reading its logs, so that it never blocks on a full pipe.
-        tokio::spawn(async move {
-            let mut sink = Vec::new();
-            let _ = stderr.read_to_end(&mut sink).await;
-        });
-        Self {
-            child,
-            base: format!("http://{addr}"),
-        }
-    }
-
-    /// SIGKILL: no shutdown, no flush, no goodbye.
-    async fn kill(mut self) {
-        self.child.start_kill().unwrap();
-        self.child.wait().await.unwrap();
-    }
-
-    async fn post(&self, body: &Value) -> reqwest::Response {
-        let response = reqwest::Client::new()
-            .post(&self.base)
-            .json(body)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), 200, "{body}");
-        response
-    }
-
-    async fn get(&self, path: &str) -> reqwest::Response {
-        reqwest::get(format!("{}{path}", self.base)).await.unwrap()
-    }
+/// `agent-tower serve` on `store` with a one-second lease, its clients' runs going on without
+/// them.
+async fn start(store: &str) -> Process {
+    Process::serve(&[
+        "--lease",
+        "1s",
+        "--on-disconnect",
+        "continue",
+        "--store",
+        store,
+    ])
+    .await
 }
 
 /// `(id, event)` of the complete SSE frames of `body`.
@@ -102,7 +49,7 @@ fn thread() -> String {
 async fn a_pending_interrupt_survives_a_kill() {
     for (name, store) in stores::store_urls("kill-interrupt").await {
         let thread = thread();
-        let before = Process::start(&store).await;
+        let before = start(&store).await;
         let body = json!({
             "threadId": thread, "runId": "r1",
             "messages": [{"id": "u1", "role": "user", "content": r#"remember {"key": "theme", "value": "dark"}"#}],
@@ -113,7 +60,7 @@ async fn a_pending_interrupt_survives_a_kill() {
         let interrupt = end["outcome"]["interrupts"][0].clone();
         before.kill().await;
 
-        let after = Process::start(&store).await;
+        let after = start(&store).await;
         let pending: Value = after
             .get("/interrupts?status=pending")
             .await
@@ -143,7 +90,7 @@ async fn a_pending_interrupt_survives_a_kill() {
 #[tokio::test]
 async fn a_run_streaming_when_killed_ends_in_its_log() {
     for (name, store) in stores::store_urls("kill-stream").await {
-        let before = Process::start(&store).await;
+        let before = start(&store).await;
         let body = json!({
             "threadId": thread(), "runId": "long",
             "messages": [{"id": "u1", "role": "user", "content": "hello"}],
@@ -163,7 +110,7 @@ async fn a_run_streaming_when_killed_ends_in_its_log() {
 
         // The new process closes the dead owner's run once its lease has run out; a client that
         // follows the log sees everything it was sent, then the end.
-        let after = Process::start(&store).await;
+        let after = start(&store).await;
         let log = after.get("/runs/long/events?after=0").await;
         assert_eq!(log.status(), 200, "{name}");
         let log = frames(&log.text().await.unwrap());

@@ -1,0 +1,101 @@
+//! `agent-tower serve --model openai:… --base-url …` against a local server replaying recorded
+//! provider responses: the answer reaches the AG-UI client, and a rate-limited call is retried
+//! before its first token without a duplicate event.
+
+#[path = "support/process.rs"]
+mod process;
+#[path = "support/replay.rs"]
+mod replay;
+
+use process::Process;
+use replay::{Fixture, serve};
+use serde_json::{Value, json};
+
+/// The events of one run posted to `agent`.
+async fn run(agent: &Process) -> Vec<Value> {
+    let body = json!({
+        "threadId": format!("t-{}", uuid::Uuid::now_v7()), "runId": "r1",
+        "messages": [{"id": "u1", "role": "user", "content": "Say hello in French, with an emoji."}],
+    });
+    let text = agent.post(&body).await.text().await.unwrap();
+    text.split("\n\n")
+        .filter_map(|frame| frame.lines().find_map(|l| l.strip_prefix("data: ")))
+        .map(|data| serde_json::from_str(data).unwrap())
+        .collect()
+}
+
+fn answer(events: &[Value]) -> String {
+    events
+        .iter()
+        .filter(|e| e["type"] == "TEXT_MESSAGE_CONTENT")
+        .map(|e| e["delta"].as_str().unwrap())
+        .collect()
+}
+
+/// The provider's answer in `plain.sse`, decoded by hand from its `content` deltas.
+fn recorded_answer() -> String {
+    let fixture = Fixture::load("plain.sse");
+    String::from_utf8(fixture.body)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|data| serde_json::from_str::<Value>(data).ok())
+        .filter_map(|chunk| {
+            chunk["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_providers_answer_reaches_the_client_after_a_retry() {
+    let fixtures = vec![
+        Fixture::load("rate_limited.http"),
+        Fixture::load("plain.sse"),
+    ];
+    let (base, mut received) = serve(fixtures, 7).await;
+    let agent = Process::serve(&[
+        "--store",
+        "none",
+        "--model",
+        "openai:smollm2",
+        "--base-url",
+        &base,
+        "--api-key-env",
+        "AGENT_TOWER_TEST_KEY",
+    ])
+    .await;
+    let events = run(&agent).await;
+    assert_eq!(events.last().unwrap()["type"], "RUN_FINISHED", "{events:?}");
+    assert_eq!(answer(&events), recorded_answer(), "every token once");
+    let starts = events
+        .iter()
+        .filter(|e| e["type"] == "TEXT_MESSAGE_START")
+        .count();
+    assert_eq!(starts, 1, "the rate-limited attempt sent nothing");
+    let first = received.recv().await.unwrap();
+    let second = received.recv().await.unwrap();
+    assert_eq!(first.body, second.body, "the same request, retried");
+    assert_eq!(second.body["model"], "smollm2");
+    agent.kill().await;
+}
+
+#[tokio::test]
+async fn a_provider_that_refuses_the_prompt_is_a_run_error_with_its_code() {
+    let (base, _) = serve(vec![Fixture::load("context_length.http")], usize::MAX).await;
+    let agent = Process::serve(&[
+        "--store",
+        "none",
+        "--model",
+        "openai:m",
+        "--base-url",
+        &base,
+    ])
+    .await;
+    let events = run(&agent).await;
+    let end = events.last().unwrap();
+    assert_eq!(end["type"], "RUN_ERROR", "{end}");
+    assert_eq!(end["code"], "context_length", "{end}");
+    agent.kill().await;
+}

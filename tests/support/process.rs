@@ -1,0 +1,74 @@
+//! The built `agent-tower serve`, started on a free port.
+#![allow(dead_code)]
+
+use std::process::Stdio;
+
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+
+const AGENT: &str = env!("CARGO_BIN_EXE_agent-tower");
+
+/// A running `agent-tower serve` process.
+pub struct Process {
+    child: tokio::process::Child,
+    pub base: String,
+}
+
+impl Process {
+    /// Starts `agent-tower serve --addr 127.0.0.1:0` with `args`, and waits until it listens.
+    pub async fn serve(args: &[&str]) -> Self {
+        let mut child = tokio::process::Command::new(AGENT)
+            .args(["serve", "--addr", "127.0.0.1:0"])
+            .args(args)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the agent-tower binary starts");
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        let addr = loop {
+            line.clear();
+            let read = stderr.read_line(&mut line).await.unwrap();
+            assert!(read > 0, "agent-tower exited before listening");
+            if let Some(at) = line.find("addr=") {
+                break line[at + "addr=".len()..]
+                    .split_whitespace()
+                    .next()
+                    .unwrap()
+                    .to_owned();
+            }
+        };
+        // Keep reading its logs, so that it never blocks on a full pipe.
+        tokio::spawn(async move {
+            let mut sink = Vec::new();
+            let _ = stderr.read_to_end(&mut sink).await;
+        });
+        Self {
+            child,
+            base: format!("http://{addr}"),
+        }
+    }
+
+    /// SIGKILL: no shutdown, no flush, no goodbye.
+    pub async fn kill(mut self) {
+        self.child.start_kill().unwrap();
+        self.child.wait().await.unwrap();
+    }
+
+    pub async fn post(&self, body: &Value) -> reqwest::Response {
+        let response = reqwest::Client::new()
+            .post(&self.base)
+            .json(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{body}");
+        response
+    }
+
+    pub async fn get(&self, path: &str) -> reqwest::Response {
+        reqwest::get(format!("{}{path}", self.base)).await.unwrap()
+    }
+}
