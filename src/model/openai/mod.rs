@@ -173,6 +173,18 @@ impl Service<ModelRequest> for OpenAi {
                 let body = response.bytes().await.unwrap_or_default();
                 return Err(error::from_response(status, &headers, &body));
             }
+            let streamed = response
+                .headers()
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .is_none_or(|v| v.starts_with("text/event-stream"));
+            if !streamed {
+                return Err(ModelError::new(
+                    ModelErrorKind::InvalidRequest,
+                    "the provider answered without streaming (not text/event-stream): does it \
+                     support `stream: true`?",
+                ));
+            }
             let decoder = events::Decoder::new(request.run.message_id.clone());
             let events: BoxModelStream<ModelError> =
                 Box::pin(events::events(response.bytes_stream(), decoder));
