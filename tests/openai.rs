@@ -286,7 +286,11 @@ async fn http_errors_become_typed_kinds() {
     assert!(!context.kind().is_retryable());
 
     let not_streamed = call_error("not_streamed.http").await;
-    assert_eq!(not_streamed.kind(), ModelErrorKind::InvalidRequest, "{not_streamed}");
+    assert_eq!(
+        not_streamed.kind(),
+        ModelErrorKind::InvalidRequest,
+        "{not_streamed}"
+    );
 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let closed = format!("http://{}/v1", listener.local_addr().unwrap());
