@@ -1,6 +1,8 @@
 //! The server's durable mode over real HTTP, on a SQLite file and on PostgreSQL: interrupts and
 //! `resume[]`, resumable streams, the review queue.
 
+#[path = "support/frames.rs"]
+mod frames;
 #[path = "support/stores.rs"]
 mod stores;
 mod support;
@@ -13,6 +15,7 @@ use agent_tower::{
     store::RunStore,
     transport::OnDisconnect,
 };
+use frames::frames;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
@@ -48,28 +51,6 @@ async fn servers(test: &str) -> Vec<(&'static str, Server)> {
         servers.push((name, serve(&url).await));
     }
     servers
-}
-
-/// `(id, event)` of every SSE frame of a body.
-fn frames(body: &str) -> Vec<(String, Value)> {
-    body.split("\n\n")
-        .filter(|frame| !frame.is_empty() && !frame.starts_with(':'))
-        .map(|frame| {
-            let mut id = None;
-            let mut data = None;
-            for line in frame.lines() {
-                if let Some(rest) = line.strip_prefix("id: ") {
-                    id = Some(rest.to_owned());
-                } else if let Some(rest) = line.strip_prefix("data: ") {
-                    data = Some(serde_json::from_str(rest).unwrap());
-                }
-            }
-            (
-                id.expect("every event has an id"),
-                data.expect("a data line"),
-            )
-        })
-        .collect()
 }
 
 fn types(frames: &[(String, Value)]) -> Vec<&str> {

@@ -2,11 +2,14 @@
 //! interrupt is still resumable, a run that was streaming ends in its log with a terminal event,
 //! and nothing a client was sent is lost.
 
+#[path = "support/frames.rs"]
+mod frames;
 #[path = "support/process.rs"]
 mod process;
 #[path = "support/stores.rs"]
 mod stores;
 
+use frames::frames;
 use futures_util::StreamExt;
 use process::Process;
 use serde_json::{Value, json};
@@ -23,22 +26,6 @@ async fn start(store: &str) -> Process {
         store,
     ])
     .await
-}
-
-/// `(id, event)` of the complete SSE frames of `body`.
-fn frames(body: &str) -> Vec<(String, Value)> {
-    let complete = &body[..body.rfind("\n\n").map_or(0, |end| end + 2)];
-    complete
-        .split("\n\n")
-        .filter(|frame| !frame.is_empty() && !frame.starts_with(':'))
-        .map(|frame| {
-            let (id, data) = frame.split_once('\n').expect("an id and a data line");
-            (
-                id.strip_prefix("id: ").expect("an id line").to_owned(),
-                serde_json::from_str(data.strip_prefix("data: ").expect("a data line")).unwrap(),
-            )
-        })
-        .collect()
 }
 
 fn thread() -> String {

@@ -33,7 +33,7 @@ mod retry;
 pub mod scripted;
 
 pub use idle::{IdleFuture, IdleStream, IdleTimeout, IdleTimeoutLayer};
-pub use retry::RetryPolicy;
+pub use retry::{ModelCallError, RetryPolicy};
 
 use std::{error::Error as StdError, fmt, time::Duration};
 

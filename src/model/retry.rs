@@ -78,33 +78,35 @@ fn sleep(wait: Duration) -> BoxFuture<'static, ()> {
     Box::pin(tokio::time::sleep(wait))
 }
 
-impl<Res> Policy<ModelRequest, Res, BoxError> for RetryPolicy {
-    type Future = BoxFuture<'static, ()>;
+/// The errors a model call can fail with, seen as `dyn Error` for [`RetryPolicy::wait`]: a bare
+/// provider's [`ModelError`], or the [`BoxError`] of a stack (after `tower::timeout`).
+pub trait ModelCallError {
+    /// This error as a trait object.
+    fn as_dyn(&self) -> &(dyn StdError + 'static);
+}
 
-    fn retry(
-        &mut self,
-        _request: &mut ModelRequest,
-        result: &mut Result<Res, BoxError>,
-    ) -> Option<Self::Future> {
-        let error = result.as_ref().err()?;
-        self.wait(error.as_ref()).map(sleep)
-    }
-
-    fn clone_request(&mut self, request: &ModelRequest) -> Option<ModelRequest> {
-        Some(request.clone())
+impl ModelCallError for ModelError {
+    fn as_dyn(&self) -> &(dyn StdError + 'static) {
+        self
     }
 }
 
-impl<Res> Policy<ModelRequest, Res, ModelError> for RetryPolicy {
+impl ModelCallError for BoxError {
+    fn as_dyn(&self) -> &(dyn StdError + 'static) {
+        self.as_ref()
+    }
+}
+
+impl<Res, E: ModelCallError> Policy<ModelRequest, Res, E> for RetryPolicy {
     type Future = BoxFuture<'static, ()>;
 
     fn retry(
         &mut self,
         _request: &mut ModelRequest,
-        result: &mut Result<Res, ModelError>,
+        result: &mut Result<Res, E>,
     ) -> Option<Self::Future> {
         let error = result.as_ref().err()?;
-        self.wait(error).map(sleep)
+        self.wait(error.as_dyn()).map(sleep)
     }
 
     fn clone_request(&mut self, request: &ModelRequest) -> Option<ModelRequest> {
