@@ -78,7 +78,7 @@ fn sleep(wait: Duration) -> BoxFuture<'static, ()> {
     Box::pin(tokio::time::sleep(wait))
 }
 
-/// The errors a model call can fail with, seen as `dyn Error` for [`RetryPolicy::wait`]: a bare
+/// The errors a model call can fail with, seen as `dyn Error` by [`RetryPolicy`]: a bare
 /// provider's [`ModelError`], or the [`BoxError`] of a stack (after `tower::timeout`).
 pub trait ModelCallError {
     /// This error as a trait object.
