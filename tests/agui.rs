@@ -347,7 +347,7 @@ async fn cancellation_finishes_with_a_cancelled_outcome() {
     let agui = AguiLayer::new();
     let agent = agui.layer(Agent::new(agui.layer(model), agui.layer(ToolRouter::new())));
     let mut req = user("hi");
-    req.run.extensions.insert(tx);
+    req.run.sinks.agui = Some(tx);
     let cancel = req.run.cancel.clone();
     let run = tokio::spawn(agent.oneshot(req));
 
@@ -448,7 +448,7 @@ async fn a_client_that_goes_away_cancels_the_run_by_default() {
         let agui = AguiLayer::new().on_disconnect(policy);
         let agent = agui.layer(Agent::new(agui.layer(model), agui.layer(ToolRouter::new())));
         let mut req = user("hi");
-        req.run.extensions.insert(tx);
+        req.run.sinks.agui = Some(tx);
         let outcome = agent.oneshot(req).await.unwrap();
         assert_eq!(outcome.stop, expected, "{policy:?}");
     }
@@ -886,4 +886,25 @@ async fn a_tool_reports_progress_as_activity_deltas() {
         unreachable!()
     };
     assert_eq!(end.content["status"], "completed");
+}
+
+#[tokio::test]
+async fn a_runs_own_sink_wins_over_the_layers_transport() {
+    // A layer built with a default transport, under a server that gives each run its own sink:
+    // the run's events go to the run's sink, whatever the layer's transport type is.
+    let model = MockModel::new([vec![MockItem::text("hi"), MockItem::stop()]]);
+    let default = Recording::new();
+    let agui = AguiLayer::new().transport(default.clone());
+    let agent = agui.layer(Agent::new(agui.layer(model), agui.layer(ToolRouter::new())));
+    let (tx, rx) = Channel::<Event>::bounded(64);
+    let mut req = user("hi");
+    req.run.sinks.agui = Some(tx);
+    agent.oneshot(req).await.unwrap();
+    let events: Vec<Event> = futures_util::StreamExt::collect(rx).await;
+    verify(&events).unwrap();
+    assert_eq!(events.len(), 8, "{events:?}");
+    assert!(
+        default.events().is_empty(),
+        "nothing went to the layer's default"
+    );
 }

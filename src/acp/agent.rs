@@ -163,7 +163,8 @@ struct Shared<S> {
 ///   `read-only`, also offered as a `mode` config option, kept in sync and sent as
 ///   `current_mode_update` / `config_option_update`).
 /// - `session/prompt` runs the service with the session's conversation and the turn's
-///   [`Notifier`] and permission [`Mode`] in the run's extensions, so that an
+///   [`Notifier`] (its [`Sinks::acp`](crate::run::Sinks::acp)) and permission [`Mode`] (in its
+///   extensions), so that an
 ///   [`AcpLayer`](super::AcpLayer) in the stack streams the turn and a
 ///   [`PermissionLayer`](crate::permission::PermissionLayer) asks in the session's mode. The
 ///   first prompt titles the session (`session_info_update`); `/mode <id>` switches mode without
@@ -816,7 +817,7 @@ where
         let notifier = Notifier::new(cx.clone(), req.session_id.clone());
         let mut run = RunContext::new(req.session_id.0.as_ref().into(), RunId::new());
         run.cancel = cancel.clone();
-        run.extensions.insert(notifier.clone());
+        run.sinks.acp = Some(notifier.clone());
         run.extensions.insert(mode);
         if let Some(tools) = tools {
             run.extensions.insert(RunTools(tools));

@@ -14,10 +14,9 @@ pub(crate) struct Config {
 
 /// Sends ACP session updates for model steps and tool calls; see the [module docs](super).
 ///
-/// `T` is the transport type. Each prompt turn brings its own `T` in
-/// [`RunContext::extensions`](crate::run::RunContext) (the ACP agent puts a [`Notifier`] there);
-/// otherwise the layer's default transport (set with [`transport`](AcpLayer::transport)) is used;
-/// with neither, nothing is sent.
+/// A turn's updates go to its own [`Notifier`] ([`Sinks::acp`](crate::run::Sinks::acp), what the
+/// ACP agent sets for each turn) when it has one, else to the layer's default transport `T` (set
+/// with [`transport`](AcpLayer::transport)); with neither, nothing is sent.
 #[must_use]
 pub struct AcpLayer<T = Notifier> {
     transport: Option<T>,
@@ -45,7 +44,7 @@ impl Default for AcpLayer {
 }
 
 impl<T> AcpLayer<T> {
-    /// Sends to `transport` when a turn brings no transport of type `U` of its own.
+    /// Sends to `transport` the updates of turns that bring no notifier of their own.
     pub fn transport<U>(self, transport: U) -> AcpLayer<U> {
         AcpLayer {
             transport: Some(transport),

@@ -5,20 +5,19 @@ use std::{
 };
 
 use agent_client_protocol::v1::schema::{SessionUpdate, ToolCall as AcpToolCall};
-use tokio_util::sync::CancellationToken;
 use tower_service::Service;
 
 use super::{
-    UpdateEncoder, future,
+    Notifier, UpdateEncoder, future,
     layer::Config,
     tool_call::{acp_kind, locations, plan, title},
 };
 use crate::{
     model::{ModelRequest, ModelService},
-    run::Extensions,
+    run::RunContext,
     stream::Outbox,
     tool::{Progress, Started, ToolCall, ToolOutput},
-    transport::Transport,
+    transport::{Route, Transport},
 };
 
 /// A service wrapped by [`AcpLayer`](super::AcpLayer).
@@ -51,21 +50,20 @@ impl<S, T> Acp<S, T> {
     }
 }
 
+/// Where one turn's updates go: its own notifier, else the layer's transport.
+type Sink<T> = Route<Notifier, T>;
+
 impl<S, T> Acp<S, T>
 where
     T: Transport<SessionUpdate> + Clone + Send + Sync + 'static,
 {
-    /// The turn's own transport if it brought one, else the layer's.
-    fn outbox(
-        &self,
-        extensions: &Extensions,
-        cancel: &CancellationToken,
-    ) -> Outbox<T, SessionUpdate> {
+    /// The turn's own notifier if it brought one, else the layer's transport.
+    fn outbox(&self, run: &RunContext) -> Outbox<Sink<T>, SessionUpdate> {
         Outbox::for_run(
-            extensions,
+            run,
+            run.sinks.acp.as_ref(),
             self.transport.as_ref(),
             self.config.on_disconnect,
-            cancel,
         )
     }
 }
@@ -95,16 +93,16 @@ where
     S: ModelService,
     T: Transport<SessionUpdate> + Clone + Send + Sync + 'static,
 {
-    type Response = super::ResponseStream<S::Events, T>;
+    type Response = super::ResponseStream<S::Events, Sink<T>>;
     type Error = S::Error;
-    type Future = future::ResponseFuture<S::Future, T>;
+    type Future = future::ResponseFuture<S::Future, Sink<T>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, req: ModelRequest) -> Self::Future {
-        let outbox = self.outbox(&req.run.extensions, &req.run.cancel);
+        let outbox = self.outbox(&req.run);
         let encoder = UpdateEncoder::new(self.config.context_window);
         future::ResponseFuture::new(self.inner.call(req), outbox, encoder)
     }
@@ -118,14 +116,14 @@ where
 {
     type Response = ToolOutput;
     type Error = S::Error;
-    type Future = future::ToolResponseFuture<S::Future, T>;
+    type Future = future::ToolResponseFuture<S::Future, Sink<T>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, mut call: ToolCall) -> Self::Future {
-        let mut outbox = self.outbox(&call.run.extensions, &call.run.cancel);
+        let mut outbox = self.outbox(&call.run);
         let kind = self.config.kinds.of(&call.name);
         outbox.push(SessionUpdate::ToolCall(
             AcpToolCall::new(call.id.to_string(), title(&call.name, &call.arguments))

@@ -83,10 +83,7 @@ use crate::{
     id::{MessageId, ToolCallId},
     message::{Message, ToolCallRequest},
     model::{ModelOptions, ModelRequest, ModelService, Usage},
-    run::{
-        Background, ContextEntry, Interrupt, Interrupted, RunOutcome, RunRequest, StopReason,
-        TurnCalls,
-    },
+    run::{ContextEntry, Interrupt, Interrupted, RunOutcome, RunRequest, StopReason, TurnCalls},
     tool::{RunTools, ToolCall, ToolError, ToolOutput, ToolSpec},
 };
 
@@ -235,14 +232,7 @@ where
             thread_id = %req.run.thread_id,
             run_id = %req.run.run_id,
         );
-        let background = match req.run.extensions.get::<Background>() {
-            Some(background) => background.clone(),
-            None => {
-                let background = Background::new();
-                req.run.extensions.insert(background.clone());
-                background
-            }
-        };
+        let background = req.run.background();
         let grace = self.config.background_grace;
         let shared = req.run.shared_state(req.state.as_ref());
         let run = run_loop(

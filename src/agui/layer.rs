@@ -155,9 +155,9 @@ pub(crate) struct Config {
 
 /// Emits AG-UI events for model steps, tool calls and whole runs; see the [module docs](super).
 ///
-/// `T` is the transport type. Each run may bring its own `T` in
-/// [`RunContext::extensions`](crate::run::RunContext); otherwise the layer's default transport
-/// (set with [`transport`](AguiLayer::transport)) is used; with neither, nothing is emitted.
+/// A run's events go to the run's own AG-UI sink ([`Sinks::agui`](crate::run::Sinks::agui), what
+/// a server sets for each request) when it has one, else to the layer's default transport `T`
+/// (set with [`transport`](AguiLayer::transport)); with neither, nothing is emitted.
 #[must_use]
 pub struct AguiLayer<T = Channel<Event>> {
     transport: Option<T>,
@@ -185,7 +185,7 @@ impl Default for AguiLayer {
 }
 
 impl<T> AguiLayer<T> {
-    /// Emits to `transport` when a run brings no transport of type `U` of its own.
+    /// Emits to `transport` the events of runs that bring no AG-UI sink of their own.
     pub fn transport<U>(self, transport: U) -> AguiLayer<U> {
         AguiLayer {
             transport: Some(transport),
@@ -205,7 +205,7 @@ impl<T> AguiLayer<T> {
     }
 
     /// What to do when the transport closes (default: cancel the run). A run may bring its own
-    /// [`OnDisconnect`] in its extensions, which wins.
+    /// [`OnDisconnect`] in its [`Sinks`](crate::run::Sinks), which wins.
     pub fn on_disconnect(mut self, policy: OnDisconnect) -> Self {
         self.config_mut().on_disconnect = policy;
         self

@@ -16,9 +16,9 @@
 //!                        └─ Agui<tools> ─► ToolRouter ─► tools ─► TOOL_CALL_RESULT
 //! ```
 //!
-//! Events go to the run's transport: a `T` found in the run's
-//! [`extensions`](crate::run::RunContext::extensions) (a server puts a fresh
-//! [`Channel`](crate::transport::Channel) there for each request), else the layer's default.
+//! Events go to the run's own sink, [`Sinks::agui`](crate::run::Sinks::agui) (a server sets a
+//! fresh [`Channel`](crate::transport::Channel) for each run), else to the layer's default
+//! transport.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), agent_tower::BoxError> {
@@ -38,7 +38,7 @@
 //! // One run, one channel: what an SSE response body would read.
 //! let (tx, rx) = Channel::<Event>::bounded(64);
 //! let mut req = RunRequest::new(vec![Message::user("hello")]);
-//! req.run.extensions.insert(tx);
+//! req.run.sinks.agui = Some(tx);
 //! let outcome = agent.oneshot(req).await?;
 //!
 //! let events: Vec<Event> = rx.collect().await;

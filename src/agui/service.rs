@@ -17,10 +17,10 @@ use crate::{
     BoxError,
     id::MessageId,
     model::{ModelRequest, ModelService},
-    run::{Extensions, ForwardedProps, RunOutcome, RunRequest, SharedState},
+    run::{Extensions, ForwardedProps, RunContext, RunOutcome, RunRequest},
     stream::Outbox,
     tool::{Progress, ToolCall, ToolOutput},
-    transport::Transport,
+    transport::{Channel, Route, Transport},
 };
 
 /// A service wrapped by [`AguiLayer`](super::AguiLayer).
@@ -58,22 +58,21 @@ impl<S, T> Agui<S, T> {
     }
 }
 
+/// Where one run's events go: its own AG-UI sink, else the layer's transport.
+type Sink<T> = Route<Channel<Event>, T>;
+
 impl<S, T> Agui<S, T>
 where
     T: Transport<Event> + Clone + Send + Sync + 'static,
 {
-    /// The run's own transport if it brought one, else the layer's; the run's own
-    /// [`OnDisconnect`] if it brought one, else the layer's.
-    fn outbox(
-        &self,
-        extensions: &Extensions,
-        cancel: &tokio_util::sync::CancellationToken,
-    ) -> Outbox<T, Event> {
+    /// The run's own sink if it brought one, else the layer's transport; the run's own
+    /// [`OnDisconnect`](crate::transport::OnDisconnect) if it brought one, else the layer's.
+    fn outbox(&self, run: &RunContext) -> Outbox<Sink<T>, Event> {
         Outbox::for_run(
-            extensions,
+            run,
+            run.sinks.agui.as_ref(),
             self.transport.as_ref(),
             self.config.on_disconnect,
-            cancel,
         )
     }
 }
@@ -103,22 +102,22 @@ where
     S: ModelService,
     T: Transport<Event> + Clone + Send + Sync + 'static,
 {
-    type Response = ResponseStream<S::Events, T>;
+    type Response = ResponseStream<S::Events, Sink<T>>;
     type Error = S::Error;
-    type Future = future::ResponseFuture<S::Future, T>;
+    type Future = future::ResponseFuture<S::Future, Sink<T>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, req: ModelRequest) -> Self::Future {
-        let mut outbox = self.outbox(&req.run.extensions, &req.run.cancel);
+        let mut outbox = self.outbox(&req.run);
         let step_name = format!("turn {}", req.run.turn);
         let (encoder, opening) = ModelEncoder::start(
             step_name,
             req.run.message_id.clone(),
             self.config.predictions.clone(),
-            req.run.extensions.get::<SharedState>().cloned(),
+            req.run.state.clone(),
         );
         outbox.push(opening);
         future::ResponseFuture::new(self.inner.call(req), outbox, encoder)
@@ -133,7 +132,7 @@ where
 {
     type Response = ToolOutput;
     type Error = S::Error;
-    type Future = future::ToolResponseFuture<S::Future, T>;
+    type Future = future::ToolResponseFuture<S::Future, Sink<T>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -141,7 +140,7 @@ where
 
     fn call(&mut self, mut call: ToolCall) -> Self::Future {
         let options = AguiOptions::resolve(&self.config.options, &call.run.extensions);
-        let mut outbox = self.outbox(&call.run.extensions, &call.run.cancel);
+        let mut outbox = self.outbox(&call.run);
         let activity = options.activities().then(|| {
             // The tool may report progress: it becomes deltas of the activity.
             let progress = Progress::new();
@@ -154,7 +153,7 @@ where
             tool_call_id: call.id.clone(),
             message_id: call.run.message_id.clone(),
             emit: options.tool_results(),
-            state: call.run.extensions.get::<SharedState>().cloned(),
+            state: call.run.state.clone(),
         };
         future::ToolResponseFuture::new(self.inner.call(call), outbox, result, activity)
     }
@@ -168,14 +167,14 @@ where
 {
     type Response = RunOutcome;
     type Error = BoxError;
-    type Future = future::RunResponseFuture<S::Future, T>;
+    type Future = future::RunResponseFuture<S::Future, Sink<T>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx).map_err(Into::into)
     }
 
     fn call(&mut self, mut req: RunRequest) -> Self::Future {
-        let mut outbox = self.outbox(&req.run.extensions, &req.run.cancel);
+        let mut outbox = self.outbox(&req.run);
         let options = match run_options(&self.config.options, &req.run.extensions) {
             Ok(options) => options,
             Err(error) => {

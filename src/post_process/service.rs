@@ -14,7 +14,7 @@ use super::{Finding, ProcessRequest, ResponseStream, layer::Config, stream::Sche
 use crate::{
     BoxError,
     model::{ModelRequest, ModelService},
-    run::{Background, ContextEntry, SharedState},
+    run::ContextEntry,
 };
 
 /// A model wrapped by [`PostProcessLayer`](super::PostProcessLayer).
@@ -81,7 +81,7 @@ where
 
     fn call(&mut self, req: ModelRequest) -> Self::Future {
         let ext = &req.run.extensions;
-        let schedule = match (ext.get::<SharedState>(), ext.get::<Background>()) {
+        let schedule = match (&req.run.state, &req.run.background) {
             (Some(state), Some(background)) => Some(Schedule {
                 processor: self.processor.clone(),
                 config: self.config.clone(),

@@ -11,7 +11,7 @@ use futures_util::{StreamExt, future::BoxFuture, stream::FuturesUnordered, task:
 
 /// Work that belongs to a run but not to one step (post-processing a message, say): layers put it
 /// here; the agent drives it alongside the loop and waits for it, up to a timeout, before the run
-/// ends. Found in [`RunContext::extensions`](super::RunContext) during an agent's run.
+/// ends. The run's own is [`RunContext::background`](super::RunContext::background).
 #[derive(Clone, Default)]
 pub struct Background(Arc<Inner>);
 

@@ -1,19 +1,23 @@
-//! One run of an agent: [`RunContext`] (ids, cancellation, per-run extensions), [`RunRequest`] and
-//! [`RunOutcome`].
+//! One run of an agent: [`RunContext`] (ids, cancellation, the run's own services, extensions),
+//! [`RunRequest`] and [`RunOutcome`].
 //!
 //! The context travels with every step: the agent puts it on each [`ModelRequest`] and
-//! [`ToolCall`], and layers read it to find the run's ids, its [`CancellationToken`] and the
-//! run's own transports in [`RunContext::extensions`]. That is how one layer stack serves many
-//! clients at once: the stack is built once, each run brings its own transport.
+//! [`ToolCall`], and layers read it to find the run's ids, its [`CancellationToken`], and the
+//! run's own services in typed fields: where its wire events go ([`RunContext::sinks`]), its
+//! [`SharedState`] and its [`Background`] work. That is how one layer stack serves many clients
+//! at once: the stack is built once, each run brings its own sinks.
+//! [`RunContext::extensions`] is left to user data (forwarded properties, overrides).
 //!
 //! ```
+//! # #[cfg(feature = "agui")] {
+//! use agent_tower::agui::Event;
 //! use agent_tower::run::RunContext;
 //! use agent_tower::transport::Channel;
 //!
-//! let (tx, _rx) = Channel::<u32>::bounded(16);
+//! let (tx, _rx) = Channel::<Event>::bounded(16);
 //! let mut run = RunContext::new("thread-1".into(), "run-1".into());
-//! run.extensions.insert(tx);
-//! assert!(run.extensions.get::<Channel<u32>>().is_some());
+//! run.sinks.agui = Some(tx); // every AguiLayer of the stack sends this run's events here
+//! # }
 //! ```
 //!
 //! [`ModelRequest`]: crate::model::ModelRequest
@@ -43,7 +47,27 @@ use crate::{
 
 pub use http::Extensions;
 
-/// The ids, cancellation and extensions of a run, as seen by one step.
+use crate::transport::OnDisconnect;
+
+/// Where a run's wire events go, one sink per protocol, and what to do when they close. Set by
+/// whoever serves the run (a server, the ACP agent); read by the layers that emit. A layer uses
+/// the run's sink when there is one, else its own default transport.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct Sinks {
+    /// The run's AG-UI events (read by every [`AguiLayer`](crate::agui::AguiLayer) of the stack).
+    #[cfg(feature = "agui")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "agui")))]
+    pub agui: Option<crate::transport::Channel<crate::agui::Event>>,
+    /// The run's ACP session updates (read by every [`AcpLayer`](crate::acp::AcpLayer)).
+    #[cfg(feature = "acp")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "acp")))]
+    pub acp: Option<crate::acp::Notifier>,
+    /// What a layer does when the run's sink closes; the layer's own setting when `None`.
+    pub on_disconnect: Option<OnDisconnect>,
+}
+
+/// The ids, cancellation and services of a run, as seen by one step.
 #[derive(Debug, Clone)]
 pub struct RunContext {
     /// The conversation thread.
@@ -57,7 +81,15 @@ pub struct RunContext {
     pub turn: u32,
     /// Cancelled when the run must stop (client gone, user cancelled, shutdown).
     pub cancel: CancellationToken,
-    /// Per-run values: transports, forwarded properties, overrides.
+    /// Where the run's wire events go.
+    pub sinks: Sinks,
+    /// The run's shared state, once a layer or the agent made it (see
+    /// [`shared_state`](RunContext::shared_state)).
+    pub state: Option<SharedState>,
+    /// Work the run finishes before it ends, once the agent made it (see
+    /// [`background`](RunContext::background)).
+    pub background: Option<Background>,
+    /// User data for the run: forwarded properties, overrides, per-run tools.
     pub extensions: Extensions,
 }
 
@@ -71,19 +103,26 @@ impl RunContext {
             message_id: MessageId::new(),
             turn: 0,
             cancel: CancellationToken::new(),
+            sinks: Sinks::default(),
+            state: None,
+            background: None,
             extensions: Extensions::new(),
         }
     }
 
-    /// The run's [`SharedState`]: the one in its extensions, else a new one starting at
-    /// `initial` (an empty object without), put there for every later step.
+    /// The run's [`SharedState`]: its own, else a new one starting at `initial` (an empty object
+    /// without), kept for every later step.
     pub fn shared_state(&mut self, initial: Option<&Value>) -> SharedState {
-        if let Some(shared) = self.extensions.get::<SharedState>() {
-            return shared.clone();
-        }
-        let shared = SharedState::new(initial.cloned().unwrap_or_else(|| serde_json::json!({})));
-        self.extensions.insert(shared.clone());
-        shared
+        self.state
+            .get_or_insert_with(|| {
+                SharedState::new(initial.cloned().unwrap_or_else(|| serde_json::json!({})))
+            })
+            .clone()
+    }
+
+    /// The run's [`Background`] work: its own, else a new set kept for every later step.
+    pub fn background(&mut self) -> Background {
+        self.background.get_or_insert_with(Background::new).clone()
     }
 
     /// The same run, for a step that writes `message_id` in `turn`.

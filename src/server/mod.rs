@@ -367,8 +367,8 @@ where
         let mut req = input.to_run_request();
         req.run.cancel = self.config.shutdown.child_token();
         let (tx, rx) = Channel::<Event>::bounded(self.config.channel_capacity);
-        req.run.extensions.insert(tx);
-        req.run.extensions.insert(self.config.on_disconnect);
+        req.run.sinks.agui = Some(tx);
+        req.run.sinks.on_disconnect = Some(self.config.on_disconnect);
         let cancel = req.run.cancel.clone();
         let tracker = RunTracker::new(
             req.run.thread_id.clone(),

@@ -66,7 +66,6 @@ use tower_service::Service;
 pub use self::{future::ToolResponseFuture, stream::ResponseStream};
 use crate::{
     model::{ModelRequest, ModelService},
-    run::SharedState,
     tool::{ToolCall, ToolOutput},
 };
 
@@ -171,7 +170,7 @@ where
     }
 
     fn call(&mut self, req: ModelRequest) -> Self::Future {
-        let state = req.run.extensions.get::<SharedState>().cloned();
+        let state = req.run.state.clone();
         let hooks = (!self.hooks.from_args.is_empty())
             .then(|| state.map(|state| (self.hooks.clone(), state)))
             .flatten();
@@ -193,7 +192,7 @@ where
 
     fn call(&mut self, call: ToolCall) -> Self::Future {
         let hook = self.hooks.from_result.get(&call.name).cloned();
-        let state = call.run.extensions.get::<SharedState>().cloned();
+        let state = call.run.state.clone();
         let pending = hook
             .zip(state)
             .map(|(hook, state)| (hook, state, call.arguments.clone()));

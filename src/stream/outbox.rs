@@ -7,7 +7,7 @@ use std::{
 
 use tokio_util::sync::CancellationToken;
 
-use crate::transport::{OnDisconnect, Transport};
+use crate::transport::{OnDisconnect, Route, Transport};
 
 /// A queue of wire events in front of a transport, with the run's disconnect policy.
 ///
@@ -34,26 +34,6 @@ where
             on_disconnect,
             cancel,
         }
-    }
-
-    /// The outbox of one step of a run: the run's own transport of type `Sk` if its extensions
-    /// hold one, else `fallback` (a layer's default); the run's own [`OnDisconnect`] if it brought
-    /// one, else `on_disconnect`.
-    pub fn for_run(
-        extensions: &http::Extensions,
-        fallback: Option<&Sk>,
-        on_disconnect: OnDisconnect,
-        cancel: &CancellationToken,
-    ) -> Self
-    where
-        Sk: Clone + Send + Sync + 'static,
-    {
-        let transport = extensions.get::<Sk>().or(fallback).cloned();
-        let on_disconnect = extensions
-            .get::<OnDisconnect>()
-            .copied()
-            .unwrap_or(on_disconnect);
-        Self::new(transport, on_disconnect, cancel.clone())
     }
 
     /// The queue, for an encoder to push into.
@@ -131,6 +111,28 @@ where
         if self.on_disconnect == OnDisconnect::Cancel {
             self.cancel.cancel();
         }
+    }
+}
+
+impl<R, L, Ev> Outbox<Route<R, L>, Ev>
+where
+    R: Transport<Ev> + Clone,
+    L: Transport<Ev> + Clone,
+{
+    /// The outbox of one step of `run`: its own sink `own` (one of its
+    /// [`Sinks`](crate::run::Sinks)) if it has one, else `fallback` (a layer's default); the run's
+    /// own [`OnDisconnect`] if it brought one, else `on_disconnect`.
+    pub fn for_run(
+        run: &crate::run::RunContext,
+        own: Option<&R>,
+        fallback: Option<&L>,
+        on_disconnect: OnDisconnect,
+    ) -> Self {
+        Self::new(
+            Route::of(own, fallback),
+            run.sinks.on_disconnect.unwrap_or(on_disconnect),
+            run.cancel.clone(),
+        )
     }
 }
 

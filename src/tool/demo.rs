@@ -9,7 +9,6 @@ use serde_json::json;
 use tower::service_fn;
 
 use super::{ToolCall, ToolError, ToolErrorKind, ToolKind, ToolOutput, ToolRouter, ToolSpec};
-use crate::run::SharedState;
 
 /// A router with `get_time` (the current UTC time), `add` (`a + b`), `remember` (sets `key` to
 /// `value` in the run's [shared state](crate::run::SharedState)), `write_document` (saves a
@@ -99,8 +98,8 @@ fn remember(call: &ToolCall) -> Result<ToolOutput, ToolError> {
         .ok_or_else(|| ToolError::new(ToolErrorKind::InvalidArguments, "`key` must be a string"))?;
     let state = call
         .run
-        .extensions
-        .get::<SharedState>()
+        .state
+        .as_ref()
         .ok_or_else(|| ToolError::new(ToolErrorKind::Failed, "this run has no shared state"))?;
     let value = call.arguments.get("value").cloned().unwrap_or_default();
     state.update(|state| {

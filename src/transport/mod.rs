@@ -29,6 +29,7 @@
 mod channel;
 mod null;
 mod recording;
+mod route;
 
 use futures_sink::Sink;
 
@@ -36,6 +37,7 @@ pub use self::{
     channel::{Channel, ChannelReceiver},
     null::Null,
     recording::Recording,
+    route::Route,
 };
 
 /// A sink of wire events for one or many runs.

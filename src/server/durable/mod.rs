@@ -166,9 +166,9 @@ where
         }
         req.run.cancel = self.config.shutdown.child_token();
         let (tx, rx) = Channel::<Event>::bounded(self.config.channel_capacity);
-        req.run.extensions.insert(tx);
+        req.run.sinks.agui = Some(tx);
         // The log reads every event: the run never loses its transport to a viewer leaving.
-        req.run.extensions.insert(OnDisconnect::Continue);
+        req.run.sinks.on_disconnect = Some(OnDisconnect::Continue);
         let cancel = req.run.cancel.clone();
         let tracker = RunTracker::new(
             req.run.thread_id.clone(),
