@@ -1,94 +1,165 @@
-//! Load over loopback: concurrent clients streaming scripted runs from the AG-UI server.
+//! Load over loopback: concurrent clients streaming scripted runs from `agent-tower serve`, with
+//! the run log in memory (`--store none`) and on a SQLite file (the default), side by side.
 //!
 //! ```text
-//! cargo bench --bench load --features server
+//! cargo bench --bench load --features cli
 //! ```
 //!
-//! The bench starts itself a second time as the server (so the server's memory is measured
-//! alone), then as the client:
+//! For each store the bench starts the built `agent-tower serve` (the scripted model, the product
+//! layer stack, logs at `info` to nowhere) and drives it from this process over HTTP/1.1 and SSE:
 //!
-//! 1. **Throughput**: C clients each post runs of 1,000 filler tokens back to back; reports
-//!    events/s and the p50/p99 time to first event.
-//! 2. **Idle streams**: opens K streams whose model waits (one token per 10 minutes), in batches,
-//!    until each got its first events; reports the server's resident memory per open stream.
+//! 1. **Short runs**: C clients each post R runs of 100 filler tokens back to back (a new thread
+//!    per run); reports runs/s and the p50/p99 time from the request to the first event.
+//! 2. **Long runs**: C clients post runs of 1,000 filler tokens; reports events/s.
+//! 3. **Idle streams**: opens K streams whose model waits (one token per 10 minutes), 500 at a
+//!    time, until each got its first event; reports how long opening took, the server's resident
+//!    memory per open stream, and the CPU the server uses while they stay open (5 s).
 //!
-//! Set `LOAD_CLIENTS`, `LOAD_RUNS` and `LOAD_IDLE` (comma-separated counts) to change the sizes.
+//! Environment: `LOAD_STORES` (`none,sqlite`), `LOAD_SHORT` (clients × runs, `50x40`),
+//! `LOAD_LONG` (`10x20,100x20`), `LOAD_IDLE` (`1000,10000`); an empty value skips a phase.
 
 use std::{
     process::Stdio,
     time::{Duration, Instant},
 };
 
-use agent_tower::{
-    map_error::Detail,
-    server::{AguiServer, scripted_agent},
-};
 use futures_util::StreamExt;
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-const SERVER_ENV: &str = "AGENT_TOWER_LOAD_SERVER";
+const AGENT: &str = env!("CARGO_BIN_EXE_agent-tower");
 
 fn main() {
-    if std::env::var_os(SERVER_ENV).is_some() {
-        return server();
-    }
     // Criterion-style flags from `cargo bench` are ignored.
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("a runtime")
-        .block_on(client());
+        .block_on(bench());
 }
 
-fn server() {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime")
-        .block_on(async {
-            let router = AguiServer::new(scripted_agent(
-                std::num::NonZeroU32::new(16).expect("not zero"),
-                Detail::Message,
-            ))
-            .busy_thread(agent_tower::server::BusyThread::Queue)
-            .on_run_end(|_| {})
-            .into_router();
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-                .await
-                .expect("a port");
-            println!("{}", listener.local_addr().expect("an address"));
-            axum::serve(listener, router).await.expect("serving");
-        });
-}
-
-fn counts(name: &str, default: &[usize]) -> Vec<usize> {
+fn setting(name: &str, default: &str) -> Vec<String> {
     std::env::var(name)
-        .ok()
-        .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect())
-        .unwrap_or_else(|| default.to_vec())
+        .unwrap_or_else(|_| default.to_owned())
+        .split(',')
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
-        })
-        .unwrap_or(0)
+/// `CxR` → (C, R).
+fn shape(value: &str) -> (usize, usize) {
+    let (c, r) = value.split_once('x').expect("clients x runs, as `50x40`");
+    (
+        c.parse().expect("a number of clients"),
+        r.parse().expect("a number of runs"),
+    )
 }
 
-fn body(run: usize, tokens: u64, delay_ms: Option<u64>) -> String {
+/// A running `agent-tower serve`.
+struct Server {
+    child: tokio::process::Child,
+    pid: u32,
+    url: String,
+    _dir: Option<TempDir>,
+}
+
+/// A directory removed when dropped.
+struct TempDir(std::path::PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl Server {
+    async fn start(store: &str) -> Self {
+        let (url, dir) = match store {
+            "none" => ("none".to_owned(), None),
+            "sqlite" => {
+                let dir = std::env::temp_dir().join(format!("agent-tower-load-{}", std::process::id()));
+                std::fs::create_dir_all(&dir).expect("a temporary directory");
+                let url = format!("sqlite://{}", dir.join("runs.db").display());
+                (url, Some(TempDir(dir)))
+            }
+            other => (other.to_owned(), None),
+        };
+        let mut child = tokio::process::Command::new(AGENT)
+            .args(["serve", "--addr", "127.0.0.1:0", "--store", &url])
+            .args(["--busy-thread", "queue"])
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("agent-tower starts");
+        let pid = child.id().expect("a pid");
+        let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+        let addr = loop {
+            let line = lines
+                .next_line()
+                .await
+                .expect("stderr reads")
+                .expect("agent-tower listens before it exits");
+            if let Some(at) = line.find("addr=") {
+                break line[at + 5..]
+                    .split_whitespace()
+                    .next()
+                    .expect("an address")
+                    .to_owned();
+            }
+        };
+        // Drain the logs so that the server never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Self {
+            child,
+            pid,
+            url: format!("http://{addr}/"),
+            _dir: dir,
+        }
+    }
+
+    fn rss_kib(&self) -> u64 {
+        std::fs::read_to_string(format!("/proc/{}/status", self.pid))
+            .ok()
+            .and_then(|status| {
+                status
+                    .lines()
+                    .find_map(|l| l.strip_prefix("VmRSS:"))
+                    .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+            })
+            .unwrap_or(0)
+    }
+
+    /// CPU time used so far (user + system), in clock ticks.
+    fn cpu_ticks(&self) -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).unwrap_or_default();
+        // Fields after the command name (which may hold spaces) start after the last ')'.
+        let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        // utime and stime are fields 14 and 15 of the whole line: 12 and 13 here.
+        fields
+            .get(11..13)
+            .map_or(0, |f| f.iter().filter_map(|v| v.parse::<u64>().ok()).sum())
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+fn body(run: &str, tokens: u64, delay_ms: Option<u64>) -> String {
     let mut scripted = json!({"tokens": tokens});
     if let Some(delay) = delay_ms {
         scripted["delay_ms"] = json!(delay);
     }
     json!({
         "threadId": format!("thread-{run}"),
-        "runId": format!("run-{run}"),
+        "runId": run,
         "messages": [{"id": "m", "role": "user", "content": "load"}],
         "forwardedProps": {"scripted": scripted},
     })
@@ -96,27 +167,28 @@ fn body(run: usize, tokens: u64, delay_ms: Option<u64>) -> String {
 }
 
 /// Posts a run; returns (time to first event, events) once the stream ends.
-async fn one_run(client: &reqwest::Client, url: &str, run: usize) -> (Duration, u64) {
+async fn one_run(client: &reqwest::Client, url: &str, run: &str, tokens: u64) -> (Duration, u64) {
     let start = Instant::now();
     let response = client
         .post(url)
         .header("content-type", "application/json")
         .header("accept", "text/event-stream")
-        .body(body(run, 1000, None))
+        .body(body(run, tokens, None))
         .send()
         .await
         .expect("the server answers");
+    assert_eq!(response.status(), 200, "run {run}");
     let mut stream = response.bytes_stream();
     let mut first = None;
     let mut events = 0;
     let mut last = 0u8;
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.expect("the body streams");
-        first.get_or_insert_with(|| start.elapsed());
         let mut prev = last;
         for &b in chunk.iter() {
             if prev == b'\n' && b == b'\n' {
                 events += 1;
+                first.get_or_insert_with(|| start.elapsed());
             }
             prev = b;
         }
@@ -129,98 +201,160 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
-async fn client() {
-    let exe = std::env::current_exe().expect("the bench binary");
-    let mut child = tokio::process::Command::new(exe)
-        .env(SERVER_ENV, "1")
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the server starts");
-    let pid = child.id().expect("a pid");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let addr = lines
-        .next_line()
-        .await
-        .unwrap()
-        .expect("the server's address");
-    let url = format!("http://{addr}/");
+/// `clients` clients each posting `runs` runs of `tokens` tokens back to back.
+async fn load(server: &Server, clients: usize, runs: usize, tokens: u64) -> Report {
+    let client = reqwest::Client::new();
+    let prefix = uuid::Uuid::now_v7().simple().to_string();
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..clients)
+        .map(|c| {
+            let (client, url, prefix) = (client.clone(), server.url.clone(), prefix.clone());
+            tokio::spawn(async move {
+                let mut results = Vec::with_capacity(runs);
+                for r in 0..runs {
+                    let run = format!("{prefix}-{c}-{r}");
+                    results.push(one_run(&client, &url, &run, tokens).await);
+                }
+                results
+            })
+        })
+        .collect();
+    let mut firsts = Vec::new();
+    let mut events = 0;
+    for task in tasks {
+        for (first, n) in task.await.expect("a client task") {
+            firsts.push(first);
+            events += n;
+        }
+    }
+    let elapsed = start.elapsed();
+    firsts.sort();
+    Report {
+        runs: firsts.len(),
+        events,
+        elapsed,
+        p50: percentile(&firsts, 0.5),
+        p99: percentile(&firsts, 0.99),
+    }
+}
+
+struct Report {
+    runs: usize,
+    events: u64,
+    elapsed: Duration,
+    p50: Duration,
+    p99: Duration,
+}
+
+impl Report {
+    fn runs_per_s(&self) -> f64 {
+        self.runs as f64 / self.elapsed.as_secs_f64()
+    }
+}
+
+/// Opens `streams` idle streams; reports the time to open them, RSS per stream and idle CPU.
+async fn idle(server: &Server, streams: usize) {
+    let base = server.rss_kib();
+    let prefix = uuid::Uuid::now_v7().simple().to_string();
+    let start = Instant::now();
+    let mut open = Vec::with_capacity(streams);
+    for batch in (0..streams).collect::<Vec<_>>().chunks(500) {
+        let opened = futures_util::future::join_all(batch.iter().map(|&i| {
+            let (url, run) = (server.url.clone(), format!("{prefix}-idle-{i}"));
+            async move {
+                // One connection per stream.
+                let client = reqwest::Client::builder()
+                    .pool_max_idle_per_host(0)
+                    .build()
+                    .expect("a client");
+                let response = client
+                    .post(&url)
+                    .header("content-type", "application/json")
+                    .body(body(&run, 1, Some(600_000)))
+                    .send()
+                    .await
+                    .expect("the server answers");
+                assert_eq!(response.status(), 200);
+                let mut stream = response.bytes_stream();
+                stream.next().await.expect("a first event").expect("bytes");
+                (client, stream)
+            }
+        }))
+        .await;
+        open.extend(opened);
+    }
+    let opened = start.elapsed();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let with = server.rss_kib();
+    let (ticks, window) = (server.cpu_ticks(), Duration::from_secs(5));
+    tokio::time::sleep(window).await;
+    let used = (server.cpu_ticks() - ticks) as f64 / 100.0 / window.as_secs_f64();
     println!(
-        "server pid {pid} on {addr}; {} cores",
+        "  idle   {streams:>6} streams: opened in {:.2} s, RSS {base} -> {with} KiB ({:.1} KiB per stream), {:.1} % of a core while idle",
+        opened.as_secs_f64(),
+        with.saturating_sub(base) as f64 / streams as f64,
+        used * 100.0,
+    );
+    drop(open);
+}
+
+async fn bench() {
+    println!(
+        "agent-tower serve, {} cores, client in this process",
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
+    let stores = setting("LOAD_STORES", "none,sqlite");
+    let short: Vec<_> = setting("LOAD_SHORT", "50x40").iter().map(|s| shape(s)).collect();
+    let long: Vec<_> = setting("LOAD_LONG", "10x20,100x20")
+        .iter()
+        .map(|s| shape(s))
+        .collect();
+    let idles: Vec<usize> = setting("LOAD_IDLE", "1000,10000")
+        .iter()
+        .map(|n| n.parse().expect("a number of streams"))
+        .collect();
 
-    let runs_per_client = counts("LOAD_RUNS", &[20])[0];
-    for clients in counts("LOAD_CLIENTS", &[10, 100]) {
-        let client = reqwest::Client::new();
-        let start = Instant::now();
-        let tasks: Vec<_> = (0..clients)
-            .map(|c| {
-                let client = client.clone();
-                let url = url.clone();
-                tokio::spawn(async move {
-                    let mut results = Vec::new();
-                    for r in 0..runs_per_client {
-                        results.push(one_run(&client, &url, c * 1_000_000 + r).await);
-                    }
-                    results
-                })
-            })
-            .collect();
-        let mut firsts = Vec::new();
-        let mut events = 0;
-        for task in tasks {
-            for (first, n) in task.await.expect("a client task") {
-                firsts.push(first);
-                events += n;
-            }
+    let mut short_rates = Vec::new();
+    for store in &stores {
+        println!("--store {store}");
+        let server = Server::start(store).await;
+        // Warm up: connections, allocator, the database file.
+        load(&server, 10, 10, 100).await;
+        for &(clients, runs) in &short {
+            let report = load(&server, clients, runs, 100).await;
+            println!(
+                "  short  {clients:>4} clients x {runs} runs of 100 tokens: {:.0} runs/s ({:.0} events/s), first event p50 {:.2} ms, p99 {:.2} ms",
+                report.runs_per_s(),
+                report.events as f64 / report.elapsed.as_secs_f64(),
+                report.p50.as_secs_f64() * 1000.0,
+                report.p99.as_secs_f64() * 1000.0,
+            );
+            short_rates.push((store.clone(), clients, report.runs_per_s()));
         }
-        let elapsed = start.elapsed();
-        firsts.sort();
-        println!(
-            "throughput  clients={clients:<5} runs={:<6} events={events:<9} {:.0} events/s  first event p50={:?} p99={:?}",
-            firsts.len(),
-            events as f64 / elapsed.as_secs_f64(),
-            percentile(&firsts, 0.5),
-            percentile(&firsts, 0.99),
-        );
-    }
-
-    for streams in counts("LOAD_IDLE", &[1000, 10_000]) {
-        let base = rss_kib(pid);
-        let mut open = Vec::with_capacity(streams);
-        for batch in (0..streams).collect::<Vec<_>>().chunks(500) {
-            let opened = futures_util::future::join_all(batch.iter().map(|&i| {
-                let url = url.clone();
-                async move {
-                    // One connection per stream.
-                    let client = reqwest::Client::builder()
-                        .pool_max_idle_per_host(0)
-                        .build()
-                        .unwrap();
-                    let response = client
-                        .post(&url)
-                        .header("content-type", "application/json")
-                        .body(body(10_000_000 + i, 1, Some(600_000)))
-                        .send()
-                        .await
-                        .expect("the server answers");
-                    let mut stream = response.bytes_stream();
-                    stream.next().await.expect("a first event").expect("bytes");
-                    (client, stream)
-                }
-            }))
-            .await;
-            open.extend(opened);
+        for &(clients, runs) in &long {
+            let report = load(&server, clients, runs, 1000).await;
+            println!(
+                "  long   {clients:>4} clients x {runs} runs of 1,000 tokens: {:.0} events/s, first event p50 {:.2} ms, p99 {:.2} ms",
+                report.events as f64 / report.elapsed.as_secs_f64(),
+                report.p50.as_secs_f64() * 1000.0,
+                report.p99.as_secs_f64() * 1000.0,
+            );
         }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        let with = rss_kib(pid);
-        println!(
-            "idle        streams={streams:<6} server RSS {base} KiB -> {with} KiB: {:.1} KiB per open stream",
-            (with.saturating_sub(base)) as f64 / streams as f64
-        );
-        drop(open);
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        for &streams in &idles {
+            idle(&server, streams).await;
+        }
     }
-    child.kill().await.ok();
+    // The first store is the reference: every other store's short-run rate next to it.
+    for (store, clients, rate) in &short_rates {
+        let reference = short_rates
+            .iter()
+            .find(|(_, c, _)| c == clients)
+            .filter(|(first, ..)| first != store);
+        if let Some((first, _, base)) = reference {
+            println!(
+                "short runs at {clients} clients: --store {store} does {:.0} % of --store {first}",
+                rate / base * 100.0
+            );
+        }
+    }
 }
