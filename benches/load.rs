@@ -79,7 +79,8 @@ impl Server {
         let (url, dir) = match store {
             "none" => ("none".to_owned(), None),
             "sqlite" => {
-                let dir = std::env::temp_dir().join(format!("agent-tower-load-{}", std::process::id()));
+                let dir =
+                    std::env::temp_dir().join(format!("agent-tower-load-{}", std::process::id()));
                 std::fs::create_dir_all(&dir).expect("a temporary directory");
                 let url = format!("sqlite://{}", dir.join("runs.db").display());
                 (url, Some(TempDir(dir)))
@@ -304,7 +305,10 @@ async fn bench() {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
     let stores = setting("LOAD_STORES", "none,sqlite");
-    let short: Vec<_> = setting("LOAD_SHORT", "50x40").iter().map(|s| shape(s)).collect();
+    let short: Vec<_> = setting("LOAD_SHORT", "50x40")
+        .iter()
+        .map(|s| shape(s))
+        .collect();
     let long: Vec<_> = setting("LOAD_LONG", "10x20,100x20")
         .iter()
         .map(|s| shape(s))

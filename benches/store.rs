@@ -23,8 +23,9 @@ use std::{
 use agent_tower::{
     id::{RunId, ThreadId},
     map_error::Detail,
+    runs::{LoggedEvent, RunLog, Start},
     server::{AguiServer, scripted_agent},
-    store::{NewRun, RunStore},
+    store::RunStore,
 };
 use axum::{body::Body, http::Request};
 use http_body_util::BodyExt;
@@ -78,6 +79,13 @@ fn event(n: usize) -> String {
     .to_string()
 }
 
+/// `n` events numbered after `last`.
+fn batch(last: usize, n: usize) -> Vec<LoggedEvent> {
+    (1..=n)
+        .map(|i| LoggedEvent::from_json((last + i) as u64, event(last + i)))
+        .collect()
+}
+
 fn ids() -> (ThreadId, RunId) {
     let id = uuid::Uuid::now_v7();
     (format!("t-{id}").into(), format!("r-{id}").into())
@@ -85,32 +93,31 @@ fn ids() -> (ThreadId, RunId) {
 
 async fn appends(name: &str, url: &str, total: usize) {
     let store = RunStore::open(url).await.expect("the store opens");
-    let events: Vec<String> = (0..512).map(event).collect();
-    for batch in [1, 8, 64, 512] {
+    for size in [1, 8, 64, 512] {
         // A commit per event is slow: fewer of them for small batches.
-        let total = if batch == 1 { total / 10 } else { total };
+        let total = if size == 1 { total / 10 } else { total };
         let (thread, run) = ids();
         let lease = store
-            .start_run(&NewRun::new(thread, run), &[])
+            .start(&Start::new(thread, run))
             .await
             .expect("the run starts");
-        let mut commits = Vec::with_capacity(total / batch + 1);
+        let mut commits = Vec::with_capacity(total / size + 1);
         let started = Instant::now();
         let mut written = 0;
         while written < total {
-            let n = batch.min(total - written);
+            let events = batch(written, size.min(total - written));
             let commit = Instant::now();
             store
-                .append(&lease, &events[..n])
+                .write(&lease, &events, None)
                 .await
                 .expect("the append commits");
             commits.push(commit.elapsed());
-            written += n;
+            written += events.len();
         }
         let elapsed = started.elapsed();
         commits.sort_unstable();
         println!(
-            "| {name} | {batch} | {total} | {:.0} | {:.2} ms |",
+            "| {name} | {size} | {total} | {:.0} | {:.2} ms |",
             total as f64 / elapsed.as_secs_f64(),
             commits[commits.len() / 2].as_secs_f64() * 1e3,
         );
@@ -217,7 +224,7 @@ async fn bench() {
     println!("\nper token, through the server: one run of {total} tokens, best of three\n");
     println!("| mode | events | events/s | ns/event |");
     println!("|---|---:|---:|---:|");
-    through_server("no store", None, total).await;
+    through_server("in memory", None, total).await;
     through_server("durable, SQLite in memory", Some("memory"), total).await;
     let db = TempDb::new();
     through_server("durable, SQLite file", Some(&db.url()), total).await;

@@ -111,6 +111,10 @@ pub mod map_error;
 #[cfg_attr(docsrs, doc(cfg(feature = "permission")))]
 pub mod permission;
 
+#[cfg(feature = "runs")]
+#[cfg_attr(docsrs, doc(cfg(feature = "runs")))]
+pub mod runs;
+
 #[cfg(feature = "server")]
 #[cfg_attr(docsrs, doc(cfg(feature = "server")))]
 pub mod server;

@@ -197,9 +197,17 @@ async fn an_interrupted_run_is_resumed_by_the_next_run_once() {
             "{name}"
         );
 
-        // The same answer again replays that run; the queue refuses it.
-        let again = server.run(resume(&thread, "r3", answer)).await;
+        // The same request again replays that run, with its own ids; the same answer under
+        // another run id is refused (never another run's events); so is the queue.
+        let again = server.run(resume(&thread, "r2", answer.clone())).await;
         assert_eq!(again, second, "{name}: an idempotent replay");
+        let elsewhere = server.run(resume(&thread, "r3", answer)).await;
+        assert_eq!(types(&elsewhere), ["RUN_STARTED", "RUN_ERROR"], "{name}");
+        assert_eq!(elsewhere[0].1["runId"], "r3", "{name}");
+        assert_eq!(
+            elsewhere[1].1["code"], "interrupt_already_resolved",
+            "{name}"
+        );
         let resolve = server
             .resolve(id, json!({"payload": {"approved": true}}))
             .await;
@@ -219,8 +227,8 @@ async fn an_interrupted_run_is_resumed_by_the_next_run_once() {
             .collect();
         assert_eq!(
             statuses.iter().filter(|s| **s == "failed").count(),
-            3,
-            "{name}: {statuses:?}"
+            4,
+            "{name}: the refusals are runs of their own: {statuses:?}"
         );
         assert!(
             statuses.contains(&"interrupted") && statuses.contains(&"finished"),

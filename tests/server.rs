@@ -7,7 +7,7 @@ use agent_tower::{
     agui::{AguiLayer, Event},
     map_error::Detail,
     model::scripted::ScriptedModel,
-    server::{AguiServer, BusyThread, RunEnd, RunSummary, ScriptedAgent, scripted_agent},
+    server::{AguiServer, BusyThread, Ended, RunSummary, ScriptedAgent, scripted_agent},
     test_util::{MockItem, MockModel, verify},
     tool::ToolRouter,
     transport::OnDisconnect,
@@ -96,7 +96,7 @@ async fn body_text(response: axum::response::Response) -> String {
 
 fn sse_events(text: &str) -> Vec<Event> {
     text.split("\n\n")
-        .filter_map(|frame| frame.strip_prefix("data: "))
+        .filter_map(|frame| frame.lines().find_map(|line| line.strip_prefix("data: ")))
         .map(|data| serde_json::from_str(data).unwrap())
         .collect()
 }
@@ -127,7 +127,7 @@ async fn the_official_client_talks_to_the_server() {
         );
     }
     assert_eq!(
-        ends.iter().filter(|e| **e == RunEnd::Disconnected).count(),
+        ends.iter().filter(|e| **e == Ended::Disconnected).count(),
         1,
         "{ends:?}"
     );
@@ -167,7 +167,7 @@ async fn a_disconnect_cancels_the_run_within_a_second() {
             .await
             .expect("the server noticed within 1 s")
             .unwrap();
-        assert_eq!(summary.end, RunEnd::Disconnected, "quiet: {quiet}");
+        assert_eq!(summary.end, Ended::Disconnected, "quiet: {quiet}");
     }
 }
 
@@ -204,7 +204,7 @@ async fn bad_input_is_refused_before_anything_streams() {
 async fn a_busy_thread_is_refused_or_queued() {
     let hang = || vec![MockItem::text("busy"), MockItem::Pending];
     // Reject: the first run is still streaming (its body is held), the second gets 409.
-    let (router, _runs) = mocked(hang(), BusyThread::Reject);
+    let (router, mut runs) = mocked(hang(), BusyThread::Reject);
     let first = router
         .clone()
         .oneshot(post_json(&input("t", "one")))
@@ -228,6 +228,13 @@ async fn a_busy_thread_is_refused_or_queued() {
         .unwrap();
     assert_eq!(other.status(), StatusCode::OK, "other threads are free");
     drop(first);
+    let ended = loop {
+        let summary = runs.recv().await.unwrap();
+        if summary.run_id.as_str() == "run-one" {
+            break summary.end;
+        }
+    };
+    assert_eq!(ended, Ended::Disconnected);
     let again = router
         .clone()
         .oneshot(post_json(&input("t", "four")))
@@ -236,7 +243,7 @@ async fn a_busy_thread_is_refused_or_queued() {
     assert_eq!(
         again.status(),
         StatusCode::OK,
-        "the thread is free once the run is gone"
+        "the thread is free once the run has ended"
     );
 
     // Queue: the second run waits for the first to end.
@@ -308,11 +315,11 @@ async fn a_quiet_run_gets_ping_comments() {
         frames.push(String::from_utf8(frame.to_vec()).unwrap());
     }
     assert!(
-        frames[0].starts_with("data: {\"type\":\"RUN_STARTED\""),
+        frames[0].starts_with("id: run-hi:1\ndata: {\"type\":\"RUN_STARTED\""),
         "{frames:?}"
     );
     assert!(
-        frames[1].starts_with("data: {\"type\":\"STEP_STARTED\""),
+        frames[1].starts_with("id: run-hi:2\ndata: {\"type\":\"STEP_STARTED\""),
         "{frames:?}"
     );
     assert_eq!(frames[2], ": ping\n\n");
@@ -460,7 +467,7 @@ async fn websocket_runs_cancels_and_closes() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(summary.end, RunEnd::Disconnected);
+    assert_eq!(summary.end, Ended::Disconnected);
 }
 
 #[tokio::test]
@@ -490,7 +497,7 @@ async fn on_disconnect_continue_lets_the_run_finish() {
         .unwrap();
     assert_eq!(
         summary.end,
-        RunEnd::Detached(Box::new(RunEnd::Finished(
+        Ended::Detached(Box::new(Ended::Finished(
             agent_tower::run::StopReason::EndTurn
         )))
     );

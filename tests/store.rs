@@ -1,40 +1,53 @@
-//! The run store's guarantees, on a real SQLite file and a real PostgreSQL server: the log,
-//! followers, one active run per thread, interrupts and their resumes, fencing and recovery.
+//! The run log's contract, on every backend: the bounded in-memory log, a real SQLite file and a
+//! real PostgreSQL server. One active run per thread, the same request told apart from another,
+//! interrupts resumed completely and once, an interrupted run continued under its own id,
+//! fencing, and the recovery of a dead instance's runs.
 
 #[path = "support/stores.rs"]
 mod stores;
 
-use std::time::{Duration, SystemTime};
+use std::{
+    sync::Arc,
+    time::{Duration, SystemTime},
+};
 
 use agent_tower::{
     id::{InterruptId, RunId, ThreadId},
     message::Message,
     run::Interrupt,
-    store::{
-        InterruptStatus, NewRun, RunEnd, RunStatus, RunStore, StartError, StoreError, args_hash,
+    runs::{
+        InterruptStatus, Interrupts, LogError, LoggedEvent, MemoryLog, RunEnd, RunLog, RunStatus,
+        Start, StartError, args_hash,
     },
+    store::RunStore,
 };
-use futures_util::{StreamExt, TryStreamExt};
-use serde_json::json;
+use serde_json::{Value, json};
 
 fn ids() -> (ThreadId, RunId) {
     (ThreadId::new(), RunId::new())
 }
 
-fn events(range: std::ops::Range<u32>) -> Vec<String> {
-    range.map(|i| format!(r#"{{"n":{i}}}"#)).collect()
+fn events(seqs: std::ops::RangeInclusive<u64>) -> Vec<LoggedEvent> {
+    seqs.map(|seq| LoggedEvent::from_json(seq, format!(r#"{{"n":{seq}}}"#)))
+        .collect()
 }
 
-async fn each_store(test: &str) -> Vec<(&'static str, RunStore)> {
-    let mut stores = Vec::new();
+/// The log of every backend: memory, a fresh SQLite file, a fresh PostgreSQL schema.
+async fn each_log(test: &str) -> Vec<(&'static str, Arc<dyn RunLog>)> {
+    let mut logs: Vec<(&'static str, Arc<dyn RunLog>)> =
+        vec![("memory", Arc::new(MemoryLog::new()))];
     for (name, url) in stores::store_urls(test).await {
         let store = RunStore::open(&url)
             .await
-            .unwrap_or_else(|e| panic!("{name}: {e}"))
-            .poll_interval(Duration::from_millis(50));
-        stores.push((name, store));
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        logs.push((name, Arc::new(store)));
     }
-    stores
+    logs
+}
+
+/// The SQL stores only (several instances on one database).
+async fn each_store(test: &str) -> Vec<(&'static str, String)> {
+    stores::store_urls(test).await
 }
 
 fn interrupt(call: &str, expires_in: Duration) -> Interrupt {
@@ -47,127 +60,182 @@ fn interrupt(call: &str, expires_in: Duration) -> Interrupt {
     }
 }
 
-/// A finished run on a fresh thread that stopped at `interrupts`.
-async fn interrupted(store: &RunStore, interrupts: Vec<Interrupt>) -> ThreadId {
+fn start(thread: &ThreadId, run: &RunId, resume: Vec<(InterruptId, Value)>) -> Start {
+    let mut start = Start::new(thread.clone(), run.clone());
+    start.request_hash = format!("hash-of-{run}-{}", resume.len());
+    start.resume = resume;
+    start
+}
+
+/// A run on a fresh thread that ended at `interrupts`; its thread and id.
+async fn interrupted(log: &dyn RunLog, interrupts: Vec<Interrupt>) -> (ThreadId, RunId) {
     let (thread, run) = ids();
-    let lease = store
-        .start_run(&NewRun::new(thread.clone(), run), &[])
-        .await
-        .unwrap();
+    let lease = log.start(&start(&thread, &run, vec![])).await.unwrap();
     let mut end = RunEnd::new(RunStatus::Interrupted);
     end.messages = Some(vec![Message::user("clean up")]);
     end.interrupts = interrupts;
-    store.finish(&lease, &events(0..1), &end).await.unwrap();
-    thread
+    log.write(&lease, &events(1..=2), Some(&end)).await.unwrap();
+    (thread, run)
 }
 
 #[tokio::test]
-async fn a_follower_joining_mid_run_gets_every_event_once_in_order() {
-    for (name, store) in each_store("follow").await {
+async fn a_log_is_read_back_whole_and_in_order() {
+    for (name, log) in each_log("read").await {
         let (thread, run) = ids();
-        let lease = store
-            .start_run(&NewRun::new(thread, run.clone()), &[])
-            .await
-            .unwrap();
-        assert_eq!(store.append(&lease, &events(0..3)).await.unwrap(), 3);
-
-        // Joins after event 2; the writer goes on while it reads.
-        let follower = tokio::spawn(store.follow(run.clone(), 2).try_collect::<Vec<_>>());
-        for batch in 1..20u32 {
-            store
-                .append(&lease, &events(batch * 10..batch * 10 + 7))
-                .await
-                .unwrap();
+        let lease = log.start(&start(&thread, &run, vec![])).await.unwrap();
+        assert_eq!(lease.last_seq, 0);
+        // 600 = 256 + 256 + 64 + 16 + 8 rows, then 1 and 3.
+        let mut written = Vec::new();
+        for range in [1..=600, 601..=601, 602..=604] {
+            let batch = events(range);
+            log.write(&lease, &batch, None).await.unwrap();
+            written.extend(batch);
         }
-        let last = store
-            .finish(
-                &lease,
-                &events(1000..1001),
-                &RunEnd::new(RunStatus::Finished),
-            )
-            .await
-            .unwrap();
-        assert_eq!(last, 3 + 19 * 7 + 1);
-        let seen = follower.await.unwrap().unwrap();
-        let seqs: Vec<u64> = seen.iter().map(|e| e.seq).collect();
-        assert_eq!(seqs, (3..=last).collect::<Vec<_>>(), "{name}");
-        assert_eq!(seen[0].json, r#"{"n":2}"#, "{name}");
-        assert_eq!(seen.last().unwrap().json, r#"{"n":1000}"#, "{name}");
+        let page = log.read(&run, 0, 10_000).await.unwrap().unwrap();
+        assert_eq!(
+            (page.status, page.last_seq),
+            (RunStatus::Running, 604),
+            "{name}"
+        );
+        let json: Vec<&str> = page.events.iter().map(LoggedEvent::json_str).collect();
+        let expected: Vec<&str> = written.iter().map(LoggedEvent::json_str).collect();
+        assert_eq!(json, expected, "{name}");
+        let seqs: Vec<u64> = page.events.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, (1..=604).collect::<Vec<_>>(), "{name}");
 
-        // A finished run replays to its end and closes; an unknown one closes at once.
-        assert_eq!(store.follow(run.clone(), 0).count().await, last as usize);
-        assert_eq!(store.follow(run, last).count().await, 0);
-        assert_eq!(store.follow("nope".into(), 0).count().await, 0);
+        let after = log.read(&run, 600, 2).await.unwrap().unwrap();
+        assert_eq!(
+            after.events,
+            events(601..=602),
+            "{name}: a page after a point"
+        );
+        log.write(
+            &lease,
+            &events(605..=605),
+            Some(&RunEnd::new(RunStatus::Finished)),
+        )
+        .await
+        .unwrap();
+        let ended = log.read(&run, 605, 10).await.unwrap().unwrap();
+        assert!(ended.events.is_empty(), "{name}");
+        assert_eq!(
+            (ended.status, ended.last_seq),
+            (RunStatus::Finished, 605),
+            "{name}"
+        );
+        assert!(
+            log.read(&"nope".into(), 0, 10).await.unwrap().is_none(),
+            "{name}"
+        );
     }
 }
 
 #[tokio::test]
-async fn one_active_run_per_thread() {
-    for (name, store) in each_store("busy").await {
+async fn writes_are_fenced_to_the_runs_end() {
+    for (name, log) in each_log("fence").await {
         let (thread, run) = ids();
-        let lease = store
-            .start_run(&NewRun::new(thread.clone(), run.clone()), &[])
-            .await
-            .unwrap();
-        let again = store
-            .start_run(&NewRun::new(thread.clone(), RunId::new()), &[])
-            .await;
+        let lease = log.start(&start(&thread, &run, vec![])).await.unwrap();
+        log.write(&lease, &events(1..=2), None).await.unwrap();
+        let gap = log.write(&lease, &events(4..=4), None).await;
+        assert!(matches!(gap, Err(LogError::Fenced(_))), "{name}: {gap:?}");
+        let again = log.write(&lease, &events(2..=2), None).await;
         assert!(
-            matches!(again, Err(StartError::Busy(_))),
-            "{name}: {again:?}"
+            matches!(again, Err(LogError::Fenced(_))),
+            "{name}: written once"
         );
-        let reused = store
-            .start_run(&NewRun::new(ThreadId::new(), run.clone()), &[])
-            .await;
-        assert!(matches!(reused, Err(StartError::RunExists(_))), "{name}");
+        log.write(
+            &lease,
+            &events(3..=3),
+            Some(&RunEnd::new(RunStatus::Finished)),
+        )
+        .await
+        .unwrap();
+        let late = log.write(&lease, &events(4..=4), None).await;
+        assert!(matches!(late, Err(LogError::Fenced(_))), "{name}: {late:?}");
+        assert_eq!(
+            log.read(&run, 0, 10).await.unwrap().unwrap().last_seq,
+            3,
+            "{name}"
+        );
+    }
+}
 
-        store
-            .finish(&lease, &[], &RunEnd::new(RunStatus::Finished))
-            .await
-            .unwrap();
-        store
-            .start_run(&NewRun::new(thread.clone(), RunId::new()), &[])
+#[tokio::test]
+async fn one_active_run_per_thread_and_a_run_id_once() {
+    for (name, log) in each_log("busy").await {
+        let (thread, run) = ids();
+        let first = start(&thread, &run, vec![]);
+        let lease = log.start(&first).await.unwrap();
+        let other = RunId::new();
+        match log.start(&start(&thread, &other, vec![])).await {
+            Err(StartError::Busy { active, .. }) => assert_eq!(active, Some(run.clone()), "{name}"),
+            other => panic!("{name}: {other:?}"),
+        }
+        // The same request again, and another request under the same id.
+        match log.start(&first).await {
+            Err(StartError::Exists {
+                same: true,
+                from: 0,
+                ..
+            }) => {}
+            other => panic!("{name}: {other:?}"),
+        }
+        let mut different = start(&ThreadId::new(), &run, vec![]);
+        different.request_hash = "another".into();
+        match log.start(&different).await {
+            Err(StartError::Exists { same: false, .. }) => {}
+            other => panic!("{name}: {other:?}"),
+        }
+
+        log.write(
+            &lease,
+            &events(1..=1),
+            Some(&RunEnd::new(RunStatus::Finished)),
+        )
+        .await
+        .unwrap();
+        log.start(&start(&thread, &other, vec![]))
             .await
             .unwrap_or_else(|e| panic!("{name}: a finished run frees the thread: {e}"));
-        let record = store.thread(&thread).await.unwrap().unwrap();
+        let record = log.thread(&thread).await.unwrap().unwrap();
         assert_eq!(record.runs.len(), 2, "{name}");
         assert_eq!(record.runs[0].status, RunStatus::Finished, "{name}");
     }
 }
 
 #[tokio::test]
-async fn interrupts_are_resumed_completely_once_and_idempotently() {
-    for (name, store) in each_store("resume").await {
+async fn interrupts_are_resumed_completely_and_once() {
+    for (name, log) in each_log("resume").await {
         let (a, b) = (
             interrupt("a", Duration::from_secs(60)),
             interrupt("b", Duration::from_secs(60)),
         );
-        let thread = interrupted(&store, vec![a.clone(), b.clone()]).await;
-        let pending = store.pending_interrupts(&thread).await.unwrap();
+        let (thread, _) = interrupted(&*log, vec![a.clone(), b.clone()]).await;
+        let pending = log
+            .interrupts(Interrupts::PendingOf(&thread))
+            .await
+            .unwrap();
         assert_eq!(pending.len(), 2, "{name}");
         assert_eq!(pending[0].args_hash, args_hash(&json!({"path": "a"})));
-        let start = |resume: Vec<(InterruptId, serde_json::Value)>| {
-            let store = store.clone();
-            let thread = thread.clone();
-            async move {
-                store
-                    .start_run(&NewRun::new(thread, RunId::new()), &resume)
-                    .await
-            }
-        };
         let yes = json!({"status": "resolved", "payload": {"approved": true}});
+        let try_start = |resume: Vec<(InterruptId, Value)>| {
+            let (log, thread) = (log.clone(), thread.clone());
+            async move { log.start(&start(&thread, &RunId::new(), resume)).await }
+        };
 
-        let err = start(vec![]).await.unwrap_err();
+        let err = try_start(vec![]).await.unwrap_err();
         assert!(
             matches!(err, StartError::InterruptsPending(ref ids) if ids.len() == 2),
             "{name}: {err}"
         );
-        let err = start(vec![(a.id.clone(), yes.clone())]).await.unwrap_err();
+        let err = try_start(vec![(a.id.clone(), yes.clone())])
+            .await
+            .unwrap_err();
         assert!(
             matches!(err, StartError::ResumeMissing(ref ids) if ids == std::slice::from_ref(&b.id)),
             "{name}: {err}"
         );
-        let err = start(vec![("other".into(), yes.clone())])
+        let err = try_start(vec![("other".into(), yes.clone())])
             .await
             .unwrap_err();
         assert!(
@@ -175,14 +243,17 @@ async fn interrupts_are_resumed_completely_once_and_idempotently() {
             "{name}: {err}"
         );
         assert_eq!(
-            store.pending_interrupts(&thread).await.unwrap().len(),
+            log.interrupts(Interrupts::PendingOf(&thread))
+                .await
+                .unwrap()
+                .len(),
             2,
-            "refusals change nothing"
+            "{name}: refusals change nothing"
         );
 
         // Two resumes at once: exactly one wins.
         let resume = vec![(a.id.clone(), yes.clone()), (b.id.clone(), yes.clone())];
-        let (first, second) = tokio::join!(start(resume.clone()), start(resume.clone()));
+        let (first, second) = tokio::join!(try_start(resume.clone()), try_start(resume.clone()));
         let (won, lost) = match (first, second) {
             (Ok(lease), Err(e)) | (Err(e), Ok(lease)) => (lease, e),
             other => panic!("{name}: exactly one resume wins: {other:?}"),
@@ -190,38 +261,38 @@ async fn interrupts_are_resumed_completely_once_and_idempotently() {
         assert!(
             matches!(
                 lost,
-                StartError::Busy(_) | StartError::AlreadyResolved { .. }
+                StartError::Busy { .. } | StartError::AlreadyResolved { .. }
             ),
             "{name}: {lost}"
         );
-        store
-            .finish(&won, &[], &RunEnd::new(RunStatus::Finished))
-            .await
-            .unwrap();
+        log.write(
+            &won,
+            &events(1..=1),
+            Some(&RunEnd::new(RunStatus::Finished)),
+        )
+        .await
+        .unwrap();
 
-        // The same answer again names the run that applied it; another answer is refused.
-        match start(resume).await.unwrap_err() {
-            StartError::AlreadyResolved { by_run, same, .. } => {
-                assert_eq!(&by_run, won.run_id(), "{name}");
-                assert!(same, "{name}");
-            }
+        // Answered again, by any answer: refused, naming the run that applied the first.
+        match try_start(resume).await.unwrap_err() {
+            StartError::AlreadyResolved { by_run, .. } => assert_eq!(by_run, won.run_id, "{name}"),
             other => panic!("{name}: {other}"),
         }
-        let no = json!({"status": "resolved", "payload": {"approved": false}});
-        let err = start(vec![(a.id.clone(), no.clone()), (b.id.clone(), no)])
+        let a = log
+            .interrupts(Interrupts::Id(&a.id))
             .await
-            .unwrap_err();
-        assert!(
-            matches!(err, StartError::AlreadyResolved { same: false, .. }),
-            "{name}: {err}"
-        );
-        let a = store.interrupt(&a.id).await.unwrap().unwrap();
+            .unwrap()
+            .remove(0);
         assert_eq!(a.status, InterruptStatus::Resolved);
         assert_eq!(a.resolution, Some(yes), "{name}");
-        assert_eq!(a.resolved_by_run.as_ref(), Some(won.run_id()), "{name}");
+        assert_eq!(a.resolved_by_run.as_ref(), Some(&won.run_id), "{name}");
+        let applied = log
+            .interrupts(Interrupts::ResolvedBy(&won.run_id))
+            .await
+            .unwrap();
+        assert_eq!(applied.len(), 2, "{name}");
         assert!(
-            store
-                .interrupts(Some(InterruptStatus::Pending))
+            log.interrupts(Interrupts::All(Some(InterruptStatus::Pending)))
                 .await
                 .unwrap()
                 .iter()
@@ -232,14 +303,12 @@ async fn interrupts_are_resumed_completely_once_and_idempotently() {
 
 #[tokio::test]
 async fn an_expired_interrupt_cannot_be_resumed() {
-    for (name, store) in each_store("expired").await {
+    for (name, log) in each_log("expired").await {
         let late = interrupt("a", Duration::ZERO);
-        let thread = interrupted(&store, vec![late.clone()]).await;
-        let err = store
-            .start_run(
-                &NewRun::new(thread, RunId::new()),
-                &[(late.id.clone(), json!({"status": "resolved"}))],
-            )
+        let (thread, _) = interrupted(&*log, vec![late.clone()]).await;
+        let resume = vec![(late.id.clone(), json!({"status": "resolved"}))];
+        let err = log
+            .start(&start(&thread, &RunId::new(), resume))
             .await
             .unwrap_err();
         assert!(matches!(err, StartError::Expired(_)), "{name}: {err}");
@@ -247,75 +316,181 @@ async fn an_expired_interrupt_cannot_be_resumed() {
 }
 
 #[tokio::test]
-async fn a_dead_owners_run_is_closed_with_a_terminal_event_and_fenced() {
-    for (name, store) in each_store("recover").await {
+async fn an_interrupted_run_resumed_under_its_own_id_goes_on() {
+    for (name, log) in each_log("continue").await {
+        let asked = interrupt("a", Duration::from_secs(60));
+        let (thread, run) = interrupted(&*log, vec![asked.clone()]).await;
+        let yes = json!({"status": "resolved", "payload": {"approved": true}});
+        let resume = start(&thread, &run, vec![(asked.id.clone(), yes)]);
+        let lease = log.start(&resume).await.unwrap();
+        assert_eq!(
+            lease.last_seq, 2,
+            "{name}: the log goes on after the interrupt"
+        );
+        match log.start(&resume).await {
+            Err(StartError::Exists {
+                same: true,
+                from: 2,
+                ..
+            }) => {}
+            other => panic!("{name}: the same resume replays what it started: {other:?}"),
+        }
+        log.write(
+            &lease,
+            &events(3..=4),
+            Some(&RunEnd::new(RunStatus::Finished)),
+        )
+        .await
+        .unwrap();
+        let page = log.read(&run, 0, 10).await.unwrap().unwrap();
+        assert_eq!(
+            (page.events.len(), page.status),
+            (4, RunStatus::Finished),
+            "{name}"
+        );
+        let answered = log.interrupts(Interrupts::Id(&asked.id)).await.unwrap();
+        assert_eq!(answered[0].resolved_by_run.as_ref(), Some(&run), "{name}");
+
+        // A run that did not stop at the interrupt cannot be continued with it.
+        let other = interrupt("b", Duration::from_secs(60));
+        let (thread, first) = interrupted(&*log, vec![other.clone()]).await;
+        let (_, stranger) = interrupted(&*log, vec![]).await;
+        let answer = vec![(other.id.clone(), json!({"status": "resolved"}))];
+        let err = log
+            .start(&start(&thread, &stranger, answer))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, StartError::Exists { same: false, .. }),
+            "{name}: {err}"
+        );
+        assert_eq!(
+            log.run(&first).await.unwrap().unwrap().status,
+            RunStatus::Interrupted,
+            "{name}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_refused_run_reads_like_any_other() {
+    for (name, log) in each_log("refused").await {
         let (thread, run) = ids();
-        // A lease that expires at once: as if the owner died right after these appends.
-        let lease = store
-            .start_run(
-                &NewRun::new(thread.clone(), run.clone()).lease(Duration::ZERO),
-                &[],
-            )
-            .await
-            .unwrap();
-        store.append(&lease, &events(0..2)).await.unwrap();
-        let pending = interrupted(&store, vec![interrupt("x", Duration::from_secs(60))]).await;
-
-        let follower = tokio::spawn(store.follow(run.clone(), 0).try_collect::<Vec<_>>());
-        let closed = store
-            .close_expired(|run| format!(r#"{{"lost":"{}"}}"#, run.run_id))
-            .await
-            .unwrap();
-        assert!(closed.iter().any(|r| r.run_id == run), "{name}");
-        let seen = follower.await.unwrap().unwrap();
-        assert_eq!(seen.len(), 3, "{name}");
-        assert_eq!(seen[2].json, format!(r#"{{"lost":"{run}"}}"#));
-
-        let late = store.append(&lease, &events(5..6)).await;
-        assert!(
-            matches!(late, Err(StoreError::Fenced(_))),
-            "{name}: {late:?}"
-        );
+        let refused = start(&thread, &run, vec![]);
+        log.refuse(&refused, &events(1..=2)).await.unwrap();
+        let page = log.read(&run, 0, 10).await.unwrap().unwrap();
         assert_eq!(
-            store.run(&run).await.unwrap().unwrap().status,
-            RunStatus::Failed
+            (page.events.len(), page.status),
+            (2, RunStatus::Failed),
+            "{name}"
         );
-        assert!(
-            store
-                .close_expired(|_| String::new())
-                .await
-                .unwrap()
-                .iter()
-                .all(|r| r.run_id != run)
-        );
-        assert_eq!(
-            store.pending_interrupts(&pending).await.unwrap().len(),
-            1,
-            "{name}: interrupts stay"
-        );
-        store
-            .start_run(&NewRun::new(thread, RunId::new()), &[])
+        match log.refuse(&refused, &events(1..=2)).await {
+            Err(StartError::Exists { same: true, .. }) => {}
+            other => panic!("{name}: {other:?}"),
+        }
+        log.start(&start(&thread, &RunId::new(), vec![]))
             .await
-            .unwrap_or_else(|e| panic!("{name}: the thread is free again: {e}"));
+            .unwrap_or_else(|e| panic!("{name}: a refusal does not hold the thread: {e}"));
     }
 }
 
 #[tokio::test]
 async fn a_thread_keeps_its_conversation_and_state() {
-    for (name, store) in each_store("thread").await {
+    for (name, log) in each_log("thread").await {
         let thread = ThreadId::new();
-        assert!(store.thread(&thread).await.unwrap().is_none());
+        assert!(log.thread(&thread).await.unwrap().is_none());
         let messages = vec![
             Message::user("hi"),
             Message::assistant("m-1".into(), "hello"),
         ];
-        store
-            .save_thread(&thread, &messages, Some(&json!({"n": 1})))
+        log.save_thread(&thread, &messages, Some(&json!({"n": 1})))
             .await
             .unwrap();
-        let saved = store.thread(&thread).await.unwrap().unwrap();
+        let saved = log.thread(&thread).await.unwrap().unwrap();
         assert_eq!(saved.messages, messages, "{name}");
         assert_eq!(saved.state, Some(json!({"n": 1})), "{name}");
+    }
+}
+
+#[tokio::test]
+async fn a_dead_instances_runs_are_recovered_once_and_it_is_fenced() {
+    for (name, url) in each_store("recover").await {
+        let (dead, alive) = (
+            RunStore::open(&url).await.unwrap(),
+            RunStore::open(&url).await.unwrap(),
+        );
+        let (thread, run) = ids();
+        let lease = dead.start(&start(&thread, &run, vec![])).await.unwrap();
+        dead.write(&lease, &events(1..=2), None).await.unwrap();
+        let (_, other) = ids();
+        let retried = dead
+            .start(&start(&ThreadId::new(), &other, vec![]))
+            .await
+            .unwrap();
+        assert!(
+            alive.lost().await.unwrap().is_empty(),
+            "{name}: its heartbeat is fresh"
+        );
+
+        // Its heartbeat lapses: as if it died after these writes.
+        dead.heartbeat(Duration::ZERO).await.unwrap();
+        let lost = alive.lost().await.unwrap();
+        let lost_run = lost
+            .iter()
+            .find(|l| l.record.run_id == run)
+            .expect("lost")
+            .clone();
+        assert_eq!(lost_run.record.last_seq, 2, "{name}");
+        let terminal = LoggedEvent::from_json(0, r#"{"type":"RUN_ERROR","code":"run_lost"}"#);
+        let closed = alive
+            .recover(&lost_run, &terminal, false)
+            .await
+            .unwrap()
+            .expect("recovered");
+        assert_eq!((closed.terminal.seq, closed.lease), (3, None), "{name}");
+        assert!(
+            alive
+                .recover(&lost_run, &terminal, false)
+                .await
+                .unwrap()
+                .is_none(),
+            "{name}: once"
+        );
+        let late = dead.write(&lease, &events(3..=3), None).await;
+        assert!(matches!(late, Err(LogError::Fenced(_))), "{name}: {late:?}");
+        let page = alive.read(&run, 0, 10).await.unwrap().unwrap();
+        assert_eq!(
+            (page.status, page.last_seq),
+            (RunStatus::Failed, 3),
+            "{name}"
+        );
+
+        // Taken over to run again: the new owner writes on, the old one is fenced.
+        let lost_other = alive
+            .lost()
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|l| l.record.run_id == other)
+            .expect("lost");
+        let taken = alive
+            .recover(&lost_other, &terminal, true)
+            .await
+            .unwrap()
+            .expect("taken");
+        let new_lease = taken.lease.expect("a lease to run again");
+        assert_eq!(new_lease.last_seq, 1, "{name}: after the terminal");
+        alive
+            .write(
+                &new_lease,
+                &events(2..=2),
+                Some(&RunEnd::new(RunStatus::Finished)),
+            )
+            .await
+            .unwrap();
+        let late = dead.write(&retried, &events(1..=1), None).await;
+        assert!(matches!(late, Err(LogError::Fenced(_))), "{name}: {late:?}");
+        assert!(alive.lost().await.unwrap().is_empty(), "{name}");
     }
 }
 
@@ -325,39 +500,47 @@ async fn a_file_store_survives_reopening() {
     let (thread, run) = ids();
     {
         let store = RunStore::open(&url).await.unwrap();
-        let lease = store
-            .start_run(&NewRun::new(thread, run.clone()), &[])
-            .await
-            .unwrap();
+        let lease = store.start(&start(&thread, &run, vec![])).await.unwrap();
         store
-            .finish(&lease, &events(0..4), &RunEnd::new(RunStatus::Finished))
+            .write(
+                &lease,
+                &events(1..=4),
+                Some(&RunEnd::new(RunStatus::Finished)),
+            )
             .await
             .unwrap();
     }
     let store = RunStore::open(&url).await.unwrap();
-    let all: Vec<_> = store.follow(run, 0).try_collect().await.unwrap();
-    assert_eq!(all.len(), 4);
+    let page = store.read(&run, 0, 10).await.unwrap().unwrap();
+    assert_eq!(page.events, events(1..=4));
 }
 
 #[tokio::test]
-async fn a_batch_of_any_size_is_logged_whole_and_in_order() {
-    for (name, store) in each_store("batch").await {
-        let (thread, run) = ids();
-        let lease = store
-            .start_run(&NewRun::new(thread, run.clone()), &[])
-            .await
-            .unwrap();
-        // 600 = 256 + 256 + 64 + 16 + 8 rows, then 1 and 3.
-        let mut written = Vec::new();
-        for range in [0..600, 600..601, 601..604] {
-            let batch = events(range);
-            store.append(&lease, &batch).await.unwrap();
-            written.extend(batch);
+async fn many_runs_writing_at_once_are_all_logged() {
+    for (name, log) in each_log("group").await {
+        let writers = (0..50).map(|_| {
+            let log = log.clone();
+            async move {
+                let (thread, run) = ids();
+                let lease = log.start(&start(&thread, &run, vec![])).await.unwrap();
+                for n in 0..10 {
+                    log.write(&lease, &events(n * 3 + 1..=n * 3 + 3), None)
+                        .await
+                        .unwrap();
+                }
+                log.write(
+                    &lease,
+                    &events(31..=31),
+                    Some(&RunEnd::new(RunStatus::Finished)),
+                )
+                .await
+                .unwrap();
+                run
+            }
+        });
+        for run in futures_util::future::join_all(writers).await {
+            let page = log.read(&run, 0, 100).await.unwrap().unwrap();
+            assert_eq!(page.events, events(1..=31), "{name}");
         }
-        let logged = store.events_after(&run, 0, 10_000).await.unwrap();
-        let seqs: Vec<u64> = logged.iter().map(|e| e.seq).collect();
-        assert_eq!(seqs, (1..=604).collect::<Vec<_>>(), "{name}");
-        let json: Vec<String> = logged.into_iter().map(|e| e.json).collect();
-        assert_eq!(json, written, "{name}");
     }
 }

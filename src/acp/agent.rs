@@ -440,7 +440,7 @@ async fn connect_mcp(servers: &[acp::McpServer]) -> Result<Option<ToolRouter>, E
 
 /// The internal error a session's store failure is answered with (the cause is logged).
 #[cfg(feature = "store")]
-fn store_failed(session: &SessionId, error: &crate::store::StoreError) -> Error {
+fn store_failed(session: &SessionId, error: &crate::runs::LogError) -> Error {
     tracing::error!(%session, %error, "the session store failed");
     Error::internal_error().data(json!({"reason": "the session store is unavailable"}))
 }
@@ -542,8 +542,7 @@ where
                 return Ok(());
             };
             let thread = crate::id::ThreadId::from(&*session.0);
-            store
-                .save_thread(&thread, &messages, state.as_ref())
+            crate::runs::RunLog::save_thread(store, &thread, &messages, state.as_ref())
                 .await
                 .map_err(|error| store_failed(session, &error))?;
         }
@@ -557,8 +556,7 @@ where
         #[cfg(feature = "store")]
         if let Some(store) = &self.config.store {
             let thread = crate::id::ThreadId::from(&*session.0);
-            let Some(record) = store
-                .thread(&thread)
+            let Some(record) = crate::runs::RunLog::thread(store, &thread)
                 .await
                 .map_err(|error| store_failed(session, &error))?
             else {

@@ -52,7 +52,7 @@
 //! The run's [`SharedState`](crate::run::SharedState) (from the request, or empty) is in every
 //! step's context: tools and layers read and change it, and the outcome carries the final state
 //! ([`state_context`](Agent::state_context) shows it to the model). Work that layers hand to the
-//! run's [`Background`] (post-processing of whole messages) is driven alongside the loop; the
+//! run's [`Background`](crate::run::Background) (post-processing of whole messages) is driven alongside the loop; the
 //! run ends when it is done, or after [`background_timeout`](Agent::background_timeout).
 //!
 //! # Readiness
@@ -174,7 +174,7 @@ impl<M, T> Agent<M, T> {
         self
     }
 
-    /// How long a finished run waits for its [`Background`] work (post-processing) before it
+    /// How long a finished run waits for its [`Background`](crate::run::Background) work (post-processing) before it
     /// drops what is left (default 30 s).
     #[must_use]
     pub fn background_timeout(mut self, grace: std::time::Duration) -> Self {

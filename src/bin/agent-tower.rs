@@ -8,8 +8,7 @@ use agent_tower::{
     model::{
         BoxModel, IdleTimeoutLayer, RetryPolicy, boxed, openai::OpenAi, scripted::ScriptedModel,
     },
-    permission::{Action, AutoApprove, InterruptApprover, Mode, Policy},
-    run::{RunOutcome, RunRequest},
+    permission::{Action, InterruptApprover, Mode, Policy},
     server::{AguiServer, BusyThread, product_agent},
     tool::{
         ToolRouter,
@@ -113,8 +112,8 @@ struct Serve {
     #[arg(long, default_value = "message", value_parser = parse_detail)]
     error_detail: Detail,
     /// Where runs, their events and pending interrupts are kept: `sqlite://path` (created if
-    /// missing), `postgres://…` (several instances may share it), `memory`, or `none` (runs are
-    /// not kept: no interrupts, no resumable streams).
+    /// missing), `postgres://…` (several instances may share it), or `memory` (also `none`: this
+    /// process only, bounded). Interrupts, re-joins and replays work with every store.
     #[arg(
         long,
         default_value = "sqlite://agent-tower.db",
@@ -306,20 +305,20 @@ fn store_name(url: &str) -> String {
     }
 }
 
-fn configure<A>(
-    server: AguiServer<A>,
-    args: &Serve,
-    runs: &CancellationToken,
-) -> Result<AguiServer<A>, BoxError>
-where
-    A: tower::Service<RunRequest, Response = RunOutcome, Error = BoxError>
-        + Clone
-        + Send
-        + Sync
-        + 'static,
-    A::Future: Send + 'static,
-{
-    server
+async fn run_server(args: Serve) -> Result<(), BoxError> {
+    let max_turns =
+        std::num::NonZeroU32::new(args.max_turns).ok_or("--max-turns must be at least 1")?;
+    // A call of `remember` waits for a person: an interrupt, resumable for --interrupt-ttl.
+    let agent = product_agent(
+        args.model.service(),
+        args.model.tools().await?,
+        max_turns,
+        args.error_detail,
+        Policy::new().rule("remember", Action::Ask),
+        InterruptApprover::new(args.interrupt_ttl),
+    );
+    let runs = CancellationToken::new();
+    let mut server = AguiServer::new(agent)
         .path(args.path.clone())
         .keep_alive(Duration::from_secs(args.keep_alive.max(1)))
         .body_limit(args.body_limit)
@@ -331,42 +330,17 @@ where
             BusyChoice::Reject => BusyThread::Reject,
             BusyChoice::Queue => BusyThread::Queue,
         })
-        .allow_origins(&args.allow_origins)
-        .map(|server| server.shutdown_token(runs.clone()))
-}
-
-async fn run_server(args: Serve) -> Result<(), BoxError> {
-    let max_turns =
-        std::num::NonZeroU32::new(args.max_turns).ok_or("--max-turns must be at least 1")?;
-    let (model, tools) = (args.model.service(), args.model.tools().await?);
-    let runs = CancellationToken::new();
-    let router = if args.store == "none" {
-        let agent = product_agent(
-            model,
-            tools,
-            max_turns,
-            args.error_detail,
-            Policy::new(),
-            AutoApprove,
-        );
-        configure(AguiServer::new(agent), &args, &runs)?.into_router()
+        .allow_origins(&args.allow_origins)?
+        .shutdown_token(runs.clone())
+        .lease(args.lease);
+    if matches!(args.store.as_str(), "none" | "memory") {
+        tracing::info!("runs are kept in memory (bounded, until the process exits)");
     } else {
         let store = agent_tower::store::RunStore::open(&args.store).await?;
         tracing::info!(store = %store_name(&args.store), "runs are kept in the store");
-        // A call of `remember` waits for a person: an interrupt, resumable for --interrupt-ttl.
-        let agent = product_agent(
-            model,
-            tools,
-            max_turns,
-            args.error_detail,
-            Policy::new().rule("remember", Action::Ask),
-            InterruptApprover::new(args.interrupt_ttl),
-        );
-        configure(AguiServer::new(agent), &args, &runs)?
-            .store(store)
-            .lease(args.lease)
-            .into_router()
-    };
+        server = server.store(store);
+    }
+    let router = server.into_router();
 
     let listener = tokio::net::TcpListener::bind(args.addr).await?;
     tracing::info!(

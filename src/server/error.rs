@@ -56,6 +56,12 @@ impl Rejection {
     pub fn code(&self) -> &str {
         self.code
     }
+
+    /// Why, in a sentence.
+    #[must_use]
+    pub fn message(&self) -> &str {
+        &self.message
+    }
 }
 
 impl IntoResponse for Rejection {

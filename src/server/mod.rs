@@ -1,4 +1,5 @@
-//! The AG-UI HTTP server: an axum [`Router`] that runs an agent per request and streams its events.
+//! The AG-UI HTTP server: an axum [`Router`] that maps HTTP onto the run engine
+//! ([`Runs`]): every route starts runs through it or follows its log.
 //!
 //! ```no_run
 //! # #[tokio::main] async fn main() -> std::io::Result<()> {
@@ -16,92 +17,81 @@
 //! # Routes
 //!
 //! - `POST /` (see [`AguiServer::path`]): a `RunAgentInput` JSON body; the answer streams the run's
-//!   events as `text/event-stream` (`data: <json>\n\n`, a `: ping` comment while the run is quiet)
-//!   or, when the client prefers it, `application/x-ndjson`.
+//!   events as `text/event-stream` (`id: {runId}:{seq}` and `data: <json>` per event, a `: ping`
+//!   comment while the run is quiet) or, when the client prefers it, `application/x-ndjson` or
+//!   AG-UI protobuf (feature `proto`).
 //! - `GET /ws`: the same over a WebSocket ([`ws`] module docs).
-//! - `GET /health`: `{"status": "ok"}`.
-//!
-//! # Bad input
-//!
-//! Refused before anything streams, with a JSON body `{"error": {"code", "message", "field"?}}`:
-//! wrong `Content-Type` → 415, a body over the limit (1 MiB by default) → 413, malformed JSON
-//! → 400, JSON that is not a valid `RunAgentInput` → 422 naming the field, a thread that already
-//! has an active run → 409 (or the run waits, with [`BusyThread::Queue`]).
-//!
-//! # Disconnects
-//!
-//! The run is driven by the response body. When the client goes away the body is dropped, and the
-//! run is cancelled at once ([`OnDisconnect::Cancel`], the default) or moved to a task of its own
-//! to finish without the client ([`OnDisconnect::Continue`]). A quiet run's disconnect is noticed
-//! at the next keep-alive.
-//!
-//! # Durable mode
-//!
-//! With [`AguiServer::store`] (feature `store`), runs are kept in a
-//! [`RunStore`](crate::store::RunStore): each run is written to its event log by a task of its
-//! own and the response follows the log, so SSE events carry `id: {runId}:{seq}` and more routes
-//! exist:
-//!
 //! - `GET /runs/{runId}/events`: the run's events after `Last-Event-ID` (or `?after=N`), then live
 //!   until its end; `204` when an ended run has nothing left, `404` for an unknown run.
 //! - `GET /threads/{threadId}`: the thread's conversation, state, runs and pending interrupts.
 //! - `GET /interrupts?status=pending|resolved|all`: the review queue.
 //! - `POST /interrupts/{id}/resolve` (`{"status"?, "payload"}`) and
 //!   `POST /threads/{threadId}/resume` (`{"resume": [...]}`): answers out of band; the thread is
-//!   resumed in a run nobody watches (`202` with its events URL), `409` when already resolved.
+//!   resumed in a run nobody watches (`202` with its events URL).
+//! - `GET /health`: `{"status": "ok"}`.
 //!
-//! A run that stops at an interrupt ends with `RUN_FINISHED{outcome: interrupt}`; the next run on
-//! the thread must answer every pending interrupt in `resume[]` (see
-//! [`agui::interrupt`](crate::agui::interrupt)), or it is refused with a `RUN_ERROR` whose code
-//! says why. Only one run per thread is active, whichever instance serves it.
+//! Every transport follows the same run log (in memory by default, SQLite or PostgreSQL with
+//! [`AguiServer::store`]): a run started over HTTP can be re-joined over HTTP after a dropped
+//! connection, runs over the WebSocket are logged like the others, and the rules of a start
+//! (busy thread, the same request again, `resume[]` and its refusals) are the engine's, the same
+//! everywhere; see [`runs`](crate::runs).
+//!
+//! # Bad input
+//!
+//! Refused before anything streams, with a JSON body `{"error": {"code", "message", "field"?}}`:
+//! wrong `Content-Type` → 415, a body over the limit (1 MiB by default) → 413, malformed JSON
+//! → 400, JSON that is not a valid `RunAgentInput` → 422 naming the field, a thread that already
+//! has an active run → 409 `thread_busy` (or the run waits, with [`BusyThread::Queue`]), a run id
+//! a different request used → 409 `run_exists`, a log that cannot take the run → 503
+//! `store_unavailable`. A refusal of the run's own (its `resume[]`) is a `200` whose stream is
+//! `RUN_STARTED` and a `RUN_ERROR` with the code.
+//!
+//! # Disconnects
+//!
+//! Runs are driven by a task of their own and the response follows the log. When the client that
+//! started a run goes away, the run is cancelled ([`OnDisconnect::Cancel`], the default) or goes
+//! on ([`OnDisconnect::Continue`]), to be re-joined later. A quiet run's disconnect is noticed at
+//! the next keep-alive.
 //!
 //! # The agent
 //!
-//! Any `Service<RunRequest, Response = RunOutcome>` that emits AG-UI events to the run's
-//! [`Channel`] transport, typically an [`Agent`](crate::agent::Agent) whose model, tools and
-//! itself are wrapped in [`AguiLayer`](crate::agui::AguiLayer). Auth, rate limits, tracing: stack
-//! any tower layer on the router.
+//! Any `Service<RunRequest, Response = RunOutcome>` that emits AG-UI events to the run's sink
+//! ([`Sinks::agui`](crate::run::Sinks::agui)), typically an [`Agent`](crate::agent::Agent) whose
+//! model, tools and itself are wrapped in [`AguiLayer`](crate::agui::AguiLayer). A run that
+//! stops at interrupts ends with `RUN_FINISHED{outcome: interrupt}` and the next run on the thread
+//! must answer them in `resume[]`. Auth, rate limits, tracing: stack any tower layer on the router.
 
 mod demo;
-#[cfg(feature = "store")]
-mod durable;
 mod error;
 mod negotiate;
-mod run;
-mod threads;
+mod respond;
+mod routes;
 pub mod ws;
 
-use std::{convert::Infallible, fmt, future::Future, sync::Arc, time::Duration};
+use std::{fmt, future::Future, sync::Arc, time::Duration};
 
 use axum::{
     Router,
-    body::{Body, Bytes},
     extract::{Request, State},
-    http::{HeaderMap, HeaderValue, StatusCode, header},
-    response::{
-        IntoResponse, Response,
-        sse::{Event as SseEvent, KeepAlive, Sse},
-    },
+    http::{HeaderValue, StatusCode, header},
+    response::{IntoResponse, Response},
     routing::{get, post},
 };
-use futures_util::StreamExt;
 use tokio_util::sync::CancellationToken;
-use tower::ServiceExt;
 use tower_service::Service;
 
-use self::run::{OnRunEnd, RunEvents, RunTracker};
 pub use self::{
     demo::{ProductAgent, ScriptedAgent, interrupting_agent, product_agent, scripted_agent},
     error::Rejection,
     negotiate::Format,
-    run::{RunEnd, RunSummary},
-    threads::BusyThread,
 };
+pub use crate::runs::{BusyThread, Ended, RunSummary};
 use crate::{
     BoxError,
-    agui::{Event, RunAgentInput},
+    agui::RunAgentInput,
     run::{RunOutcome, RunRequest},
-    transport::{Channel, OnDisconnect},
+    runs::{BeginError, Begun, RunLog, Runs},
+    transport::OnDisconnect,
 };
 
 /// The AG-UI router for `agent` with the default configuration.
@@ -116,44 +106,23 @@ where
 /// The AG-UI server's configuration; [`into_router`](AguiServer::into_router) builds the router.
 #[must_use]
 pub struct AguiServer<A> {
-    agent: A,
+    runs: Runs<A>,
     config: Config,
 }
 
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 struct Config {
     path: String,
     keep_alive: Duration,
     body_limit: usize,
-    channel_capacity: usize,
     on_disconnect: OnDisconnect,
-    busy_thread: BusyThread,
     allowed_origins: Vec<HeaderValue>,
-    shutdown: CancellationToken,
-    on_run_end: OnRunEnd,
-    threads: threads::ActiveThreads,
-    #[cfg(feature = "store")]
-    durable: Option<durable::Durable>,
-}
-
-impl fmt::Debug for Config {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Config")
-            .field("path", &self.path)
-            .field("keep_alive", &self.keep_alive)
-            .field("body_limit", &self.body_limit)
-            .field("channel_capacity", &self.channel_capacity)
-            .field("on_disconnect", &self.on_disconnect)
-            .field("busy_thread", &self.busy_thread)
-            .field("allowed_origins", &self.allowed_origins)
-            .finish_non_exhaustive()
-    }
 }
 
 impl<A> fmt::Debug for AguiServer<A> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AguiServer")
-            .field("agent", &std::any::type_name::<A>())
+            .field("runs", &self.runs)
             .field("config", &self.config)
             .finish()
     }
@@ -164,26 +133,31 @@ where
     A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
     A::Future: Send + 'static,
 {
-    /// A server for `agent`: path `/`, keep-alive every 15 s, 1 MiB bodies, runs cancelled on
-    /// disconnect, a second run on a busy thread refused, CORS off.
+    /// A server for `agent`, its runs in a bounded in-memory log: path `/`, keep-alive every
+    /// 15 s, 1 MiB bodies, runs cancelled when the client that started them goes away, a second
+    /// run on a busy thread refused, CORS off.
     pub fn new(agent: A) -> Self {
+        Self::with_runs(Runs::new(agent))
+    }
+
+    /// A server for an engine configured (and perhaps shared) elsewhere.
+    pub fn with_runs(runs: Runs<A>) -> Self {
         Self {
-            agent,
+            runs,
             config: Config {
                 path: "/".to_owned(),
                 keep_alive: Duration::from_secs(15),
                 body_limit: 1024 * 1024,
-                channel_capacity: 256,
                 on_disconnect: OnDisconnect::Cancel,
-                busy_thread: BusyThread::Reject,
                 allowed_origins: Vec::new(),
-                shutdown: CancellationToken::new(),
-                on_run_end: run::log_run_end(),
-                threads: threads::ActiveThreads::default(),
-                #[cfg(feature = "store")]
-                durable: None,
             },
         }
+    }
+
+    /// The run engine (to begin or follow runs besides HTTP).
+    #[must_use]
+    pub fn runs(&self) -> &Runs<A> {
+        &self.runs
     }
 
     /// Where runs are posted (default `/`).
@@ -204,14 +178,13 @@ where
         self
     }
 
-    /// How many events may wait for a slow client before the run is held back (default 256).
+    /// How many events a run may emit before its driver takes them (default 256).
     ///
     /// # Panics
     ///
     /// If `events` is 0.
     pub fn channel_capacity(mut self, events: usize) -> Self {
-        assert!(events > 0, "the channel capacity must be at least 1");
-        self.config.channel_capacity = events;
+        self.runs = self.runs.channel_capacity(events);
         self
     }
 
@@ -223,7 +196,7 @@ where
 
     /// What happens to a run on a thread that already has an active run (default: 409).
     pub fn busy_thread(mut self, policy: BusyThread) -> Self {
-        self.config.busy_thread = policy;
+        self.runs = self.runs.busy_thread(policy);
         self
     }
 
@@ -251,9 +224,9 @@ where
     }
 
     /// Every run's cancellation token is a child of `token`: cancelling it (on shutdown) ends
-    /// every active run with a terminal event.
+    /// every active run with a terminal event and refuses new ones.
     pub fn shutdown_token(mut self, token: CancellationToken) -> Self {
-        self.config.shutdown = token;
+        self.runs = self.runs.shutdown_token(token);
         self
     }
 
@@ -262,40 +235,36 @@ where
     where
         F: Fn(&RunSummary) + Send + Sync + 'static,
     {
-        self.config.on_run_end = Arc::new(callback);
+        self.runs = self.runs.on_run_end(callback);
         self
     }
 
-    /// Makes runs durable: each run is written to `store` by a task of its own (a client
-    /// leaving never loses it), SSE events carry `id: {runId}:{seq}`, and the routes of the
-    /// [durable mode](self#durable-mode) are added. Runs left running by an instance that died
-    /// are closed with a `RUN_ERROR` (`run_lost`) when their lease expires.
-    #[cfg(feature = "store")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "store")))]
-    pub fn store(mut self, store: crate::store::RunStore) -> Self {
-        self.config.durable = Some(durable::Durable {
-            store,
-            lease: Duration::from_secs(30),
-        });
+    /// Keeps runs in `log` instead of memory.
+    pub fn log(mut self, log: impl RunLog) -> Self {
+        self.runs = self.runs.log(log);
         self
     }
 
-    /// How long a durable run's owner may stay silent before the run counts as lost (default
-    /// 30 s; renewed every third of it). Only with [`store`](Self::store).
+    /// Keeps runs in `store` (SQLite or PostgreSQL): they outlive the process, and several
+    /// instances on one PostgreSQL database act as one.
     #[cfg(feature = "store")]
     #[cfg_attr(docsrs, doc(cfg(feature = "store")))]
+    pub fn store(self, store: crate::store::RunStore) -> Self {
+        self.log(store)
+    }
+
+    /// How long this instance may stay silent before its runs count as lost (default 30 s).
     pub fn lease(mut self, lease: Duration) -> Self {
-        if let Some(durable) = self.config.durable.as_mut() {
-            durable.lease = lease;
-        }
+        self.runs = self.runs.lease(lease);
         self
     }
 
-    /// The router. In durable mode, it also starts (on the current tokio runtime) the sweeper
-    /// that closes lost runs, until the [shutdown token](Self::shutdown_token) fires.
+    /// The router; it starts the engine's sweeper (on the current tokio runtime) until the
+    /// [shutdown token](Self::shutdown_token) fires.
     pub fn into_router(self) -> Router {
+        self.runs.sweep();
         let state = Arc::new(Server {
-            agent: self.agent,
+            runs: self.runs,
             config: self.config,
         });
         let router = Router::new()
@@ -304,19 +273,8 @@ where
             .route(
                 "/health",
                 get(|| async { axum::Json(serde_json::json!({"status": "ok"})) }),
-            );
-        #[cfg(feature = "store")]
-        let router = match &state.config.durable {
-            Some(durable) => {
-                durable::sweep(
-                    durable.store.clone(),
-                    durable.lease,
-                    state.config.shutdown.clone(),
-                );
-                router.merge(durable::routes::<A>())
-            }
-            None => router,
-        };
+            )
+            .merge(routes::routes::<A>());
         let cors = cors(&state.config.allowed_origins);
         let router = router.with_state(state);
         match cors {
@@ -338,7 +296,7 @@ fn cors(origins: &[HeaderValue]) -> Option<tower_http::cors::CorsLayer> {
 }
 
 pub(crate) struct Server<A> {
-    agent: A,
+    runs: Runs<A>,
     config: Config,
 }
 
@@ -347,44 +305,31 @@ where
     A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
     A::Future: Send + 'static,
 {
-    /// Validates an input and starts its run, or refuses it.
-    pub(crate) async fn start(&self, input: RunAgentInput) -> Result<RunEvents, Rejection> {
-        let thread = match self.config.busy_thread {
-            BusyThread::Reject => {
-                self.config
-                    .threads
-                    .try_start(&input.thread_id)
-                    .ok_or_else(|| {
-                        Rejection::new(
-                            StatusCode::CONFLICT,
-                            "thread_busy",
-                            format!("thread `{}` already has an active run", input.thread_id),
-                        )
-                    })?
-            }
-            BusyThread::Queue => self.config.threads.start(&input.thread_id).await,
-        };
-        let mut req = input.to_run_request();
-        req.run.cancel = self.config.shutdown.child_token();
-        let (tx, rx) = Channel::<Event>::bounded(self.config.channel_capacity);
-        req.run.sinks.agui = Some(tx);
-        req.run.sinks.on_disconnect = Some(self.config.on_disconnect);
-        let cancel = req.run.cancel.clone();
-        let tracker = RunTracker::new(
-            req.run.thread_id.clone(),
-            req.run.run_id.clone(),
-            self.config.on_run_end.clone(),
-            Some(thread),
-        );
-        let run: run::RunFuture = Box::pin(self.agent.clone().oneshot(req));
-        Ok(RunEvents::new(
-            run,
-            rx,
-            cancel,
-            self.config.on_disconnect,
-            tracker,
-        ))
+    /// Takes `input` through the engine; what to follow, and from where, or why not.
+    pub(crate) async fn begin(
+        &self,
+        input: RunAgentInput,
+    ) -> Result<crate::runs::Follow, Rejection> {
+        let begun = self.runs.begin(input).await.map_err(begin_rejection)?;
+        let follow = self.runs.follow(begun.run_id().clone(), begun.from());
+        Ok(match begun {
+            Begun::Started { .. } => follow.viewer(self.config.on_disconnect),
+            _ => follow,
+        })
     }
+}
+
+/// The HTTP answer to a request the engine took no run for.
+pub(crate) fn begin_rejection(error: BeginError) -> Rejection {
+    let status = match error {
+        BeginError::Busy(_) | BeginError::RunExists(_) => StatusCode::CONFLICT,
+        BeginError::Unavailable(ref cause) => {
+            tracing::error!(error = %cause, "the run log failed: a run was refused");
+            StatusCode::SERVICE_UNAVAILABLE
+        }
+        _ => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    Rejection::new(status, error.code(), error.to_string())
 }
 
 /// Parses and checks a `RunAgentInput`: 400 for malformed JSON, 422 naming the bad field.
@@ -478,66 +423,8 @@ where
                 format!("the body is over the limit of {limit} bytes"),
             )
         })?;
-    let input = parse_input(&body)?;
-    #[cfg(feature = "store")]
-    if let Some(durable) = &server.config.durable {
-        return server.start_durable(durable, input, format).await;
-    }
-    let events = server.start(input).await?;
-    Ok(match format {
-        Format::Sse => sse_response(
-            events.map(|event| SseEvent::default().json_data(&event)),
-            server.config.keep_alive,
-        ),
-        Format::Ndjson => binary_response(
-            format,
-            events.map(|event| {
-                let mut line = serde_json::to_vec(&event).expect("events serialize");
-                line.push(b'\n');
-                Ok::<_, Infallible>(Bytes::from(line))
-            }),
-        ),
-        #[cfg(feature = "proto")]
-        Format::Proto => binary_response(
-            format,
-            events.map(|event| {
-                let mut frame = Vec::new();
-                crate::agui::proto::encode_framed(&event, &mut frame);
-                Ok::<_, Infallible>(Bytes::from(frame))
-            }),
-        ),
-    })
-}
-
-fn stream_headers() -> HeaderMap {
-    let mut headers = HeaderMap::new();
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    headers
-}
-
-/// An SSE response of `frames`, with `: ping` comments while they are quiet.
-pub(crate) fn sse_response<S, E>(frames: S, keep_alive: Duration) -> Response
-where
-    S: futures_core::Stream<Item = Result<SseEvent, E>> + Send + 'static,
-    E: Into<BoxError>,
-{
-    let keep_alive = KeepAlive::new().interval(keep_alive).text("ping");
-    (stream_headers(), Sse::new(frames).keep_alive(keep_alive)).into_response()
-}
-
-/// A streamed response of `format`'s content type.
-pub(crate) fn binary_response<S, E>(format: Format, chunks: S) -> Response
-where
-    S: futures_core::Stream<Item = Result<Bytes, E>> + Send + 'static,
-    E: Into<BoxError>,
-{
-    let mut headers = stream_headers();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static(format.content_type()),
-    );
-    (headers, Body::from_stream(chunks)).into_response()
+    let events = server.begin(parse_input(&body)?).await?;
+    Ok(respond::events(events, format, server.config.keep_alive))
 }
 
 /// Runs the router until `shutdown` resolves, then cancels every active run (each gets its

@@ -5,9 +5,12 @@
 //! may wait behind the active run, more closes the socket (code 1008). The server answers with one
 //! AG-UI event per text frame, and pings every keep-alive interval.
 //!
-//! An input the server refuses (malformed, invalid, busy thread) is answered with a single
-//! `RUN_ERROR` frame whose `code` says why; the socket stays open. A socket that closes cancels
-//! the active run, as a dropped HTTP response does.
+//! Runs over the socket go through the same engine as every other transport: they are logged,
+//! can be re-joined with `GET /runs/{runId}/events`, and are refused for the same reasons. An
+//! input the server refuses before any run (malformed, invalid, busy thread, taken run id) is
+//! answered with a single `RUN_ERROR` frame whose `code` says why; the socket stays open. A socket
+//! that closes applies the server's disconnect policy to the active run, as a dropped HTTP
+//! response does.
 
 use std::{collections::VecDeque, sync::Arc};
 
@@ -19,10 +22,9 @@ use axum::{
     response::Response,
 };
 use futures_util::{SinkExt, StreamExt};
-use tokio_util::sync::CancellationToken;
 use tower_service::Service;
 
-use super::{Rejection, Server, parse_input, run::RunEvents};
+use super::{Rejection, Server, parse_input};
 use crate::{
     BoxError,
     agui::{
@@ -30,6 +32,7 @@ use crate::{
         event::{BaseEvent, RunError},
     },
     run::{RunOutcome, RunRequest},
+    runs::{Follow, LoggedEvent},
 };
 
 const MAX_WAITING: usize = 8;
@@ -53,24 +56,25 @@ fn is_cancel(text: &str) -> bool {
         .is_some_and(|v| v.get("type").and_then(|t| t.as_str()) == Some("cancel"))
 }
 
-fn frame(event: &Event) -> Message {
+fn frame(event: &LoggedEvent) -> Message {
+    Message::Text(event.json_str().into())
+}
+
+fn refusal(rejection: &Rejection) -> Message {
+    let error = Event::from(RunError {
+        message: rejection.message().to_owned(),
+        code: Some(rejection.code().to_owned()),
+        usage: None,
+        base: BaseEvent::default(),
+    });
     Message::Text(
-        serde_json::to_string(event)
+        serde_json::to_string(&error)
             .expect("events serialize")
             .into(),
     )
 }
 
-fn refusal(rejection: &Rejection, message: String) -> Message {
-    frame(&Event::from(RunError {
-        message,
-        code: Some(rejection.code().to_owned()),
-        usage: None,
-        base: BaseEvent::default(),
-    }))
-}
-
-async fn next_event(active: &mut Option<RunEvents>) -> Option<Event> {
+async fn next_event(active: &mut Option<Follow>) -> Option<LoggedEvent> {
     match active.as_mut() {
         Some(events) => events.next().await,
         None => std::future::pending().await,
@@ -84,26 +88,21 @@ where
 {
     let (mut tx, mut rx) = socket.split();
     let mut waiting: VecDeque<String> = VecDeque::new();
-    let mut active: Option<RunEvents> = None;
-    let mut active_cancel: Option<CancellationToken> = None;
+    let mut active: Option<Follow> = None;
     let mut ping = tokio::time::interval(server.config.keep_alive);
     ping.reset();
 
     loop {
         if active.is_none() {
             if let Some(text) = waiting.pop_front() {
-                let started = match parse_input(text.as_bytes()) {
-                    Ok(input) => server.start(input).await,
+                let begun = match parse_input(text.as_bytes()) {
+                    Ok(input) => server.begin(input).await,
                     Err(rejection) => Err(rejection),
                 };
-                match started {
-                    Ok(events) => {
-                        active_cancel = Some(events.cancel_token());
-                        active = Some(events);
-                    }
+                match begun {
+                    Ok(events) => active = Some(events),
                     Err(rejection) => {
-                        let message = format!("{rejection:?}");
-                        if tx.send(refusal(&rejection, message)).await.is_err() {
+                        if tx.send(refusal(&rejection)).await.is_err() {
                             break;
                         }
                     }
@@ -115,8 +114,8 @@ where
             incoming = rx.next() => match incoming {
                 Some(Ok(Message::Text(text))) => {
                     if is_cancel(text.as_str()) {
-                        if let Some(cancel) = &active_cancel {
-                            cancel.cancel();
+                        if let Some(events) = &active {
+                            server.runs.cancel(events.run_id());
                         }
                     } else if waiting.len() >= MAX_WAITING {
                         let close = CloseFrame { code: 1008, reason: "too many waiting runs".into() };
@@ -140,10 +139,7 @@ where
                         break;
                     }
                 }
-                None => {
-                    active = None;
-                    active_cancel = None;
-                }
+                None => active = None,
             },
             _ = ping.tick() => {
                 if tx.send(Message::Ping(Default::default())).await.is_err() {
@@ -152,6 +148,6 @@ where
             }
         }
     }
-    // Dropping the active run's events applies the disconnect policy.
+    // Dropping the active run's follower applies the disconnect policy.
     drop(active);
 }

@@ -48,6 +48,8 @@
 //!
 //! Hooks are synchronous and cheap: they run once per call, never per token. A run without a
 //! [`SharedState`] (a service used outside an agent) is left alone.
+//!
+//! [`SharedState`]: crate::run::SharedState
 
 mod future;
 mod stream;

@@ -24,7 +24,7 @@ async function run(agent, params = {}) {
   const runId = randomUUID();
   const seen = [];
   await agent.runAgent({ runId, ...params }, { onEvent: ({ event }) => void seen.push(event) });
-  const events = checkWire(await bodies[0], { runId });
+  const events = checkWire(await bodies[0], { runId, from: 0 });
   assert.deepEqual(seen.map((e) => e.type), events.map((e) => e.type), "the client saw what was sent");
   return events;
 }

@@ -22,23 +22,27 @@ export function tappedFetch(bodies) {
 
 /**
  * Checks one SSE body and returns its events: LF-only framing, one `data: <json>` line per frame
- * (after an `id: <runId>:<seq>` line numbering the run's events 1, 2, 3… when `runId` is given),
- * every event valid against the @ag-ui/core 1.0 zod schemas, no `null` anywhere, and (for a
- * complete body) exactly one terminal event, at the end.
+ * after an `id: <runId>:<seq>` line numbering the run's events one by one (from `from + 1`, and
+ * under `runId`, when given), every event valid against the @ag-ui/core 1.0 zod schemas, no
+ * `null` anywhere, and (for a complete body) exactly one terminal event, at the end.
  */
-export function checkWire(text, { complete = true, runId } = {}) {
+export function checkWire(text, { complete = true, runId, from } = {}) {
   assert.ok(!text.includes("\r"), "LF line endings only");
   const frames = text.split("\n\n");
   const last = frames.pop();
   if (complete) assert.equal(last, "", "the body ends with a complete frame");
   const events = [];
+  let next = from === undefined ? undefined : from + 1;
   for (let frame of frames) {
     if (frame.startsWith(":")) continue; // keep-alive comment
-    if (runId !== undefined) {
-      const id = `id: ${runId}:${events.length + 1}\n`;
-      assert.ok(frame.startsWith(id), `the frame starts with ${JSON.stringify(id)}: ${frame}`);
-      frame = frame.slice(id.length);
-    }
+    const match = /^id: (.*):(\d+)\n/.exec(frame);
+    assert.ok(match, `the frame starts with an id line: ${frame}`);
+    const [line, run, seq] = match;
+    runId ??= run;
+    next ??= Number(seq);
+    assert.equal(`${run}:${seq}`, `${runId}:${next}`, "ids name the run and number its events");
+    next += 1;
+    frame = frame.slice(line.length);
     assert.ok(frame.startsWith("data: ") && !frame.includes("\n"), `one data line per frame: ${frame}`);
     const event = JSON.parse(frame.slice("data: ".length));
     noNulls(event, event.type);

@@ -1,0 +1,607 @@
+//! Taking a run request: start it, replay it, or refuse it.
+
+use std::{fmt, sync::Arc};
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use tower::Service;
+
+use super::{
+    BusyThread, Inner, InterruptStatus, Interrupts, LogError, LoggedEvent, RunLog, RunStatus, Runs,
+    Start, StartError, args_hash,
+    driver::{Ended, Launch},
+};
+use crate::{
+    BoxError,
+    agui::{
+        Event, RunAgentInput,
+        event::{BaseEvent, RunError, RunStarted},
+        input::{ResumeEntry, ResumeStatus},
+        interrupt,
+    },
+    id::{InterruptId, RunId, ThreadId},
+    run::{RunOutcome, RunRequest},
+};
+
+/// How [`Runs::begin`] took a request; each is followed with [`Runs::follow`] from
+/// [`from`](Begun::from).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum Begun {
+    /// A run started (or an interrupted run continued) on this instance.
+    Started {
+        /// The run.
+        run_id: RunId,
+        /// Its events follow this sequence number (0, or where an interrupted run stopped).
+        from: u64,
+        /// Cancels the run.
+        cancel: CancellationToken,
+    },
+    /// The same request again: the run it started, replayed.
+    Replayed {
+        /// The run.
+        run_id: RunId,
+        /// The segment the request started follows this sequence number.
+        from: u64,
+    },
+    /// Refused for its own reasons (its resume): recorded as a run of `RUN_STARTED` and
+    /// `RUN_ERROR{code}`.
+    Refused {
+        /// The run.
+        run_id: RunId,
+        /// The `RUN_ERROR` code.
+        code: &'static str,
+        /// Why, in a sentence.
+        message: String,
+    },
+}
+
+impl Begun {
+    /// The run to follow.
+    #[must_use]
+    pub fn run_id(&self) -> &RunId {
+        match self {
+            Self::Started { run_id, .. }
+            | Self::Replayed { run_id, .. }
+            | Self::Refused { run_id, .. } => run_id,
+        }
+    }
+
+    /// Where to follow it from.
+    #[must_use]
+    pub fn from(&self) -> u64 {
+        match self {
+            Self::Started { from, .. } | Self::Replayed { from, .. } => *from,
+            Self::Refused { .. } => 0,
+        }
+    }
+}
+
+/// Why [`Runs::begin`] took no run at all (nothing to follow).
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum BeginError {
+    /// The thread has an active run (with [`BusyThread::Reject`]).
+    Busy(ThreadId),
+    /// A different request already used this run id.
+    RunExists(RunId),
+    /// The run log failed: the run may not have started, and nothing was streamed.
+    Unavailable(LogError),
+    /// The engine is shutting down.
+    ShuttingDown,
+}
+
+impl BeginError {
+    /// A machine-readable code: `thread_busy`, `run_exists`, `store_unavailable`,
+    /// `shutting_down`.
+    #[must_use]
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Busy(_) => "thread_busy",
+            Self::RunExists(_) => "run_exists",
+            Self::Unavailable(_) => super::STORE_UNAVAILABLE,
+            Self::ShuttingDown => "shutting_down",
+        }
+    }
+}
+
+impl fmt::Display for BeginError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Busy(thread) => write!(f, "thread `{thread}` already has an active run"),
+            Self::RunExists(run) => write!(
+                f,
+                "run `{run}` exists already, started by a different request"
+            ),
+            Self::Unavailable(_) => f.pad("the run log is unavailable; try again"),
+            Self::ShuttingDown => f.pad("the server is shutting down"),
+        }
+    }
+}
+
+impl std::error::Error for BeginError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Unavailable(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// Why an answer given out of band ([`Runs::resolve`], [`Runs::resume_thread`]) started no run.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ResumeError {
+    /// No interrupt has this id.
+    UnknownInterrupt(InterruptId),
+    /// The thread has no pending interrupt.
+    NothingToResume(ThreadId),
+    /// The answer is malformed (no entries, a payload that is not the response schema's).
+    Invalid(String),
+    /// Refused for the interrupts' own reasons (resolved already, expired, incomplete, not this
+    /// thread's), with the `RUN_ERROR` code the same resume would get.
+    Refused {
+        /// The code.
+        code: &'static str,
+        /// Why, in a sentence.
+        message: String,
+    },
+    /// No run could be taken.
+    Begin(BeginError),
+}
+
+impl ResumeError {
+    /// A machine-readable code.
+    #[must_use]
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::UnknownInterrupt(_) => "unknown_interrupt",
+            Self::NothingToResume(_) => "nothing_to_resume",
+            Self::Invalid(_) => "resume_invalid",
+            Self::Refused { code, .. } => code,
+            Self::Begin(error) => error.code(),
+        }
+    }
+}
+
+impl fmt::Display for ResumeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::UnknownInterrupt(id) => write!(f, "no interrupt `{id}`"),
+            Self::NothingToResume(thread) => {
+                write!(
+                    f,
+                    "thread `{thread}` has no interrupt waiting for a decision"
+                )
+            }
+            Self::Invalid(why) => write!(f, "invalid resume: {why}"),
+            Self::Refused { message, .. } => f.pad(message),
+            Self::Begin(error) => error.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for ResumeError {}
+
+/// The run an answer given out of band started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resumed {
+    /// The thread resumed.
+    pub thread_id: ThreadId,
+    /// The run that applies the answer (nobody watches it: follow it with [`Runs::follow`]).
+    pub run_id: RunId,
+}
+
+/// A request, checked and ready for the log.
+#[derive(Debug, Clone)]
+struct Prepared {
+    input: RunAgentInput,
+    start: Start,
+    /// Why its resume cannot be applied (a malformed payload).
+    invalid: Option<String>,
+}
+
+/// The JSON an answer is stored (and compared) as.
+fn answer_json(status: ResumeStatus, payload: Option<&Value>) -> Value {
+    json!({"status": status, "payload": payload})
+}
+
+fn prepare(input: RunAgentInput) -> Prepared {
+    let resume = input.resume.clone().unwrap_or_default();
+    let mut invalid = None;
+    let mut answers = Vec::with_capacity(resume.len());
+    for entry in &resume {
+        if let Err(why) = interrupt::decision(entry) {
+            invalid.get_or_insert_with(|| {
+                format!("the answer to interrupt `{}`: {why}", entry.interrupt_id)
+            });
+        }
+        answers.push((
+            InterruptId::from(entry.interrupt_id.as_str()),
+            answer_json(entry.status, entry.payload.as_ref()),
+        ));
+    }
+    let as_json = serde_json::to_value(&input).unwrap_or(Value::Null);
+    // A run that applies decisions keeps what it needs to run again (its conversation is the
+    // thread's).
+    let request = (!answers.is_empty()).then(|| {
+        let mut kept = as_json.clone();
+        kept["messages"] = json!([]);
+        kept
+    });
+    Prepared {
+        start: Start {
+            thread_id: input.thread_id.clone(),
+            run_id: input.run_id.clone(),
+            request_hash: args_hash(&as_json),
+            resume: answers,
+            request,
+        },
+        input,
+        invalid,
+    }
+}
+
+/// How one attempt at starting went, when it took no run.
+enum NotTaken {
+    Busy(ThreadId, Option<RunId>),
+    /// Refused and, as asked, not recorded.
+    Refused(&'static str, String),
+    Error(BeginError),
+}
+
+impl<A> Runs<A>
+where
+    A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
+    A::Future: Send + 'static,
+{
+    /// Takes a run request: starts its run on this instance, replays it (the same request
+    /// again), or refuses it with a `RUN_ERROR` recorded as its run; see the
+    /// [rules](super#the-rules-of-a-start).
+    ///
+    /// Cancellation-safe: dropping the future leaves either no run or a run driven to its end.
+    ///
+    /// # Errors
+    ///
+    /// See [`BeginError`]: when there is nothing to follow.
+    pub async fn begin(&self, input: RunAgentInput) -> Result<Begun, BeginError> {
+        match self.take(input, true).await {
+            Ok(begun) => Ok(begun),
+            Err(NotTaken::Error(error)) => Err(error),
+            Err(NotTaken::Busy(thread, _)) => Err(BeginError::Busy(thread)),
+            Err(NotTaken::Refused(..)) => unreachable!("refusals are recorded"),
+        }
+    }
+
+    /// Answers one interrupt out of band: its thread is resumed in a run nobody watches (follow
+    /// it with [`Runs::follow`]).
+    ///
+    /// # Errors
+    ///
+    /// See [`ResumeError`]: the interrupt is unknown, resolved already, expired, or the thread has
+    /// other pending interrupts; or no run could be taken.
+    pub async fn resolve(
+        &self,
+        interrupt: &InterruptId,
+        status: ResumeStatus,
+        payload: Option<Value>,
+    ) -> Result<Resumed, ResumeError> {
+        let record = self
+            .inner
+            .log
+            .interrupts(Interrupts::Id(interrupt))
+            .await
+            .map_err(|e| ResumeError::Begin(BeginError::Unavailable(e)))?
+            .into_iter()
+            .next()
+            .ok_or_else(|| ResumeError::UnknownInterrupt(interrupt.clone()))?;
+        if record.status == InterruptStatus::Resolved {
+            return Err(ResumeError::Refused {
+                code: "interrupt_already_resolved",
+                message: StartError::AlreadyResolved {
+                    id: record.id,
+                    by_run: record.resolved_by_run.unwrap_or(record.run_id),
+                }
+                .to_string(),
+            });
+        }
+        let entry = ResumeEntry {
+            interrupt_id: interrupt.to_string(),
+            status,
+            payload,
+            metadata: None,
+        };
+        self.resume_thread(record.thread_id, vec![entry]).await
+    }
+
+    /// Answers interrupts of `thread` out of band: the thread is resumed in a run nobody watches.
+    ///
+    /// # Errors
+    ///
+    /// See [`ResumeError`].
+    pub async fn resume_thread(
+        &self,
+        thread: ThreadId,
+        resume: Vec<ResumeEntry>,
+    ) -> Result<Resumed, ResumeError> {
+        if resume.is_empty() {
+            return Err(ResumeError::Invalid(
+                "`resume` must answer the thread's pending interrupts".to_owned(),
+            ));
+        }
+        let pending = self
+            .inner
+            .log
+            .interrupts(Interrupts::PendingOf(&thread))
+            .await
+            .map_err(|e| ResumeError::Begin(BeginError::Unavailable(e)))?;
+        if pending.is_empty() {
+            return Err(ResumeError::NothingToResume(thread));
+        }
+        let mut input = RunAgentInput::new(thread.clone(), RunId::new(), Vec::new());
+        input.resume = Some(resume);
+        match self.take(input, false).await {
+            Ok(begun) => Ok(Resumed {
+                thread_id: thread,
+                run_id: begun.run_id().clone(),
+            }),
+            Err(NotTaken::Refused("resume_invalid", message)) => Err(ResumeError::Invalid(message)),
+            Err(NotTaken::Refused(code, message)) => Err(ResumeError::Refused { code, message }),
+            Err(NotTaken::Busy(thread, _)) => Err(ResumeError::Begin(BeginError::Busy(thread))),
+            Err(NotTaken::Error(error)) => Err(ResumeError::Begin(error)),
+        }
+    }
+
+    /// Starts, replays or refuses `input` (recording refusals when `record`), waiting for a busy
+    /// thread when configured to.
+    async fn take(&self, input: RunAgentInput, record: bool) -> Result<Begun, NotTaken> {
+        if self.inner.config.shutdown.is_cancelled() {
+            return Err(NotTaken::Error(BeginError::ShuttingDown));
+        }
+        self.sweep();
+        let prepared = Arc::new(prepare(input));
+        loop {
+            // The start and what it implies (the driver's task, the recorded refusal) run in a
+            // task of their own: a caller that goes away cannot cut them in half.
+            let (inner, attempt) = (self.inner.clone(), prepared.clone());
+            let taken = tokio::spawn(async move { inner.try_start(&attempt, record).await })
+                .await
+                .unwrap_or_else(|join| {
+                    Err(NotTaken::Error(BeginError::Unavailable(
+                        LogError::unavailable(format!("the start failed: {join}")),
+                    )))
+                });
+            match taken {
+                Err(NotTaken::Busy(_, active))
+                    if self.inner.config.busy_thread == BusyThread::Queue =>
+                {
+                    if let Some(active) = active {
+                        self.inner
+                            .until_ended(&active)
+                            .await
+                            .map_err(|e| NotTaken::Error(BeginError::Unavailable(e)))?;
+                    }
+                }
+                taken => return taken,
+            }
+        }
+    }
+}
+
+impl<A> Inner<A>
+where
+    A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
+    A::Future: Send + 'static,
+{
+    /// One attempt: the log's start, then the run's driver, or the refusal.
+    async fn try_start(
+        self: &Arc<Self>,
+        prepared: &Prepared,
+        record: bool,
+    ) -> Result<Begun, NotTaken> {
+        let start = &prepared.start;
+        if let Some(why) = &prepared.invalid {
+            return self
+                .refuse(prepared, "resume_invalid", why.clone(), record)
+                .await;
+        }
+        match self.log.start(start).await {
+            Ok(lease) => {
+                let from = lease.last_seq;
+                let cancel = self.launch(Launch {
+                    lease,
+                    input: prepared.input.clone(),
+                    continues: start.request.is_some(),
+                    attempts: 1,
+                });
+                Ok(Begun::Started {
+                    run_id: start.run_id.clone(),
+                    from,
+                    cancel,
+                })
+            }
+            Err(StartError::Exists {
+                run,
+                same: true,
+                from,
+            }) => Ok(Begun::Replayed { run_id: run, from }),
+            Err(StartError::Exists { run, .. }) => Err(NotTaken::Error(BeginError::RunExists(run))),
+            Err(StartError::Busy { thread, active }) => Err(NotTaken::Busy(thread, active)),
+            Err(StartError::Log(error)) => {
+                // The start may have been written before the failure: make sure such a run
+                // ends (or runs again, if it applies decisions) once the log answers.
+                self.settle_start(start);
+                Err(NotTaken::Error(BeginError::Unavailable(error)))
+            }
+            Err(refused) => {
+                let code = refused.code().unwrap_or("run_refused");
+                self.refuse(prepared, code, refused.to_string(), record)
+                    .await
+            }
+        }
+    }
+
+    /// Refuses `prepared` with `code`: recorded as a run of `RUN_STARTED` and `RUN_ERROR` (when
+    /// `record`), or returned.
+    async fn refuse(
+        &self,
+        prepared: &Prepared,
+        code: &'static str,
+        message: String,
+        record: bool,
+    ) -> Result<Begun, NotTaken> {
+        if !record {
+            return Err(NotTaken::Refused(code, message));
+        }
+        let start = &prepared.start;
+        let events = [
+            LoggedEvent::new(
+                1,
+                Event::from(RunStarted {
+                    thread_id: start.thread_id.clone(),
+                    run_id: start.run_id.clone(),
+                    parent_run_id: None,
+                    input: None,
+                    protocol_version: Some(crate::agui::PROTOCOL_VERSION.to_owned()),
+                    base: BaseEvent::default(),
+                }),
+            ),
+            LoggedEvent::new(
+                2,
+                Event::from(RunError {
+                    message: message.clone(),
+                    code: Some(code.to_owned()),
+                    usage: None,
+                    base: BaseEvent::default(),
+                }),
+            ),
+        ];
+        match self.log.refuse(start, &events).await {
+            Ok(()) => {
+                self.log.hub().wake(&start.run_id);
+                self.ended(
+                    &start.thread_id,
+                    &start.run_id,
+                    2,
+                    std::time::Duration::ZERO,
+                    Ended::Refused(code),
+                );
+                Ok(Begun::Refused {
+                    run_id: start.run_id.clone(),
+                    code,
+                    message,
+                })
+            }
+            Err(StartError::Exists {
+                run,
+                same: true,
+                from,
+            }) => Ok(Begun::Replayed { run_id: run, from }),
+            Err(StartError::Exists { run, .. }) => Err(NotTaken::Error(BeginError::RunExists(run))),
+            Err(StartError::Log(error)) => Err(NotTaken::Error(BeginError::Unavailable(error))),
+            Err(other) => Err(NotTaken::Error(BeginError::Unavailable(
+                LogError::unavailable(other.to_string()),
+            ))),
+        }
+    }
+
+    /// Waits until `run` is no longer running.
+    async fn until_ended(&self, run: &RunId) -> Result<(), LogError> {
+        let topic = self.log.hub().watch(run);
+        loop {
+            let woken = topic.notified();
+            let mut woken = std::pin::pin!(woken);
+            woken.as_mut().enable();
+            match self.log.run(run).await? {
+                Some(record) if record.status == RunStatus::Running => woken.await,
+                _ => return Ok(()),
+            }
+        }
+    }
+}
+
+/// The run `input` asks for, continuing the thread's stored conversation when it applies
+/// decisions: each decision (read back from the interrupts it resolved) bound to the very call
+/// it was asked about.
+pub(super) async fn run_request(
+    log: &dyn RunLog,
+    input: &RunAgentInput,
+    continues: bool,
+) -> Result<RunRequest, LogError> {
+    let mut req = input.to_run_request();
+    if !continues {
+        return Ok(req);
+    }
+    // A resume continues the stored conversation, never the client's copy of it.
+    if let Some(thread) = log.thread(&input.thread_id).await? {
+        req.messages = thread.messages;
+        req.state = thread.state.or(req.state);
+    }
+    let resolved = log
+        .interrupts(Interrupts::ResolvedBy(&input.run_id))
+        .await?;
+    let mut by_call = std::collections::HashMap::new();
+    for record in resolved
+        .into_iter()
+        .filter(|r| r.status == InterruptStatus::Resolved)
+    {
+        let answer = record.resolution.clone().unwrap_or(Value::Null);
+        let entry = ResumeEntry {
+            interrupt_id: record.id.to_string(),
+            status: serde_json::from_value(answer["status"].clone())
+                .unwrap_or(ResumeStatus::Cancelled),
+            payload: Some(answer["payload"].clone()).filter(|p| !p.is_null()),
+            metadata: None,
+        };
+        let decision = interrupt::decision(&entry)
+            .map_err(|e| LogError::Corrupt(format!("answer to interrupt `{}` ({e})", record.id)))?;
+        let decision = bound::decision_for(&record, decision, &req.messages);
+        by_call.insert(record.tool_call_id, decision);
+    }
+    req.run
+        .extensions
+        .insert(crate::permission::Resolutions::new(by_call));
+    Ok(req)
+}
+
+/// Decisions bound to the call they were asked about.
+mod bound {
+    use serde_json::Value;
+
+    use crate::{
+        message::Message,
+        permission::Decision,
+        runs::{InterruptRecord, args_hash},
+    };
+
+    /// The interrupted call's arguments, as the conversation holds them.
+    fn call_arguments(record: &InterruptRecord, messages: &[Message]) -> Option<Value> {
+        messages.iter().rev().find_map(|message| match message {
+            Message::Assistant { tool_calls, .. } => tool_calls
+                .iter()
+                .find(|call| call.id == record.tool_call_id)
+                .map(|call| serde_json::from_str(&call.arguments).unwrap_or(Value::Null)),
+            _ => None,
+        })
+    }
+
+    /// The decision to apply: an approval of a call whose arguments are not the ones asked about
+    /// is refused (the model is told).
+    pub(super) fn decision_for(
+        record: &InterruptRecord,
+        decision: Decision,
+        messages: &[Message],
+    ) -> Decision {
+        let bound = call_arguments(record, messages)
+            .is_some_and(|args| args_hash(&args) == record.args_hash);
+        if !bound {
+            tracing::error!(interrupt = %record.id, "the conversation does not hold the interrupted call as it was asked about");
+        }
+        match decision {
+            Decision::Approve if !bound => Decision::Reject(
+                "The call changed after it was approved; it was not run.".to_owned(),
+            ),
+            other => other,
+        }
+    }
+}

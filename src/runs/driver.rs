@@ -1,0 +1,381 @@
+//! The driver: one task per run, running the agent and writing what it emits to the log.
+
+use std::{
+    fmt,
+    panic::AssertUnwindSafe,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use futures_util::{FutureExt, StreamExt, future::BoxFuture};
+use tokio_util::sync::CancellationToken;
+use tower::{Service, ServiceExt};
+
+use super::{
+    Inner, Lease, LogError, LoggedEvent, LostRun, OnRunEnd, RunEnd, RunRecord, RunStatus, Topic,
+    begin::run_request,
+};
+use crate::{
+    BoxError,
+    agui::{
+        Event, RunAgentInput,
+        event::{BaseEvent, RunError},
+    },
+    id::{RunId, ThreadId},
+    run::{RunOutcome, RunRequest, StopReason},
+    transport::{Channel, OnDisconnect},
+};
+
+/// The most events one write carries.
+const MAX_BATCH: usize = 512;
+
+/// How a run ended, as [`RunSummary`] tells it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Ended {
+    /// The agent returned (cancelled runs too: [`StopReason::Cancelled`]).
+    Finished(StopReason),
+    /// The agent failed.
+    Failed(String),
+    /// The request was refused with this `RUN_ERROR` code.
+    Refused(&'static str),
+    /// The run's log could not be written: the run was stopped.
+    LogFailed(String),
+    /// Its viewer went away and the run was cancelled.
+    Disconnected,
+    /// Its viewer went away and the run went on without it, to this end.
+    Detached(Box<Ended>),
+}
+
+impl fmt::Display for Ended {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Finished(stop) => write!(f, "finished ({stop:?})"),
+            Self::Failed(error) => write!(f, "failed ({error})"),
+            Self::Refused(code) => write!(f, "refused ({code})"),
+            Self::LogFailed(error) => write!(f, "stopped: its log failed ({error})"),
+            Self::Disconnected => f.pad("cancelled (client disconnected)"),
+            Self::Detached(end) => write!(f, "{end}, after the client disconnected"),
+        }
+    }
+}
+
+/// What the engine knows of a run when it ends; given to the `on_run_end` callback.
+#[derive(Debug, Clone)]
+pub struct RunSummary {
+    /// The thread.
+    pub thread_id: ThreadId,
+    /// The run.
+    pub run_id: RunId,
+    /// Events the run wrote to its log (this attempt).
+    pub events: u64,
+    /// From the start to the end.
+    pub duration: Duration,
+    /// How it ended.
+    pub end: Ended,
+}
+
+pub(super) fn log_run_end() -> OnRunEnd {
+    Arc::new(|run: &RunSummary| {
+        tracing::info!(
+            thread_id = %run.thread_id,
+            run_id = %run.run_id,
+            events = run.events,
+            duration_ms = run.duration.as_millis() as u64,
+            outcome = %run.end,
+            "run ended"
+        );
+    })
+}
+
+/// A run this instance holds the lease of, to drive.
+pub(super) struct Launch {
+    pub(super) lease: Lease,
+    /// The request (for a continuation: without messages; the thread's conversation is used).
+    pub(super) input: RunAgentInput,
+    /// Whether it applies decisions (continues the thread's stored conversation).
+    pub(super) continues: bool,
+    /// Which attempt this is, from 1.
+    pub(super) attempts: u32,
+}
+
+impl<A> Inner<A> {
+    pub(super) fn ended(
+        &self,
+        thread_id: &ThreadId,
+        run_id: &RunId,
+        events: u64,
+        duration: Duration,
+        end: Ended,
+    ) {
+        (self.config.on_run_end)(&RunSummary {
+            thread_id: thread_id.clone(),
+            run_id: run_id.clone(),
+            events,
+            duration,
+            end,
+        });
+    }
+}
+
+impl<A> Inner<A>
+where
+    A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
+    A::Future: Send + 'static,
+{
+    /// Drives `launch` in a task of its own; returns the run's cancellation token. Followers in
+    /// this process read the run's events from memory from now on.
+    pub(super) fn launch(self: &Arc<Self>, launch: Launch) -> CancellationToken {
+        let cancel = self.config.shutdown.child_token();
+        let topic = self.log.hub().watch(&launch.lease.run_id);
+        topic.drive(launch.lease.last_seq, cancel.clone());
+        let driver = Driver {
+            next_seq: launch.lease.last_seq + 1,
+            lease: Arc::new(launch.lease.clone()),
+            inner: self.clone(),
+            topic,
+            cancel: cancel.clone(),
+            launch,
+            started: Instant::now(),
+            logged: 0,
+            terminal: false,
+        };
+        tokio::spawn(driver.run());
+        cancel
+    }
+
+    /// Makes sure a start whose outcome is unknown (the log failed while writing it) does not
+    /// leave a run running: once the log answers, such a run is recovered like a lost one.
+    pub(super) fn settle_start(self: &Arc<Self>, start: &super::Start) {
+        let now = std::time::SystemTime::now();
+        self.settle(LostRun {
+            record: RunRecord {
+                run_id: start.run_id.clone(),
+                thread_id: start.thread_id.clone(),
+                status: RunStatus::Running,
+                owner: self.log.owner().to_owned(),
+                last_seq: 0,
+                created_at: now,
+                updated_at: now,
+            },
+            request: start.request.clone(),
+            // It never ran: a retry is its first attempt.
+            attempts: 0,
+        });
+    }
+}
+
+/// One run being driven.
+struct Driver<A> {
+    inner: Arc<Inner<A>>,
+    lease: Arc<Lease>,
+    topic: Arc<Topic>,
+    cancel: CancellationToken,
+    launch: Launch,
+    started: Instant,
+    /// The sequence number the next event gets.
+    next_seq: u64,
+    /// Events written by this attempt.
+    logged: u64,
+    /// Whether the last event taken ends the run's segment.
+    terminal: bool,
+}
+
+type Write = BoxFuture<'static, (Vec<LoggedEvent>, Result<(), LogError>)>;
+
+impl<A> Driver<A>
+where
+    A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
+    A::Future: Send + 'static,
+{
+    async fn run(mut self) {
+        let request =
+            run_request(&*self.inner.log, &self.launch.input, self.launch.continues).await;
+        let mut req = match request {
+            Ok(req) => req,
+            Err(error) => return self.abandon(error),
+        };
+        let (tx, mut rx) = Channel::<Event>::bounded(self.inner.config.channel_capacity);
+        req.run.sinks.agui = Some(tx);
+        // The driver reads every event: the run never loses its sink to a viewer leaving.
+        req.run.sinks.on_disconnect = Some(OnDisconnect::Continue);
+        req.run.cancel = self.cancel.clone();
+        let agent = self.inner.agent.clone();
+        let mut run = Some(AssertUnwindSafe(agent.oneshot(req)).catch_unwind().boxed());
+
+        let mut result: Option<Result<RunOutcome, BoxError>> = None;
+        let mut batch: Vec<LoggedEvent> = Vec::new();
+        let mut writing: Option<Write> = None;
+        let mut closed = false;
+        let mut full: Option<String> = None;
+        loop {
+            if writing.is_none() && !batch.is_empty() {
+                writing = Some(self.write(std::mem::take(&mut batch), None));
+            }
+            if result.is_some() && writing.is_none() {
+                break;
+            }
+            tokio::select! {
+                done = async { run.as_mut().expect("guarded").await }, if run.is_some() => {
+                    result = Some(done.unwrap_or_else(|_| Err("the agent panicked".into())));
+                    // Dropping the agent's future drops its senders: the channel ends after
+                    // what it sent.
+                    run = None;
+                }
+                event = rx.next(), if !closed && run.is_some() && batch.len() < MAX_BATCH => {
+                    match event {
+                        Some(event) if full.is_none() => self.take(&mut batch, event),
+                        Some(_) => {}
+                        None => closed = true,
+                    }
+                }
+                (events, written) = async { writing.as_mut().expect("guarded").await }, if writing.is_some() => {
+                    writing = None;
+                    match written {
+                        Ok(()) => self.logged(&events),
+                        Err(LogError::Full(why)) => {
+                            // Nothing more fits: the run is stopped and ends with the reason.
+                            self.cancel.cancel();
+                            full = Some(why);
+                        }
+                        Err(error) => return self.abandon(error),
+                    }
+                }
+            }
+        }
+        while let Some(event) = rx.try_recv() {
+            if full.is_none() {
+                self.take(&mut batch, event);
+            }
+        }
+        let result = result.expect("the loop ends when the run has resolved");
+        let mut end = end_of(&result);
+        if let Some(why) = full {
+            batch.clear();
+            end = RunEnd::new(RunStatus::Failed);
+            self.terminal = false;
+            let error = run_error("log_full", format!("the run was stopped: {why}"));
+            self.take(&mut batch, error);
+        } else if !self.terminal {
+            let (code, message) = match &result {
+                Err(error) => crate::map_error::run_error(error.as_ref()),
+                Ok(_) => (None, "the agent ended without a terminal event".to_owned()),
+            };
+            let error = run_error(code.as_deref().unwrap_or("run_failed"), message);
+            self.take(&mut batch, error);
+        }
+        let (events, written) = self.write(batch, Some(end)).await;
+        match written {
+            Ok(()) => {
+                self.logged(&events);
+                self.topic.ended();
+                let ended = match result {
+                    Ok(outcome) => Ended::Finished(outcome.stop),
+                    Err(error) => Ended::Failed(error.to_string()),
+                };
+                let ended = match ended {
+                    _ if !self.topic.was_left() => ended,
+                    Ended::Finished(StopReason::Cancelled) => Ended::Disconnected,
+                    other => Ended::Detached(Box::new(other)),
+                };
+                self.summary(ended);
+            }
+            Err(error) => self.abandon(error),
+        }
+    }
+
+    /// Takes one event of the run into the batch being gathered.
+    fn take(&mut self, batch: &mut Vec<LoggedEvent>, event: Event) {
+        self.terminal = matches!(event, Event::RunFinished(_) | Event::RunError(_));
+        batch.push(LoggedEvent::new(self.next_seq, event));
+        self.next_seq += 1;
+    }
+
+    fn write(&self, events: Vec<LoggedEvent>, end: Option<RunEnd>) -> Write {
+        let (log, lease) = (self.inner.log.clone(), self.lease.clone());
+        async move {
+            let written = log.write(&lease, &events, end.as_ref()).await;
+            (events, written)
+        }
+        .boxed()
+    }
+
+    /// `events` are committed: followers here read them from memory.
+    fn logged(&mut self, events: &[LoggedEvent]) {
+        self.logged += events.len() as u64;
+        self.topic.logged(events);
+    }
+
+    fn summary(&self, end: Ended) {
+        self.inner.ended(
+            &self.lease.thread_id,
+            &self.lease.run_id,
+            self.logged,
+            self.started.elapsed(),
+            end,
+        );
+    }
+
+    /// The log refused a write: the run stops here, its followers here end, and the run is
+    /// settled once the log answers again (ended, or run again if it applies decisions).
+    fn abandon(self, error: LogError) {
+        self.cancel.cancel();
+        if let LogError::Fenced(_) = error {
+            // Another instance took the run over (this one was thought dead): its followers
+            // read the log from now on.
+            tracing::warn!(run_id = %self.lease.run_id, "the run was taken over by another instance");
+            self.topic.released();
+            self.summary(Ended::LogFailed(error.to_string()));
+            return;
+        }
+        tracing::error!(run_id = %self.lease.run_id, %error, "the run's log cannot be written: the run is stopped");
+        self.topic.failed(error.to_string());
+        self.summary(Ended::LogFailed(error.to_string()));
+        let now = std::time::SystemTime::now();
+        let lost = LostRun {
+            record: RunRecord {
+                run_id: self.lease.run_id.clone(),
+                thread_id: self.lease.thread_id.clone(),
+                status: RunStatus::Running,
+                owner: self.inner.log.owner().to_owned(),
+                last_seq: self.next_seq - 1,
+                created_at: now,
+                updated_at: now,
+            },
+            request: self.launch.continues.then(|| {
+                serde_json::to_value(&self.launch.input).unwrap_or(serde_json::Value::Null)
+            }),
+            attempts: self.launch.attempts,
+        };
+        self.inner.settle(lost);
+    }
+}
+
+/// How the log ends a run that returned `result`.
+fn end_of(result: &Result<RunOutcome, BoxError>) -> RunEnd {
+    match result {
+        Ok(outcome) => {
+            let status = match outcome.stop {
+                StopReason::Interrupted => RunStatus::Interrupted,
+                StopReason::Cancelled => RunStatus::Cancelled,
+                _ => RunStatus::Finished,
+            };
+            let mut end = RunEnd::new(status);
+            end.messages = Some(outcome.messages.clone());
+            end.state.clone_from(&outcome.state);
+            end.interrupts.clone_from(&outcome.interrupts);
+            end
+        }
+        Err(_) => RunEnd::new(RunStatus::Failed),
+    }
+}
+
+/// A `RUN_ERROR` with `code`.
+pub(super) fn run_error(code: &str, message: String) -> Event {
+    Event::from(RunError {
+        message,
+        code: Some(code.to_owned()),
+        usage: None,
+        base: BaseEvent::default(),
+    })
+}

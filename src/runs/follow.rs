@@ -1,0 +1,199 @@
+//! [`Follow`]: a run's events after a point, then as they are logged, until the run's end.
+
+use std::{
+    collections::VecDeque,
+    fmt,
+    pin::Pin,
+    sync::Arc,
+    task::{Context, Poll},
+};
+
+use futures_core::Stream;
+use futures_util::{FutureExt, future::BoxFuture};
+
+use super::{LoggedEvent, RunLog, RunStatus, hub::TailRead, hub::Topic};
+use crate::{
+    agui::{
+        Event,
+        event::{BaseEvent, RunError},
+    },
+    id::RunId,
+    transport::OnDisconnect,
+};
+
+/// How many events one read takes.
+const PAGE: usize = 512;
+
+/// The `RUN_ERROR` code a follower ends with when the run's log cannot be read or written.
+pub const STORE_UNAVAILABLE: &str = "store_unavailable";
+
+/// The events of one run after a sequence number, then the events logged later, until the run
+/// has ended and its log is read to the end (at once for an unknown run). Made by
+/// [`Runs::follow`](super::Runs::follow).
+///
+/// A follower of a run driven by this process reads the run's recent events from memory; others
+/// read the log. It never polls: it waits for wake-ups (this process's writes, another instance's
+/// through the log's notifications).
+///
+/// It never fails: when the log cannot be read, or the run's log could not be written, the
+/// follower ends with a `RUN_ERROR` of its own (code `store_unavailable`, sequence number 0: it
+/// is not in the log).
+pub struct Follow {
+    log: Arc<dyn RunLog>,
+    topic: Arc<Topic>,
+    run_id: RunId,
+    after: u64,
+    buffered: VecDeque<LoggedEvent>,
+    next: Option<BoxFuture<'static, Step>>,
+    done: bool,
+    /// What dropping this follower before the run's end does to the run.
+    on_drop: Option<OnDisconnect>,
+}
+
+/// What one step of following found.
+enum Step {
+    Events(Vec<LoggedEvent>),
+    End,
+    Failed(String),
+}
+
+impl Follow {
+    pub(crate) fn new(log: Arc<dyn RunLog>, run_id: RunId, after: u64) -> Self {
+        Self {
+            topic: log.hub().watch(&run_id),
+            log,
+            run_id,
+            after,
+            buffered: VecDeque::new(),
+            next: None,
+            done: false,
+            on_drop: None,
+        }
+    }
+
+    /// Makes this follower the run's viewer: when it is dropped before the run's end (its client
+    /// went away), [`OnDisconnect::Cancel`] cancels the run (if this instance drives it) and
+    /// [`OnDisconnect::Continue`] lets it go on; the run's [summary](super::RunSummary) says so.
+    #[must_use]
+    pub fn viewer(mut self, on_drop: OnDisconnect) -> Self {
+        self.on_drop = Some(on_drop);
+        self
+    }
+
+    /// The run it follows.
+    #[must_use]
+    pub fn run_id(&self) -> &RunId {
+        &self.run_id
+    }
+
+    /// The sequence number of the last event yielded (where a re-join would start).
+    #[must_use]
+    pub fn position(&self) -> u64 {
+        self.after
+    }
+
+    fn end(&mut self) {
+        self.done = true;
+        self.on_drop = None;
+    }
+}
+
+impl Drop for Follow {
+    fn drop(&mut self) {
+        if let Some(policy) = self.on_drop {
+            self.topic.viewer_left(policy == OnDisconnect::Cancel);
+        }
+    }
+}
+
+/// The next events of `run` after `after`, waiting for them while the run runs.
+async fn step(log: Arc<dyn RunLog>, topic: Arc<Topic>, run: RunId, after: u64) -> Step {
+    loop {
+        // Registered before reading: a write after the read still wakes us.
+        let woken = topic.notified();
+        let mut woken = std::pin::pin!(woken);
+        woken.as_mut().enable();
+        match topic.read(after, PAGE) {
+            TailRead::Events(events) if !events.is_empty() => return Step::Events(events),
+            TailRead::Events(_) | TailRead::Log => {}
+            TailRead::Wait => {
+                woken.await;
+                continue;
+            }
+            TailRead::Ended => return Step::End,
+            TailRead::Failed(why) => return Step::Failed(why),
+        }
+        match log.read(&run, after, PAGE).await {
+            Err(error) => return Step::Failed(error.to_string()),
+            Ok(None) => return Step::End,
+            Ok(Some(page)) if !page.events.is_empty() => return Step::Events(page.events),
+            Ok(Some(page)) if page.status != RunStatus::Running => {
+                if page.last_seq <= after {
+                    return Step::End;
+                }
+                // Ended with events committed after our read: read them.
+            }
+            Ok(Some(_)) => woken.await,
+        }
+    }
+}
+
+/// The `RUN_ERROR` a follower ends with when the run's log fails.
+fn unavailable(run: &RunId, why: &str) -> LoggedEvent {
+    tracing::warn!(run_id = %run, reason = %why, "a run's log failed: its followers end");
+    LoggedEvent::new(
+        0,
+        Event::from(RunError {
+            message: "the run log is unavailable: the run cannot go on".to_owned(),
+            code: Some(STORE_UNAVAILABLE.to_owned()),
+            usage: None,
+            base: BaseEvent::default(),
+        }),
+    )
+}
+
+impl Stream for Follow {
+    type Item = LoggedEvent;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<LoggedEvent>> {
+        let this = &mut *self;
+        loop {
+            if let Some(event) = this.buffered.pop_front() {
+                this.after = event.seq.max(this.after);
+                return Poll::Ready(Some(event));
+            }
+            if this.done {
+                return Poll::Ready(None);
+            }
+            let next = this.next.get_or_insert_with(|| {
+                step(
+                    this.log.clone(),
+                    this.topic.clone(),
+                    this.run_id.clone(),
+                    this.after,
+                )
+                .boxed()
+            });
+            let step = futures_core::ready!(next.as_mut().poll(cx));
+            this.next = None;
+            match step {
+                Step::Events(events) => this.buffered.extend(events),
+                Step::End => this.end(),
+                Step::Failed(why) => {
+                    this.buffered.push_back(unavailable(&this.run_id, &why));
+                    this.end();
+                }
+            }
+        }
+    }
+}
+
+impl fmt::Debug for Follow {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Follow")
+            .field("run_id", &self.run_id)
+            .field("after", &self.after)
+            .field("done", &self.done)
+            .finish_non_exhaustive()
+    }
+}

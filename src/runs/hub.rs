@@ -1,0 +1,306 @@
+//! Where the writers of this process's runs meet their followers: wake-ups, and the recent
+//! committed events of the runs this process drives (so that following a live run reads memory,
+//! not the log).
+
+use std::{
+    collections::{HashMap, VecDeque},
+    fmt,
+    sync::{Arc, Mutex, MutexGuard, PoisonError, Weak},
+};
+
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use super::LoggedEvent;
+use crate::id::RunId;
+
+/// How many committed events of a live run stay in memory for its followers; a follower further
+/// behind reads the log.
+const TAIL: usize = 4096;
+
+/// The runs someone writes or follows in this process, each with its wake-up and, while this
+/// process drives it, its recent events. Wake-ups are hints: a follower reads (the tail or the
+/// log) after each one. Clones share the same hub.
+#[derive(Clone, Default)]
+pub struct Hub(Arc<Mutex<HashMap<RunId, Weak<Topic>>>>);
+
+/// One run's wake-up and tail.
+#[derive(Default)]
+pub struct Topic {
+    notify: Notify,
+    live: Mutex<Option<Tail>>,
+    /// The viewer that started the run went away before its end.
+    viewer_left: std::sync::atomic::AtomicBool,
+}
+
+/// The committed events of a run driven here, and how it stands.
+struct Tail {
+    /// The events, the last one at `last`.
+    events: VecDeque<LoggedEvent>,
+    /// The sequence number of the last committed event.
+    last: u64,
+    end: Option<TailEnd>,
+    cancel: CancellationToken,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum TailEnd {
+    Ended,
+    Failed(String),
+}
+
+/// What a follower finds in a live run's tail.
+#[derive(Debug)]
+pub(crate) enum TailRead {
+    /// Events after the follower's place.
+    Events(Vec<LoggedEvent>),
+    /// Nothing yet: wait for a wake-up.
+    Wait,
+    /// The run ended and the follower has read it all.
+    Ended,
+    /// The run's log could not be written: nothing more will come.
+    Failed(String),
+    /// The follower is behind the tail (or the run is not driven here): read the log.
+    Log,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Hub {
+    /// A hub with nobody in it.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The topic of `run` (shared by everyone watching it while one does).
+    #[must_use]
+    pub fn watch(&self, run: &RunId) -> Arc<Topic> {
+        let mut topics = lock(&self.0);
+        if let Some(topic) = topics.get(run).and_then(Weak::upgrade) {
+            return topic;
+        }
+        if topics.len() >= 64 && topics.len().is_power_of_two() {
+            topics.retain(|_, weak| weak.strong_count() > 0);
+        }
+        let topic = Arc::new(Topic::default());
+        topics.insert(run.clone(), Arc::downgrade(&topic));
+        topic
+    }
+
+    fn topic(&self, run: &RunId) -> Option<Arc<Topic>> {
+        lock(&self.0).get(run).and_then(Weak::upgrade)
+    }
+
+    /// Wakes `run`'s followers: its log may have grown or its run ended (another instance wrote
+    /// it).
+    pub fn wake(&self, run: &RunId) {
+        if let Some(topic) = self.topic(run) {
+            topic.notify.notify_waiters();
+        }
+    }
+
+    /// Wakes every follower: wake-ups may have been missed (a lost notification connection).
+    pub fn wake_all(&self) {
+        let topics: Vec<_> = lock(&self.0).values().filter_map(Weak::upgrade).collect();
+        for topic in topics {
+            topic.notify.notify_waiters();
+        }
+    }
+
+    /// Cancels `run` if this process drives it; `false` otherwise.
+    pub fn cancel(&self, run: &RunId) -> bool {
+        let Some(topic) = self.topic(run) else {
+            return false;
+        };
+        let cancel = lock(&topic.live).as_ref().map(|tail| tail.cancel.clone());
+        cancel.inspect(CancellationToken::cancel).is_some()
+    }
+
+    /// Whether this process drives `run` and it has not ended.
+    #[must_use]
+    pub fn is_driven(&self, run: &RunId) -> bool {
+        self.topic(run).is_some_and(|topic| {
+            lock(&topic.live)
+                .as_ref()
+                .is_some_and(|tail| tail.end.is_none())
+        })
+    }
+
+    /// The number of runs watched or driven here.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        lock(&self.0)
+            .values()
+            .filter(|weak| weak.strong_count() > 0)
+            .count()
+    }
+
+    /// Whether no run is watched or driven here.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl fmt::Debug for Hub {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Hub").field("runs", &self.len()).finish()
+    }
+}
+
+impl Topic {
+    /// Resolves at the next wake-up; enable it (or poll it once) before reading, so that a
+    /// wake-up that comes while reading is not missed.
+    pub fn notified(&self) -> tokio::sync::futures::Notified<'_> {
+        self.notify.notified()
+    }
+
+    /// Marks the run as driven here from `last` (its log's last event), cancelled by `cancel`.
+    pub(crate) fn drive(&self, last: u64, cancel: CancellationToken) {
+        self.viewer_left
+            .store(false, std::sync::atomic::Ordering::Release);
+        *lock(&self.live) = Some(Tail {
+            events: VecDeque::new(),
+            last,
+            end: None,
+            cancel,
+        });
+    }
+
+    /// `events` were committed to the log: keeps them for followers and wakes them.
+    pub(crate) fn logged(&self, events: &[LoggedEvent]) {
+        if let Some(tail) = lock(&self.live).as_mut() {
+            for event in events {
+                tail.last = event.seq;
+                tail.events.push_back(event.clone());
+            }
+            let excess = tail.events.len().saturating_sub(TAIL);
+            tail.events.drain(..excess);
+        }
+        self.notify.notify_waiters();
+    }
+
+    /// The run's last events are committed: followers end once they read them.
+    pub(crate) fn ended(&self) {
+        self.end(TailEnd::Ended);
+    }
+
+    /// The run's log cannot be written: followers end without waiting for more.
+    pub(crate) fn failed(&self, why: String) {
+        self.end(TailEnd::Failed(why));
+    }
+
+    /// The viewer that started the run went away before its end; with `cancel`, the run is
+    /// cancelled too.
+    pub(crate) fn viewer_left(&self, cancel: bool) {
+        self.viewer_left
+            .store(true, std::sync::atomic::Ordering::Release);
+        if cancel {
+            if let Some(tail) = lock(&self.live).as_ref() {
+                tail.cancel.cancel();
+            }
+        }
+    }
+
+    /// Whether the viewer that started the run went away before its end.
+    pub(crate) fn was_left(&self) -> bool {
+        self.viewer_left.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The run is no longer driven here (another instance took it over): followers read the log.
+    pub(crate) fn released(&self) {
+        *lock(&self.live) = None;
+        self.notify.notify_waiters();
+    }
+
+    fn end(&self, end: TailEnd) {
+        if let Some(tail) = lock(&self.live).as_mut() {
+            tail.end.get_or_insert(end);
+        }
+        self.notify.notify_waiters();
+    }
+
+    /// What a follower that read up to `after` finds, at most `limit` events.
+    pub(crate) fn read(&self, after: u64, limit: usize) -> TailRead {
+        let live = lock(&self.live);
+        let Some(tail) = live.as_ref() else {
+            return TailRead::Log;
+        };
+        if after < tail.last {
+            let first = tail.events.front().map_or(tail.last + 1, |e| e.seq);
+            if after + 1 < first {
+                return TailRead::Log;
+            }
+            let skip = usize::try_from(after + 1 - first).unwrap_or(usize::MAX);
+            return TailRead::Events(tail.events.iter().skip(skip).take(limit).cloned().collect());
+        }
+        match &tail.end {
+            None => TailRead::Wait,
+            Some(TailEnd::Ended) => TailRead::Ended,
+            Some(TailEnd::Failed(why)) => TailRead::Failed(why.clone()),
+        }
+    }
+}
+
+impl fmt::Debug for Topic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let live = lock(&self.live);
+        f.debug_struct("Topic")
+            .field("driven_here", &live.is_some())
+            .field("last", &live.as_ref().map(|tail| tail.last))
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(seq: u64) -> LoggedEvent {
+        LoggedEvent::from_json(seq, format!(r#"{{"n":{seq}}}"#))
+    }
+
+    #[test]
+    fn a_follower_reads_the_tail_then_the_end() {
+        let hub = Hub::new();
+        let run = RunId::from("r");
+        let topic = hub.watch(&run);
+        assert!(
+            matches!(topic.read(0, 10), TailRead::Log),
+            "not driven here"
+        );
+        topic.drive(2, CancellationToken::new());
+        assert!(matches!(topic.read(2, 10), TailRead::Wait));
+        topic.logged(&[event(3), event(4)]);
+        let TailRead::Events(events) = topic.read(3, 10) else {
+            panic!("events")
+        };
+        assert_eq!(events, [event(4)]);
+        assert!(
+            matches!(topic.read(1, 10), TailRead::Log),
+            "behind the tail"
+        );
+        topic.ended();
+        assert!(matches!(topic.read(4, 10), TailRead::Ended));
+        assert!(hub.cancel(&run));
+        drop(topic);
+        assert!(!hub.cancel(&run), "forgotten once nobody holds it");
+        assert!(hub.is_empty());
+    }
+
+    #[test]
+    fn the_tail_is_bounded() {
+        let topic = Topic::default();
+        topic.drive(0, CancellationToken::new());
+        let events: Vec<_> = (1..=TAIL as u64 + 10).map(event).collect();
+        topic.logged(&events);
+        assert!(matches!(topic.read(5, 10), TailRead::Log));
+        let TailRead::Events(last) = topic.read(TAIL as u64 + 9, 10) else {
+            panic!("events")
+        };
+        assert_eq!(last, [event(TAIL as u64 + 10)]);
+    }
+}

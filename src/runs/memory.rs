@@ -1,0 +1,622 @@
+//! [`MemoryLog`]: the run log of one process, bounded.
+
+use std::{
+    collections::{HashMap, HashSet, VecDeque},
+    fmt,
+    sync::{Mutex, MutexGuard, PoisonError},
+    time::{Duration, SystemTime},
+};
+
+use futures_util::{FutureExt, future::BoxFuture};
+use serde_json::Value;
+
+use super::{
+    Hub, InterruptRecord, InterruptStatus, Interrupts, Lease, LogError, LoggedEvent, LostRun, Page,
+    Recovered, RunEnd, RunLog, RunRecord, RunStatus, Start, StartError, ThreadRecord, args_hash,
+};
+use crate::{
+    id::{InterruptId, RunId, ThreadId},
+    message::Message,
+};
+
+/// The owner of every run of a memory log.
+const OWNER: &str = "this-process";
+
+/// A [`RunLog`] in this process's memory: everything [`Runs`](super::Runs) does (interrupts,
+/// idempotent replays, re-joins) works, until the process exits.
+///
+/// It is bounded: it keeps at most [`max_runs`](MemoryLog::max_runs) ended runs and
+/// [`max_bytes`](MemoryLog::max_bytes) of events, forgetting the oldest ended runs first (a
+/// re-join of a forgotten run finds nothing; a thread's pending interrupts and its conversation
+/// are kept as long as they are pending). A running run that would take the log past its bytes is
+/// refused more events ([`LogError::Full`]); its end is always written.
+///
+/// ```
+/// use agent_tower::runs::{MemoryLog, RunLog, Start};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let log = MemoryLog::new().max_runs(1_000);
+/// let lease = log.start(&Start::new("thread".into(), "run".into())).await.unwrap();
+/// assert_eq!(lease.last_seq, 0);
+/// assert!(log.start(&Start::new("thread".into(), "other".into())).await.is_err(), "busy thread");
+/// # }
+/// ```
+pub struct MemoryLog {
+    state: Mutex<State>,
+    hub: Hub,
+    max_runs: usize,
+    max_bytes: usize,
+}
+
+#[derive(Default)]
+struct State {
+    threads: HashMap<ThreadId, ThreadEntry>,
+    runs: HashMap<RunId, RunEntry>,
+    interrupts: HashMap<InterruptId, InterruptRecord>,
+    /// Ended runs, oldest first: the order they are forgotten in.
+    ended: VecDeque<RunId>,
+    /// The bytes of every kept event.
+    bytes: usize,
+}
+
+#[derive(Default)]
+struct ThreadEntry {
+    messages: Vec<Message>,
+    state: Option<Value>,
+    saved: bool,
+    runs: Vec<RunId>,
+    active: Option<RunId>,
+}
+
+struct RunEntry {
+    record: RunRecord,
+    events: Vec<LoggedEvent>,
+    bytes: usize,
+    request_hash: String,
+    segment_start: u64,
+}
+
+fn size(events: &[LoggedEvent]) -> usize {
+    events.iter().map(|e| e.json().len()).sum()
+}
+
+impl MemoryLog {
+    /// A log keeping up to 10,000 ended runs and 256 MiB of events.
+    #[must_use]
+    pub fn new() -> Self {
+        Self {
+            state: Mutex::default(),
+            hub: Hub::new(),
+            max_runs: 10_000,
+            max_bytes: 256 * 1024 * 1024,
+        }
+    }
+
+    /// How many ended runs are kept (at least 1).
+    #[must_use]
+    pub fn max_runs(mut self, runs: usize) -> Self {
+        self.max_runs = runs.max(1);
+        self
+    }
+
+    /// How many bytes of events are kept, all runs together.
+    #[must_use]
+    pub fn max_bytes(mut self, bytes: usize) -> Self {
+        self.max_bytes = bytes;
+        self
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Default for MemoryLog {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for MemoryLog {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.lock();
+        f.debug_struct("MemoryLog")
+            .field("runs", &state.runs.len())
+            .field("bytes", &state.bytes)
+            .field("max_runs", &self.max_runs)
+            .field("max_bytes", &self.max_bytes)
+            .finish()
+    }
+}
+
+impl State {
+    /// Checks `start` and, if it may start, writes it.
+    fn start(&mut self, start: &Start, now: SystemTime) -> Result<Lease, StartError> {
+        let continued = match self.runs.get(&start.run_id) {
+            Some(run) if run.request_hash == start.request_hash => {
+                return Err(StartError::Exists {
+                    run: start.run_id.clone(),
+                    same: true,
+                    from: run.segment_start,
+                });
+            }
+            // The interrupted run itself, resumed under its own id.
+            Some(run)
+                if run.record.status == RunStatus::Interrupted
+                    && !start.resume.is_empty()
+                    && start.resume.iter().all(|(id, _)| {
+                        self.interrupts
+                            .get(id)
+                            .is_some_and(|i| i.run_id == start.run_id)
+                    }) =>
+            {
+                Some(run.record.last_seq)
+            }
+            Some(_) => {
+                return Err(StartError::Exists {
+                    run: start.run_id.clone(),
+                    same: false,
+                    from: 0,
+                });
+            }
+            None => None,
+        };
+        if let Some(active) = self
+            .threads
+            .get(&start.thread_id)
+            .and_then(|t| t.active.clone())
+        {
+            return Err(StartError::Busy {
+                thread: start.thread_id.clone(),
+                active: Some(active),
+            });
+        }
+        for (id, _) in &start.resume {
+            let record = match self.interrupts.get(id) {
+                Some(record) if record.thread_id == start.thread_id => record,
+                _ => return Err(StartError::UnknownInterrupt(id.clone())),
+            };
+            if record.status == InterruptStatus::Resolved {
+                return Err(StartError::AlreadyResolved {
+                    id: id.clone(),
+                    by_run: record
+                        .resolved_by_run
+                        .clone()
+                        .unwrap_or_else(|| record.run_id.clone()),
+                });
+            }
+            if record.expires_at <= now {
+                return Err(StartError::Expired(id.clone()));
+            }
+        }
+        let answered: HashSet<&InterruptId> = start.resume.iter().map(|(id, _)| id).collect();
+        let mut missing: Vec<InterruptId> = self
+            .interrupts
+            .values()
+            .filter(|i| {
+                i.thread_id == start.thread_id
+                    && i.status == InterruptStatus::Pending
+                    && !answered.contains(&i.id)
+            })
+            .map(|i| i.id.clone())
+            .collect();
+        if !missing.is_empty() {
+            missing.sort();
+            return Err(if start.resume.is_empty() {
+                StartError::InterruptsPending(missing)
+            } else {
+                StartError::ResumeMissing(missing)
+            });
+        }
+
+        for (id, answer) in &start.resume {
+            let record = self.interrupts.get_mut(id).expect("checked above");
+            record.status = InterruptStatus::Resolved;
+            record.resolution = Some(answer.clone());
+            record.resolved_by_run = Some(start.run_id.clone());
+        }
+        let last_seq = continued.unwrap_or(0);
+        match self.runs.get_mut(&start.run_id) {
+            Some(run) => {
+                run.record.status = RunStatus::Running;
+                run.record.owner = OWNER.to_owned();
+                run.record.updated_at = now;
+                run.request_hash.clone_from(&start.request_hash);
+                run.segment_start = last_seq;
+                self.ended.retain(|id| id != &start.run_id);
+            }
+            None => {
+                self.runs.insert(
+                    start.run_id.clone(),
+                    RunEntry {
+                        record: RunRecord {
+                            run_id: start.run_id.clone(),
+                            thread_id: start.thread_id.clone(),
+                            status: RunStatus::Running,
+                            owner: OWNER.to_owned(),
+                            last_seq: 0,
+                            created_at: now,
+                            updated_at: now,
+                        },
+                        events: Vec::new(),
+                        bytes: 0,
+                        request_hash: start.request_hash.clone(),
+                        segment_start: 0,
+                    },
+                );
+                self.threads
+                    .entry(start.thread_id.clone())
+                    .or_default()
+                    .runs
+                    .push(start.run_id.clone());
+            }
+        }
+        self.threads
+            .entry(start.thread_id.clone())
+            .or_default()
+            .active = Some(start.run_id.clone());
+        Ok(Lease {
+            run_id: start.run_id.clone(),
+            thread_id: start.thread_id.clone(),
+            last_seq,
+        })
+    }
+
+    fn write(
+        &mut self,
+        lease: &Lease,
+        events: &[LoggedEvent],
+        end: Option<&RunEnd>,
+        max_bytes: usize,
+        now: SystemTime,
+    ) -> Result<(), LogError> {
+        let fenced = || LogError::Fenced(lease.run_id.clone());
+        let run = self.runs.get(&lease.run_id).ok_or_else(fenced)?;
+        let follows = events
+            .first()
+            .is_none_or(|first| first.seq == run.record.last_seq + 1);
+        if run.record.status != RunStatus::Running || !follows {
+            return Err(fenced());
+        }
+        let bytes = size(events);
+        if end.is_none() && self.bytes + bytes > max_bytes {
+            return Err(LogError::Full(format!(
+                "the live runs' events take {} of the {max_bytes} bytes kept",
+                self.bytes
+            )));
+        }
+        let run = self.runs.get_mut(&lease.run_id).ok_or_else(fenced)?;
+        run.events.extend_from_slice(events);
+        run.bytes += bytes;
+        run.record.last_seq = run.events.last().map_or(run.record.last_seq, |e| e.seq);
+        run.record.updated_at = now;
+        self.bytes += bytes;
+        let Some(end) = end else {
+            return Ok(());
+        };
+        run.record.status = end.status;
+        let thread = self.threads.entry(lease.thread_id.clone()).or_default();
+        if thread.active.as_ref() == Some(&lease.run_id) {
+            thread.active = None;
+        }
+        if let Some(messages) = &end.messages {
+            thread.messages.clone_from(messages);
+            thread.state.clone_from(&end.state);
+            thread.saved = true;
+        }
+        for interrupt in &end.interrupts {
+            self.interrupts.insert(
+                interrupt.id.clone(),
+                InterruptRecord {
+                    id: interrupt.id.clone(),
+                    thread_id: lease.thread_id.clone(),
+                    run_id: lease.run_id.clone(),
+                    tool_call_id: interrupt.tool_call_id.clone(),
+                    tool_name: interrupt.tool_name.clone(),
+                    arguments: interrupt.arguments.clone(),
+                    args_hash: args_hash(&interrupt.arguments),
+                    created_at: now,
+                    expires_at: interrupt.expires_at,
+                    status: InterruptStatus::Pending,
+                    resolution: None,
+                    resolved_by_run: None,
+                },
+            );
+        }
+        self.ended.push_back(lease.run_id.clone());
+        Ok(())
+    }
+
+    /// Forgets the oldest ended runs until the bounds hold.
+    fn evict(&mut self, max_runs: usize, max_bytes: usize) {
+        while self.ended.len() > max_runs || (self.bytes > max_bytes && !self.ended.is_empty()) {
+            let Some(id) = self.ended.pop_front() else {
+                return;
+            };
+            let Some(run) = self.runs.remove(&id) else {
+                continue;
+            };
+            self.bytes -= run.bytes;
+            self.interrupts.retain(|_, i| {
+                i.status == InterruptStatus::Pending
+                    || (i.run_id != id && self.runs.contains_key(&i.run_id))
+            });
+            let thread_id = run.record.thread_id;
+            let forget = self.threads.get_mut(&thread_id).is_some_and(|thread| {
+                thread.runs.retain(|r| r != &id);
+                thread.runs.is_empty() && thread.active.is_none()
+            }) && !self
+                .interrupts
+                .values()
+                .any(|i| i.thread_id == thread_id && i.status == InterruptStatus::Pending);
+            if forget {
+                self.threads.remove(&thread_id);
+            }
+        }
+    }
+
+    fn interrupts(&self, filter: Interrupts<'_>) -> Vec<InterruptRecord> {
+        let mut list: Vec<InterruptRecord> = self
+            .interrupts
+            .values()
+            .filter(|i| match filter {
+                Interrupts::All(status) => status.is_none_or(|s| i.status == s),
+                Interrupts::Id(id) => &i.id == id,
+                Interrupts::PendingOf(thread) => {
+                    &i.thread_id == thread && i.status == InterruptStatus::Pending
+                }
+                Interrupts::ResolvedBy(run) => i.resolved_by_run.as_ref() == Some(run),
+            })
+            .cloned()
+            .collect();
+        list.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+        list
+    }
+}
+
+impl RunLog for MemoryLog {
+    fn start<'a>(&'a self, start: &'a Start) -> BoxFuture<'a, Result<Lease, StartError>> {
+        let started = self.lock().start(start, SystemTime::now());
+        std::future::ready(started).boxed()
+    }
+
+    fn write<'a>(
+        &'a self,
+        lease: &'a Lease,
+        events: &'a [LoggedEvent],
+        end: Option<&'a RunEnd>,
+    ) -> BoxFuture<'a, Result<(), LogError>> {
+        let mut state = self.lock();
+        let written = state.write(lease, events, end, self.max_bytes, SystemTime::now());
+        if written.is_ok() && end.is_some() {
+            state.evict(self.max_runs, self.max_bytes);
+        }
+        std::future::ready(written).boxed()
+    }
+
+    fn refuse<'a>(
+        &'a self,
+        start: &'a Start,
+        events: &'a [LoggedEvent],
+    ) -> BoxFuture<'a, Result<(), StartError>> {
+        let mut state = self.lock();
+        let refused = match state.runs.get(&start.run_id) {
+            Some(run) => Err(StartError::Exists {
+                run: start.run_id.clone(),
+                same: run.request_hash == start.request_hash,
+                from: run.segment_start,
+            }),
+            None => {
+                let now = SystemTime::now();
+                let bytes = size(events);
+                state.runs.insert(
+                    start.run_id.clone(),
+                    RunEntry {
+                        record: RunRecord {
+                            run_id: start.run_id.clone(),
+                            thread_id: start.thread_id.clone(),
+                            status: RunStatus::Failed,
+                            owner: OWNER.to_owned(),
+                            last_seq: events.last().map_or(0, |e| e.seq),
+                            created_at: now,
+                            updated_at: now,
+                        },
+                        events: events.to_vec(),
+                        bytes,
+                        request_hash: start.request_hash.clone(),
+                        segment_start: 0,
+                    },
+                );
+                state.bytes += bytes;
+                state
+                    .threads
+                    .entry(start.thread_id.clone())
+                    .or_default()
+                    .runs
+                    .push(start.run_id.clone());
+                state.ended.push_back(start.run_id.clone());
+                state.evict(self.max_runs, self.max_bytes);
+                Ok(())
+            }
+        };
+        std::future::ready(refused).boxed()
+    }
+
+    fn read<'a>(
+        &'a self,
+        run: &'a RunId,
+        after: u64,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Option<Page>, LogError>> {
+        let page = self.lock().runs.get(run).map(|run| {
+            let from = usize::try_from(after).unwrap_or(usize::MAX);
+            Page {
+                events: run.events.iter().skip(from).take(limit).cloned().collect(),
+                status: run.record.status,
+                last_seq: run.record.last_seq,
+            }
+        });
+        std::future::ready(Ok(page)).boxed()
+    }
+
+    fn hub(&self) -> &Hub {
+        &self.hub
+    }
+
+    fn owner(&self) -> &str {
+        OWNER
+    }
+
+    fn run<'a>(&'a self, run: &'a RunId) -> BoxFuture<'a, Result<Option<RunRecord>, LogError>> {
+        let record = self.lock().runs.get(run).map(|run| run.record.clone());
+        std::future::ready(Ok(record)).boxed()
+    }
+
+    fn thread<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+    ) -> BoxFuture<'a, Result<Option<ThreadRecord>, LogError>> {
+        let state = self.lock();
+        let record = state.threads.get(thread).map(|entry| {
+            let mut runs: Vec<RunRecord> = entry
+                .runs
+                .iter()
+                .filter_map(|id| state.runs.get(id).map(|run| run.record.clone()))
+                .collect();
+            runs.sort_by(|a, b| (a.created_at, &a.run_id).cmp(&(b.created_at, &b.run_id)));
+            ThreadRecord {
+                thread_id: thread.clone(),
+                messages: entry.messages.clone(),
+                state: entry.state.clone(),
+                runs,
+            }
+        });
+        let record = record.filter(|t| !t.runs.is_empty() || state.threads[thread].saved);
+        std::future::ready(Ok(record)).boxed()
+    }
+
+    fn save_thread<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+        messages: &'a [Message],
+        state: Option<&'a Value>,
+    ) -> BoxFuture<'a, Result<(), LogError>> {
+        let mut log = self.lock();
+        let entry = log.threads.entry(thread.clone()).or_default();
+        entry.messages = messages.to_vec();
+        entry.state = state.cloned();
+        entry.saved = true;
+        std::future::ready(Ok(())).boxed()
+    }
+
+    fn interrupts<'a>(
+        &'a self,
+        filter: Interrupts<'a>,
+    ) -> BoxFuture<'a, Result<Vec<InterruptRecord>, LogError>> {
+        let list = self.lock().interrupts(filter);
+        std::future::ready(Ok(list)).boxed()
+    }
+
+    fn heartbeat(&self, _lease: Duration) -> BoxFuture<'_, Result<(), LogError>> {
+        // Nobody else writes this log: its runs are never anyone else's to recover.
+        std::future::ready(Ok(())).boxed()
+    }
+
+    fn lost(&self) -> BoxFuture<'_, Result<Vec<LostRun>, LogError>> {
+        std::future::ready(Ok(Vec::new())).boxed()
+    }
+
+    fn recover<'a>(
+        &'a self,
+        _lost: &'a LostRun,
+        _terminal: &'a LoggedEvent,
+        _retry: bool,
+    ) -> BoxFuture<'a, Result<Option<Recovered>, LogError>> {
+        std::future::ready(Ok(None)).boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn events(from: u64, n: u64) -> Vec<LoggedEvent> {
+        (from..from + n)
+            .map(|seq| LoggedEvent::from_json(seq, format!(r#"{{"n":{seq},"pad":"0123456789"}}"#)))
+            .collect()
+    }
+
+    async fn finished_run(log: &MemoryLog, run: &str, n: u64) {
+        let lease = log
+            .start(&Start::new(format!("t-{run}").into(), run.into()))
+            .await
+            .unwrap();
+        log.write(
+            &lease,
+            &events(1, n),
+            Some(&RunEnd::new(RunStatus::Finished)),
+        )
+        .await
+        .unwrap();
+    }
+
+    #[tokio::test]
+    async fn the_oldest_ended_runs_are_forgotten_first() {
+        let log = MemoryLog::new().max_runs(2);
+        for run in ["a", "b", "c"] {
+            finished_run(&log, run, 3).await;
+        }
+        assert!(log.run(&"a".into()).await.unwrap().is_none(), "forgotten");
+        assert!(log.thread(&"t-a".into()).await.unwrap().is_none());
+        for run in ["b", "c"] {
+            let page = log.read(&run.into(), 1, 10).await.unwrap().unwrap();
+            assert_eq!(page.events, events(2, 2));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_live_run_past_the_bytes_is_refused_more_but_may_end() {
+        let one = size(&events(1, 1));
+        let log = MemoryLog::new().max_bytes(one * 3);
+        finished_run(&log, "old", 2).await;
+        let lease = log
+            .start(&Start::new("t".into(), "live".into()))
+            .await
+            .unwrap();
+        log.write(&lease, &events(1, 1), None).await.unwrap();
+        let full = log.write(&lease, &events(2, 1), None).await;
+        assert!(matches!(full, Err(LogError::Full(_))), "{full:?}");
+        log.write(&lease, &events(2, 1), Some(&RunEnd::new(RunStatus::Failed)))
+            .await
+            .unwrap();
+        assert!(log.run(&"old".into()).await.unwrap().is_none(), "made room");
+        assert_eq!(
+            log.read(&"live".into(), 0, 10)
+                .await
+                .unwrap()
+                .unwrap()
+                .last_seq,
+            2
+        );
+    }
+
+    #[tokio::test]
+    async fn a_write_that_does_not_follow_the_log_is_fenced() {
+        let log = MemoryLog::new();
+        let lease = log
+            .start(&Start::new("t".into(), "r".into()))
+            .await
+            .unwrap();
+        let gap = log.write(&lease, &events(2, 1), None).await;
+        assert!(matches!(gap, Err(LogError::Fenced(_))));
+        log.write(
+            &lease,
+            &events(1, 1),
+            Some(&RunEnd::new(RunStatus::Finished)),
+        )
+        .await
+        .unwrap();
+        let late = log.write(&lease, &events(2, 1), None).await;
+        assert!(matches!(late, Err(LogError::Fenced(_))), "ended");
+    }
+}

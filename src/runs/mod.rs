@@ -1,0 +1,310 @@
+//! The run log as the spine: every AG-UI run, whatever its transport, is started, driven and
+//! followed here, without any HTTP.
+//!
+//! ```text
+//! RunAgentInput ─► Runs::begin (busy thread, same request again, resume[] and its refusals)
+//!                       │ start                                  ┌─ Runs::follow ─► SSE / NDJSON
+//!                       ▼                                        │                 protobuf / WS
+//!                 driver task: the agent ─► events ─► RunLog ────┘                 your transport
+//!                                                  (memory | SQLite | PostgreSQL)
+//! ```
+//!
+//! - [`Runs::begin`] takes a `RunAgentInput` and starts its run in a task of its own (the
+//!   driver), replays it (the same request again), or refuses it (a `RUN_ERROR` with a code,
+//!   recorded as a run so that it reads like any other).
+//! - The driver runs the agent, gathers what it emits into batches and appends them to the
+//!   [`RunLog`] (group commit: a batch gathers while the previous one is written), then ends the
+//!   run there: its status, the thread's conversation and state, the interrupts it stopped at.
+//! - [`Runs::follow`] is a run's events after any point, then as they are logged: what a client
+//!   re-joining with `Last-Event-ID` reads, and what every transport sends. Nothing about
+//!   durability depends on the transport.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), agent_tower::BoxError> {
+//! use agent_tower::agui::{AguiLayer, RunAgentInput};
+//! use agent_tower::{agent::Agent, model::scripted::ScriptedModel, tool::ToolRouter};
+//! use agent_tower::runs::{Begun, Runs};
+//! use futures_util::StreamExt;
+//! use tower::Layer;
+//!
+//! let agui = AguiLayer::new();
+//! let agent = agui.layer(Agent::new(agui.layer(ScriptedModel::new()), agui.layer(ToolRouter::new())));
+//! let runs = Runs::new(agent); // a bounded in-memory log; `.log(store)` for SQLite or PostgreSQL
+//!
+//! let hello = agent_tower::message::Message::user("hello");
+//! let input = RunAgentInput::new("thread".into(), "run-1".into(), vec![(&hello).into()]);
+//! let begun = runs.begin(input.clone()).await?;
+//! assert!(matches!(begun, Begun::Started { .. }));
+//! let events: Vec<_> = runs.follow(begun.run_id().clone(), 0).collect().await;
+//! assert_eq!(events.first().map(|e| e.seq), Some(1));
+//! assert!(events.last().unwrap().is_terminal());
+//!
+//! // The same request again: the same run, replayed with its own ids.
+//! let again = runs.begin(input).await?;
+//! assert!(matches!(again, Begun::Replayed { .. }));
+//! let replayed: Vec<_> = runs.follow(again.run_id().clone(), again.from()).collect().await;
+//! assert_eq!(replayed, events);
+//! # Ok(()) }
+//! ```
+//!
+//! # The rules of a start
+//!
+//! - **One active run per thread**, enforced by the log whichever instance starts it: a second
+//!   run is refused ([`BeginError::Busy`]) or waits ([`BusyThread::Queue`]).
+//! - **The same request again** (same `runId`, same body) replays the stored run (the segment it
+//!   started) under its own ids; a different request under a taken `runId` is refused
+//!   ([`BeginError::RunExists`]).
+//! - **Interrupts**: a run that stopped at interrupts ([`RunOutcome::interrupts`]) leaves them
+//!   pending; the next run on the thread must answer every one in `resume[]`, each at most once.
+//!   It continues the stored conversation, and each decision applies to the very call it was
+//!   asked about (an approval of changed arguments is refused to the model). Refusals are
+//!   `RUN_ERROR`s whose code says why: `interrupts_pending`, `resume_incomplete`,
+//!   `unknown_interrupt`, `interrupt_expired`, `interrupt_already_resolved` (also for the same
+//!   resume under a new `runId`: it never replays another run's events), `resume_invalid`.
+//! - **A resume under the interrupted run's own `runId`** (the shape CopilotKit sends) continues
+//!   that run: its log goes on after the interrupt with a new `RUN_STARTED` under the same id.
+//! - **Nothing acknowledged is lost**: a run that applies decisions keeps what a retry needs. If
+//!   its instance dies (or its log fails) before it ends, it runs again, on whichever instance
+//!   recovers it first, after a `RUN_ERROR` (`run_lost`) that closes the cut segment: an approval
+//!   that was acknowledged is carried out (at least once: a tool that must not run twice can
+//!   recognise its call id). Other runs of a dead instance are closed with that `RUN_ERROR`.
+//! - **A failing log** ends the followers of this process's runs with a `RUN_ERROR` of their own
+//!   (code `store_unavailable`, [`STORE_UNAVAILABLE`]) as soon as a write fails; a run that
+//!   cannot be started is refused ([`BeginError::Unavailable`]) before anything streams.
+//! - **Cancellation-safe**: a caller that goes away at any point of [`Runs::begin`] leaves either
+//!   no run or a run that is driven to its end.
+//!
+//! # Liveness
+//!
+//! Each instance renews its ownership of all its runs with one heartbeat every third of the
+//! [lease](Runs::lease), not a write per run; a sweeper (started by the first `begin` or
+//! `follow`, stopped by the [shutdown token](Runs::shutdown_token)) recovers the runs of
+//! instances that stopped beating. Followers wait for wake-ups, never poll.
+
+mod begin;
+mod driver;
+mod follow;
+mod hub;
+mod log;
+mod memory;
+mod sweep;
+
+use std::{
+    fmt,
+    sync::{Arc, atomic::AtomicBool},
+    time::Duration,
+};
+
+use tokio_util::sync::CancellationToken;
+
+pub use self::{
+    begin::{BeginError, Begun, ResumeError, Resumed},
+    driver::{Ended, RunSummary},
+    follow::{Follow, STORE_UNAVAILABLE},
+    hub::{Hub, Topic},
+    log::{
+        InterruptRecord, InterruptStatus, Interrupts, Lease, LogError, LoggedEvent, LostRun, Page,
+        Recovered, RunEnd, RunLog, RunRecord, RunStatus, Start, StartError, ThreadRecord,
+        args_hash, from_millis, millis,
+    },
+    memory::MemoryLog,
+};
+#[cfg(doc)]
+use crate::run::RunOutcome;
+
+/// What to do with a run on a thread that already has an active run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum BusyThread {
+    /// Refuse it ([`BeginError::Busy`]; `409 Conflict` over HTTP).
+    #[default]
+    Reject,
+    /// Wait until the active run ends, then start.
+    Queue,
+}
+
+/// Called once per run when it ends.
+pub(crate) type OnRunEnd = Arc<dyn Fn(&RunSummary) + Send + Sync>;
+
+/// The run engine: starts, drives and follows runs through a [`RunLog`]; see the
+/// [module docs](self). Clones share the same engine.
+pub struct Runs<A> {
+    inner: Arc<Inner<A>>,
+}
+
+#[derive(Clone)]
+struct Inner<A> {
+    agent: A,
+    log: Arc<dyn RunLog>,
+    config: Config,
+    /// Whether the sweeper was started.
+    sweeping: Arc<AtomicBool>,
+}
+
+#[derive(Clone)]
+struct Config {
+    busy_thread: BusyThread,
+    channel_capacity: usize,
+    lease: Duration,
+    shutdown: CancellationToken,
+    on_run_end: OnRunEnd,
+    max_attempts: u32,
+}
+
+impl<A> Runs<A> {
+    /// An engine running `agent`, its runs in a bounded [`MemoryLog`]. Busy threads are refused,
+    /// the lease is 30 s, a run applying decisions is tried at most 3 times.
+    pub fn new(agent: A) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                agent,
+                log: Arc::new(MemoryLog::new()),
+                config: Config {
+                    busy_thread: BusyThread::Reject,
+                    channel_capacity: 256,
+                    lease: Duration::from_secs(30),
+                    shutdown: CancellationToken::new(),
+                    on_run_end: driver::log_run_end(),
+                    max_attempts: 3,
+                },
+                sweeping: Arc::new(AtomicBool::new(false)),
+            }),
+        }
+    }
+
+    fn inner_mut(&mut self) -> &mut Inner<A>
+    where
+        A: Clone,
+    {
+        Arc::make_mut(&mut self.inner)
+    }
+
+    /// Keeps runs in `log` (a `RunStore` for SQLite or PostgreSQL, your own [`RunLog`]).
+    #[must_use]
+    pub fn log(mut self, log: impl RunLog) -> Self
+    where
+        A: Clone,
+    {
+        self.inner_mut().log = Arc::new(log);
+        self
+    }
+
+    /// Keeps runs in a log shared with others (an ACP agent keeping sessions in the same store).
+    #[must_use]
+    pub fn shared_log(mut self, log: Arc<dyn RunLog>) -> Self
+    where
+        A: Clone,
+    {
+        self.inner_mut().log = log;
+        self
+    }
+
+    /// What happens to a run on a thread that already has an active run (default: refused).
+    #[must_use]
+    pub fn busy_thread(mut self, policy: BusyThread) -> Self
+    where
+        A: Clone,
+    {
+        self.inner_mut().config.busy_thread = policy;
+        self
+    }
+
+    /// How many events a run may emit before its driver takes them (default 256): the run is
+    /// held back while that many wait.
+    ///
+    /// # Panics
+    ///
+    /// If `events` is 0.
+    #[must_use]
+    pub fn channel_capacity(mut self, events: usize) -> Self
+    where
+        A: Clone,
+    {
+        assert!(events > 0, "the channel capacity must be at least 1");
+        self.inner_mut().config.channel_capacity = events;
+        self
+    }
+
+    /// How long this instance may stay silent before its runs count as lost (default 30 s;
+    /// renewed every third of it, one heartbeat for all its runs).
+    #[must_use]
+    pub fn lease(mut self, lease: Duration) -> Self
+    where
+        A: Clone,
+    {
+        self.inner_mut().config.lease = lease.max(Duration::from_millis(30));
+        self
+    }
+
+    /// Every run's cancellation token is a child of `token`: cancelling it (on shutdown) ends
+    /// every active run with a terminal event, stops the sweeper, and refuses new runs.
+    #[must_use]
+    pub fn shutdown_token(mut self, token: CancellationToken) -> Self
+    where
+        A: Clone,
+    {
+        self.inner_mut().config.shutdown = token;
+        self
+    }
+
+    /// Called once per run when it ends (default: one `tracing` line at INFO).
+    #[must_use]
+    pub fn on_run_end<F>(mut self, callback: F) -> Self
+    where
+        A: Clone,
+        F: Fn(&RunSummary) + Send + Sync + 'static,
+    {
+        self.inner_mut().config.on_run_end = Arc::new(callback);
+        self
+    }
+
+    /// How many times a run that applies decisions is started in all, when its instance dies or
+    /// its log fails before its end (default 3, at least 1).
+    #[must_use]
+    pub fn max_attempts(mut self, attempts: u32) -> Self
+    where
+        A: Clone,
+    {
+        self.inner_mut().config.max_attempts = attempts.max(1);
+        self
+    }
+
+    /// The run log: threads, runs and interrupts, to list and read.
+    #[must_use]
+    pub fn run_log(&self) -> &Arc<dyn RunLog> {
+        &self.inner.log
+    }
+
+    /// The events of `run` after `after` (0: from the start), then those logged later, until
+    /// the run has ended and its log is read to the end.
+    #[must_use]
+    pub fn follow(&self, run: RunId, after: u64) -> Follow {
+        Follow::new(self.inner.log.clone(), run, after)
+    }
+
+    /// Cancels `run` if this instance drives it (its terminal event says so); `false` when it
+    /// does not.
+    pub fn cancel(&self, run: &RunId) -> bool {
+        self.inner.log.hub().cancel(run)
+    }
+}
+
+use crate::id::RunId;
+
+impl<A> Clone for Runs<A> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<A> fmt::Debug for Runs<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Runs")
+            .field("agent", &std::any::type_name::<A>())
+            .field("log", &self.inner.log)
+            .field("busy_thread", &self.inner.config.busy_thread)
+            .field("lease", &self.inner.config.lease)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,157 @@
+//! Recovering the runs of instances that died, and of writes that failed.
+
+use std::{
+    sync::{Arc, Weak, atomic::Ordering},
+    time::Duration,
+};
+
+use tower::Service;
+
+use super::{
+    Inner, Interrupts, LogError, LoggedEvent, LostRun, Runs,
+    driver::{Launch, run_error},
+};
+use crate::{
+    BoxError,
+    agui::RunAgentInput,
+    run::{RunOutcome, RunRequest},
+};
+
+impl<A> Runs<A>
+where
+    A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
+    A::Future: Send + 'static,
+{
+    /// Starts, once, the sweeper of this engine: one heartbeat for all this instance's runs every
+    /// third of the lease, and the recovery of lost runs (other instances' that stopped beating),
+    /// until the shutdown token fires or the engine is dropped. [`begin`](Runs::begin) and
+    /// [`follow`](Runs::follow) start it; outside a tokio runtime this does nothing.
+    pub fn sweep(&self) {
+        if tokio::runtime::Handle::try_current().is_err()
+            || self.inner.sweeping.swap(true, Ordering::AcqRel)
+        {
+            return;
+        }
+        tokio::spawn(sweep(Arc::downgrade(&self.inner)));
+    }
+}
+
+async fn sweep<A>(inner: Weak<Inner<A>>)
+where
+    A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
+    A::Future: Send + 'static,
+{
+    let Some((lease, shutdown)) = inner
+        .upgrade()
+        .map(|inner| (inner.config.lease, inner.config.shutdown.clone()))
+    else {
+        return;
+    };
+    let mut tick = tokio::time::interval(lease / 3);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        if let Err(error) = inner.log.heartbeat(lease).await {
+            tracing::warn!(%error, "the heartbeat of this instance's runs failed");
+        }
+        match inner.log.lost().await {
+            Ok(lost) => {
+                for run in lost {
+                    if let Err(error) = inner.recover(&run).await {
+                        tracing::warn!(run_id = %run.record.run_id, %error, "a lost run could not be recovered");
+                    }
+                }
+            }
+            Err(error) => tracing::warn!(%error, "could not look for lost runs"),
+        }
+    }
+}
+
+impl<A> Inner<A>
+where
+    A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
+    A::Future: Send + 'static,
+{
+    /// Recovers `lost` as soon as the log answers (retrying, backing off, until it is done or the
+    /// engine shuts down).
+    pub(super) fn settle(self: &Arc<Self>, lost: LostRun) {
+        let inner = self.clone();
+        tokio::spawn(async move {
+            let shutdown = inner.config.shutdown.clone();
+            let mut wait = Duration::from_millis(250);
+            loop {
+                match inner.recover(&lost).await {
+                    Ok(()) => return,
+                    Err(error) => {
+                        tracing::debug!(run_id = %lost.record.run_id, %error, "the run is not settled yet");
+                    }
+                }
+                tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    () = tokio::time::sleep(wait) => {}
+                }
+                wait = (wait * 2).min(Duration::from_secs(30));
+            }
+        });
+    }
+
+    /// Ends the cut segment of a run nobody drives any more with a `RUN_ERROR` (`run_lost`); a
+    /// run that applies decisions and has attempts left runs again, here.
+    pub(super) async fn recover(self: &Arc<Self>, lost: &LostRun) -> Result<(), LogError> {
+        let run = &lost.record.run_id;
+        if self.log.hub().is_driven(run) {
+            // Started again here meanwhile (the same request retried): nothing is lost.
+            return Ok(());
+        }
+        let input = lost
+            .request
+            .as_ref()
+            .and_then(|request| serde_json::from_value::<RunAgentInput>(request.clone()).ok())
+            .filter(|_| lost.attempts < self.config.max_attempts);
+        let input = match input {
+            Some(input)
+                if !self
+                    .log
+                    .interrupts(Interrupts::ResolvedBy(run))
+                    .await?
+                    .is_empty() =>
+            {
+                Some(input)
+            }
+            _ => None,
+        };
+        let message = if input.is_some() {
+            format!(
+                "run `{run}` stopped before its end (its server or its log failed); it runs again"
+            )
+        } else {
+            format!("run `{run}` ended without its owner (the server stopped while it ran)")
+        };
+        let terminal = LoggedEvent::new(0, run_error("run_lost", message));
+        let Some(recovered) = self.log.recover(lost, &terminal, input.is_some()).await? else {
+            return Ok(());
+        };
+        self.log.hub().wake(run);
+        match (recovered.lease, input) {
+            (Some(lease), Some(input)) => {
+                tracing::warn!(run_id = %run, attempt = lost.attempts + 1, "a run that applies decisions runs again");
+                self.launch(Launch {
+                    lease,
+                    input,
+                    continues: true,
+                    attempts: lost.attempts + 1,
+                });
+            }
+            _ => {
+                tracing::warn!(run_id = %run, thread_id = %lost.record.thread_id, "closed a run whose owner died");
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,356 @@
+//! The routes around runs: re-joining a run's events, the thread view, the review queue and
+//! answers given out of band.
+
+use std::sync::Arc;
+
+use axum::{
+    Json, Router,
+    extract::{Path, Query, State},
+    http::{HeaderMap, StatusCode, header},
+    response::{IntoResponse, Response},
+    routing::{get, post},
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tower_service::Service;
+
+use super::{Format, Rejection, Server, begin_rejection, respond};
+use crate::{
+    BoxError,
+    agui::input::{ResumeEntry, ResumeStatus},
+    id::{InterruptId, RunId, ThreadId},
+    run::{RunOutcome, RunRequest},
+    runs::{
+        InterruptRecord, InterruptStatus, Interrupts, LogError, ResumeError, Resumed, RunRecord,
+        RunStatus,
+    },
+};
+
+/// `GET /runs/{runId}/events`, `GET /threads/{threadId}`, `POST /threads/{threadId}/resume`,
+/// `GET /interrupts`, `POST /interrupts/{id}/resolve`.
+pub(super) fn routes<A>() -> Router<Arc<Server<A>>>
+where
+    A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
+    A::Future: Send + 'static,
+{
+    Router::new()
+        .route("/runs/{run_id}/events", get(run_events::<A>))
+        .route("/threads/{thread_id}", get(thread::<A>))
+        .route("/threads/{thread_id}/resume", post(resume_thread::<A>))
+        .route("/interrupts", get(interrupts::<A>))
+        .route("/interrupts/{interrupt_id}/resolve", post(resolve::<A>))
+}
+
+/// The answer when the run log fails (the cause is logged, not sent).
+fn unavailable(error: &LogError) -> Rejection {
+    tracing::error!(%error, "the run log failed");
+    Rejection::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        crate::runs::STORE_UNAVAILABLE,
+        "the run log is unavailable; try again",
+    )
+}
+
+#[derive(Debug, Deserialize)]
+struct After {
+    after: Option<u64>,
+}
+
+/// Where a re-joining client is: `?after=N`, else `Last-Event-ID: {runId}:{seq}`, else 0.
+fn cursor(run_id: &RunId, query: &After, headers: &HeaderMap) -> Result<u64, Rejection> {
+    if let Some(after) = query.after {
+        return Ok(after);
+    }
+    let Some(last) = headers.get("last-event-id") else {
+        return Ok(0);
+    };
+    let bad = |why: &str| {
+        Rejection::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_last_event_id",
+            format!("`Last-Event-ID` {why}; expected `{run_id}:<seq>`"),
+        )
+    };
+    let last = last.to_str().map_err(|_| bad("is not text"))?;
+    let (run, seq) = last.rsplit_once(':').ok_or_else(|| bad("has no `:`"))?;
+    if run != run_id.as_str() {
+        return Err(bad("names another run"));
+    }
+    seq.parse().map_err(|_| bad("has no sequence number"))
+}
+
+async fn run_events<A>(
+    State(server): State<Arc<Server<A>>>,
+    Path(run_id): Path<String>,
+    Query(query): Query<After>,
+    headers: HeaderMap,
+) -> Response
+where
+    A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
+    A::Future: Send + 'static,
+{
+    let answer = async {
+        let unknown = || {
+            Rejection::new(
+                StatusCode::NOT_FOUND,
+                "unknown_run",
+                format!("no run `{run_id}`"),
+            )
+        };
+        // Ids with control characters are refused when runs start: no such run exists.
+        if run_id.chars().any(char::is_control) {
+            return Err(unknown());
+        }
+        let run_id = RunId::from(run_id.as_str());
+        let after = cursor(&run_id, &query, &headers)?;
+        let run = server
+            .runs
+            .run_log()
+            .run(&run_id)
+            .await
+            .map_err(|e| unavailable(&e))?
+            .ok_or_else(unknown)?;
+        if run.status != RunStatus::Running && after >= run.last_seq {
+            // Up to date with an ended run: nothing to resume (and SSE clients stop retrying).
+            return Ok(StatusCode::NO_CONTENT.into_response());
+        }
+        let format = Format::negotiate(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
+        let follow = server.runs.follow(run_id, after);
+        Ok(respond::events(follow, format, server.config.keep_alive))
+    };
+    answer.await.unwrap_or_else(Rejection::into_response)
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RunView {
+    run_id: RunId,
+    status: String,
+    events: u64,
+    created_at: String,
+    updated_at: String,
+}
+
+impl From<&RunRecord> for RunView {
+    fn from(run: &RunRecord) -> Self {
+        Self {
+            run_id: run.run_id.clone(),
+            status: run.status.to_string(),
+            events: run.last_seq,
+            created_at: humantime::format_rfc3339_millis(run.created_at).to_string(),
+            updated_at: humantime::format_rfc3339_millis(run.updated_at).to_string(),
+        }
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct InterruptView {
+    id: InterruptId,
+    thread_id: ThreadId,
+    run_id: RunId,
+    tool_call_id: crate::id::ToolCallId,
+    tool_name: String,
+    arguments: Value,
+    status: &'static str,
+    created_at: String,
+    expires_at: String,
+    age_seconds: u64,
+    expired: bool,
+    resolved_by_run: Option<RunId>,
+}
+
+impl From<&InterruptRecord> for InterruptView {
+    fn from(record: &InterruptRecord) -> Self {
+        let now = std::time::SystemTime::now();
+        Self {
+            id: record.id.clone(),
+            thread_id: record.thread_id.clone(),
+            run_id: record.run_id.clone(),
+            tool_call_id: record.tool_call_id.clone(),
+            tool_name: record.tool_name.clone(),
+            arguments: record.arguments.clone(),
+            status: record.status.as_str(),
+            created_at: humantime::format_rfc3339_millis(record.created_at).to_string(),
+            expires_at: humantime::format_rfc3339_millis(record.expires_at).to_string(),
+            age_seconds: now
+                .duration_since(record.created_at)
+                .map_or(0, |age| age.as_secs()),
+            expired: record.expires_at <= now,
+            resolved_by_run: record.resolved_by_run.clone(),
+        }
+    }
+}
+
+async fn thread<A>(State(server): State<Arc<Server<A>>>, Path(thread_id): Path<String>) -> Response
+where
+    A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
+    A::Future: Send + 'static,
+{
+    let answer = async {
+        let log = server.runs.run_log();
+        let thread_id = ThreadId::from(thread_id);
+        let thread = log
+            .thread(&thread_id)
+            .await
+            .map_err(|e| unavailable(&e))?
+            .ok_or_else(|| {
+                Rejection::new(
+                    StatusCode::NOT_FOUND,
+                    "unknown_thread",
+                    format!("no thread `{thread_id}`"),
+                )
+            })?;
+        let pending = log
+            .interrupts(Interrupts::PendingOf(&thread_id))
+            .await
+            .map_err(|e| unavailable(&e))?;
+        let messages: Vec<crate::agui::input::Message> =
+            thread.messages.iter().map(Into::into).collect();
+        Ok::<_, Rejection>(
+            Json(json!({
+                "threadId": thread.thread_id,
+                "messages": messages,
+                "state": thread.state,
+                "runs": thread.runs.iter().map(RunView::from).collect::<Vec<_>>(),
+                "pendingInterrupts": pending.iter().map(InterruptView::from).collect::<Vec<_>>(),
+            }))
+            .into_response(),
+        )
+    };
+    answer.await.unwrap_or_else(Rejection::into_response)
+}
+
+#[derive(Debug, Deserialize)]
+struct StatusFilter {
+    status: Option<String>,
+}
+
+async fn interrupts<A>(
+    State(server): State<Arc<Server<A>>>,
+    Query(filter): Query<StatusFilter>,
+) -> Response
+where
+    A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
+    A::Future: Send + 'static,
+{
+    let answer = async {
+        let status = match filter.status.as_deref() {
+            None | Some("all") => None,
+            Some("pending") => Some(InterruptStatus::Pending),
+            Some("resolved") => Some(InterruptStatus::Resolved),
+            Some(other) => {
+                return Err(Rejection::new(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_status",
+                    format!("unknown status `{other}`: use pending, resolved or all"),
+                )
+                .field("status"));
+            }
+        };
+        let list = server
+            .runs
+            .run_log()
+            .interrupts(Interrupts::All(status))
+            .await
+            .map_err(|e| unavailable(&e))?;
+        Ok(Json(json!({
+            "interrupts": list.iter().map(InterruptView::from).collect::<Vec<_>>()
+        }))
+        .into_response())
+    };
+    answer.await.unwrap_or_else(Rejection::into_response)
+}
+
+/// The answer to one interrupt, out of band.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Resolve {
+    #[serde(default = "resolved")]
+    status: ResumeStatus,
+    payload: Option<Value>,
+}
+
+fn resolved() -> ResumeStatus {
+    ResumeStatus::Resolved
+}
+
+/// Answers for pending interrupts of a thread, out of band.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ResumeThread {
+    resume: Vec<ResumeEntry>,
+}
+
+fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, Rejection> {
+    serde_json::from_slice(body).map_err(|e| {
+        Rejection::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_input",
+            format!("invalid body: {e}"),
+        )
+    })
+}
+
+/// `202` with where to watch the run, or why no run was taken.
+fn resumed(result: Result<Resumed, ResumeError>) -> Response {
+    let Resumed { thread_id, run_id } = match result {
+        Ok(resumed) => resumed,
+        Err(ResumeError::Begin(error)) => return begin_rejection(error).into_response(),
+        Err(error) => {
+            let status = match error {
+                ResumeError::UnknownInterrupt(_) => StatusCode::NOT_FOUND,
+                ResumeError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
+                _ => StatusCode::CONFLICT,
+            };
+            return Rejection::new(status, error.code(), error.to_string()).into_response();
+        }
+    };
+    (
+        StatusCode::ACCEPTED,
+        Json(json!({
+            "threadId": thread_id,
+            "runId": run_id,
+            "events": format!("/runs/{run_id}/events"),
+        })),
+    )
+        .into_response()
+}
+
+async fn resolve<A>(
+    State(server): State<Arc<Server<A>>>,
+    Path(interrupt_id): Path<String>,
+    body: axum::body::Bytes,
+) -> Response
+where
+    A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
+    A::Future: Send + 'static,
+{
+    let body: Resolve = match parse_json(&body) {
+        Ok(body) => body,
+        Err(rejection) => return rejection.into_response(),
+    };
+    let id = InterruptId::from(interrupt_id);
+    let result = server.runs.resolve(&id, body.status, body.payload).await;
+    resumed(result)
+}
+
+async fn resume_thread<A>(
+    State(server): State<Arc<Server<A>>>,
+    Path(thread_id): Path<String>,
+    body: axum::body::Bytes,
+) -> Response
+where
+    A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
+    A::Future: Send + 'static,
+{
+    let body: ResumeThread = match parse_json(&body) {
+        Ok(body) => body,
+        Err(rejection) => return rejection.into_response(),
+    };
+    let result = server
+        .runs
+        .resume_thread(ThreadId::from(thread_id), body.resume)
+        .await;
+    resumed(result)
+}

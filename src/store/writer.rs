@@ -1,0 +1,768 @@
+//! The writer task: every write of the store, from every run, committed in groups.
+//!
+//! Jobs queue while a group commits; the next group takes all of them (up to [`MAX_GROUP`]) into
+//! one transaction: one commit, one fsync, for many runs. A job whose checks refuse it (a start
+//! on a busy thread, say) is rolled back alone, to a savepoint; a failing group fails all its
+//! jobs, which then fail their runs.
+
+use std::{
+    collections::HashSet,
+    sync::LazyLock,
+    time::{Duration, SystemTime},
+};
+
+use serde_json::Value;
+use sqlx::{Acquire, Any, AnyPool, Transaction};
+use tokio::sync::{mpsc, oneshot};
+
+use super::{
+    Backend, CHANNEL, COMMIT_TIMEOUT,
+    sql::{INTERRUPT_COLUMNS, interrupt_record, number, seq, signed, text},
+};
+use crate::{
+    id::{InterruptId, RunId, ThreadId},
+    message::Message,
+    runs::{
+        InterruptStatus, Lease, LogError, LoggedEvent, LostRun, Recovered, RunEnd, RunStatus,
+        Start, StartError, args_hash, millis,
+    },
+};
+
+/// The most jobs one transaction carries.
+const MAX_GROUP: usize = 256;
+
+/// How many jobs may wait for the writer before callers wait to queue theirs.
+const QUEUE: usize = 1024;
+
+/// One write, with where its answer goes.
+pub(super) enum Job {
+    Start {
+        start: Start,
+        reply: oneshot::Sender<Result<Lease, StartError>>,
+    },
+    Write {
+        lease: Lease,
+        events: Vec<LoggedEvent>,
+        end: Option<RunEnd>,
+        reply: oneshot::Sender<Result<(), LogError>>,
+    },
+    Refuse {
+        start: Start,
+        events: Vec<LoggedEvent>,
+        reply: oneshot::Sender<Result<(), StartError>>,
+    },
+    SaveThread {
+        thread: ThreadId,
+        messages: Vec<Message>,
+        state: Option<Value>,
+        reply: oneshot::Sender<Result<(), LogError>>,
+    },
+    Heartbeat {
+        lease: Duration,
+        reply: oneshot::Sender<Result<(), LogError>>,
+    },
+    Recover {
+        lost: LostRun,
+        terminal: LoggedEvent,
+        retry: bool,
+        reply: oneshot::Sender<Result<Option<Recovered>, LogError>>,
+    },
+}
+
+/// What the writer knows.
+struct Writer {
+    pool: AnyPool,
+    backend: Backend,
+    owner: String,
+}
+
+/// Starts the writer task of `pool`; it ends when every sender is gone.
+pub(super) fn spawn(pool: AnyPool, backend: Backend, owner: String) -> mpsc::Sender<Job> {
+    let (jobs, mut queue) = mpsc::channel(QUEUE);
+    let writer = Writer {
+        pool,
+        backend,
+        owner,
+    };
+    tokio::spawn(async move {
+        let mut group = Vec::with_capacity(MAX_GROUP);
+        while queue.recv_many(&mut group, MAX_GROUP).await > 0 {
+            writer.commit(std::mem::take(&mut group)).await;
+        }
+    });
+    jobs
+}
+
+/// A job done inside the group's transaction, waiting for the commit to answer.
+enum Done {
+    Start(
+        oneshot::Sender<Result<Lease, StartError>>,
+        Result<Lease, StartError>,
+    ),
+    Unit(oneshot::Sender<Result<(), LogError>>, Result<(), LogError>),
+    Refuse(
+        oneshot::Sender<Result<(), StartError>>,
+        Result<(), StartError>,
+    ),
+    Recover(
+        oneshot::Sender<Result<Option<Recovered>, LogError>>,
+        Result<Option<Recovered>, LogError>,
+    ),
+}
+
+impl Done {
+    /// Sends the answer; a job that succeeded inside a transaction that did not commit gets
+    /// `failed` instead.
+    fn answer(self, failed: Option<&str>) {
+        let fail = |why: &str| LogError::unavailable(why.to_owned());
+        // A caller that went away does not care: sending may fail.
+        match (self, failed) {
+            (Self::Start(reply, Ok(_)), Some(why)) => {
+                let _ = reply.send(Err(StartError::Log(fail(why))));
+            }
+            (Self::Start(reply, result), _) => {
+                let _ = reply.send(result);
+            }
+            (Self::Unit(reply, Ok(())), Some(why)) => {
+                let _ = reply.send(Err(fail(why)));
+            }
+            (Self::Unit(reply, result), _) => {
+                let _ = reply.send(result);
+            }
+            (Self::Refuse(reply, Ok(())), Some(why)) => {
+                let _ = reply.send(Err(StartError::Log(fail(why))));
+            }
+            (Self::Refuse(reply, result), _) => {
+                let _ = reply.send(result);
+            }
+            (Self::Recover(reply, Ok(_)), Some(why)) => {
+                let _ = reply.send(Err(fail(why)));
+            }
+            (Self::Recover(reply, result), _) => {
+                let _ = reply.send(result);
+            }
+        }
+    }
+
+    fn succeeded(&self) -> bool {
+        match self {
+            Self::Start(_, r) => r.is_ok(),
+            Self::Unit(_, r) => r.is_ok(),
+            Self::Refuse(_, r) => r.is_ok(),
+            Self::Recover(_, r) => r.is_ok(),
+        }
+    }
+}
+
+/// The group's transaction, or a job's savepoint in it.
+type Tx<'c> = Transaction<'c, Any>;
+
+impl Writer {
+    /// Commits `group` in one transaction and answers each job.
+    async fn commit(&self, group: Vec<Job>) {
+        let mut done = Vec::with_capacity(group.len());
+        let committed = tokio::time::timeout(COMMIT_TIMEOUT, self.run(group, &mut done)).await;
+        let failed = match committed {
+            Ok(Ok(())) => None,
+            Ok(Err(error)) => Some(format!("the store failed: {error}")),
+            Err(_) => Some(format!(
+                "the store did not commit within {} s",
+                COMMIT_TIMEOUT.as_secs()
+            )),
+        };
+        if let Some(why) = &failed {
+            tracing::error!(reason = %why, jobs = done.len(), "a group of writes failed");
+        }
+        for job in done {
+            job.answer(failed.as_deref());
+        }
+    }
+
+    async fn run(&self, group: Vec<Job>, done: &mut Vec<Done>) -> Result<(), sqlx::Error> {
+        let mut tx = self.pool.begin().await?;
+        let now = SystemTime::now();
+        for job in group {
+            let (answer, error) = match job {
+                Job::Start { start, reply } => {
+                    let mut savepoint = (&mut tx).begin().await?;
+                    let (result, error) = split(self.start(&mut savepoint, &start, now).await);
+                    if error.is_none() {
+                        end_savepoint(savepoint, result.is_ok()).await?;
+                    }
+                    (Done::Start(reply, result), error)
+                }
+                Job::Refuse {
+                    start,
+                    events,
+                    reply,
+                } => {
+                    let mut savepoint = (&mut tx).begin().await?;
+                    let (result, error) =
+                        split(self.refuse(&mut savepoint, &start, &events, now).await);
+                    if error.is_none() {
+                        end_savepoint(savepoint, result.is_ok()).await?;
+                    }
+                    (Done::Refuse(reply, result), error)
+                }
+                Job::Write {
+                    lease,
+                    events,
+                    end,
+                    reply,
+                } => {
+                    let written = self
+                        .write(&mut tx, &lease, &events, end.as_ref(), now)
+                        .await;
+                    let (result, error) = split(written);
+                    (Done::Unit(reply, result.map_err(log_error)), error)
+                }
+                Job::SaveThread {
+                    thread,
+                    messages,
+                    state,
+                    reply,
+                } => {
+                    let saved = save_thread(&mut tx, &thread, &messages, state.as_ref(), now).await;
+                    let (result, error) = split(saved);
+                    (Done::Unit(reply, result.map_err(log_error)), error)
+                }
+                Job::Heartbeat { lease, reply } => {
+                    let (result, error) = split(self.heartbeat(&mut tx, lease, now).await);
+                    (Done::Unit(reply, result.map_err(log_error)), error)
+                }
+                Job::Recover {
+                    lost,
+                    terminal,
+                    retry,
+                    reply,
+                } => {
+                    let recovered = self.recover(&mut tx, &lost, &terminal, retry, now).await;
+                    let (result, error) = split(recovered);
+                    (Done::Recover(reply, result.map_err(log_error)), error)
+                }
+            };
+            done.push(answer);
+            if let Some(error) = error {
+                return Err(error);
+            }
+        }
+        if done.iter().any(Done::succeeded) {
+            tx.commit().await
+        } else {
+            tx.rollback().await
+        }
+    }
+
+    /// See [`RunLog::start`](crate::runs::RunLog::start).
+    async fn start(
+        &self,
+        tx: &mut Tx<'_>,
+        start: &Start,
+        now: SystemTime,
+    ) -> Result<Lease, Failure> {
+        let existing = sqlx::query(
+            "SELECT status, request_hash, segment_start, last_seq FROM runs WHERE run_id = $1",
+        )
+        .bind(start.run_id.as_str())
+        .fetch_optional(&mut **tx)
+        .await?;
+        let continued = match existing {
+            None => None,
+            Some(row) => {
+                let status = RunStatus::parse(&text(&row, "status")?)?;
+                if text(&row, "request_hash")? == start.request_hash {
+                    return Err(refused(StartError::Exists {
+                        run: start.run_id.clone(),
+                        same: true,
+                        from: seq(number(&row, "segment_start")?),
+                    }));
+                }
+                let own = status == RunStatus::Interrupted
+                    && !start.resume.is_empty()
+                    && self.resumes_own_interrupts(tx, start).await?;
+                if !own {
+                    return Err(refused(StartError::Exists {
+                        run: start.run_id.clone(),
+                        same: false,
+                        from: 0,
+                    }));
+                }
+                Some(seq(number(&row, "last_seq")?))
+            }
+        };
+        let request = start.request.as_ref().map(Value::to_string);
+        let written = match continued {
+            // The interrupted run itself, resumed under its own id: its log goes on.
+            Some(_) => {
+                sqlx::query(
+                    "UPDATE runs SET status = 'running', owner = $1, lease_expires_at = 0, \
+                     request_hash = $2, request = $3, segment_start = last_seq, attempts = 1, \
+                     updated_at = $4 WHERE run_id = $5 AND status = 'interrupted'",
+                )
+                .bind(&self.owner)
+                .bind(&start.request_hash)
+                .bind(request)
+                .bind(millis(now))
+                .bind(start.run_id.as_str())
+                .execute(&mut **tx)
+                .await
+            }
+            None => {
+                sqlx::query(
+                    "INSERT INTO runs (run_id, thread_id, status, owner, lease_expires_at, \
+                     last_seq, created_at, updated_at, request_hash, request, segment_start, \
+                     attempts) VALUES ($1, $2, 'running', $3, 0, 0, $4, $4, $5, $6, 0, 1) \
+                     ON CONFLICT DO NOTHING",
+                )
+                .bind(start.run_id.as_str())
+                .bind(start.thread_id.as_str())
+                .bind(&self.owner)
+                .bind(millis(now))
+                .bind(&start.request_hash)
+                .bind(request)
+                .execute(&mut **tx)
+                .await
+            }
+        };
+        let written = match written {
+            Ok(done) => done.rows_affected(),
+            // The thread's active run is somebody else's (the unique index of running runs).
+            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => 0,
+            Err(e) => return Err(e.into()),
+        };
+        if written == 0 {
+            return Err(self.not_started(tx, start).await?);
+        }
+        let pending: HashSet<InterruptId> = sqlx::query(
+            "SELECT interrupt_id FROM interrupts WHERE thread_id = $1 AND status = 'pending'",
+        )
+        .bind(start.thread_id.as_str())
+        .fetch_all(&mut **tx)
+        .await?
+        .iter()
+        .map(|row| text(row, "interrupt_id").map(InterruptId::from))
+        .collect::<Result<_, _>>()?;
+        for (id, answer) in &start.resume {
+            self.resolve(tx, start, id, answer, now).await?;
+        }
+        let answered: HashSet<&InterruptId> = start.resume.iter().map(|(id, _)| id).collect();
+        let mut missing: Vec<InterruptId> = pending
+            .iter()
+            .filter(|id| !answered.contains(id))
+            .cloned()
+            .collect();
+        if !missing.is_empty() {
+            missing.sort();
+            return Err(refused(if start.resume.is_empty() {
+                StartError::InterruptsPending(missing)
+            } else {
+                StartError::ResumeMissing(missing)
+            }));
+        }
+        Ok(Lease {
+            run_id: start.run_id.clone(),
+            thread_id: start.thread_id.clone(),
+            last_seq: continued.unwrap_or(0),
+        })
+    }
+
+    /// Whether every interrupt `start` resumes is one its own run stopped at.
+    async fn resumes_own_interrupts(
+        &self,
+        tx: &mut Tx<'_>,
+        start: &Start,
+    ) -> Result<bool, Failure> {
+        for (id, _) in &start.resume {
+            let owner = sqlx::query("SELECT run_id FROM interrupts WHERE interrupt_id = $1")
+                .bind(id.as_str())
+                .fetch_optional(&mut **tx)
+                .await?;
+            match owner {
+                Some(row) if text(&row, "run_id")? == start.run_id.as_str() => {}
+                _ => return Ok(false),
+            }
+        }
+        Ok(true)
+    }
+
+    /// Why a start wrote nothing: the run exists, or the thread is busy.
+    async fn not_started(&self, tx: &mut Tx<'_>, start: &Start) -> Result<Failure, Failure> {
+        let exists = sqlx::query("SELECT request_hash, segment_start FROM runs WHERE run_id = $1")
+            .bind(start.run_id.as_str())
+            .fetch_optional(&mut **tx)
+            .await?;
+        if let Some(row) = exists {
+            let same = text(&row, "request_hash")? == start.request_hash;
+            return Ok(refused(StartError::Exists {
+                run: start.run_id.clone(),
+                same,
+                from: if same {
+                    seq(number(&row, "segment_start")?)
+                } else {
+                    0
+                },
+            }));
+        }
+        let active =
+            sqlx::query("SELECT run_id FROM runs WHERE thread_id = $1 AND status = 'running'")
+                .bind(start.thread_id.as_str())
+                .fetch_optional(&mut **tx)
+                .await?
+                .map(|row| text(&row, "run_id").map(RunId::from))
+                .transpose()?;
+        Ok(refused(StartError::Busy {
+            thread: start.thread_id.clone(),
+            active,
+        }))
+    }
+
+    /// Resolves one interrupt for `start`: pending, this thread's, not expired; exactly once.
+    async fn resolve(
+        &self,
+        tx: &mut Tx<'_>,
+        start: &Start,
+        id: &InterruptId,
+        answer: &Value,
+        now: SystemTime,
+    ) -> Result<(), Failure> {
+        let row = sqlx::query(&format!(
+            "SELECT {INTERRUPT_COLUMNS} FROM interrupts WHERE interrupt_id = $1"
+        ))
+        .bind(id.as_str())
+        .fetch_optional(&mut **tx)
+        .await?;
+        let record = match row.as_ref().map(interrupt_record).transpose()? {
+            Some(record) if record.thread_id == start.thread_id => record,
+            _ => return Err(refused(StartError::UnknownInterrupt(id.clone()))),
+        };
+        if record.status == InterruptStatus::Resolved {
+            return Err(refused(StartError::AlreadyResolved {
+                id: id.clone(),
+                by_run: record.resolved_by_run.unwrap_or(record.run_id),
+            }));
+        }
+        if record.expires_at <= now {
+            return Err(refused(StartError::Expired(id.clone())));
+        }
+        let resolved = sqlx::query(
+            "UPDATE interrupts SET status = 'resolved', resolution = $1, \
+             resolved_by_run = $2, resolved_at = $3 \
+             WHERE interrupt_id = $4 AND status = 'pending' AND expires_at > $3",
+        )
+        .bind(answer.to_string())
+        .bind(start.run_id.as_str())
+        .bind(millis(now))
+        .bind(id.as_str())
+        .execute(&mut **tx)
+        .await?;
+        if resolved.rows_affected() == 0 {
+            return Err(refused(StartError::AlreadyResolved {
+                id: id.clone(),
+                by_run: record.run_id,
+            }));
+        }
+        Ok(())
+    }
+
+    /// See [`RunLog::refuse`](crate::runs::RunLog::refuse).
+    async fn refuse(
+        &self,
+        tx: &mut Tx<'_>,
+        start: &Start,
+        events: &[LoggedEvent],
+        now: SystemTime,
+    ) -> Result<(), Failure> {
+        let inserted = sqlx::query(
+            "INSERT INTO runs (run_id, thread_id, status, owner, lease_expires_at, last_seq, \
+             created_at, updated_at, request_hash, segment_start, attempts) \
+             VALUES ($1, $2, 'failed', $3, 0, $4, $5, $5, $6, 0, 1) ON CONFLICT DO NOTHING",
+        )
+        .bind(start.run_id.as_str())
+        .bind(start.thread_id.as_str())
+        .bind(&self.owner)
+        .bind(signed(events.last().map_or(0, |e| e.seq)))
+        .bind(millis(now))
+        .bind(&start.request_hash)
+        .execute(&mut **tx)
+        .await?;
+        if inserted.rows_affected() == 0 {
+            return Err(self.not_started(tx, start).await?);
+        }
+        insert_events(tx, &start.run_id, events).await?;
+        Ok(())
+    }
+
+    /// See [`RunLog::write`](crate::runs::RunLog::write).
+    async fn write(
+        &self,
+        tx: &mut Tx<'_>,
+        lease: &Lease,
+        events: &[LoggedEvent],
+        end: Option<&RunEnd>,
+        now: SystemTime,
+    ) -> Result<(), Failure> {
+        let status = end.map_or(RunStatus::Running, |end| end.status);
+        let fenced = match (events.first(), events.last()) {
+            (Some(first), Some(last)) => {
+                sqlx::query(
+                    "UPDATE runs SET status = $1, last_seq = $2, updated_at = $3 \
+                     WHERE run_id = $4 AND owner = $5 AND status = 'running' AND last_seq = $6",
+                )
+                .bind(status.as_str())
+                .bind(signed(last.seq))
+                .bind(millis(now))
+                .bind(lease.run_id.as_str())
+                .bind(&self.owner)
+                .bind(signed(first.seq - 1))
+                .execute(&mut **tx)
+                .await?
+            }
+            _ => {
+                sqlx::query(
+                    "UPDATE runs SET status = $1, updated_at = $2 \
+                     WHERE run_id = $3 AND owner = $4 AND status = 'running'",
+                )
+                .bind(status.as_str())
+                .bind(millis(now))
+                .bind(lease.run_id.as_str())
+                .bind(&self.owner)
+                .execute(&mut **tx)
+                .await?
+            }
+        };
+        if fenced.rows_affected() == 0 {
+            return Err(LogError::Fenced(lease.run_id.clone()).into());
+        }
+        insert_events(tx, &lease.run_id, events).await?;
+        if let Some(end) = end {
+            if let Some(messages) = &end.messages {
+                save_thread(tx, &lease.thread_id, messages, end.state.as_ref(), now).await?;
+            }
+            for interrupt in &end.interrupts {
+                sqlx::query(
+                    "INSERT INTO interrupts (interrupt_id, thread_id, run_id, tool_call_id, \
+                     tool_name, arguments, args_hash, created_at, expires_at, status) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending')",
+                )
+                .bind(interrupt.id.as_str())
+                .bind(lease.thread_id.as_str())
+                .bind(lease.run_id.as_str())
+                .bind(interrupt.tool_call_id.as_str())
+                .bind(interrupt.tool_name.as_str())
+                .bind(interrupt.arguments.to_string())
+                .bind(args_hash(&interrupt.arguments))
+                .bind(millis(now))
+                .bind(millis(interrupt.expires_at))
+                .execute(&mut **tx)
+                .await?;
+            }
+        }
+        if let Some(last) = events.last() {
+            self.notify(tx, &lease.run_id, last.seq).await?;
+        } else if end.is_some() {
+            self.notify(tx, &lease.run_id, 0).await?;
+        }
+        Ok(())
+    }
+
+    /// See [`RunLog::heartbeat`](crate::runs::RunLog::heartbeat).
+    async fn heartbeat(
+        &self,
+        tx: &mut Tx<'_>,
+        lease: Duration,
+        now: SystemTime,
+    ) -> Result<(), Failure> {
+        sqlx::query(
+            "INSERT INTO instances (owner, expires_at) VALUES ($1, $2) \
+             ON CONFLICT (owner) DO UPDATE SET expires_at = excluded.expires_at",
+        )
+        .bind(&self.owner)
+        .bind(millis(now + lease))
+        .execute(&mut **tx)
+        .await?;
+        // Instances gone for a day with nothing left running are forgotten.
+        sqlx::query(
+            "DELETE FROM instances WHERE expires_at < $1 AND NOT EXISTS \
+             (SELECT 1 FROM runs WHERE runs.owner = instances.owner AND runs.status = 'running')",
+        )
+        .bind(millis(now) - 24 * 3600 * 1000)
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+
+    /// See [`RunLog::recover`](crate::runs::RunLog::recover).
+    async fn recover(
+        &self,
+        tx: &mut Tx<'_>,
+        lost: &LostRun,
+        terminal: &LoggedEvent,
+        retry: bool,
+        now: SystemTime,
+    ) -> Result<Option<Recovered>, Failure> {
+        let run = &lost.record.run_id;
+        let sql = if retry {
+            "UPDATE runs SET owner = $1, last_seq = last_seq + 1, segment_start = last_seq + 1, \
+             attempts = attempts + 1, lease_expires_at = 0, updated_at = $2 \
+             WHERE run_id = $3 AND status = 'running' AND owner = $4 RETURNING last_seq"
+        } else {
+            "UPDATE runs SET status = 'failed', owner = $1, last_seq = last_seq + 1, \
+             updated_at = $2 WHERE run_id = $3 AND status = 'running' AND owner = $4 \
+             RETURNING last_seq"
+        };
+        let taken = sqlx::query(sql)
+            .bind(&self.owner)
+            .bind(millis(now))
+            .bind(run.as_str())
+            .bind(&lost.record.owner)
+            .fetch_optional(&mut **tx)
+            .await?;
+        let Some(row) = taken else {
+            return Ok(None);
+        };
+        let at = seq(number(&row, "last_seq")?);
+        let terminal = terminal.clone().with_seq(at);
+        insert_events(tx, run, std::slice::from_ref(&terminal)).await?;
+        self.notify(tx, run, at).await?;
+        Ok(Some(Recovered {
+            terminal,
+            lease: retry.then(|| Lease {
+                run_id: run.clone(),
+                thread_id: lost.record.thread_id.clone(),
+                last_seq: at,
+            }),
+        }))
+    }
+
+    /// Tells other instances (PostgreSQL) that `run_id`'s log changed: delivered at commit, to
+    /// every instance listening.
+    async fn notify(&self, tx: &mut Tx<'_>, run_id: &RunId, last: u64) -> Result<(), sqlx::Error> {
+        if self.backend == Backend::Postgres {
+            sqlx::query("SELECT pg_notify($1, $2)")
+                .bind(CHANNEL)
+                .bind(format!("{last}:{run_id}"))
+                .execute(&mut **tx)
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+/// A job's failure inside the group: a refusal of the job alone, or an error of the store that
+/// fails the whole group.
+#[derive(Debug)]
+enum Failure {
+    Refused(StartError),
+    Store(sqlx::Error),
+}
+
+fn refused(error: StartError) -> Failure {
+    Failure::Refused(error)
+}
+
+impl From<sqlx::Error> for Failure {
+    fn from(e: sqlx::Error) -> Self {
+        Self::Store(e)
+    }
+}
+
+impl From<LogError> for Failure {
+    fn from(e: LogError) -> Self {
+        Self::Refused(StartError::Log(e))
+    }
+}
+
+/// A job's answer, and the error of the store that fails its group, if any.
+fn split<T>(result: Result<T, Failure>) -> (Result<T, StartError>, Option<sqlx::Error>) {
+    match result {
+        Ok(value) => (Ok(value), None),
+        Err(Failure::Refused(error)) => (Err(error), None),
+        Err(Failure::Store(error)) => (
+            Err(StartError::Log(LogError::unavailable(error.to_string()))),
+            Some(error),
+        ),
+    }
+}
+
+/// The answer of a job that is not a start.
+fn log_error(error: StartError) -> LogError {
+    match error {
+        StartError::Log(error) => error,
+        other => LogError::unavailable(other.to_string()),
+    }
+}
+
+/// Ends a job's savepoint: kept when the job succeeded, rolled back when it was refused.
+async fn end_savepoint(savepoint: Tx<'_>, keep: bool) -> Result<(), sqlx::Error> {
+    if keep {
+        savepoint.commit().await
+    } else {
+        savepoint.rollback().await
+    }
+}
+
+/// The most rows one `INSERT` carries: well under every engine's parameter limit.
+const MAX_ROWS: usize = 256;
+
+/// `INSERT INTO run_events … VALUES` with `rows` rows.
+fn insert_sql(rows: usize) -> String {
+    let mut sql = String::from("INSERT INTO run_events (run_id, seq, event) VALUES ");
+    for i in 0..rows {
+        if i > 0 {
+            sql.push_str(", ");
+        }
+        sql.push_str(&format!("($1, ${}, ${})", 2 * i + 2, 2 * i + 3));
+    }
+    sql
+}
+
+/// The statements for 1, 2, 4 … [`MAX_ROWS`] rows: a batch of any size is written with a few
+/// of them, so the connection prepares each once instead of one statement per batch size.
+static INSERTS: LazyLock<Vec<String>> = LazyLock::new(|| {
+    std::iter::successors(Some(1), |rows| (rows * 2 <= MAX_ROWS).then_some(rows * 2))
+        .map(insert_sql)
+        .collect()
+});
+
+async fn insert_events(
+    tx: &mut Tx<'_>,
+    run_id: &RunId,
+    events: &[LoggedEvent],
+) -> Result<(), sqlx::Error> {
+    let mut rest = events;
+    while !rest.is_empty() {
+        // The largest statement that fits what is left.
+        let index = (usize::BITS - 1 - rest.len().min(MAX_ROWS).leading_zeros()) as usize;
+        let (chunk, tail) = rest.split_at(1 << index);
+        let mut query = sqlx::query(&INSERTS[index]).bind(run_id.as_str());
+        for event in chunk {
+            query = query.bind(signed(event.seq)).bind(event.json_str());
+        }
+        query.execute(&mut **tx).await?;
+        rest = tail;
+    }
+    Ok(())
+}
+
+async fn save_thread(
+    tx: &mut Tx<'_>,
+    thread_id: &ThreadId,
+    messages: &[Message],
+    state: Option<&Value>,
+    now: SystemTime,
+) -> Result<(), Failure> {
+    let messages = serde_json::to_string(messages)
+        .map_err(|e| LogError::Corrupt(format!("conversation ({e})")))?;
+    sqlx::query(
+        "INSERT INTO threads (thread_id, messages, state, updated_at) VALUES ($1, $2, $3, $4) \
+         ON CONFLICT (thread_id) DO UPDATE SET messages = excluded.messages, \
+         state = excluded.state, updated_at = excluded.updated_at",
+    )
+    .bind(thread_id.as_str())
+    .bind(messages)
+    .bind(state.map(Value::to_string))
+    .bind(millis(now))
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
