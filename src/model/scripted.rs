@@ -5,7 +5,8 @@
 //! 1. the [`Rule`]s of its [`Script`], in order: the first whose [`When`] matches gives the reply;
 //! 2. if the client forwarded `{"scripted": {"tokens": N}}` (AG-UI `forwardedProps`), N tokens of
 //!    filler text, for benchmarks and load tests of any length; with `"delay_ms": D` as well, one
-//!    token every D milliseconds (a slow model, or with a large D an idle stream);
+//!    token every D milliseconds (a slow model, or with a large D an idle stream); a user asking
+//!    for tools gets their calls first, and the filler after their results;
 //! 3. after tool results, a sentence quoting them;
 //! 4. if the user mentions tools it was given, a call of each (all in one step, so they run in
 //!    parallel), with the first JSON object that follows the name as arguments;
@@ -187,7 +188,9 @@ impl ScriptedModel {
         plan.delay = setting("delay_ms")
             .or(slowly.then_some(SLOW_DELAY_MS))
             .map(Duration::from_millis);
-        if steps.is_none() {
+        // Filler answers, unless the user asks for tools: a run of any length after a call.
+        let calls = || mentioned_tools(&user_text, req.tools.iter().map(|t| t.name.as_str()));
+        if steps.is_none() && (after_tool || calls().is_empty()) {
             if let Some(tokens) = filler {
                 plan.filler(tokens);
                 return plan;
@@ -207,7 +210,7 @@ impl ScriptedModel {
                     "The user said \"{user_text}\". Let me answer briefly."
                 )));
             }
-            let calls = mentioned_tools(&user_text, req.tools.iter().map(|t| t.name.as_str()));
+            let calls = calls();
             if calls.is_empty() {
                 steps.push(Step::Text(format!("You said: {user_text}")));
             } else {

@@ -224,11 +224,7 @@ fn prepare(input: RunAgentInput) -> Prepared {
     let as_json = serde_json::to_value(&input).unwrap_or(Value::Null);
     // A run that applies decisions keeps what it needs to run again (its conversation is the
     // thread's).
-    let request = (!answers.is_empty()).then(|| {
-        let mut kept = as_json.clone();
-        kept["messages"] = json!([]);
-        kept
-    });
+    let request = (!answers.is_empty()).then(|| kept(&input));
     Prepared {
         start: Start {
             thread_id: input.thread_id.clone(),
@@ -240,6 +236,17 @@ fn prepare(input: RunAgentInput) -> Prepared {
         input,
         invalid,
     }
+}
+
+/// What a run keeps of its request ([`RunRecord::request`](super::RunRecord::request)): all
+/// but the conversation (the thread's is used) and the answers (the interrupts' are used).
+pub(super) fn kept(input: &RunAgentInput) -> Value {
+    let mut kept = serde_json::to_value(input).unwrap_or(Value::Null);
+    kept["messages"] = json!([]);
+    if let Some(kept) = kept.as_object_mut() {
+        kept.remove("resume");
+    }
+    kept
 }
 
 /// How one attempt at starting went, when it took no run.
@@ -335,10 +342,22 @@ where
             .interrupts(Interrupts::PendingOf(&thread))
             .await
             .map_err(|e| ResumeError::Begin(BeginError::Unavailable(e)))?;
-        if pending.is_empty() {
+        let Some(asked) = pending.first() else {
             return Err(ResumeError::NothingToResume(thread));
-        }
-        let mut input = RunAgentInput::new(thread.clone(), RunId::new(), Vec::new());
+        };
+        // The continuation gets what the interrupted run was asked (tools, context, properties).
+        let interrupted = self
+            .inner
+            .log
+            .run(&asked.run_id)
+            .await
+            .map_err(|e| ResumeError::Begin(BeginError::Unavailable(e)))?;
+        let mut input = interrupted
+            .and_then(|run| run.request)
+            .and_then(|request| serde_json::from_value::<RunAgentInput>(request).ok())
+            .unwrap_or_else(|| RunAgentInput::new(thread.clone(), RunId::new(), Vec::new()));
+        input.thread_id = thread.clone();
+        input.run_id = RunId::new();
         input.resume = Some(resume);
         match self.take(input, false).await {
             Ok(begun) => Ok(Resumed {

@@ -13,7 +13,7 @@ use tower::{Service, ServiceExt};
 
 use super::{
     Inner, Lease, LogError, LoggedEvent, LostRun, OnRunEnd, RunEnd, RunRecord, RunStatus, Topic,
-    begin::run_request,
+    begin::{kept, run_request},
 };
 use crate::{
     BoxError,
@@ -157,8 +157,8 @@ where
                 last_seq: 0,
                 created_at: now,
                 updated_at: now,
+                request: start.request.clone(),
             },
-            request: start.request.clone(),
             // It never ran: a retry is its first attempt.
             attempts: 0,
         });
@@ -250,6 +250,10 @@ where
         }
         let result = result.expect("the loop ends when the run has resolved");
         let mut end = end_of(&result);
+        if end.status == RunStatus::Interrupted {
+            // An answer given out of band continues the run with what it was asked.
+            end.request = Some(kept(&self.launch.input));
+        }
         if let Some(why) = full {
             batch.clear();
             end = RunEnd::new(RunStatus::Failed);
@@ -341,10 +345,8 @@ where
                 last_seq: self.next_seq - 1,
                 created_at: now,
                 updated_at: now,
+                request: self.launch.continues.then(|| kept(&self.launch.input)),
             },
-            request: self.launch.continues.then(|| {
-                serde_json::to_value(&self.launch.input).unwrap_or(serde_json::Value::Null)
-            }),
             attempts: self.launch.attempts,
         };
         self.inner.settle(lost);

@@ -387,6 +387,10 @@ pub struct RunRecord {
     pub created_at: SystemTime,
     /// When it last changed.
     pub updated_at: SystemTime,
+    /// What it was asked, without the conversation (tools, context, forwarded properties): kept
+    /// for runs that resume interrupts or stop at them, so that a retry or an answer given out of
+    /// band runs with them.
+    pub request: Option<Value>,
 }
 
 /// A pending or resolved interrupt, as logged.
@@ -487,6 +491,8 @@ pub struct RunEnd {
     pub state: Option<Value>,
     /// The interrupts the run stopped at, kept as pending.
     pub interrupts: Vec<Interrupt>,
+    /// What the run was asked (see [`RunRecord::request`]), to keep with it.
+    pub request: Option<Value>,
 }
 
 impl RunEnd {
@@ -498,6 +504,7 @@ impl RunEnd {
             messages: None,
             state: None,
             interrupts: Vec::new(),
+            request: None,
         }
     }
 }
@@ -505,10 +512,8 @@ impl RunEnd {
 /// A running run whose owner died, from [`RunLog::lost`].
 #[derive(Debug, Clone)]
 pub struct LostRun {
-    /// The run, as logged.
+    /// The run, as logged (with its request, if it was kept).
     pub record: RunRecord,
-    /// The request it was started with (without messages), if it was kept.
-    pub request: Option<Value>,
     /// How many times it was started already.
     pub attempts: u32,
 }

@@ -222,6 +222,7 @@ impl State {
                 run.record.owner = OWNER.to_owned();
                 run.record.updated_at = now;
                 run.request_hash.clone_from(&start.request_hash);
+                run.record.request.clone_from(&start.request);
                 run.segment_start = last_seq;
                 self.ended.retain(|id| id != &start.run_id);
             }
@@ -237,6 +238,7 @@ impl State {
                             last_seq: 0,
                             created_at: now,
                             updated_at: now,
+                            request: start.request.clone(),
                         },
                         events: Vec::new(),
                         bytes: 0,
@@ -295,6 +297,9 @@ impl State {
             return Ok(());
         };
         run.record.status = end.status;
+        if end.request.is_some() {
+            run.record.request.clone_from(&end.request);
+        }
         let thread = self.threads.entry(lease.thread_id.clone()).or_default();
         if thread.active.as_ref() == Some(&lease.run_id) {
             thread.active = None;
@@ -420,6 +425,7 @@ impl RunLog for MemoryLog {
                             last_seq: events.last().map_or(0, |e| e.seq),
                             created_at: now,
                             updated_at: now,
+                            request: None,
                         },
                         events: events.to_vec(),
                         bytes,

@@ -110,6 +110,7 @@ where
             return Ok(());
         }
         let input = lost
+            .record
             .request
             .as_ref()
             .and_then(|request| serde_json::from_value::<RunAgentInput>(request.clone()).ok())

@@ -72,9 +72,10 @@ pub(super) fn signed(n: u64) -> i64 {
 }
 
 pub(super) const RUN_COLUMNS: &str =
-    "run_id, thread_id, status, owner, last_seq, created_at, updated_at";
+    "run_id, thread_id, status, owner, last_seq, created_at, updated_at, request";
 
 pub(super) fn run_record(row: &AnyRow) -> Result<RunRecord, LogError> {
+    let request: Option<String> = row.try_get("request")?;
     Ok(RunRecord {
         run_id: text(row, "run_id")?.into(),
         thread_id: text(row, "thread_id")?.into(),
@@ -83,6 +84,7 @@ pub(super) fn run_record(row: &AnyRow) -> Result<RunRecord, LogError> {
         last_seq: seq(number(row, "last_seq")?),
         created_at: from_millis(number(row, "created_at")?),
         updated_at: from_millis(number(row, "updated_at")?),
+        request: request.map(|r| json(&r, "run's request")).transpose()?,
     })
 }
 
@@ -329,7 +331,7 @@ impl RunStore {
     async fn lost_runs(&self) -> Result<Vec<LostRun>, LogError> {
         let now = millis(SystemTime::now());
         sqlx::query(&format!(
-            "SELECT {RUN_COLUMNS}, request, attempts FROM runs r WHERE r.status = 'running' \
+            "SELECT {RUN_COLUMNS}, attempts FROM runs r WHERE r.status = 'running' \
              AND r.lease_expires_at <= $1 AND NOT EXISTS (SELECT 1 FROM instances i \
              WHERE i.owner = r.owner AND i.expires_at > $1)"
         ))
@@ -338,10 +340,8 @@ impl RunStore {
         .await?
         .iter()
         .map(|row| {
-            let request: Option<String> = row.try_get("request")?;
             Ok(LostRun {
                 record: run_record(row)?,
-                request: request.map(|r| json(&r, "run's request")).transpose()?,
                 attempts: u32::try_from(number(row, "attempts")?).unwrap_or(u32::MAX),
             })
         })

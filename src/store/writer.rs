@@ -502,34 +502,24 @@ impl Writer {
         now: SystemTime,
     ) -> Result<(), Failure> {
         let status = end.map_or(RunStatus::Running, |end| end.status);
-        let fenced = match (events.first(), events.last()) {
-            (Some(first), Some(last)) => {
-                sqlx::query(
-                    "UPDATE runs SET status = $1, last_seq = $2, updated_at = $3 \
-                     WHERE run_id = $4 AND owner = $5 AND status = 'running' AND last_seq = $6",
-                )
-                .bind(status.as_str())
-                .bind(signed(last.seq))
-                .bind(millis(now))
-                .bind(lease.run_id.as_str())
-                .bind(&self.owner)
-                .bind(signed(first.seq - 1))
-                .execute(&mut **tx)
-                .await?
-            }
-            _ => {
-                sqlx::query(
-                    "UPDATE runs SET status = $1, updated_at = $2 \
-                     WHERE run_id = $3 AND owner = $4 AND status = 'running'",
-                )
-                .bind(status.as_str())
-                .bind(millis(now))
-                .bind(lease.run_id.as_str())
-                .bind(&self.owner)
-                .execute(&mut **tx)
-                .await?
-            }
-        };
+        let request = end
+            .and_then(|end| end.request.as_ref())
+            .map(Value::to_string);
+        // Fenced to the owner, a running run, and (with events) the log's end.
+        let fenced = sqlx::query(
+            "UPDATE runs SET status = $1, last_seq = COALESCE($2, last_seq), updated_at = $3, \
+             request = COALESCE($4, request) WHERE run_id = $5 AND owner = $6 \
+             AND status = 'running' AND ($7 IS NULL OR last_seq = $7)",
+        )
+        .bind(status.as_str())
+        .bind(events.last().map(|e| signed(e.seq)))
+        .bind(millis(now))
+        .bind(request)
+        .bind(lease.run_id.as_str())
+        .bind(&self.owner)
+        .bind(events.first().map(|e| signed(e.seq - 1)))
+        .execute(&mut **tx)
+        .await?;
         if fenced.rows_affected() == 0 {
             return Err(LogError::Fenced(lease.run_id.clone()).into());
         }

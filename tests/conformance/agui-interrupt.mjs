@@ -17,14 +17,17 @@ assert.ok(url, "usage: node agui-interrupt.mjs <url>");
 
 const user = (content) => ({ id: randomUUID(), role: "user", content });
 
-/** One run of `agent` through the client; returns the events of its checked body. */
-async function run(agent, params = {}) {
+/**
+ * One run of `agent` through the client; returns the events of its checked body, numbered after
+ * `from` (a run continued under its own id goes on where it stopped).
+ */
+async function run(agent, params = {}, from = 0) {
   const bodies = [];
   agent.fetch = tappedFetch(bodies);
-  const runId = randomUUID();
+  const runId = params.runId ?? randomUUID();
   const seen = [];
-  await agent.runAgent({ runId, ...params }, { onEvent: ({ event }) => void seen.push(event) });
-  const events = checkWire(await bodies[0], { runId, from: 0 });
+  await agent.runAgent({ ...params, runId }, { onEvent: ({ event }) => void seen.push(event) });
+  const events = checkWire(await bodies[0], { runId, from });
   assert.deepEqual(seen.map((e) => e.type), events.map((e) => e.type), "the client saw what was sent");
   return events;
 }
@@ -52,13 +55,19 @@ async function interrupted(name) {
   const types = events.map((e) => e.type);
   assert.ok(types.includes("MESSAGES_SNAPSHOT"), "the conversation is sent before the interrupt");
   console.log(`ok ${name}, interrupted: ${events.length} events`);
-  return { agent, interrupt };
+  return { agent, interrupt, runId: finished.runId, events };
 }
 
-/** The run that answers `interrupt` with `response`; returns its events and the call's result. */
-async function resumed(name, agent, interrupt, response) {
+/**
+ * The run that answers `interrupt` with `response` (under `runId`, when given, after `from`);
+ * returns its events and the call's result.
+ */
+async function resumed(name, agent, interrupt, response, { runId, from = 0 } = {}) {
   const resume = buildResumeArray(agent.pendingInterrupts, { [interrupt.id]: response });
-  const events = await run(agent, { resume, forwardedProps: { agui: { stateSnapshots: "final" } } });
+  const params = { runId, resume, forwardedProps: { agui: { stateSnapshots: "final" } } };
+  const events = await run(agent, params, from);
+  assert.equal(events[0].type, "RUN_STARTED");
+  if (runId) assert.equal(events[0].runId, runId, "the continuation runs under the id sent");
   assert.deepEqual(events.at(-1).outcome, { type: "success" });
   assert.deepEqual(agent.pendingInterrupts, [], "nothing is left open");
   const result = events.find((e) => e.type === "TOOL_CALL_RESULT");
@@ -99,6 +108,20 @@ async function resumed(name, agent, interrupt, response) {
   const { agent, interrupt } = await interrupted("cancel");
   const { result } = await resumed("cancel", agent, interrupt, { status: "cancelled" });
   assert.match(result.content, /dismissed/);
+}
+
+// 4. CopilotKit's shape: the answer sent under the interrupted run's own runId continues that run.
+{
+  const { agent, interrupt, runId, events } = await interrupted("same run id");
+  const { result } = await resumed(
+    "same run id",
+    agent,
+    interrupt,
+    { status: "resolved", payload: { approved: true } },
+    { runId, from: events.length },
+  );
+  assert.equal(result.content, "remembered theme");
+  assert.equal(agent.state.theme, "dark", "the approved call ran");
 }
 
 console.log("all interrupt scenarios passed");
