@@ -17,6 +17,7 @@
 //!
 //! Environment: `LOAD_STORES` (`none,sqlite`), `LOAD_SHORT` (clients × runs, `50x40`),
 //! `LOAD_LONG` (`10x20,100x20`), `LOAD_IDLE` (`1000,10000`); an empty value skips a phase.
+//! `LOAD_URL` drives a server started elsewhere (to profile it) instead of starting one.
 
 use std::{
     process::Stdio,
@@ -76,6 +77,9 @@ impl Drop for TempDir {
 
 impl Server {
     async fn start(store: &str) -> Self {
+        if let Ok(url) = std::env::var("LOAD_URL") {
+            return Self::at(url);
+        }
         let (url, dir) = match store {
             "none" => ("none".to_owned(), None),
             "sqlite" => {
@@ -119,6 +123,19 @@ impl Server {
             pid,
             url: format!("http://{addr}/"),
             _dir: dir,
+        }
+    }
+
+    /// A server started elsewhere: no memory or CPU figures.
+    fn at(url: String) -> Self {
+        let child = tokio::process::Command::new("true")
+            .spawn()
+            .expect("a placeholder process");
+        Self {
+            pid: u32::MAX,
+            child,
+            url,
+            _dir: None,
         }
     }
 

@@ -119,3 +119,70 @@ async fn a_run_streaming_when_killed_ends_in_its_log() {
         after.kill().await;
     }
 }
+
+#[tokio::test]
+async fn an_approval_answered_before_a_kill_is_carried_out_after_it() {
+    for (name, store) in stores::store_urls("kill-resolve").await {
+        let thread = thread();
+        let before = start(&store).await;
+        // A call that needs approval; once approved, the model answers for a few seconds.
+        let body = json!({
+            "threadId": thread, "runId": "r1",
+            "messages": [{"id": "u1", "role": "user", "content": r#"remember {"key": "theme", "value": "dark"}"#}],
+            "forwardedProps": {"scripted": {"tokens": 2000, "delay_ms": 2}},
+        });
+        let first = frames(&before.post(&body).await.text().await.unwrap());
+        let interrupt = first.last().unwrap().1["outcome"]["interrupts"][0].clone();
+        let resolved = reqwest::Client::new()
+            .post(format!(
+                "{}/interrupts/{}/resolve",
+                before.base,
+                interrupt["id"].as_str().unwrap()
+            ))
+            .json(&json!({"payload": {"approved": true}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resolved.status(), 202, "{name}");
+        let resolved: Value = resolved.json().await.unwrap();
+        // Killed as soon as the approval was acknowledged, mid-continuation.
+        before.kill().await;
+
+        // The new process runs the continuation again once the old one's lease ran out: a
+        // client following its log sees the cut segment end, then the continuation to its end.
+        let after = start(&store).await;
+        let events = after.get(resolved["events"].as_str().unwrap()).await;
+        assert_eq!(events.status(), 200, "{name}");
+        let events = frames(&events.text().await.unwrap());
+        let lost = events
+            .iter()
+            .position(|(_, e)| e["code"] == "run_lost")
+            .unwrap_or_else(|| panic!("{name}: the cut segment ends with run_lost: {events:?}"));
+        let continuation = &events[lost + 1..];
+        assert_eq!(continuation[0].1["type"], "RUN_STARTED", "{name}");
+        let result = continuation
+            .iter()
+            .find(|(_, e)| e["type"] == "TOOL_CALL_RESULT")
+            .expect("the approved call ran after the restart");
+        assert_eq!(result.1["toolCallId"], interrupt["toolCallId"], "{name}");
+        let end = &continuation.last().unwrap().1;
+        assert_eq!(end["outcome"]["type"], "success", "{name}: {end}");
+        let ids: Vec<String> = events.iter().map(|(id, _)| id.clone()).collect();
+        let run = resolved["runId"].as_str().unwrap();
+        let expected: Vec<String> = (1..=events.len()).map(|n| format!("{run}:{n}")).collect();
+        assert_eq!(ids, expected, "{name}: one log, in order");
+
+        let view: Value = after
+            .get(&format!("/threads/{thread}"))
+            .await
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(
+            view["state"]["theme"], "dark",
+            "{name}: the approval was carried out"
+        );
+        assert_eq!(view["pendingInterrupts"], json!([]), "{name}");
+        after.kill().await;
+    }
+}

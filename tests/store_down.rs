@@ -1,0 +1,87 @@
+//! A run store that dies mid-run (a PostgreSQL server of the test's own, killed): the open stream
+//! ends with a `RUN_ERROR` (`store_unavailable`) within a bounded time, and a new run is refused
+//! with `503` before anything streams.
+
+#[path = "support/postgres.rs"]
+mod postgres;
+
+use std::{num::NonZeroU32, time::Duration};
+
+use agent_tower::{
+    map_error::Detail,
+    server::{AguiServer, interrupting_agent},
+    store::RunStore,
+};
+use futures_util::StreamExt;
+use postgres::PrivatePostgres;
+use serde_json::{Value, json};
+
+/// The events of an SSE body, with or without ids.
+fn events(body: &str) -> Vec<Value> {
+    body.split("\n\n")
+        .filter_map(|frame| frame.lines().find_map(|l| l.strip_prefix("data: ")))
+        .map(|data| serde_json::from_str(data).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_store_that_dies_mid_run_ends_the_stream_and_refuses_new_runs() {
+    let Some(database) = PrivatePostgres::start("store-down").await else {
+        return;
+    };
+    let store = RunStore::open(&database.url).await.unwrap();
+    let agent = interrupting_agent(
+        NonZeroU32::new(8).unwrap(),
+        Detail::Message,
+        Duration::from_secs(600),
+    );
+    let router = AguiServer::new(agent).store(store).into_router();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    let http = reqwest::Client::new();
+
+    let body = json!({
+        "threadId": "t", "runId": "long",
+        "messages": [{"id": "u1", "role": "user", "content": "hello"}],
+        "forwardedProps": {"scripted": {"tokens": 100_000, "delay_ms": 2}},
+    });
+    let response = http.post(&base).json(&body).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let mut stream = response.bytes_stream();
+    let mut text = String::new();
+    while events(&text).len() < 10 {
+        text.push_str(std::str::from_utf8(&stream.next().await.unwrap().unwrap()).unwrap());
+    }
+
+    database.kill();
+    let rest = async {
+        while let Some(chunk) = stream.next().await {
+            text.push_str(std::str::from_utf8(&chunk.unwrap()).unwrap());
+        }
+        text
+    };
+    let text = tokio::time::timeout(Duration::from_secs(30), rest)
+        .await
+        .expect("the stream ends once the store is gone");
+    let end = events(&text).pop().unwrap();
+    assert_eq!(end["type"], "RUN_ERROR", "{end}");
+    assert_eq!(end["code"], "store_unavailable", "{end}");
+    assert!(
+        text.ends_with(&format!("data: {end}\n\n")) && !text.contains("id: long:0"),
+        "the follower's own error carries no id of the log"
+    );
+
+    let refused = tokio::time::timeout(
+        Duration::from_secs(30),
+        http.post(&base)
+            .json(&json!({"threadId": "u", "runId": "new", "messages": []}))
+            .send(),
+    )
+    .await
+    .expect("answered in bounded time")
+    .unwrap();
+    assert_eq!(refused.status(), 503);
+    let refused: Value = refused.json().await.unwrap();
+    assert_eq!(refused["error"]["code"], "store_unavailable");
+}
