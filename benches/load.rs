@@ -274,17 +274,18 @@ impl Report {
 async fn idle(server: &Server, streams: usize) {
     let base = server.rss_kib();
     let prefix = uuid::Uuid::now_v7().simple().to_string();
+    // One connection per stream: a stream keeps its connection busy, so the next one opens its own.
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .expect("a client");
     let start = Instant::now();
     let mut open = Vec::with_capacity(streams);
     for batch in (0..streams).collect::<Vec<_>>().chunks(500) {
         let opened = futures_util::future::join_all(batch.iter().map(|&i| {
             let (url, run) = (server.url.clone(), format!("{prefix}-idle-{i}"));
+            let client = client.clone();
             async move {
-                // One connection per stream.
-                let client = reqwest::Client::builder()
-                    .pool_max_idle_per_host(0)
-                    .build()
-                    .expect("a client");
                 let response = client
                     .post(&url)
                     .header("content-type", "application/json")
@@ -295,7 +296,7 @@ async fn idle(server: &Server, streams: usize) {
                 assert_eq!(response.status(), 200);
                 let mut stream = response.bytes_stream();
                 stream.next().await.expect("a first event").expect("bytes");
-                (client, stream)
+                stream
             }
         }))
         .await;

@@ -62,12 +62,26 @@
 //!   arguments and results.
 //! - [`post_process`] (feature `post-process`): [`PostProcessLayer`](post_process::PostProcessLayer),
 //!   whole-message processing whose findings stream into the shared state.
-//! - [`server`] (feature `server`): the AG-UI HTTP/SSE and WebSocket server (axum).
-//! - [`store`] (feature `store`): [`RunStore`](store::RunStore), durable threads, runs, event logs
-//!   and interrupts on SQLite or PostgreSQL; the server's durable mode.
+//! - [`runs`] (feature `runs`): the run engine, [`Runs`](runs::Runs), and the run log it writes,
+//!   [`RunLog`](runs::RunLog) ([`MemoryLog`](runs::MemoryLog) built in).
+//! - [`server`] (feature `server`): the AG-UI HTTP/SSE and WebSocket server (axum), a thin mapping
+//!   of HTTP onto [`Runs`](runs::Runs).
+//! - [`store`] (feature `store`): [`RunStore`](store::RunStore), the run log on SQLite or
+//!   PostgreSQL: runs and threads that outlive the process, several instances as one.
 //! - `model::openai` (feature `openai`): a model service for any OpenAI-compatible
 //!   chat-completions server; `tool::mcp` (feature `mcp`): MCP servers' tools as tool services.
 //! - [`test_util`] (feature `test-util`): mocks and assertions for testing your own stacks.
+//!
+//! # Where a run goes
+//!
+//! Layers emit a run's events to its sink ([`RunContext::sinks`](run::RunContext::sinks)); in a
+//! server, that sink belongs to the run's driver in [`runs`], which appends what the run emits to
+//! the run's log. The log is the spine: every transport (SSE, NDJSON, protobuf, WebSocket, a
+//! client re-joining with `Last-Event-ID`, your own) is a follower of it, and the rules of a run
+//! (one per thread, the same request replayed, interrupts answered in `resume[]`, recovery after a
+//! crash) live in [`runs`], not in the HTTP code. Which log, in memory or a
+//! [`RunStore`](store::RunStore), is the only difference between a throwaway server and a durable
+//! one.
 //!
 //! [`ModelEvent`]: model::ModelEvent
 

@@ -209,11 +209,12 @@ where
         let mut closed = false;
         let mut full: Option<String> = None;
         loop {
-            if writing.is_none() && !batch.is_empty() {
-                writing = Some(self.write(std::mem::take(&mut batch), None));
-            }
+            // Once the run has resolved, what is left goes out with its end, in one write.
             if result.is_some() && writing.is_none() {
                 break;
+            }
+            if writing.is_none() && !batch.is_empty() {
+                writing = Some(self.write(std::mem::take(&mut batch), None));
             }
             tokio::select! {
                 done = async { run.as_mut().expect("guarded").await }, if run.is_some() => {

@@ -181,14 +181,25 @@ impl Writer {
     async fn run(&self, group: Vec<Job>, done: &mut Vec<Done>) -> Result<(), sqlx::Error> {
         let mut tx = self.pool.begin().await?;
         let now = SystemTime::now();
+        // The events of every write of the group, inserted together at the end.
+        let mut logged: Vec<(RunId, LoggedEvent)> = Vec::new();
         for job in group {
             let (answer, error) = match job {
                 Job::Start { start, reply } => {
-                    let mut savepoint = (&mut tx).begin().await?;
-                    let (result, error) = split(self.start(&mut savepoint, &start, now).await);
-                    if error.is_none() {
-                        end_savepoint(savepoint, result.is_ok()).await?;
-                    }
+                    let (result, error) = match self.start_plain(&mut tx, &start, now).await {
+                        Ok(Some(lease)) => (Ok(lease), None),
+                        Ok(None) => {
+                            // Not a plain start: checked and written in a savepoint.
+                            let mut savepoint = (&mut tx).begin().await?;
+                            let (result, error) =
+                                split(self.start(&mut savepoint, &start, now).await);
+                            if error.is_none() {
+                                end_savepoint(savepoint, result.is_ok()).await?;
+                            }
+                            (result, error)
+                        }
+                        Err(error) => split(Err(error)),
+                    };
                     (Done::Start(reply, result), error)
                 }
                 Job::Refuse {
@@ -213,6 +224,9 @@ impl Writer {
                     let written = self
                         .write(&mut tx, &lease, &events, end.as_ref(), now)
                         .await;
+                    if written.is_ok() {
+                        logged.extend(events.into_iter().map(|e| (lease.run_id.clone(), e)));
+                    }
                     let (result, error) = split(written);
                     (Done::Unit(reply, result.map_err(log_error)), error)
                 }
@@ -246,11 +260,82 @@ impl Writer {
                 return Err(error);
             }
         }
+        insert_events(&mut tx, &logged).await?;
         if done.iter().any(Done::succeeded) {
             tx.commit().await
         } else {
             tx.rollback().await
         }
+    }
+
+    /// The common start, in two statements and no savepoint: a new run with nothing to resume,
+    /// on a thread with no active run and no pending interrupt. `None` when it is not one (nothing
+    /// is left written): [`start`](Self::start) then checks everything.
+    async fn start_plain(
+        &self,
+        tx: &mut Tx<'_>,
+        start: &Start,
+        now: SystemTime,
+    ) -> Result<Option<Lease>, Failure> {
+        if !start.resume.is_empty() {
+            return Ok(None);
+        }
+        // On SQLite this connection is the only writer: the check of the thread's interrupts can
+        // be part of the insert. On PostgreSQL a run of the thread that ends meanwhile could add
+        // interrupts the insert's snapshot does not see: they are read after it, below.
+        let sql = match self.backend {
+            Backend::Sqlite => {
+                "INSERT INTO runs (run_id, thread_id, status, owner, lease_expires_at, last_seq, \
+                 created_at, updated_at, request_hash, request, segment_start, attempts) \
+                 SELECT $1, $2, 'running', $3, 0, 0, $4, $4, $5, $6, 0, 1 WHERE NOT EXISTS \
+                 (SELECT 1 FROM interrupts WHERE thread_id = $2 AND status = 'pending') \
+                 ON CONFLICT DO NOTHING"
+            }
+            Backend::Postgres => {
+                "INSERT INTO runs (run_id, thread_id, status, owner, lease_expires_at, last_seq, \
+                 created_at, updated_at, request_hash, request, segment_start, attempts) \
+                 VALUES ($1, $2, 'running', $3, 0, 0, $4, $4, $5, $6, 0, 1) ON CONFLICT DO NOTHING"
+            }
+        };
+        let inserted = sqlx::query(sql)
+            .bind(start.run_id.as_str())
+            .bind(start.thread_id.as_str())
+            .bind(&self.owner)
+            .bind(millis(now))
+            .bind(&start.request_hash)
+            .bind(start.request.as_ref().map(Value::to_string))
+            .execute(&mut **tx)
+            .await;
+        match inserted {
+            Ok(done) if done.rows_affected() == 1 => {}
+            Ok(_) => return Ok(None),
+            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => return Ok(None),
+            Err(e) => return Err(e.into()),
+        }
+        let started = Lease {
+            run_id: start.run_id.clone(),
+            thread_id: start.thread_id.clone(),
+            last_seq: 0,
+        };
+        if self.backend == Backend::Sqlite {
+            return Ok(Some(started));
+        }
+        // Read after the insert: an interrupt of a run that ended meanwhile is seen.
+        let pending = sqlx::query(
+            "SELECT 1 AS pending FROM interrupts WHERE thread_id = $1 AND status = 'pending' \
+             LIMIT 1",
+        )
+        .bind(start.thread_id.as_str())
+        .fetch_optional(&mut **tx)
+        .await?;
+        if pending.is_none() {
+            return Ok(Some(started));
+        }
+        sqlx::query("DELETE FROM runs WHERE run_id = $1")
+            .bind(start.run_id.as_str())
+            .execute(&mut **tx)
+            .await?;
+        Ok(None)
     }
 
     /// See [`RunLog::start`](crate::runs::RunLog::start).
@@ -488,7 +573,11 @@ impl Writer {
         if inserted.rows_affected() == 0 {
             return Err(self.not_started(tx, start).await?);
         }
-        insert_events(tx, &start.run_id, events).await?;
+        let rows: Vec<_> = events
+            .iter()
+            .map(|e| (start.run_id.clone(), e.clone()))
+            .collect();
+        insert_events(tx, &rows).await?;
         Ok(())
     }
 
@@ -523,7 +612,7 @@ impl Writer {
         if fenced.rows_affected() == 0 {
             return Err(LogError::Fenced(lease.run_id.clone()).into());
         }
-        insert_events(tx, &lease.run_id, events).await?;
+        // Its events go in with the group's.
         if let Some(end) = end {
             if let Some(messages) = &end.messages {
                 save_thread(tx, &lease.thread_id, messages, end.state.as_ref(), now).await?;
@@ -612,7 +701,7 @@ impl Writer {
         };
         let at = seq(number(&row, "last_seq")?);
         let terminal = terminal.clone().with_seq(at);
-        insert_events(tx, run, std::slice::from_ref(&terminal)).await?;
+        insert_events(tx, &[(run.clone(), terminal.clone())]).await?;
         self.notify(tx, run, at).await?;
         Ok(Some(Recovered {
             terminal,
@@ -701,7 +790,7 @@ fn insert_sql(rows: usize) -> String {
         if i > 0 {
             sql.push_str(", ");
         }
-        sql.push_str(&format!("($1, ${}, ${})", 2 * i + 2, 2 * i + 3));
+        sql.push_str(&format!("(${}, ${}, ${})", 3 * i + 1, 3 * i + 2, 3 * i + 3));
     }
     sql
 }
@@ -714,19 +803,19 @@ static INSERTS: LazyLock<Vec<String>> = LazyLock::new(|| {
         .collect()
 });
 
-async fn insert_events(
-    tx: &mut Tx<'_>,
-    run_id: &RunId,
-    events: &[LoggedEvent],
-) -> Result<(), sqlx::Error> {
-    let mut rest = events;
+/// Inserts `rows` (of any runs) into the logs.
+async fn insert_events(tx: &mut Tx<'_>, rows: &[(RunId, LoggedEvent)]) -> Result<(), sqlx::Error> {
+    let mut rest = rows;
     while !rest.is_empty() {
         // The largest statement that fits what is left.
         let index = (usize::BITS - 1 - rest.len().min(MAX_ROWS).leading_zeros()) as usize;
         let (chunk, tail) = rest.split_at(1 << index);
-        let mut query = sqlx::query(&INSERTS[index]).bind(run_id.as_str());
-        for event in chunk {
-            query = query.bind(signed(event.seq)).bind(event.json_str());
+        let mut query = sqlx::query(&INSERTS[index]);
+        for (run, event) in chunk {
+            query = query
+                .bind(run.as_str())
+                .bind(signed(event.seq))
+                .bind(event.json_str());
         }
         query.execute(&mut **tx).await?;
         rest = tail;
