@@ -1,7 +1,7 @@
 //! The run store's append path: what writing every event to a durable log costs.
 //!
 //! ```text
-//! cargo bench --bench store --features store
+//! cargo bench --bench store --features store,server
 //! ```
 //!
 //! 1. **Appends**: one run's log written in batches of 1, 8, 64 and 512 events (each batch one
