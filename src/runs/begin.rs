@@ -249,6 +249,16 @@ pub(super) fn kept(input: &RunAgentInput) -> Value {
     kept
 }
 
+/// The answer to a request whose run id is taken: the run the same request started, replayed
+/// from where that request's segment begins; a different request is refused.
+fn taken(run: RunId, same: bool, from: u64) -> Result<Begun, NotTaken> {
+    if same {
+        Ok(Begun::Replayed { run_id: run, from })
+    } else {
+        Err(NotTaken::Error(BeginError::RunExists(run)))
+    }
+}
+
 /// How one attempt at starting went, when it took no run.
 enum NotTaken {
     Busy(ThreadId, Option<RunId>),
@@ -439,12 +449,7 @@ where
                     cancel,
                 })
             }
-            Err(StartError::Exists {
-                run,
-                same: true,
-                from,
-            }) => Ok(Begun::Replayed { run_id: run, from }),
-            Err(StartError::Exists { run, .. }) => Err(NotTaken::Error(BeginError::RunExists(run))),
+            Err(StartError::Exists { run, same, from }) => taken(run, same, from),
             Err(StartError::Busy { thread, active }) => Err(NotTaken::Busy(thread, active)),
             Err(StartError::Log(error)) => {
                 // The start may have been written before the failure: make sure such a run
@@ -511,12 +516,7 @@ where
                     message,
                 })
             }
-            Err(StartError::Exists {
-                run,
-                same: true,
-                from,
-            }) => Ok(Begun::Replayed { run_id: run, from }),
-            Err(StartError::Exists { run, .. }) => Err(NotTaken::Error(BeginError::RunExists(run))),
+            Err(StartError::Exists { run, same, from }) => taken(run, same, from),
             Err(StartError::Log(error)) => Err(NotTaken::Error(BeginError::Unavailable(error))),
             Err(other) => Err(NotTaken::Error(BeginError::Unavailable(
                 LogError::unavailable(other.to_string()),

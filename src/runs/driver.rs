@@ -235,9 +235,12 @@ where
                     match written {
                         Ok(()) => self.logged(&events),
                         Err(LogError::Full(why)) => {
-                            // Nothing more fits: the run is stopped and ends with the reason.
+                            // Nothing more fits: the run is stopped and ends with the reason,
+                            // right after what was logged.
                             self.cancel.cancel();
                             full = Some(why);
+                            batch.clear();
+                            self.next_seq = events.first().map_or(self.next_seq, |e| e.seq);
                         }
                         Err(error) => return self.abandon(error),
                     }

@@ -282,6 +282,10 @@ impl State {
         }
         let bytes = size(events);
         if end.is_none() && self.bytes + bytes > max_bytes {
+            // Room is made by forgetting ended runs, the newest too.
+            self.evict(usize::MAX, max_bytes.saturating_sub(bytes), 0);
+        }
+        if end.is_none() && self.bytes + bytes > max_bytes {
             return Err(LogError::Full(format!(
                 "the live runs' events take {} of the {max_bytes} bytes kept",
                 self.bytes
@@ -332,9 +336,12 @@ impl State {
         Ok(())
     }
 
-    /// Forgets the oldest ended runs until the bounds hold.
-    fn evict(&mut self, max_runs: usize, max_bytes: usize) {
-        while self.ended.len() > max_runs || (self.bytes > max_bytes && !self.ended.is_empty()) {
+    /// Forgets the oldest ended runs until the bounds hold, keeping the `keep` newest (a run that
+    /// just ended is still being read by its followers).
+    fn evict(&mut self, max_runs: usize, max_bytes: usize, keep: usize) {
+        while self.ended.len() > max_runs.max(keep)
+            || (self.bytes > max_bytes && self.ended.len() > keep)
+        {
             let Some(id) = self.ended.pop_front() else {
                 return;
             };
@@ -394,7 +401,7 @@ impl RunLog for MemoryLog {
         let mut state = self.lock();
         let written = state.write(lease, events, end, self.max_bytes, SystemTime::now());
         if written.is_ok() && end.is_some() {
-            state.evict(self.max_runs, self.max_bytes);
+            state.evict(self.max_runs, self.max_bytes, 1);
         }
         std::future::ready(written).boxed()
     }
@@ -441,7 +448,7 @@ impl RunLog for MemoryLog {
                     .runs
                     .push(start.run_id.clone());
                 state.ended.push_back(start.run_id.clone());
-                state.evict(self.max_runs, self.max_bytes);
+                state.evict(self.max_runs, self.max_bytes, 1);
                 Ok(())
             }
         };
@@ -581,28 +588,28 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_live_run_past_the_bytes_is_refused_more_but_may_end() {
+    async fn ended_runs_make_room_then_a_live_run_past_the_bytes_may_only_end() {
         let one = size(&events(1, 1));
-        let log = MemoryLog::new().max_bytes(one * 3);
+        let log = MemoryLog::new().max_bytes(one * 2);
         finished_run(&log, "old", 2).await;
         let lease = log
             .start(&Start::new("t".into(), "live".into()))
             .await
             .unwrap();
-        log.write(&lease, &events(1, 1), None).await.unwrap();
-        let full = log.write(&lease, &events(2, 1), None).await;
+        log.write(&lease, &events(1, 2), None).await.unwrap();
+        assert!(
+            log.run(&"old".into()).await.unwrap().is_none(),
+            "room was made"
+        );
+        let full = log.write(&lease, &events(3, 1), None).await;
         assert!(matches!(full, Err(LogError::Full(_))), "{full:?}");
-        log.write(&lease, &events(2, 1), Some(&RunEnd::new(RunStatus::Failed)))
+        log.write(&lease, &events(3, 1), Some(&RunEnd::new(RunStatus::Failed)))
             .await
             .unwrap();
-        assert!(log.run(&"old".into()).await.unwrap().is_none(), "made room");
+        let page = log.read(&"live".into(), 0, 10).await.unwrap().unwrap();
         assert_eq!(
-            log.read(&"live".into(), 0, 10)
-                .await
-                .unwrap()
-                .unwrap()
-                .last_seq,
-            2
+            page.last_seq, 3,
+            "the newest ended run is kept for its followers"
         );
     }
 

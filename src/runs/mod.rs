@@ -77,9 +77,9 @@
 //! # Liveness
 //!
 //! Each instance renews its ownership of all its runs with one heartbeat every third of the
-//! [lease](Runs::lease), not a write per run; a sweeper (started by the first `begin` or
-//! `follow`, stopped by the [shutdown token](Runs::shutdown_token)) recovers the runs of
-//! instances that stopped beating. Followers wait for wake-ups, never poll.
+//! [lease](Runs::lease), not a write per run; a sweeper ([`Runs::sweep`], started by the first
+//! `begin` and by the server's router, stopped by the [shutdown token](Runs::shutdown_token))
+//! recovers the runs of instances that stopped beating. Followers wait for wake-ups, never poll.
 
 mod begin;
 mod driver;

@@ -24,8 +24,8 @@ where
 {
     /// Starts, once, the sweeper of this engine: one heartbeat for all this instance's runs every
     /// third of the lease, and the recovery of lost runs (other instances' that stopped beating),
-    /// until the shutdown token fires or the engine is dropped. [`begin`](Runs::begin) and
-    /// [`follow`](Runs::follow) start it; outside a tokio runtime this does nothing.
+    /// until the shutdown token fires or the engine is dropped. [`begin`](Runs::begin) starts it
+    /// (so does the server's router); outside a tokio runtime this does nothing.
     pub fn sweep(&self) {
         if tokio::runtime::Handle::try_current().is_err()
             || self.inner.sweeping.swap(true, Ordering::AcqRel)
