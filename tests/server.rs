@@ -564,3 +564,19 @@ async fn the_official_client_parses_our_protobuf() {
     let output = node("proto.mjs", &[&format!("http://{addr}/")], None).await;
     assert!(output.contains("ok protobuf"), "{output}");
 }
+
+#[tokio::test]
+async fn accepted_connections_send_without_delay() {
+    use axum::serve::Listener;
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut listener = agent_tower::server::nodelay(listener);
+    let client = tokio::spawn(tokio::net::TcpStream::connect(addr));
+    let (accepted, _) = listener.accept().await;
+    assert!(
+        accepted.nodelay().unwrap(),
+        "TCP_NODELAY is set on the server's side"
+    );
+    drop(client.await.unwrap().unwrap());
+}
