@@ -19,8 +19,11 @@ pub(super) async fn forward(url: &str, hub: Hub) -> Result<(), StoreError> {
             match listener.try_recv().await {
                 Ok(Some(notification)) => {
                     backoff = Duration::from_millis(100);
-                    if let Some((_, run)) = notification.payload().split_once(':') {
-                        hub.wake(&RunId::from(run));
+                    // A line `seq:run` for each run whose log changed.
+                    for line in notification.payload().lines() {
+                        if let Some((_, run)) = line.split_once(':') {
+                            hub.wake(&RunId::from(run));
+                        }
                     }
                 }
                 // The connection was lost (the next call reconnects): whatever was notified

@@ -28,6 +28,9 @@ use crate::{
     },
 };
 
+/// The most bytes of one notification's payload (PostgreSQL's limit is 8000).
+const NOTIFY_BYTES: usize = 7900;
+
 /// The most jobs one transaction carries.
 const MAX_GROUP: usize = 256;
 
@@ -181,8 +184,10 @@ impl Writer {
     async fn run(&self, group: Vec<Job>, done: &mut Vec<Done>) -> Result<(), sqlx::Error> {
         let mut tx = self.pool.begin().await?;
         let now = SystemTime::now();
-        // The events of every write of the group, inserted together at the end.
+        // The events of every write of the group, inserted together at the end, and the runs
+        // whose logs changed.
         let mut logged: Vec<(RunId, LoggedEvent)> = Vec::new();
+        let mut changed: Vec<(RunId, u64)> = Vec::new();
         for job in group {
             let (answer, error) = match job {
                 Job::Start { start, reply } => {
@@ -225,6 +230,8 @@ impl Writer {
                         .write(&mut tx, &lease, &events, end.as_ref(), now)
                         .await;
                     if written.is_ok() {
+                        let last = events.last().map_or(0, |e| e.seq);
+                        changed.push((lease.run_id.clone(), last));
                         logged.extend(events.into_iter().map(|e| (lease.run_id.clone(), e)));
                     }
                     let (result, error) = split(written);
@@ -251,6 +258,9 @@ impl Writer {
                     reply,
                 } => {
                     let recovered = self.recover(&mut tx, &lost, &terminal, retry, now).await;
+                    if let Ok(Some(recovered)) = &recovered {
+                        changed.push((lost.record.run_id.clone(), recovered.terminal.seq));
+                    }
                     let (result, error) = split(recovered);
                     (Done::Recover(reply, result.map_err(log_error)), error)
                 }
@@ -261,6 +271,7 @@ impl Writer {
             }
         }
         insert_events(&mut tx, &logged).await?;
+        self.notify(&mut tx, &changed).await?;
         if done.iter().any(Done::succeeded) {
             tx.commit().await
         } else {
@@ -636,11 +647,6 @@ impl Writer {
                 .await?;
             }
         }
-        if let Some(last) = events.last() {
-            self.notify(tx, &lease.run_id, last.seq).await?;
-        } else if end.is_some() {
-            self.notify(tx, &lease.run_id, 0).await?;
-        }
         Ok(())
     }
 
@@ -702,7 +708,6 @@ impl Writer {
         let at = seq(number(&row, "last_seq")?);
         let terminal = terminal.clone().with_seq(at);
         insert_events(tx, &[(run.clone(), terminal.clone())]).await?;
-        self.notify(tx, run, at).await?;
         Ok(Some(Recovered {
             terminal,
             lease: retry.then(|| Lease {
@@ -713,15 +718,32 @@ impl Writer {
         }))
     }
 
-    /// Tells other instances (PostgreSQL) that `run_id`'s log changed: delivered at commit, to
-    /// every instance listening.
-    async fn notify(&self, tx: &mut Tx<'_>, run_id: &RunId, last: u64) -> Result<(), sqlx::Error> {
-        if self.backend == Backend::Postgres {
-            sqlx::query("SELECT pg_notify($1, $2)")
-                .bind(CHANNEL)
-                .bind(format!("{last}:{run_id}"))
-                .execute(&mut **tx)
-                .await?;
+    /// Tells other instances (PostgreSQL) that the logs of `runs` changed: delivered at commit,
+    /// to every instance listening; one notification for many runs (a line `seq:run` each, as
+    /// many as fit in a payload), so a group costs one round trip, not one per run.
+    async fn notify(&self, tx: &mut Tx<'_>, runs: &[(RunId, u64)]) -> Result<(), sqlx::Error> {
+        if self.backend != Backend::Postgres {
+            return Ok(());
+        }
+        // A run id too long for a payload is left out: its remote followers are not woken, and
+        // the group's commit does not fail for it.
+        let runs: Vec<_> = runs
+            .iter()
+            .filter(|(run, _)| run.as_str().len() + 24 <= NOTIFY_BYTES)
+            .collect();
+        let mut payload = String::new();
+        for (i, (run, last)) in runs.iter().enumerate() {
+            payload.push_str(&format!("{last}:{run}\n"));
+            let full = runs
+                .get(i + 1)
+                .is_none_or(|(next, _)| payload.len() + next.as_str().len() + 24 > NOTIFY_BYTES);
+            if full {
+                sqlx::query("SELECT pg_notify($1, $2)")
+                    .bind(CHANNEL)
+                    .bind(std::mem::take(&mut payload))
+                    .execute(&mut **tx)
+                    .await?;
+            }
         }
         Ok(())
     }
