@@ -321,36 +321,30 @@ async fn resolve<A>(
     State(server): State<Arc<Server<A>>>,
     Path(interrupt_id): Path<String>,
     body: axum::body::Bytes,
-) -> Response
+) -> Result<Response, Rejection>
 where
     A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
     A::Future: Send + 'static,
 {
-    let body: Resolve = match parse_json(&body) {
-        Ok(body) => body,
-        Err(rejection) => return rejection.into_response(),
-    };
+    let body: Resolve = parse_json(&body)?;
     let id = InterruptId::from(interrupt_id);
     let result = server.runs.resolve(&id, body.status, body.payload).await;
-    resumed(result)
+    Ok(resumed(result))
 }
 
 async fn resume_thread<A>(
     State(server): State<Arc<Server<A>>>,
     Path(thread_id): Path<String>,
     body: axum::body::Bytes,
-) -> Response
+) -> Result<Response, Rejection>
 where
     A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
     A::Future: Send + 'static,
 {
-    let body: ResumeThread = match parse_json(&body) {
-        Ok(body) => body,
-        Err(rejection) => return rejection.into_response(),
-    };
+    let body: ResumeThread = parse_json(&body)?;
     let result = server
         .runs
         .resume_thread(ThreadId::from(thread_id), body.resume)
         .await;
-    resumed(result)
+    Ok(resumed(result))
 }
