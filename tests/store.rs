@@ -84,7 +84,7 @@ async fn a_log_is_read_back_whole_and_in_order() {
         let (thread, run) = ids();
         let lease = log.start(&start(&thread, &run, vec![])).await.unwrap();
         assert_eq!(lease.last_seq, 0);
-        // 600 = 256 + 256 + 64 + 16 + 8 rows, then 1 and 3.
+        // More than a chunk of the SQL stores holds (512), then 1 and 3.
         let mut written = Vec::new();
         for range in [1..=600, 601..=601, 602..=604] {
             let batch = events(range);
@@ -102,6 +102,25 @@ async fn a_log_is_read_back_whole_and_in_order() {
         assert_eq!(json, expected, "{name}");
         let seqs: Vec<u64> = page.events.iter().map(|e| e.seq).collect();
         assert_eq!(seqs, (1..=604).collect::<Vec<_>>(), "{name}");
+
+        // Pages of 7 from anywhere, across every boundary between writes and chunks.
+        for from in [0, 1, 505, 510, 511, 512, 513, 598, 600] {
+            let mut after = from;
+            let mut read = Vec::new();
+            while after < 604 {
+                let page = log.read(&run, after, 7).await.unwrap().unwrap();
+                assert!(
+                    (1..=7).contains(&page.events.len()),
+                    "{name}: a page of {} after {after}",
+                    page.events.len()
+                );
+                after = page.events.last().unwrap().seq;
+                read.extend(page.events);
+            }
+            let seqs: Vec<u64> = read.iter().map(|e| e.seq).collect();
+            assert_eq!(seqs, (from + 1..=604).collect::<Vec<_>>(), "{name}");
+            assert_eq!(read, written[from as usize..], "{name}");
+        }
 
         let after = log.read(&run, 600, 2).await.unwrap().unwrap();
         assert_eq!(
@@ -513,6 +532,61 @@ async fn a_file_store_survives_reopening() {
     let store = RunStore::open(&url).await.unwrap();
     let page = store.read(&run, 0, 10).await.unwrap().unwrap();
     assert_eq!(page.events, events(1..=4));
+}
+
+#[tokio::test]
+async fn events_logged_one_row_each_read_the_same_after_the_upgrade_to_chunks() {
+    use sqlx::{Connection, migrate::Migrator};
+    sqlx::any::install_default_drivers();
+    for (name, url) in each_store("upgrade").await {
+        // The schema before chunks, with a finished run of three events.
+        let mut before = Migrator::new(std::path::Path::new("migrations"))
+            .await
+            .unwrap();
+        let old: Vec<_> = before
+            .migrations
+            .iter()
+            .filter(|m| m.version < 20261125000000)
+            .cloned()
+            .collect();
+        assert_eq!(old.len(), 2, "the migrations before chunks");
+        before.migrations = old.into();
+        let created = if name == "sqlite" {
+            format!("{url}?mode=rwc")
+        } else {
+            url.clone()
+        };
+        let mut conn = sqlx::AnyConnection::connect(&created).await.unwrap();
+        before.run(&mut conn).await.unwrap();
+        sqlx::query(
+            "INSERT INTO runs (run_id, thread_id, status, owner, lease_expires_at, last_seq, \
+             created_at, updated_at) VALUES ('old', 't-old', 'finished', 'gone', 0, 3, 1, 1)",
+        )
+        .execute(&mut conn)
+        .await
+        .unwrap();
+        let written = events(1..=3);
+        for event in &written {
+            sqlx::query("INSERT INTO run_events (run_id, seq, event) VALUES ('old', $1, $2)")
+                .bind(i64::try_from(event.seq).unwrap())
+                .bind(event.json_str())
+                .execute(&mut conn)
+                .await
+                .unwrap();
+        }
+        conn.close().await.unwrap();
+
+        let store = RunStore::open(&url).await.unwrap();
+        let page = store.read(&"old".into(), 0, 10).await.unwrap().unwrap();
+        assert_eq!(page.events, written, "{name}");
+        assert_eq!(
+            (page.status, page.last_seq),
+            (RunStatus::Finished, 3),
+            "{name}"
+        );
+        let tail = store.read(&"old".into(), 1, 1).await.unwrap().unwrap();
+        assert_eq!(tail.events, written[1..2], "{name}");
+    }
 }
 
 #[tokio::test]

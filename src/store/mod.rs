@@ -46,6 +46,7 @@
 //!   store that does not answer fails the writes (and the runs' followers end with
 //!   `store_unavailable`) instead of hanging.
 
+mod chunk;
 mod listen;
 mod sql;
 mod writer;

@@ -15,7 +15,7 @@ use sqlx::{
 };
 use tokio::sync::{mpsc, oneshot};
 
-use super::{ACQUIRE_TIMEOUT, Backend, StoreError, writer};
+use super::{ACQUIRE_TIMEOUT, Backend, StoreError, chunk, writer};
 use crate::{
     id::{RunId, ThreadId},
     message::Message,
@@ -233,23 +233,35 @@ impl RunStore {
         after: u64,
         limit: usize,
     ) -> Result<Vec<LoggedEvent>, LogError> {
-        sqlx::query(
-            "SELECT seq, event FROM run_events WHERE run_id = $1 AND seq > $2 \
-             ORDER BY seq LIMIT $3",
+        // Seqs are consecutive and a chunk holds at most `MAX_EVENTS`: the chunks that hold
+        // `after + 1 ..= after + limit` start in `after - MAX_EVENTS + 2 ..= after + limit`.
+        let limit = u64::try_from(limit).unwrap_or(u64::MAX);
+        let rows = sqlx::query(
+            "SELECT first_seq, last_seq, events FROM run_chunks WHERE run_id = $1 \
+             AND first_seq > $2 AND first_seq <= $3 AND last_seq > $4 ORDER BY first_seq",
         )
         .bind(run_id.as_str())
+        .bind(signed(after.saturating_sub(chunk::MAX_EVENTS)))
+        .bind(signed(after.saturating_add(limit)))
         .bind(signed(after))
-        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
         .fetch_all(&self.0.reader)
-        .await?
-        .iter()
-        .map(|row| {
-            Ok(LoggedEvent::from_json(
-                seq(number(row, "seq")?),
-                text(row, "event")?,
-            ))
-        })
-        .collect()
+        .await?;
+        let mut events = Vec::new();
+        for row in &rows {
+            let (first, last) = (
+                seq(number(row, "first_seq")?),
+                seq(number(row, "last_seq")?),
+            );
+            let chunk = chunk::split(first, last, text(row, "events")?).ok_or_else(|| {
+                LogError::Corrupt(format!("events {first}..={last} of run {run_id}"))
+            })?;
+            events.extend(
+                chunk
+                    .into_iter()
+                    .filter(|e| e.seq > after && e.seq - after <= limit),
+            );
+        }
+        Ok(events)
     }
 
     async fn run_record(&self, run_id: &RunId) -> Result<Option<RunRecord>, LogError> {

@@ -17,6 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::{
     Backend, CHANNEL, COMMIT_TIMEOUT,
+    chunk::{self, Chunk},
     sql::{INTERRUPT_COLUMNS, interrupt_record, number, seq, signed, text},
 };
 use crate::{
@@ -186,7 +187,7 @@ impl Writer {
         let now = SystemTime::now();
         // The events of every write of the group, inserted together at the end, and the runs
         // whose logs changed.
-        let mut logged: Vec<(RunId, LoggedEvent)> = Vec::new();
+        let mut logged: Vec<Chunk> = Vec::new();
         let mut changed: Vec<(RunId, u64)> = Vec::new();
         for job in group {
             let (answer, error) = match job {
@@ -232,7 +233,7 @@ impl Writer {
                     if written.is_ok() {
                         let last = events.last().map_or(0, |e| e.seq);
                         changed.push((lease.run_id.clone(), last));
-                        logged.extend(events.into_iter().map(|e| (lease.run_id.clone(), e)));
+                        chunk::cut(&lease.run_id, &events, &mut logged);
                     }
                     let (result, error) = split(written);
                     (Done::Unit(reply, result.map_err(log_error)), error)
@@ -270,7 +271,7 @@ impl Writer {
                 return Err(error);
             }
         }
-        insert_events(&mut tx, &logged).await?;
+        insert_chunks(&mut tx, &logged).await?;
         self.notify(&mut tx, &changed).await?;
         if done.iter().any(Done::succeeded) {
             tx.commit().await
@@ -584,11 +585,9 @@ impl Writer {
         if inserted.rows_affected() == 0 {
             return Err(self.not_started(tx, start).await?);
         }
-        let rows: Vec<_> = events
-            .iter()
-            .map(|e| (start.run_id.clone(), e.clone()))
-            .collect();
-        insert_events(tx, &rows).await?;
+        let mut chunks = Vec::new();
+        chunk::cut(&start.run_id, events, &mut chunks);
+        insert_chunks(tx, &chunks).await?;
         Ok(())
     }
 
@@ -707,7 +706,9 @@ impl Writer {
         };
         let at = seq(number(&row, "last_seq")?);
         let terminal = terminal.clone().with_seq(at);
-        insert_events(tx, &[(run.clone(), terminal.clone())]).await?;
+        let mut chunks = Vec::new();
+        chunk::cut(run, std::slice::from_ref(&terminal), &mut chunks);
+        insert_chunks(tx, &chunks).await?;
         Ok(Some(Recovered {
             terminal,
             lease: retry.then(|| Lease {
@@ -804,43 +805,44 @@ async fn end_savepoint(savepoint: Tx<'_>, keep: bool) -> Result<(), sqlx::Error>
 
 /// The most rows one `INSERT` carries. When sqlx binds a SQLite statement it looks each parameter
 /// up by name, a scan of the statement's parameters: binding costs the square of their number.
-/// With 64 rows (192 parameters) one run's 512-event batches were written at 166 k events/s,
-/// with 256 rows at 137 k (`benches/store.rs`).
-const MAX_ROWS: usize = 64;
+const MAX_ROWS: usize = 32;
 
-/// `INSERT INTO run_events … VALUES` with `rows` rows.
+/// `INSERT INTO run_chunks … VALUES` with `rows` rows.
 fn insert_sql(rows: usize) -> String {
-    let mut sql = String::from("INSERT INTO run_events (run_id, seq, event) VALUES ");
+    let mut sql =
+        String::from("INSERT INTO run_chunks (run_id, first_seq, last_seq, events) VALUES ");
     for i in 0..rows {
         if i > 0 {
             sql.push_str(", ");
         }
-        sql.push_str(&format!("(${}, ${}, ${})", 3 * i + 1, 3 * i + 2, 3 * i + 3));
+        let p = 4 * i;
+        sql.push_str(&format!("(${}, ${}, ${}, ${})", p + 1, p + 2, p + 3, p + 4));
     }
     sql
 }
 
-/// The statements for 1, 2, 4 … [`MAX_ROWS`] rows: a batch of any size is written with a few
-/// of them, so the connection prepares each once instead of one statement per batch size.
+/// The statements for 1, 2, 4 … [`MAX_ROWS`] rows: any number of chunks is written with a few
+/// of them, so the connection prepares each once instead of one statement per number.
 static INSERTS: LazyLock<Vec<String>> = LazyLock::new(|| {
     std::iter::successors(Some(1), |rows| (rows * 2 <= MAX_ROWS).then_some(rows * 2))
         .map(insert_sql)
         .collect()
 });
 
-/// Inserts `rows` (of any runs) into the logs.
-async fn insert_events(tx: &mut Tx<'_>, rows: &[(RunId, LoggedEvent)]) -> Result<(), sqlx::Error> {
-    let mut rest = rows;
+/// Inserts `chunks` (of any runs) into the logs.
+async fn insert_chunks(tx: &mut Tx<'_>, chunks: &[Chunk]) -> Result<(), sqlx::Error> {
+    let mut rest = chunks;
     while !rest.is_empty() {
         // The largest statement that fits what is left.
         let index = (usize::BITS - 1 - rest.len().min(MAX_ROWS).leading_zeros()) as usize;
-        let (chunk, tail) = rest.split_at(1 << index);
+        let (these, tail) = rest.split_at(1 << index);
         let mut query = sqlx::query(&INSERTS[index]);
-        for (run, event) in chunk {
+        for chunk in these {
             query = query
-                .bind(run.as_str())
-                .bind(signed(event.seq))
-                .bind(event.json_str());
+                .bind(chunk.run.as_str())
+                .bind(signed(chunk.first))
+                .bind(signed(chunk.last))
+                .bind(chunk.events.as_str());
         }
         query.execute(&mut **tx).await?;
         rest = tail;
