@@ -12,6 +12,10 @@
 //!    to the log before the client reads it; the run's events gathered into a batch while the
 //!    previous one commits). Reports events/s and ns/event.
 //!
+//! 3. **Whole runs**: 50 tasks each starting runs back to back, every run written as one batch
+//!    of 100 token events with its end (conversation kept), as a scripted run is; reports runs/s
+//!    and the CPU time this process spent per run (the store's own cost, no HTTP).
+//!
 //! Set `STORE_EVENTS` (events per measurement, default 20,000) to change the size.
 
 use std::{
@@ -23,7 +27,7 @@ use std::{
 use agent_tower::{
     id::{RunId, ThreadId},
     map_error::Detail,
-    runs::{LoggedEvent, RunLog, Start},
+    runs::{LoggedEvent, RunEnd, RunLog, RunStatus, Start},
     server::{AguiServer, scripted_agent},
     store::RunStore,
 };
@@ -124,6 +128,60 @@ async fn appends(name: &str, url: &str, total: usize) {
     }
 }
 
+/// The CPU time this process has used (user and system), from `/proc/self/stat`.
+fn cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");
+    // The fields after the command, which is in parentheses: utime and stime are the 12th and
+    // 13th of them, in clock ticks (100 per second on Linux).
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .expect("a command")
+        .1
+        .split_whitespace()
+        .collect();
+    let ticks: u64 =
+        fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime");
+    Duration::from_millis(ticks * 10)
+}
+
+/// `tasks` tasks each logging `runs` whole runs of 100 tokens back to back.
+async fn whole_runs(name: &str, url: &str, tasks: usize, runs: usize) {
+    let store = RunStore::open(url).await.expect("the store opens");
+    let reply = agent_tower::message::Message::assistant("m".into(), "token ".repeat(100));
+    let (cpu, started) = (cpu_time(), Instant::now());
+    let workers: Vec<_> = (0..tasks)
+        .map(|_| {
+            let (store, reply) = (store.clone(), reply.clone());
+            tokio::spawn(async move {
+                for _ in 0..runs {
+                    let (thread, run) = ids();
+                    let lease = store
+                        .start(&Start::new(thread, run))
+                        .await
+                        .expect("the run starts");
+                    let mut end = RunEnd::new(RunStatus::Finished);
+                    end.messages = Some(vec![reply.clone()]);
+                    store
+                        .write(&lease, &batch(0, 100), Some(&end))
+                        .await
+                        .expect("the run is written");
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.await.expect("a worker");
+    }
+    let (elapsed, cpu) = (started.elapsed(), cpu_time() - cpu);
+    let total = (tasks * runs) as f64;
+    println!(
+        "| {name} | {tasks} | {} | {:.0} | {:.0} µs |",
+        tasks * runs,
+        total / elapsed.as_secs_f64(),
+        cpu.as_secs_f64() * 1e6 / total,
+    );
+}
+
 /// Posts one scripted run of `tokens` tokens; returns its events and how long it took.
 async fn one_run(router: axum::Router, tokens: usize) -> (usize, Duration) {
     let (thread, run) = ids();
@@ -219,6 +277,15 @@ async fn bench() {
     appends("SQLite file (WAL, synchronous=FULL)", &db.url(), total).await;
     if let Some(url) = &postgres {
         appends("PostgreSQL", url, total).await;
+    }
+
+    println!("\nwhole runs: 100 tokens and an end each, 50 tasks\n");
+    println!("| store | tasks | runs | runs/s | CPU per run |");
+    println!("|---|---:|---:|---:|---:|");
+    let db = TempDb::new();
+    whole_runs("SQLite file", &db.url(), 50, total / 50).await;
+    if let Some(url) = &postgres {
+        whole_runs("PostgreSQL", url, 50, total / 50).await;
     }
 
     println!("\nper token, through the server: one run of {total} tokens, best of three\n");
