@@ -292,7 +292,6 @@ async fn bench() {
     println!("| mode | events | events/s | ns/event |");
     println!("|---|---:|---:|---:|");
     through_server("in memory", None, total).await;
-    through_server("durable, SQLite in memory", Some("memory"), total).await;
     let db = TempDb::new();
     through_server("durable, SQLite file", Some(&db.url()), total).await;
     if let Some(url) = &postgres {

@@ -1,7 +1,7 @@
 //! [`RunStore`]: the [run log](crate::runs::RunLog) on SQLite (one file, the embedded default) or
-//! PostgreSQL (several instances), through sqlx.
+//! PostgreSQL (several instances).
 //!
-//! The store is the truth; everything else is a hint. Writes go through one writer task per
+//! The store is the truth; everything else is a hint. Writes go through one writer per
 //! store that commits what all runs asked for meanwhile in one transaction (group commit: one
 //! fsync for many runs), each run's part fenced by its ownership. Followers in this process are
 //! woken by the engine after each write; other instances' writes arrive as PostgreSQL
@@ -12,7 +12,9 @@
 //! use agent_tower::runs::{LoggedEvent, RunEnd, RunLog, RunStatus, Start};
 //! use agent_tower::store::RunStore;
 //!
-//! let store = RunStore::open("memory").await?;
+//! # let dir = std::env::temp_dir().join(format!("agent-tower-doc-{}", std::process::id()));
+//! # std::fs::create_dir_all(&dir)?;
+//! let store = RunStore::open(&format!("sqlite://{}", dir.join("runs.db").display())).await?;
 //! let lease = store.start(&Start::new("thread-1".into(), "run-1".into())).await?;
 //! let events = [LoggedEvent::from_json(1, r#"{"type":"RUN_STARTED","threadId":"thread-1","runId":"run-1"}"#)];
 //! store.write(&lease, &events, Some(&RunEnd::new(RunStatus::Finished))).await?;
@@ -25,10 +27,13 @@
 //!
 //! # Backends
 //!
-//! [`RunStore::open`] takes `memory` (SQLite in memory: tests), `sqlite://path` (created if
-//! missing; WAL, `synchronous=FULL`, so an acknowledged write survives a power loss) or
-//! `postgres://…`. The same portable SQL runs on both engines (sqlx's `Any` driver, numbered
-//! parameters); the migrations in the crate's `migrations/` directory run on open.
+//! [`RunStore::open`] takes `sqlite://path` (created if missing; WAL, `synchronous=FULL`, so an
+//! acknowledged write survives a power loss) or `postgres://…`; the log in memory is
+//! [`MemoryLog`](crate::runs::MemoryLog). The same portable SQL, with numbered parameters, runs
+//! on both engines; the migrations in the crate's `migrations/` directory run on open. Reads go
+//! through sqlx; the writer writes PostgreSQL through sqlx and SQLite through rusqlite, on a
+//! thread of its own with cached statements, a whole group of writes in one hand-over instead
+//! of two thread switches per statement.
 //!
 //! # Guarantees
 //!
@@ -47,6 +52,7 @@
 //!   `store_unavailable`) instead of hanging.
 
 mod chunk;
+mod conn;
 mod listen;
 mod sql;
 mod writer;
@@ -64,6 +70,13 @@ pub enum StoreError {
     Database(sqlx::Error),
     /// The URL names no backend this store knows.
     UnsupportedUrl(String),
+    /// The SQLite file could not be opened for writing.
+    Open {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 impl fmt::Display for StoreError {
@@ -72,7 +85,13 @@ impl fmt::Display for StoreError {
             Self::Database(e) => write!(f, "the run store failed: {e}"),
             Self::UnsupportedUrl(url) => write!(
                 f,
-                "unsupported store `{url}`: use `memory`, `sqlite://path` or `postgres://…`"
+                "unsupported store `{url}`: use `sqlite://path` or `postgres://…` (the log in \
+                 memory is `runs::MemoryLog`)"
+            ),
+            Self::Open { path, source } => write!(
+                f,
+                "the run store could not open {} for writing: {source}",
+                path.display()
             ),
         }
     }
@@ -83,6 +102,7 @@ impl std::error::Error for StoreError {
         match self {
             Self::Database(e) => Some(e),
             Self::UnsupportedUrl(_) => None,
+            Self::Open { source, .. } => Some(&**source),
         }
     }
 }
@@ -114,7 +134,7 @@ const COMMIT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The channel PostgreSQL wake-ups go on; the payload is `seq:run_id`.
 const CHANNEL: &str = "agent_tower_events";
 
-/// What the writer task and the readers share.
+/// What the writer and the readers share.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Backend {
     Sqlite,

@@ -3,6 +3,7 @@
 
 use std::{
     fmt,
+    str::FromStr,
     sync::Arc,
     time::{Duration, SystemTime},
 };
@@ -12,10 +13,11 @@ use serde_json::Value;
 use sqlx::{
     AnyPool, Row,
     any::{AnyPoolOptions, AnyRow},
+    sqlite::SqliteConnectOptions,
 };
 use tokio::sync::{mpsc, oneshot};
 
-use super::{ACQUIRE_TIMEOUT, Backend, StoreError, chunk, writer};
+use super::{ACQUIRE_TIMEOUT, Backend, StoreError, chunk, conn::Columns, writer};
 use crate::{
     id::{RunId, ThreadId},
     message::Message,
@@ -29,7 +31,7 @@ use crate::{
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
 pub(super) struct Inner {
-    /// Reads (followers, listings); writes go to the writer task.
+    /// Reads (followers, listings); writes go to the writer.
     reader: AnyPool,
     jobs: mpsc::Sender<writer::Job>,
     pub(super) backend: Backend,
@@ -51,12 +53,12 @@ impl fmt::Debug for RunStore {
     }
 }
 
-pub(super) fn text(row: &AnyRow, column: &str) -> Result<String, LogError> {
-    Ok(row.try_get::<String, _>(column)?)
+pub(super) fn text(row: &impl Columns, column: &str) -> Result<String, LogError> {
+    row.text(column)
 }
 
-pub(super) fn number(row: &AnyRow, column: &str) -> Result<i64, LogError> {
-    Ok(row.try_get::<i64, _>(column)?)
+pub(super) fn number(row: &impl Columns, column: &str) -> Result<i64, LogError> {
+    row.number(column)
 }
 
 fn json<T: serde::de::DeserializeOwned>(raw: &str, what: &str) -> Result<T, LogError> {
@@ -91,9 +93,9 @@ pub(super) fn run_record(row: &AnyRow) -> Result<RunRecord, LogError> {
 pub(super) const INTERRUPT_COLUMNS: &str = "interrupt_id, thread_id, run_id, tool_call_id, \
      tool_name, arguments, args_hash, created_at, expires_at, status, resolution, resolved_by_run";
 
-pub(super) fn interrupt_record(row: &AnyRow) -> Result<InterruptRecord, LogError> {
-    let resolution: Option<String> = row.try_get("resolution")?;
-    let resolved_by: Option<String> = row.try_get("resolved_by_run")?;
+pub(super) fn interrupt_record(row: &impl Columns) -> Result<InterruptRecord, LogError> {
+    let resolution = row.optional_text("resolution")?;
+    let resolved_by = row.optional_text("resolved_by_run")?;
     Ok(InterruptRecord {
         id: text(row, "interrupt_id")?.into(),
         thread_id: text(row, "thread_id")?.into(),
@@ -112,11 +114,8 @@ pub(super) fn interrupt_record(row: &AnyRow) -> Result<InterruptRecord, LogError
     })
 }
 
-/// `memory` → SQLite in memory; a `sqlite:` URL gets `mode=rwc` (create if missing).
+/// A `sqlite:` URL gets `mode=rwc` (create if missing).
 fn normalize(url: &str) -> Result<(String, Backend), StoreError> {
-    if url == "memory" || url == "sqlite::memory:" {
-        return Ok(("sqlite::memory:".to_owned(), Backend::Sqlite));
-    }
     if url.starts_with("sqlite:") {
         let url = if url.contains('?') {
             url.to_owned()
@@ -131,8 +130,18 @@ fn normalize(url: &str) -> Result<(String, Backend), StoreError> {
     Err(StoreError::UnsupportedUrl(url.to_owned()))
 }
 
+/// The writer's own connection to the SQLite file at `path`: WAL, `synchronous=FULL` (a
+/// commit is on disk when it answers), and a lock held by another process waited for as long
+/// as a commit may take.
+fn open_writer(path: &std::path::Path) -> Result<rusqlite::Connection, rusqlite::Error> {
+    let conn = rusqlite::Connection::open(path)?;
+    conn.busy_timeout(super::COMMIT_TIMEOUT)?;
+    conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;")?;
+    Ok(conn)
+}
+
 impl RunStore {
-    /// Opens (and migrates) the store at `url`: `memory`, `sqlite://path` or `postgres://…`,
+    /// Opens (and migrates) the store at `url`: `sqlite://path` or `postgres://…`,
     /// and registers this instance (its first heartbeat, for 30 s).
     ///
     /// # Errors
@@ -141,7 +150,6 @@ impl RunStore {
     pub async fn open(url: &str) -> Result<Self, StoreError> {
         sqlx::any::install_default_drivers();
         let (url, backend) = normalize(url)?;
-        let memory = url == "sqlite::memory:";
         let options = || {
             AnyPoolOptions::new()
                 .acquire_timeout(ACQUIRE_TIMEOUT)
@@ -159,35 +167,37 @@ impl RunStore {
                     })
                 })
         };
-        let (writer, reader) = match backend {
-            Backend::Sqlite if memory => {
-                // One connection holds the database: it must never close.
-                let pool = options()
-                    .max_connections(1)
-                    .min_connections(1)
-                    .idle_timeout(None)
-                    .max_lifetime(None)
-                    .connect(&url)
-                    .await?;
-                (pool.clone(), pool)
-            }
-            // One writer connection: the writer task commits every run's writes in groups.
-            Backend::Sqlite => (
-                options().max_connections(1).connect(&url).await?,
-                options().max_connections(4).connect(&url).await?,
-            ),
-            Backend::Postgres => (
-                options().max_connections(1).connect(&url).await?,
-                options().max_connections(16).connect(&url).await?,
-            ),
-        };
-        MIGRATOR.run(&writer).await?;
-        let hub = Hub::new();
-        if backend == Backend::Postgres {
-            super::listen::forward(&url, hub.clone()).await?;
-        }
         let owner = format!("instance-{}", uuid::Uuid::now_v7());
-        let jobs = writer::spawn(writer, backend, owner.clone());
+        let hub = Hub::new();
+        let (reader, jobs) =
+            match backend {
+                Backend::Sqlite => {
+                    let reader = options().max_connections(4).connect(&url).await?;
+                    MIGRATOR.run(&reader).await?;
+                    let path = SqliteConnectOptions::from_str(&url)?
+                        .get_filename()
+                        .to_owned();
+                    let opened = open_writer(&path).map_err(|e| StoreError::Open {
+                        path: path.clone(),
+                        source: Box::new(e),
+                    })?;
+                    let jobs = writer::spawn(writer::Target::Sqlite(opened), owner.clone())
+                        .map_err(|e| StoreError::Open {
+                            path,
+                            source: Box::new(e),
+                        })?;
+                    (reader, jobs)
+                }
+                Backend::Postgres => {
+                    // One writer connection: the writer task commits every run's writes in groups.
+                    let writer = options().max_connections(1).connect(&url).await?;
+                    MIGRATOR.run(&writer).await?;
+                    super::listen::forward(&url, hub.clone()).await?;
+                    let jobs = writer::spawn(writer::Target::Postgres(writer), owner.clone())
+                        .expect("a task spawns");
+                    (options().max_connections(16).connect(&url).await?, jobs)
+                }
+            };
         let store = Self(Arc::new(Inner {
             reader,
             jobs,
@@ -214,7 +224,7 @@ impl RunStore {
         &self.0.owner
     }
 
-    /// Sends a job to the writer task and waits for its answer.
+    /// Sends a job to the writer and waits for its answer.
     async fn ask<T>(
         &self,
         job: impl FnOnce(oneshot::Sender<T>) -> writer::Job,

@@ -1,4 +1,4 @@
-//! The writer task: every write of the store, from every run, committed in groups.
+//! The writer (a task for PostgreSQL, a thread for SQLite): every write of the store, from every run, committed in groups.
 //!
 //! Jobs queue while a group commits; the next group takes all of them (up to [`MAX_GROUP`]) into
 //! one transaction: one commit, one fsync, for many runs. A job whose checks refuse it (a start
@@ -11,13 +11,15 @@ use std::{
     time::{Duration, SystemTime},
 };
 
+use futures_util::FutureExt;
 use serde_json::Value;
-use sqlx::{Acquire, Any, AnyPool, Transaction};
+use sqlx::AnyPool;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{
     Backend, CHANNEL, COMMIT_TIMEOUT,
     chunk::{self, Chunk},
+    conn::{Arg, Conn, DbError, Row, Sqlite},
     sql::{INTERRUPT_COLUMNS, interrupt_record, number, seq, signed, text},
 };
 use crate::{
@@ -75,26 +77,60 @@ pub(super) enum Job {
 
 /// What the writer knows.
 struct Writer {
-    pool: AnyPool,
     backend: Backend,
     owner: String,
 }
 
-/// Starts the writer task of `pool`; it ends when every sender is gone.
-pub(super) fn spawn(pool: AnyPool, backend: Backend, owner: String) -> mpsc::Sender<Job> {
+/// Where the writer writes.
+pub(super) enum Target {
+    /// A PostgreSQL pool of one connection; the writer is a task.
+    Postgres(AnyPool),
+    /// A SQLite database; the writer is a thread with a connection of its own.
+    Sqlite(rusqlite::Connection),
+}
+
+/// Starts the writer of `target`; it ends when every sender is gone.
+pub(super) fn spawn(target: Target, owner: String) -> std::io::Result<mpsc::Sender<Job>> {
     let (jobs, mut queue) = mpsc::channel(QUEUE);
-    let writer = Writer {
-        pool,
-        backend,
-        owner,
-    };
-    tokio::spawn(async move {
-        let mut group = Vec::with_capacity(MAX_GROUP);
-        while queue.recv_many(&mut group, MAX_GROUP).await > 0 {
-            writer.commit(std::mem::take(&mut group)).await;
+    match target {
+        Target::Postgres(pool) => {
+            let writer = Writer {
+                backend: Backend::Postgres,
+                owner,
+            };
+            tokio::spawn(async move {
+                let mut group = Vec::with_capacity(MAX_GROUP);
+                while queue.recv_many(&mut group, MAX_GROUP).await > 0 {
+                    writer
+                        .commit_postgres(&pool, std::mem::take(&mut group))
+                        .await;
+                }
+            });
         }
-    });
-    jobs
+        Target::Sqlite(conn) => {
+            let writer = Writer {
+                backend: Backend::Sqlite,
+                owner,
+            };
+            let mut conn = Sqlite::new(conn);
+            std::thread::Builder::new()
+                .name("agent-tower-sqlite-writer".into())
+                .spawn(move || {
+                    let mut group = Vec::with_capacity(MAX_GROUP);
+                    while let Some(job) = queue.blocking_recv() {
+                        group.push(job);
+                        while group.len() < MAX_GROUP {
+                            match queue.try_recv() {
+                                Ok(job) => group.push(job),
+                                Err(_) => break,
+                            }
+                        }
+                        writer.commit_sqlite(&mut conn, std::mem::take(&mut group));
+                    }
+                })?;
+        }
+    }
+    Ok(jobs)
 }
 
 /// A job done inside the group's transaction, waiting for the commit to answer.
@@ -158,14 +194,21 @@ impl Done {
     }
 }
 
-/// The group's transaction, or a job's savepoint in it.
-type Tx<'c> = Transaction<'c, Any>;
-
 impl Writer {
-    /// Commits `group` in one transaction and answers each job.
-    async fn commit(&self, group: Vec<Job>) {
+    /// Commits `group` in one transaction of PostgreSQL and answers each job.
+    async fn commit_postgres(&self, pool: &AnyPool, group: Vec<Job>) {
         let mut done = Vec::with_capacity(group.len());
-        let committed = tokio::time::timeout(COMMIT_TIMEOUT, self.run(group, &mut done)).await;
+        let committed = tokio::time::timeout(COMMIT_TIMEOUT, async {
+            let mut tx = pool.begin().await?;
+            self.run(&mut tx, group, &mut done).await?;
+            if done.iter().any(Done::succeeded) {
+                tx.commit().await?;
+            } else {
+                tx.rollback().await?;
+            }
+            Ok::<_, DbError>(())
+        })
+        .await;
         let failed = match committed {
             Ok(Ok(())) => None,
             Ok(Err(error)) => Some(format!("the store failed: {error}")),
@@ -174,16 +217,41 @@ impl Writer {
                 COMMIT_TIMEOUT.as_secs()
             )),
         };
-        if let Some(why) = &failed {
-            tracing::error!(reason = %why, jobs = done.len(), "a group of writes failed");
-        }
-        for job in done {
-            job.answer(failed.as_deref());
-        }
+        answer(done, failed);
     }
 
-    async fn run(&self, group: Vec<Job>, done: &mut Vec<Done>) -> Result<(), sqlx::Error> {
-        let mut tx = self.pool.begin().await?;
+    /// Commits `group` in one transaction of SQLite and answers each job. The connection's
+    /// answers are ready at once: the jobs' futures complete when first polled.
+    fn commit_sqlite(&self, conn: &mut Sqlite, group: Vec<Job>) {
+        let mut done = Vec::with_capacity(group.len());
+        let committed = conn.batch("BEGIN IMMEDIATE").and_then(|()| {
+            let ran = self
+                .run(conn, group, &mut done)
+                .now_or_never()
+                .unwrap_or_else(|| unreachable!("SQLite's answers are ready at once"));
+            let end = if ran.is_ok() && done.iter().any(Done::succeeded) {
+                "COMMIT"
+            } else {
+                "ROLLBACK"
+            };
+            ran.and(conn.batch(end))
+        });
+        let failed = committed.err().map(|error| {
+            // A transaction left open by a failed commit is rolled back; failing again changes
+            // nothing.
+            let _ = conn.batch("ROLLBACK");
+            format!("the store failed: {error}")
+        });
+        answer(done, failed);
+    }
+
+    /// Runs `group` in `tx`'s transaction, each job's answer in `done`; the caller commits.
+    async fn run(
+        &self,
+        tx: &mut impl Conn,
+        group: Vec<Job>,
+        done: &mut Vec<Done>,
+    ) -> Result<(), DbError> {
         let now = SystemTime::now();
         // The events of every write of the group, inserted together at the end, and the runs
         // whose logs changed.
@@ -192,15 +260,14 @@ impl Writer {
         for job in group {
             let (answer, error) = match job {
                 Job::Start { start, reply } => {
-                    let (result, error) = match self.start_plain(&mut tx, &start, now).await {
+                    let (result, error) = match self.start_plain(tx, &start, now).await {
                         Ok(Some(lease)) => (Ok(lease), None),
                         Ok(None) => {
                             // Not a plain start: checked and written in a savepoint.
-                            let mut savepoint = (&mut tx).begin().await?;
-                            let (result, error) =
-                                split(self.start(&mut savepoint, &start, now).await);
+                            savepoint(tx).await?;
+                            let (result, error) = split(self.start(tx, &start, now).await);
                             if error.is_none() {
-                                end_savepoint(savepoint, result.is_ok()).await?;
+                                end_savepoint(tx, result.is_ok()).await?;
                             }
                             (result, error)
                         }
@@ -213,11 +280,10 @@ impl Writer {
                     events,
                     reply,
                 } => {
-                    let mut savepoint = (&mut tx).begin().await?;
-                    let (result, error) =
-                        split(self.refuse(&mut savepoint, &start, &events, now).await);
+                    savepoint(tx).await?;
+                    let (result, error) = split(self.refuse(tx, &start, &events, now).await);
                     if error.is_none() {
-                        end_savepoint(savepoint, result.is_ok()).await?;
+                        end_savepoint(tx, result.is_ok()).await?;
                     }
                     (Done::Refuse(reply, result), error)
                 }
@@ -227,9 +293,7 @@ impl Writer {
                     end,
                     reply,
                 } => {
-                    let written = self
-                        .write(&mut tx, &lease, &events, end.as_ref(), now)
-                        .await;
+                    let written = self.write(tx, &lease, &events, end.as_ref(), now).await;
                     if written.is_ok() {
                         let last = events.last().map_or(0, |e| e.seq);
                         changed.push((lease.run_id.clone(), last));
@@ -244,12 +308,12 @@ impl Writer {
                     state,
                     reply,
                 } => {
-                    let saved = save_thread(&mut tx, &thread, &messages, state.as_ref(), now).await;
+                    let saved = save_thread(tx, &thread, &messages, state.as_ref(), now).await;
                     let (result, error) = split(saved);
                     (Done::Unit(reply, result.map_err(log_error)), error)
                 }
                 Job::Heartbeat { lease, reply } => {
-                    let (result, error) = split(self.heartbeat(&mut tx, lease, now).await);
+                    let (result, error) = split(self.heartbeat(tx, lease, now).await);
                     (Done::Unit(reply, result.map_err(log_error)), error)
                 }
                 Job::Recover {
@@ -258,7 +322,7 @@ impl Writer {
                     retry,
                     reply,
                 } => {
-                    let recovered = self.recover(&mut tx, &lost, &terminal, retry, now).await;
+                    let recovered = self.recover(tx, &lost, &terminal, retry, now).await;
                     if let Ok(Some(recovered)) = &recovered {
                         changed.push((lost.record.run_id.clone(), recovered.terminal.seq));
                     }
@@ -271,13 +335,8 @@ impl Writer {
                 return Err(error);
             }
         }
-        insert_chunks(&mut tx, &logged).await?;
-        self.notify(&mut tx, &changed).await?;
-        if done.iter().any(Done::succeeded) {
-            tx.commit().await
-        } else {
-            tx.rollback().await
-        }
+        insert_chunks(tx, &logged).await?;
+        self.notify(tx, &changed).await
     }
 
     /// The common start, in two statements and no savepoint: a new run with nothing to resume,
@@ -285,7 +344,7 @@ impl Writer {
     /// is left written): [`start`](Self::start) then checks everything.
     async fn start_plain(
         &self,
-        tx: &mut Tx<'_>,
+        tx: &mut impl Conn,
         start: &Start,
         now: SystemTime,
     ) -> Result<Option<Lease>, Failure> {
@@ -309,19 +368,24 @@ impl Writer {
                  VALUES ($1, $2, 'running', $3, 0, 0, $4, $4, $5, $6, 0, 1) ON CONFLICT DO NOTHING"
             }
         };
-        let inserted = sqlx::query(sql)
-            .bind(start.run_id.as_str())
-            .bind(start.thread_id.as_str())
-            .bind(&self.owner)
-            .bind(millis(now))
-            .bind(&start.request_hash)
-            .bind(start.request.as_ref().map(Value::to_string))
-            .execute(&mut **tx)
+        let request = start.request.as_ref().map(Value::to_string);
+        let inserted = tx
+            .execute(
+                sql,
+                &[
+                    Arg::from(start.run_id.as_str()),
+                    Arg::from(start.thread_id.as_str()),
+                    Arg::from(&self.owner),
+                    Arg::from(millis(now)),
+                    Arg::from(&start.request_hash),
+                    Arg::from(request.as_deref()),
+                ],
+            )
             .await;
         match inserted {
-            Ok(done) if done.rows_affected() == 1 => {}
+            Ok(1) => {}
             Ok(_) => return Ok(None),
-            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => return Ok(None),
+            Err(e) if e.is_unique_violation() => return Ok(None),
             Err(e) => return Err(e.into()),
         }
         let started = Lease {
@@ -333,36 +397,39 @@ impl Writer {
             return Ok(Some(started));
         }
         // Read after the insert: an interrupt of a run that ended meanwhile is seen.
-        let pending = sqlx::query(
-            "SELECT 1 AS pending FROM interrupts WHERE thread_id = $1 AND status = 'pending' \
+        let pending = first(
+            tx.fetch(
+                "SELECT 1 AS pending FROM interrupts WHERE thread_id = $1 AND status = 'pending' \
              LIMIT 1",
-        )
-        .bind(start.thread_id.as_str())
-        .fetch_optional(&mut **tx)
-        .await?;
+                &[Arg::from(start.thread_id.as_str())],
+            )
+            .await?,
+        );
         if pending.is_none() {
             return Ok(Some(started));
         }
-        sqlx::query("DELETE FROM runs WHERE run_id = $1")
-            .bind(start.run_id.as_str())
-            .execute(&mut **tx)
-            .await?;
+        tx.execute(
+            "DELETE FROM runs WHERE run_id = $1",
+            &[Arg::from(start.run_id.as_str())],
+        )
+        .await?;
         Ok(None)
     }
 
     /// See [`RunLog::start`](crate::runs::RunLog::start).
     async fn start(
         &self,
-        tx: &mut Tx<'_>,
+        tx: &mut impl Conn,
         start: &Start,
         now: SystemTime,
     ) -> Result<Lease, Failure> {
-        let existing = sqlx::query(
-            "SELECT status, request_hash, segment_start, last_seq FROM runs WHERE run_id = $1",
-        )
-        .bind(start.run_id.as_str())
-        .fetch_optional(&mut **tx)
-        .await?;
+        let existing = first(
+            tx.fetch(
+                "SELECT status, request_hash, segment_start, last_seq FROM runs WHERE run_id = $1",
+                &[Arg::from(start.run_id.as_str())],
+            )
+            .await?,
+        );
         let continued = match existing {
             None => None,
             Some(row) => {
@@ -391,54 +458,56 @@ impl Writer {
         let written = match continued {
             // The interrupted run itself, resumed under its own id: its log goes on.
             Some(_) => {
-                sqlx::query(
+                tx.execute(
                     "UPDATE runs SET status = 'running', owner = $1, lease_expires_at = 0, \
                      request_hash = $2, request = $3, segment_start = last_seq, attempts = 1, \
                      updated_at = $4 WHERE run_id = $5 AND status = 'interrupted'",
+                    &[
+                        Arg::from(&self.owner),
+                        Arg::from(&start.request_hash),
+                        Arg::from(request.as_deref()),
+                        Arg::from(millis(now)),
+                        Arg::from(start.run_id.as_str()),
+                    ],
                 )
-                .bind(&self.owner)
-                .bind(&start.request_hash)
-                .bind(request)
-                .bind(millis(now))
-                .bind(start.run_id.as_str())
-                .execute(&mut **tx)
                 .await
             }
             None => {
-                sqlx::query(
+                tx.execute(
                     "INSERT INTO runs (run_id, thread_id, status, owner, lease_expires_at, \
                      last_seq, created_at, updated_at, request_hash, request, segment_start, \
                      attempts) VALUES ($1, $2, 'running', $3, 0, 0, $4, $4, $5, $6, 0, 1) \
                      ON CONFLICT DO NOTHING",
+                    &[
+                        Arg::from(start.run_id.as_str()),
+                        Arg::from(start.thread_id.as_str()),
+                        Arg::from(&self.owner),
+                        Arg::from(millis(now)),
+                        Arg::from(&start.request_hash),
+                        Arg::from(request.as_deref()),
+                    ],
                 )
-                .bind(start.run_id.as_str())
-                .bind(start.thread_id.as_str())
-                .bind(&self.owner)
-                .bind(millis(now))
-                .bind(&start.request_hash)
-                .bind(request)
-                .execute(&mut **tx)
                 .await
             }
         };
         let written = match written {
-            Ok(done) => done.rows_affected(),
+            Ok(done) => done,
             // The thread's active run is somebody else's (the unique index of running runs).
-            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => 0,
+            Err(e) if e.is_unique_violation() => 0,
             Err(e) => return Err(e.into()),
         };
         if written == 0 {
             return Err(self.not_started(tx, start).await?);
         }
-        let pending: HashSet<InterruptId> = sqlx::query(
-            "SELECT interrupt_id FROM interrupts WHERE thread_id = $1 AND status = 'pending'",
-        )
-        .bind(start.thread_id.as_str())
-        .fetch_all(&mut **tx)
-        .await?
-        .iter()
-        .map(|row| text(row, "interrupt_id").map(InterruptId::from))
-        .collect::<Result<_, _>>()?;
+        let pending: HashSet<InterruptId> = tx
+            .fetch(
+                "SELECT interrupt_id FROM interrupts WHERE thread_id = $1 AND status = 'pending'",
+                &[Arg::from(start.thread_id.as_str())],
+            )
+            .await?
+            .iter()
+            .map(|row| text(row, "interrupt_id").map(InterruptId::from))
+            .collect::<Result<_, _>>()?;
         for (id, answer) in &start.resume {
             self.resolve(tx, start, id, answer, now).await?;
         }
@@ -466,14 +535,17 @@ impl Writer {
     /// Whether every interrupt `start` resumes is one its own run stopped at.
     async fn resumes_own_interrupts(
         &self,
-        tx: &mut Tx<'_>,
+        tx: &mut impl Conn,
         start: &Start,
     ) -> Result<bool, Failure> {
         for (id, _) in &start.resume {
-            let owner = sqlx::query("SELECT run_id FROM interrupts WHERE interrupt_id = $1")
-                .bind(id.as_str())
-                .fetch_optional(&mut **tx)
-                .await?;
+            let owner = first(
+                tx.fetch(
+                    "SELECT run_id FROM interrupts WHERE interrupt_id = $1",
+                    &[Arg::from(id.as_str())],
+                )
+                .await?,
+            );
             match owner {
                 Some(row) if text(&row, "run_id")? == start.run_id.as_str() => {}
                 _ => return Ok(false),
@@ -483,11 +555,14 @@ impl Writer {
     }
 
     /// Why a start wrote nothing: the run exists, or the thread is busy.
-    async fn not_started(&self, tx: &mut Tx<'_>, start: &Start) -> Result<Failure, Failure> {
-        let exists = sqlx::query("SELECT request_hash, segment_start FROM runs WHERE run_id = $1")
-            .bind(start.run_id.as_str())
-            .fetch_optional(&mut **tx)
-            .await?;
+    async fn not_started(&self, tx: &mut impl Conn, start: &Start) -> Result<Failure, Failure> {
+        let exists = first(
+            tx.fetch(
+                "SELECT request_hash, segment_start FROM runs WHERE run_id = $1",
+                &[Arg::from(start.run_id.as_str())],
+            )
+            .await?,
+        );
         if let Some(row) = exists {
             let same = text(&row, "request_hash")? == start.request_hash;
             return Ok(refused(StartError::Exists {
@@ -500,13 +575,15 @@ impl Writer {
                 },
             }));
         }
-        let active =
-            sqlx::query("SELECT run_id FROM runs WHERE thread_id = $1 AND status = 'running'")
-                .bind(start.thread_id.as_str())
-                .fetch_optional(&mut **tx)
-                .await?
-                .map(|row| text(&row, "run_id").map(RunId::from))
-                .transpose()?;
+        let active = first(
+            tx.fetch(
+                "SELECT run_id FROM runs WHERE thread_id = $1 AND status = 'running'",
+                &[Arg::from(start.thread_id.as_str())],
+            )
+            .await?,
+        )
+        .map(|row| text(&row, "run_id").map(RunId::from))
+        .transpose()?;
         Ok(refused(StartError::Busy {
             thread: start.thread_id.clone(),
             active,
@@ -516,18 +593,19 @@ impl Writer {
     /// Resolves one interrupt for `start`: pending, this thread's, not expired; exactly once.
     async fn resolve(
         &self,
-        tx: &mut Tx<'_>,
+        tx: &mut impl Conn,
         start: &Start,
         id: &InterruptId,
         answer: &Value,
         now: SystemTime,
     ) -> Result<(), Failure> {
-        let row = sqlx::query(&format!(
-            "SELECT {INTERRUPT_COLUMNS} FROM interrupts WHERE interrupt_id = $1"
-        ))
-        .bind(id.as_str())
-        .fetch_optional(&mut **tx)
-        .await?;
+        let row = first(
+            tx.fetch(
+                &format!("SELECT {INTERRUPT_COLUMNS} FROM interrupts WHERE interrupt_id = $1"),
+                &[Arg::from(id.as_str())],
+            )
+            .await?,
+        );
         let record = match row.as_ref().map(interrupt_record).transpose()? {
             Some(record) if record.thread_id == start.thread_id => record,
             _ => return Err(refused(StartError::UnknownInterrupt(id.clone()))),
@@ -541,18 +619,20 @@ impl Writer {
         if record.expires_at <= now {
             return Err(refused(StartError::Expired(id.clone())));
         }
-        let resolved = sqlx::query(
-            "UPDATE interrupts SET status = 'resolved', resolution = $1, \
+        let resolved = tx
+            .execute(
+                "UPDATE interrupts SET status = 'resolved', resolution = $1, \
              resolved_by_run = $2, resolved_at = $3 \
              WHERE interrupt_id = $4 AND status = 'pending' AND expires_at > $3",
-        )
-        .bind(answer.to_string())
-        .bind(start.run_id.as_str())
-        .bind(millis(now))
-        .bind(id.as_str())
-        .execute(&mut **tx)
-        .await?;
-        if resolved.rows_affected() == 0 {
+                &[
+                    Arg::from(&answer.to_string()),
+                    Arg::from(start.run_id.as_str()),
+                    Arg::from(millis(now)),
+                    Arg::from(id.as_str()),
+                ],
+            )
+            .await?;
+        if resolved == 0 {
             return Err(refused(StartError::AlreadyResolved {
                 id: id.clone(),
                 by_run: record.run_id,
@@ -564,25 +644,27 @@ impl Writer {
     /// See [`RunLog::refuse`](crate::runs::RunLog::refuse).
     async fn refuse(
         &self,
-        tx: &mut Tx<'_>,
+        tx: &mut impl Conn,
         start: &Start,
         events: &[LoggedEvent],
         now: SystemTime,
     ) -> Result<(), Failure> {
-        let inserted = sqlx::query(
-            "INSERT INTO runs (run_id, thread_id, status, owner, lease_expires_at, last_seq, \
+        let inserted = tx
+            .execute(
+                "INSERT INTO runs (run_id, thread_id, status, owner, lease_expires_at, last_seq, \
              created_at, updated_at, request_hash, segment_start, attempts) \
              VALUES ($1, $2, 'failed', $3, 0, $4, $5, $5, $6, 0, 1) ON CONFLICT DO NOTHING",
-        )
-        .bind(start.run_id.as_str())
-        .bind(start.thread_id.as_str())
-        .bind(&self.owner)
-        .bind(signed(events.last().map_or(0, |e| e.seq)))
-        .bind(millis(now))
-        .bind(&start.request_hash)
-        .execute(&mut **tx)
-        .await?;
-        if inserted.rows_affected() == 0 {
+                &[
+                    Arg::from(start.run_id.as_str()),
+                    Arg::from(start.thread_id.as_str()),
+                    Arg::from(&self.owner),
+                    Arg::from(signed(events.last().map_or(0, |e| e.seq))),
+                    Arg::from(millis(now)),
+                    Arg::from(&start.request_hash),
+                ],
+            )
+            .await?;
+        if inserted == 0 {
             return Err(self.not_started(tx, start).await?);
         }
         let mut chunks = Vec::new();
@@ -594,7 +676,7 @@ impl Writer {
     /// See [`RunLog::write`](crate::runs::RunLog::write).
     async fn write(
         &self,
-        tx: &mut Tx<'_>,
+        tx: &mut impl Conn,
         lease: &Lease,
         events: &[LoggedEvent],
         end: Option<&RunEnd>,
@@ -605,21 +687,23 @@ impl Writer {
             .and_then(|end| end.request.as_ref())
             .map(Value::to_string);
         // Fenced to the owner, a running run, and (with events) the log's end.
-        let fenced = sqlx::query(
-            "UPDATE runs SET status = $1, last_seq = COALESCE($2, last_seq), updated_at = $3, \
+        let fenced = tx
+            .execute(
+                "UPDATE runs SET status = $1, last_seq = COALESCE($2, last_seq), updated_at = $3, \
              request = COALESCE($4, request) WHERE run_id = $5 AND owner = $6 \
              AND status = 'running' AND ($7 IS NULL OR last_seq = $7)",
-        )
-        .bind(status.as_str())
-        .bind(events.last().map(|e| signed(e.seq)))
-        .bind(millis(now))
-        .bind(request)
-        .bind(lease.run_id.as_str())
-        .bind(&self.owner)
-        .bind(events.first().map(|e| signed(e.seq - 1)))
-        .execute(&mut **tx)
-        .await?;
-        if fenced.rows_affected() == 0 {
+                &[
+                    Arg::from(status.as_str()),
+                    Arg::from(events.last().map(|e| signed(e.seq))),
+                    Arg::from(millis(now)),
+                    Arg::from(request.as_deref()),
+                    Arg::from(lease.run_id.as_str()),
+                    Arg::from(&self.owner),
+                    Arg::from(events.first().map(|e| signed(e.seq - 1))),
+                ],
+            )
+            .await?;
+        if fenced == 0 {
             return Err(LogError::Fenced(lease.run_id.clone()).into());
         }
         // Its events go in with the group's.
@@ -628,21 +712,22 @@ impl Writer {
                 save_thread(tx, &lease.thread_id, messages, end.state.as_ref(), now).await?;
             }
             for interrupt in &end.interrupts {
-                sqlx::query(
+                tx.execute(
                     "INSERT INTO interrupts (interrupt_id, thread_id, run_id, tool_call_id, \
                      tool_name, arguments, args_hash, created_at, expires_at, status) \
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending')",
+                    &[
+                        Arg::from(interrupt.id.as_str()),
+                        Arg::from(lease.thread_id.as_str()),
+                        Arg::from(lease.run_id.as_str()),
+                        Arg::from(interrupt.tool_call_id.as_str()),
+                        Arg::from(interrupt.tool_name.as_str()),
+                        Arg::from(&interrupt.arguments.to_string()),
+                        Arg::from(&args_hash(&interrupt.arguments)),
+                        Arg::from(millis(now)),
+                        Arg::from(millis(interrupt.expires_at)),
+                    ],
                 )
-                .bind(interrupt.id.as_str())
-                .bind(lease.thread_id.as_str())
-                .bind(lease.run_id.as_str())
-                .bind(interrupt.tool_call_id.as_str())
-                .bind(interrupt.tool_name.as_str())
-                .bind(interrupt.arguments.to_string())
-                .bind(args_hash(&interrupt.arguments))
-                .bind(millis(now))
-                .bind(millis(interrupt.expires_at))
-                .execute(&mut **tx)
                 .await?;
             }
         }
@@ -652,25 +737,22 @@ impl Writer {
     /// See [`RunLog::heartbeat`](crate::runs::RunLog::heartbeat).
     async fn heartbeat(
         &self,
-        tx: &mut Tx<'_>,
+        tx: &mut impl Conn,
         lease: Duration,
         now: SystemTime,
     ) -> Result<(), Failure> {
-        sqlx::query(
+        tx.execute(
             "INSERT INTO instances (owner, expires_at) VALUES ($1, $2) \
              ON CONFLICT (owner) DO UPDATE SET expires_at = excluded.expires_at",
+            &[Arg::from(&self.owner), Arg::from(millis(now + lease))],
         )
-        .bind(&self.owner)
-        .bind(millis(now + lease))
-        .execute(&mut **tx)
         .await?;
         // Instances gone for a day with nothing left running are forgotten.
-        sqlx::query(
+        tx.execute(
             "DELETE FROM instances WHERE expires_at < $1 AND NOT EXISTS \
              (SELECT 1 FROM runs WHERE runs.owner = instances.owner AND runs.status = 'running')",
+            &[Arg::from(millis(now) - 24 * 3600 * 1000)],
         )
-        .bind(millis(now) - 24 * 3600 * 1000)
-        .execute(&mut **tx)
         .await?;
         Ok(())
     }
@@ -678,7 +760,7 @@ impl Writer {
     /// See [`RunLog::recover`](crate::runs::RunLog::recover).
     async fn recover(
         &self,
-        tx: &mut Tx<'_>,
+        tx: &mut impl Conn,
         lost: &LostRun,
         terminal: &LoggedEvent,
         retry: bool,
@@ -694,13 +776,18 @@ impl Writer {
              updated_at = $2 WHERE run_id = $3 AND status = 'running' AND owner = $4 \
              RETURNING last_seq"
         };
-        let taken = sqlx::query(sql)
-            .bind(&self.owner)
-            .bind(millis(now))
-            .bind(run.as_str())
-            .bind(&lost.record.owner)
-            .fetch_optional(&mut **tx)
-            .await?;
+        let taken = first(
+            tx.fetch(
+                sql,
+                &[
+                    Arg::from(&self.owner),
+                    Arg::from(millis(now)),
+                    Arg::from(run.as_str()),
+                    Arg::from(&lost.record.owner),
+                ],
+            )
+            .await?,
+        );
         let Some(row) = taken else {
             return Ok(None);
         };
@@ -722,7 +809,7 @@ impl Writer {
     /// Tells other instances (PostgreSQL) that the logs of `runs` changed: delivered at commit,
     /// to every instance listening; one notification for many runs (a line `seq:run` each, as
     /// many as fit in a payload), so a group costs one round trip, not one per run.
-    async fn notify(&self, tx: &mut Tx<'_>, runs: &[(RunId, u64)]) -> Result<(), sqlx::Error> {
+    async fn notify(&self, tx: &mut impl Conn, runs: &[(RunId, u64)]) -> Result<(), DbError> {
         if self.backend != Backend::Postgres {
             return Ok(());
         }
@@ -739,11 +826,11 @@ impl Writer {
                 .get(i + 1)
                 .is_none_or(|(next, _)| payload.len() + next.as_str().len() + 24 > NOTIFY_BYTES);
             if full {
-                sqlx::query("SELECT pg_notify($1, $2)")
-                    .bind(CHANNEL)
-                    .bind(std::mem::take(&mut payload))
-                    .execute(&mut **tx)
-                    .await?;
+                tx.execute(
+                    "SELECT pg_notify($1, $2)",
+                    &[Arg::from(CHANNEL), Arg::from(&std::mem::take(&mut payload))],
+                )
+                .await?;
             }
         }
         Ok(())
@@ -755,15 +842,15 @@ impl Writer {
 #[derive(Debug)]
 enum Failure {
     Refused(StartError),
-    Store(sqlx::Error),
+    Store(DbError),
 }
 
 fn refused(error: StartError) -> Failure {
     Failure::Refused(error)
 }
 
-impl From<sqlx::Error> for Failure {
-    fn from(e: sqlx::Error) -> Self {
+impl From<DbError> for Failure {
+    fn from(e: DbError) -> Self {
         Self::Store(e)
     }
 }
@@ -775,7 +862,7 @@ impl From<LogError> for Failure {
 }
 
 /// A job's answer, and the error of the store that fails its group, if any.
-fn split<T>(result: Result<T, Failure>) -> (Result<T, StartError>, Option<sqlx::Error>) {
+fn split<T>(result: Result<T, Failure>) -> (Result<T, StartError>, Option<DbError>) {
     match result {
         Ok(value) => (Ok(value), None),
         Err(Failure::Refused(error)) => (Err(error), None),
@@ -794,13 +881,32 @@ fn log_error(error: StartError) -> LogError {
     }
 }
 
+/// Opens the savepoint of one job.
+async fn savepoint(tx: &mut impl Conn) -> Result<(), DbError> {
+    tx.execute("SAVEPOINT job", &[]).await.map(drop)
+}
+
 /// Ends a job's savepoint: kept when the job succeeded, rolled back when it was refused.
-async fn end_savepoint(savepoint: Tx<'_>, keep: bool) -> Result<(), sqlx::Error> {
-    if keep {
-        savepoint.commit().await
-    } else {
-        savepoint.rollback().await
+async fn end_savepoint(tx: &mut impl Conn, keep: bool) -> Result<(), DbError> {
+    if !keep {
+        tx.execute("ROLLBACK TO SAVEPOINT job", &[]).await?;
     }
+    tx.execute("RELEASE SAVEPOINT job", &[]).await.map(drop)
+}
+
+/// Answers the jobs of a group; `failed` says why it did not commit.
+fn answer(done: Vec<Done>, failed: Option<String>) {
+    if let Some(why) = &failed {
+        tracing::error!(reason = %why, jobs = done.len(), "a group of writes failed");
+    }
+    for job in done {
+        job.answer(failed.as_deref());
+    }
+}
+
+/// The first of `rows`.
+fn first(rows: Vec<Row>) -> Option<Row> {
+    rows.into_iter().next()
 }
 
 /// The most rows one `INSERT` carries. When sqlx binds a SQLite statement it looks each parameter
@@ -830,28 +936,30 @@ static INSERTS: LazyLock<Vec<String>> = LazyLock::new(|| {
 });
 
 /// Inserts `chunks` (of any runs) into the logs.
-async fn insert_chunks(tx: &mut Tx<'_>, chunks: &[Chunk]) -> Result<(), sqlx::Error> {
+async fn insert_chunks(tx: &mut impl Conn, chunks: &[Chunk]) -> Result<(), DbError> {
     let mut rest = chunks;
+    let mut args = Vec::with_capacity(4 * MAX_ROWS);
     while !rest.is_empty() {
         // The largest statement that fits what is left.
         let index = (usize::BITS - 1 - rest.len().min(MAX_ROWS).leading_zeros()) as usize;
         let (these, tail) = rest.split_at(1 << index);
-        let mut query = sqlx::query(&INSERTS[index]);
+        args.clear();
         for chunk in these {
-            query = query
-                .bind(chunk.run.as_str())
-                .bind(signed(chunk.first))
-                .bind(signed(chunk.last))
-                .bind(chunk.events.as_str());
+            args.extend([
+                Arg::from(chunk.run.as_str()),
+                Arg::from(signed(chunk.first)),
+                Arg::from(signed(chunk.last)),
+                Arg::from(chunk.events.as_str()),
+            ]);
         }
-        query.execute(&mut **tx).await?;
+        tx.execute(&INSERTS[index], &args).await?;
         rest = tail;
     }
     Ok(())
 }
 
 async fn save_thread(
-    tx: &mut Tx<'_>,
+    tx: &mut impl Conn,
     thread_id: &ThreadId,
     messages: &[Message],
     state: Option<&Value>,
@@ -859,16 +967,17 @@ async fn save_thread(
 ) -> Result<(), Failure> {
     let messages = serde_json::to_string(messages)
         .map_err(|e| LogError::Corrupt(format!("conversation ({e})")))?;
-    sqlx::query(
+    tx.execute(
         "INSERT INTO threads (thread_id, messages, state, updated_at) VALUES ($1, $2, $3, $4) \
          ON CONFLICT (thread_id) DO UPDATE SET messages = excluded.messages, \
          state = excluded.state, updated_at = excluded.updated_at",
+        &[
+            Arg::from(thread_id.as_str()),
+            Arg::from(&messages),
+            Arg::from(state.map(Value::to_string).as_deref()),
+            Arg::from(millis(now)),
+        ],
     )
-    .bind(thread_id.as_str())
-    .bind(messages)
-    .bind(state.map(Value::to_string))
-    .bind(millis(now))
-    .execute(&mut **tx)
     .await?;
     Ok(())
 }
