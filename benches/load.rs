@@ -10,12 +10,17 @@
 //!
 //! 1. **Short runs**: C clients each post R runs of 100 filler tokens back to back (a new thread
 //!    per run); reports runs/s and the p50/p99 time from the request to the first event.
-//! 2. **Long runs**: C clients post runs of 1,000 filler tokens; reports events/s.
-//! 3. **Idle streams**: opens K streams whose model waits (one token per 10 minutes), 500 at a
+//! 2. **Paced runs**: runs of 100 filler tokens started at a fixed rate (R per second for S
+//!    seconds, each on time whatever the ones before it do); reports the p50/p99 time to the
+//!    first event: the latency at that load, where the short runs' closed loop, once the server
+//!    is saturated, measures its queue (C clients / runs per second).
+//! 3. **Long runs**: C clients post runs of 1,000 filler tokens; reports events/s.
+//! 4. **Idle streams**: opens K streams whose model waits (one token per 10 minutes), 500 at a
 //!    time, until each got its first event; reports how long opening took, the server's resident
 //!    memory per open stream, and the CPU the server uses while they stay open (5 s).
 //!
 //! Environment: `LOAD_STORES` (`none,sqlite`), `LOAD_SHORT` (clients × runs, `50x40`),
+//! `LOAD_PACED` (runs per second × seconds, `1000x5`),
 //! `LOAD_LONG` (`10x20,100x20`), `LOAD_IDLE` (`1000,10000`); an empty value skips a phase.
 //! `LOAD_URL` drives a server started elsewhere (to profile it) instead of starting one.
 
@@ -256,6 +261,42 @@ async fn load(server: &Server, clients: usize, runs: usize, tokens: u64) -> Repo
     }
 }
 
+/// Runs of `tokens` tokens started at `rate` per second for `seconds` (open loop: a run starts
+/// on time whether or not the ones before it ended), so that the time to the first event is
+/// the latency at that load rather than the queue of a saturated server.
+async fn paced(server: &Server, rate: u64, seconds: u64, tokens: u64) -> Report {
+    let client = reqwest::Client::new();
+    let prefix = uuid::Uuid::now_v7().simple().to_string();
+    let mut ticks =
+        tokio::time::interval(Duration::from_secs(1) / u32::try_from(rate).expect("a rate"));
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for r in 0..rate * seconds {
+        ticks.tick().await;
+        let (client, url, run) = (client.clone(), server.url.clone(), format!("{prefix}-{r}"));
+        tasks.push(tokio::spawn(async move {
+            one_run(&client, &url, &run, tokens).await
+        }));
+    }
+    let mut firsts = Vec::with_capacity(tasks.len());
+    let mut events = 0;
+    for task in tasks {
+        let (first, n) = task.await.expect("a run");
+        firsts.push(first);
+        events += n;
+    }
+    let elapsed = start.elapsed();
+    firsts.sort();
+    Report {
+        runs: firsts.len(),
+        events,
+        elapsed,
+        p50: percentile(&firsts, 0.5),
+        p99: percentile(&firsts, 0.99),
+    }
+}
+
 struct Report {
     runs: usize,
     events: u64,
@@ -327,6 +368,13 @@ async fn bench() {
         .iter()
         .map(|s| shape(s))
         .collect();
+    let paces: Vec<_> = setting("LOAD_PACED", "1000x5")
+        .iter()
+        .map(|s| {
+            let (rate, seconds) = shape(s);
+            (rate as u64, seconds as u64)
+        })
+        .collect();
     let long: Vec<_> = setting("LOAD_LONG", "10x20,100x20")
         .iter()
         .map(|s| shape(s))
@@ -352,6 +400,14 @@ async fn bench() {
                 report.p99.as_secs_f64() * 1000.0,
             );
             short_rates.push((store.clone(), clients, report.runs_per_s()));
+        }
+        for &(rate, seconds) in &paces {
+            let report = paced(&server, rate, seconds, 100).await;
+            println!(
+                "  paced  {rate:>4} runs/s for {seconds} s, runs of 100 tokens: first event p50 {:.2} ms, p99 {:.2} ms",
+                report.p50.as_secs_f64() * 1000.0,
+                report.p99.as_secs_f64() * 1000.0,
+            );
         }
         for &(clients, runs) in &long {
             let report = load(&server, clients, runs, 1000).await;
