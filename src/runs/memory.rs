@@ -76,8 +76,20 @@ struct RunEntry {
     segment_start: u64,
 }
 
+/// What `events` take once kept: their JSON and their place in the run's list.
 fn size(events: &[LoggedEvent]) -> usize {
-    events.iter().map(|e| e.json().len()).sum()
+    events
+        .iter()
+        .map(|e| e.json().len() + std::mem::size_of::<LoggedEvent>())
+        .sum()
+}
+
+/// `events` as kept: their JSON only. The typed events (many times the size of their JSON)
+/// serve this process's live followers, which read the hub's tail, not the log.
+fn kept(events: &[LoggedEvent]) -> impl Iterator<Item = LoggedEvent> + '_ {
+    events
+        .iter()
+        .map(|e| LoggedEvent::from_json(e.seq, e.json().clone()))
 }
 
 impl MemoryLog {
@@ -292,7 +304,7 @@ impl State {
             )));
         }
         let run = self.runs.get_mut(&lease.run_id).ok_or_else(fenced)?;
-        run.events.extend_from_slice(events);
+        run.events.extend(kept(events));
         run.bytes += bytes;
         run.record.last_seq = run.events.last().map_or(run.record.last_seq, |e| e.seq);
         run.record.updated_at = now;
@@ -434,7 +446,7 @@ impl RunLog for MemoryLog {
                             updated_at: now,
                             request: None,
                         },
-                        events: events.to_vec(),
+                        events: kept(events).collect(),
                         bytes,
                         request_hash: start.request_hash.clone(),
                         segment_start: 0,
