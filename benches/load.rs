@@ -242,23 +242,11 @@ async fn load(server: &Server, clients: usize, runs: usize, tokens: u64) -> Repo
             })
         })
         .collect();
-    let mut firsts = Vec::new();
-    let mut events = 0;
+    let mut results = Vec::new();
     for task in tasks {
-        for (first, n) in task.await.expect("a client task") {
-            firsts.push(first);
-            events += n;
-        }
+        results.extend(task.await.expect("a client task"));
     }
-    let elapsed = start.elapsed();
-    firsts.sort();
-    Report {
-        runs: firsts.len(),
-        events,
-        elapsed,
-        p50: percentile(&firsts, 0.5),
-        p99: percentile(&firsts, 0.99),
-    }
+    Report::new(results, start.elapsed())
 }
 
 /// Runs of `tokens` tokens started at `rate` per second for `seconds` (open loop: a run starts
@@ -279,22 +267,11 @@ async fn paced(server: &Server, rate: u64, seconds: u64, tokens: u64) -> Report 
             one_run(&client, &url, &run, tokens).await
         }));
     }
-    let mut firsts = Vec::with_capacity(tasks.len());
-    let mut events = 0;
+    let mut results = Vec::with_capacity(tasks.len());
     for task in tasks {
-        let (first, n) = task.await.expect("a run");
-        firsts.push(first);
-        events += n;
+        results.push(task.await.expect("a run"));
     }
-    let elapsed = start.elapsed();
-    firsts.sort();
-    Report {
-        runs: firsts.len(),
-        events,
-        elapsed,
-        p50: percentile(&firsts, 0.5),
-        p99: percentile(&firsts, 0.99),
-    }
+    Report::new(results, start.elapsed())
 }
 
 struct Report {
@@ -306,6 +283,20 @@ struct Report {
 }
 
 impl Report {
+    /// The report of runs that each gave (time to first event, events), in `elapsed`.
+    fn new(results: Vec<(Duration, u64)>, elapsed: Duration) -> Self {
+        let events = results.iter().map(|(_, n)| n).sum();
+        let mut firsts: Vec<Duration> = results.into_iter().map(|(first, _)| first).collect();
+        firsts.sort();
+        Self {
+            runs: firsts.len(),
+            events,
+            elapsed,
+            p50: percentile(&firsts, 0.5),
+            p99: percentile(&firsts, 0.99),
+        }
+    }
+
     fn runs_per_s(&self) -> f64 {
         self.runs as f64 / self.elapsed.as_secs_f64()
     }

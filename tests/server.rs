@@ -151,7 +151,7 @@ async fn a_disconnect_cancels_the_run_within_a_second() {
         body["forwardedProps"] = json!({"scripted": {"tokens": 1_000_000}});
         let body = body.to_string();
         let request = format!(
-            "POST / HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\naccept: text/event-stream\r\ncontent-length: {}\r\n\r\n{body}",
+            "POST / HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\naccept: text/event-stream\r\ncontent-length: {}\r\n\r\n{body}",
             body.len()
         );
         stream.write_all(request.as_bytes()).await.unwrap();

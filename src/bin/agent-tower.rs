@@ -103,6 +103,11 @@ struct Serve {
     /// An origin browsers may call from (CORS); repeat for several. Off when absent.
     #[arg(long = "allow-origin")]
     allow_origins: Vec<String>,
+    /// A host name (as in `Host`, without port) the server answers to besides the loopback
+    /// names; repeat for several. Bound to a non-loopback address without any, every name is
+    /// answered (a warning says so).
+    #[arg(long = "allow-host")]
+    allow_hosts: Vec<String>,
     /// The most model turns per run.
     #[arg(long, default_value_t = 16)]
     max_turns: u32,
@@ -331,8 +336,17 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
             BusyChoice::Queue => BusyThread::Queue,
         })
         .allow_origins(&args.allow_origins)?
+        .allow_hosts(&args.allow_hosts)?
         .shutdown_token(runs.clone())
         .lease(args.lease);
+    if args.allow_hosts.is_empty() && !args.addr.ip().is_loopback() {
+        tracing::warn!(
+            addr = %args.addr,
+            "bound beyond loopback without --allow-host: every Host is answered; list the names \
+             clients use to refuse DNS rebinding"
+        );
+        server = server.allow_any_host();
+    }
     if matches!(args.store.as_str(), "none" | "memory") {
         tracing::info!("runs are kept in memory (bounded, until the process exits)");
     } else {

@@ -63,6 +63,7 @@
 
 mod demo;
 mod error;
+mod guard;
 mod negotiate;
 mod respond;
 mod routes;
@@ -83,6 +84,7 @@ use tower_service::Service;
 pub use self::{
     demo::{ProductAgent, ScriptedAgent, interrupting_agent, product_agent, scripted_agent},
     error::Rejection,
+    guard::{BrowserGuard, BrowserGuardLayer},
     negotiate::Format,
 };
 pub use crate::runs::{BusyThread, Ended, RunSummary};
@@ -117,6 +119,7 @@ struct Config {
     body_limit: usize,
     on_disconnect: OnDisconnect,
     allowed_origins: Vec<HeaderValue>,
+    guard: BrowserGuardLayer,
 }
 
 impl<A> fmt::Debug for AguiServer<A> {
@@ -150,6 +153,7 @@ where
                 body_limit: 1024 * 1024,
                 on_disconnect: OnDisconnect::Cancel,
                 allowed_origins: Vec::new(),
+                guard: BrowserGuardLayer::new(),
             },
         }
     }
@@ -200,8 +204,9 @@ where
         self
     }
 
-    /// Allows browsers on these origins to call the server (CORS; off by default). Credentials
-    /// are never allowed, so no origin can be a wildcard with credentials.
+    /// Allows browsers on these origins to call the server (CORS; off by default), and to start
+    /// runs and open WebSockets ([`BrowserGuardLayer`]: other pages may not). Credentials are
+    /// never allowed, so no origin can be a wildcard with credentials.
     ///
     /// # Errors
     ///
@@ -211,16 +216,37 @@ where
         I: IntoIterator<Item = O>,
         O: AsRef<str>,
     {
+        let origins: Vec<String> = origins.into_iter().map(|o| o.as_ref().to_owned()).collect();
+        self.config.guard = self.config.guard.allow_origins(&origins)?;
         for origin in origins {
-            let origin = origin.as_ref();
-            if origin == "*" {
-                return Err("list the allowed origins; `*` is not accepted".into());
-            }
             self.config
                 .allowed_origins
-                .push(HeaderValue::from_str(origin)?);
+                .push(HeaderValue::from_str(&origin)?);
         }
         Ok(self)
+    }
+
+    /// Also answers to these host names (`Host`, without port); by default only to the loopback
+    /// names, so that a DNS-rebinding page cannot reach a server on the user's machine
+    /// ([`BrowserGuardLayer`]).
+    ///
+    /// # Errors
+    ///
+    /// When a name is not a host name.
+    pub fn allow_hosts<I, H>(mut self, hosts: I) -> Result<Self, BoxError>
+    where
+        I: IntoIterator<Item = H>,
+        H: AsRef<str>,
+    {
+        self.config.guard = self.config.guard.allow_hosts(hosts)?;
+        Ok(self)
+    }
+
+    /// Answers to any `Host`: for a server behind a proxy or on a public address, reached by
+    /// names it cannot list.
+    pub fn allow_any_host(mut self) -> Self {
+        self.config.guard = self.config.guard.allow_any_host();
+        self
     }
 
     /// Every run's cancellation token is a child of `token`: cancelling it (on shutdown) ends
@@ -276,11 +302,13 @@ where
             )
             .merge(routes::routes::<A>());
         let cors = cors(&state.config.allowed_origins);
+        let guard = state.config.guard.clone();
         let router = router.with_state(state);
         match cors {
             Some(cors) => router.layer(cors),
             None => router,
         }
+        .layer(guard)
     }
 }
 

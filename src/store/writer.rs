@@ -34,6 +34,11 @@ use crate::{
 /// The most bytes of one notification's payload (PostgreSQL's limit is 8000).
 const NOTIFY_BYTES: usize = 7900;
 
+/// A new run, running (see [`Writer::insert_run`] for its parameters).
+const INSERT_RUN: &str = "INSERT INTO runs (run_id, thread_id, status, owner, lease_expires_at, \
+    last_seq, created_at, updated_at, request_hash, request, segment_start, attempts) \
+    VALUES ($1, $2, 'running', $3, 0, 0, $4, $4, $5, $6, 0, 1) ON CONFLICT DO NOTHING";
+
 /// The most jobs one transaction carries.
 const MAX_GROUP: usize = 256;
 
@@ -339,6 +344,30 @@ impl Writer {
         self.notify(tx, &changed).await
     }
 
+    /// Inserts `start`'s run, running, with `sql` (parameters: run, thread, owner, time, request
+    /// hash, request); the rows written.
+    async fn insert_run(
+        &self,
+        tx: &mut impl Conn,
+        sql: &str,
+        start: &Start,
+        request: Option<&str>,
+        now: SystemTime,
+    ) -> Result<u64, DbError> {
+        tx.execute(
+            sql,
+            &[
+                Arg::from(start.run_id.as_str()),
+                Arg::from(start.thread_id.as_str()),
+                Arg::from(&self.owner),
+                Arg::from(millis(now)),
+                Arg::from(&start.request_hash),
+                Arg::from(request),
+            ],
+        )
+        .await
+    }
+
     /// The common start, in two statements and no savepoint: a new run with nothing to resume,
     /// on a thread with no active run and no pending interrupt. `None` when it is not one (nothing
     /// is left written): [`start`](Self::start) then checks everything.
@@ -362,25 +391,11 @@ impl Writer {
                  (SELECT 1 FROM interrupts WHERE thread_id = $2 AND status = 'pending') \
                  ON CONFLICT DO NOTHING"
             }
-            Backend::Postgres => {
-                "INSERT INTO runs (run_id, thread_id, status, owner, lease_expires_at, last_seq, \
-                 created_at, updated_at, request_hash, request, segment_start, attempts) \
-                 VALUES ($1, $2, 'running', $3, 0, 0, $4, $4, $5, $6, 0, 1) ON CONFLICT DO NOTHING"
-            }
+            Backend::Postgres => INSERT_RUN,
         };
         let request = start.request.as_ref().map(Value::to_string);
-        let inserted = tx
-            .execute(
-                sql,
-                &[
-                    Arg::from(start.run_id.as_str()),
-                    Arg::from(start.thread_id.as_str()),
-                    Arg::from(&self.owner),
-                    Arg::from(millis(now)),
-                    Arg::from(&start.request_hash),
-                    Arg::from(request.as_deref()),
-                ],
-            )
+        let inserted = self
+            .insert_run(tx, sql, start, request.as_deref(), now)
             .await;
         match inserted {
             Ok(1) => {}
@@ -473,21 +488,8 @@ impl Writer {
                 .await
             }
             None => {
-                tx.execute(
-                    "INSERT INTO runs (run_id, thread_id, status, owner, lease_expires_at, \
-                     last_seq, created_at, updated_at, request_hash, request, segment_start, \
-                     attempts) VALUES ($1, $2, 'running', $3, 0, 0, $4, $4, $5, $6, 0, 1) \
-                     ON CONFLICT DO NOTHING",
-                    &[
-                        Arg::from(start.run_id.as_str()),
-                        Arg::from(start.thread_id.as_str()),
-                        Arg::from(&self.owner),
-                        Arg::from(millis(now)),
-                        Arg::from(&start.request_hash),
-                        Arg::from(request.as_deref()),
-                    ],
-                )
-                .await
+                self.insert_run(tx, INSERT_RUN, start, request.as_deref(), now)
+                    .await
             }
         };
         let written = match written {
