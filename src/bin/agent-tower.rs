@@ -128,6 +128,11 @@ struct Serve {
     /// How long a run's owner may stay silent before its run counts as lost (e.g. `30s`).
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     lease: Duration,
+    /// After SIGTERM or Ctrl-C, how long open responses may take to end (each run in flight
+    /// gets its terminal event at once) before the process exits anyway (e.g. a client that
+    /// stopped reading).
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    drain_timeout: Duration,
     /// How long an interrupt (a call of `remember` waiting for approval) can be resumed.
     #[arg(long, default_value = "24h", value_parser = humantime::parse_duration)]
     interrupt_ttl: Duration,
@@ -363,10 +368,51 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         "serving AG-UI (POST {} for runs, GET /ws, GET /health)",
         args.path
     );
-    agent_tower::server::serve(listener, router, runs, async {
-        let _ = tokio::signal::ctrl_c().await;
-        tracing::info!("shutting down: cancelling runs in flight");
-    })
-    .await?;
+    let (stopping, stopped) = tokio::sync::oneshot::channel();
+    let serving = agent_tower::server::serve(listener, router, runs, async move {
+        let signal = shutdown_signal().await;
+        tracing::info!(%signal, "shutting down: cancelling runs in flight");
+        let _ = stopping.send(());
+    });
+    let drain = args.drain_timeout;
+    tokio::select! {
+        served = serving => served?,
+        () = async {
+            if stopped.await.is_ok() {
+                tokio::time::sleep(drain).await;
+            } else {
+                std::future::pending::<()>().await;
+            }
+        } => {
+            tracing::warn!(
+                drain_timeout = %humantime::format_duration(drain),
+                "responses still open after the drain timeout: exiting"
+            );
+        }
+    }
     Ok(())
+}
+
+/// SIGTERM (`docker stop`, systemd, Kubernetes) or Ctrl-C; its name.
+async fn shutdown_signal() -> &'static str {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut terminate) => tokio::select! {
+                _ = terminate.recv() => "SIGTERM",
+                _ = tokio::signal::ctrl_c() => "SIGINT",
+            },
+            Err(error) => {
+                tracing::warn!(%error, "SIGTERM cannot be handled; Ctrl-C still can");
+                let _ = tokio::signal::ctrl_c().await;
+                "SIGINT"
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+        "Ctrl-C"
+    }
 }

@@ -51,6 +51,28 @@ impl Process {
         }
     }
 
+    /// Sends the signal `name` (`TERM`, `INT`) with `kill(1)`, as an operator or a supervisor
+    /// would.
+    pub fn signal(&self, name: &str) {
+        let pid = self.child.id().expect("still running").to_string();
+        let sent = std::process::Command::new("kill")
+            .args([&format!("-{name}"), &pid])
+            .status()
+            .expect("kill runs");
+        assert!(sent.success(), "kill -{name} {pid}");
+    }
+
+    /// The process's exit status, once it exits; `None` when it is still running after `limit`.
+    pub async fn exit_within(
+        &mut self,
+        limit: std::time::Duration,
+    ) -> Option<std::process::ExitStatus> {
+        tokio::time::timeout(limit, self.child.wait())
+            .await
+            .ok()
+            .map(|status| status.unwrap())
+    }
+
     /// SIGKILL: no shutdown, no flush, no goodbye.
     pub async fn kill(mut self) {
         self.child.start_kill().unwrap();
