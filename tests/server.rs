@@ -376,6 +376,25 @@ async fn health_answers() {
 }
 
 #[tokio::test]
+async fn ready_answers_until_the_server_stops() {
+    let stop = tokio_util::sync::CancellationToken::new();
+    let (router, _runs) = scripted(|s| s.shutdown_token(stop.clone()));
+    let ready = || Request::get("/ready").body(Body::empty()).unwrap();
+    let response = router.clone().oneshot(ready()).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(body_text(response).await, r#"{"status":"ready"}"#);
+    stop.cancel();
+    let response = router.clone().oneshot(ready()).await.unwrap();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(body_text(response).await.contains(r#""status":"draining""#));
+    let health = router
+        .oneshot(Request::get("/health").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(health.status(), StatusCode::OK, "still alive");
+}
+
+#[tokio::test]
 async fn websocket_runs_cancels_and_closes() {
     use tokio_tungstenite::tungstenite::Message;
 

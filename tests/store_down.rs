@@ -54,6 +54,10 @@ async fn a_store_that_dies_mid_run_ends_the_stream_and_refuses_new_runs() {
         text.push_str(std::str::from_utf8(&stream.next().await.unwrap().unwrap()).unwrap());
     }
 
+    assert_eq!(
+        http.get(format!("{base}/ready")).send().await.unwrap().status(),
+        200
+    );
     database.kill();
     let rest = async {
         while let Some(chunk) = stream.next().await {
@@ -84,4 +88,18 @@ async fn a_store_that_dies_mid_run_ends_the_stream_and_refuses_new_runs() {
     assert_eq!(refused.status(), 503);
     let refused: Value = refused.json().await.unwrap();
     assert_eq!(refused["error"]["code"], "store_unavailable");
+
+    // Readiness says so within its own bound; liveness does not.
+    let ready = tokio::time::timeout(
+        Duration::from_secs(10),
+        http.get(format!("{base}/ready")).send(),
+    )
+    .await
+    .expect("/ready answers in bounded time")
+    .unwrap();
+    assert_eq!(ready.status(), 503);
+    let ready: Value = ready.json().await.unwrap();
+    assert_eq!(ready["status"], "store_unavailable", "{ready}");
+    let health = http.get(format!("{base}/health")).send().await.unwrap();
+    assert_eq!(health.status(), 200);
 }

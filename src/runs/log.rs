@@ -143,6 +143,16 @@ pub trait RunLog: fmt::Debug + Send + Sync + 'static {
     /// Failures of the backend.
     fn heartbeat(&self, lease: Duration) -> BoxFuture<'_, Result<(), LogError>>;
 
+    /// Whether the log can take runs now: a cheap round trip to its backend, for readiness
+    /// probes. The default (a log in this process) always can.
+    ///
+    /// # Errors
+    ///
+    /// When the backend does not answer.
+    fn ready(&self) -> BoxFuture<'_, Result<(), LogError>> {
+        Box::pin(std::future::ready(Ok(())))
+    }
+
     /// The running runs whose owner stopped beating (it died), with what a retry needs.
     ///
     /// # Errors

@@ -300,6 +300,7 @@ where
                 "/health",
                 get(|| async { axum::Json(serde_json::json!({"status": "ok"})) }),
             )
+            .route("/ready", get(ready::<A>))
             .merge(routes::routes::<A>());
         let cors = cors(&state.config.allowed_origins);
         let guard = state.config.guard.clone();
@@ -309,6 +310,34 @@ where
             None => router,
         }
         .layer(guard)
+    }
+}
+
+/// How long `/ready` waits for the run log.
+const READY_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// `/ready`: 200 when runs are taken, 503 while the server stops or its log does not answer
+/// (within 2 s); `/health` stays a liveness check.
+async fn ready<A>(State(server): State<Arc<Server<A>>>) -> Response
+where
+    A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
+    A::Future: Send + 'static,
+{
+    use axum::http::StatusCode;
+    let unready = |status: &str, message: String| {
+        let body = serde_json::json!({"status": status, "message": message});
+        (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response()
+    };
+    if server.runs.is_stopping() {
+        return unready("draining", "the server is stopping".to_owned());
+    }
+    match tokio::time::timeout(READY_TIMEOUT, server.runs.run_log().ready()).await {
+        Ok(Ok(())) => axum::Json(serde_json::json!({"status": "ready"})).into_response(),
+        Ok(Err(error)) => unready("store_unavailable", error.to_string()),
+        Err(_) => unready(
+            "store_unavailable",
+            format!("the run log did not answer within {} s", READY_TIMEOUT.as_secs()),
+        ),
     }
 }
 

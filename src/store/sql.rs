@@ -495,6 +495,14 @@ impl RunLog for RunStore {
         self.lost_runs().boxed()
     }
 
+    fn ready(&self) -> BoxFuture<'_, Result<(), LogError>> {
+        async move {
+            sqlx::query("SELECT 1").execute(&self.0.reader).await?;
+            Ok(())
+        }
+        .boxed()
+    }
+
     fn recover<'a>(
         &'a self,
         lost: &'a LostRun,
