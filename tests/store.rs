@@ -589,6 +589,25 @@ async fn events_logged_one_row_each_read_the_same_after_the_upgrade_to_chunks() 
     }
 }
 
+#[cfg(unix)]
+#[tokio::test]
+async fn a_new_sqlite_file_is_its_owners_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let url = stores::sqlite("private");
+    let store = RunStore::open(&url).await.unwrap();
+    let (thread, run) = ids();
+    store.start(&start(&thread, &run, vec![])).await.unwrap();
+    let path = url.trim_start_matches("sqlite://");
+    for file in [
+        path.to_owned(),
+        format!("{path}-wal"),
+        format!("{path}-shm"),
+    ] {
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{file}");
+    }
+}
+
 #[tokio::test]
 async fn many_runs_writing_at_once_are_all_logged() {
     for (name, log) in each_log("group").await {

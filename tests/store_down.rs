@@ -55,7 +55,11 @@ async fn a_store_that_dies_mid_run_ends_the_stream_and_refuses_new_runs() {
     }
 
     assert_eq!(
-        http.get(format!("{base}/ready")).send().await.unwrap().status(),
+        http.get(format!("{base}/ready"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
         200
     );
     database.kill();

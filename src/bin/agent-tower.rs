@@ -83,8 +83,8 @@ struct Serve {
     /// The address to listen on.
     #[arg(long, default_value = "127.0.0.1:8000", env = "AGENT_TOWER_ADDR")]
     addr: SocketAddr,
-    /// The path runs are posted to.
-    #[arg(long, default_value = "/")]
+    /// The path runs are posted to (starts with `/`).
+    #[arg(long, default_value = "/", value_parser = parse_path)]
     path: String,
     #[command(flatten)]
     model: ModelArgs,
@@ -126,7 +126,7 @@ struct Serve {
     )]
     store: String,
     /// How long a run's owner may stay silent before its run counts as lost (e.g. `30s`).
-    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "30s", value_parser = parse_lease)]
     lease: Duration,
     /// After SIGTERM or Ctrl-C, how long open responses may take to end (each run in flight
     /// gets its terminal event at once) before the process exits anyway (e.g. a client that
@@ -134,7 +134,7 @@ struct Serve {
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     drain_timeout: Duration,
     /// How long an interrupt (a call of `remember` waiting for approval) can be resumed.
-    #[arg(long, default_value = "24h", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "24h", value_parser = parse_interrupt_ttl)]
     interrupt_ttl: Duration,
 }
 
@@ -244,8 +244,69 @@ fn parse_detail(value: &str) -> Result<Detail, String> {
     value.parse()
 }
 
-#[tokio::main]
-async fn main() -> Result<(), BoxError> {
+fn parse_path(value: &str) -> Result<String, String> {
+    if value.starts_with('/') {
+        Ok(value.to_owned())
+    } else {
+        Err(format!("a path starts with `/` (`/{value}`?)"))
+    }
+}
+
+/// A duration within `min..=max`.
+fn duration_within(value: &str, min: Duration, max: Duration) -> Result<Duration, String> {
+    let duration = humantime::parse_duration(value).map_err(|e| e.to_string())?;
+    if duration < min || duration > max {
+        return Err(format!(
+            "between {} and {}",
+            humantime::format_duration(min),
+            humantime::format_duration(max)
+        ));
+    }
+    Ok(duration)
+}
+
+fn parse_lease(value: &str) -> Result<Duration, String> {
+    // Renewed every third of it: shorter than a second would be a heartbeat storm.
+    duration_within(
+        value,
+        Duration::from_secs(1),
+        Duration::from_secs(24 * 3600),
+    )
+}
+
+fn parse_interrupt_ttl(value: &str) -> Result<Duration, String> {
+    duration_within(
+        value,
+        Duration::from_secs(1),
+        Duration::from_secs(10 * 365 * 24 * 3600),
+    )
+}
+
+fn main() -> std::process::ExitCode {
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("agent-tower: cannot start: {error}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            // The error and its causes, as sentences: not a `Debug` dump.
+            let mut message = format!("agent-tower: {error}");
+            let mut source = error.source();
+            while let Some(cause) = source {
+                message.push_str(&format!(": {cause}"));
+                source = cause.source();
+            }
+            eprintln!("{message}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> Result<(), BoxError> {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -361,7 +422,9 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
     }
     let router = server.into_router();
 
-    let listener = tokio::net::TcpListener::bind(args.addr).await?;
+    let listener = tokio::net::TcpListener::bind(args.addr)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", args.addr))?;
     tracing::info!(
         addr = %listener.local_addr()?,
         path = %args.path,

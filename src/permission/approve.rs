@@ -57,11 +57,17 @@ pub struct InterruptApprover {
     expires_in: Duration,
 }
 
+/// The longest an interrupt waits: 100 years (beyond, a time is not representable everywhere).
+const MAX_EXPIRY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
 impl InterruptApprover {
-    /// Interrupts that can be resumed for `expires_in`.
+    /// Interrupts that can be resumed for `expires_in` (at most 100 years; more is taken as
+    /// 100 years).
     #[must_use]
     pub fn new(expires_in: Duration) -> Self {
-        Self { expires_in }
+        Self {
+            expires_in: expires_in.min(MAX_EXPIRY),
+        }
     }
 }
 
@@ -222,5 +228,33 @@ impl Future for ApprovalFuture {
 impl fmt::Debug for ApprovalFuture {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ApprovalFuture").finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_expiry_beyond_any_clock_is_capped_not_a_panic() {
+        let mut approver = InterruptApprover::new(Duration::MAX);
+        let decisions = approver
+            .call(PermissionRequest {
+                thread_id: "t".into(),
+                run_id: "r".into(),
+                turn: 0,
+                calls: vec![],
+            })
+            .into_inner()
+            .unwrap();
+        let Decision::Interrupt { expires_at } = decisions.get(&"any".into()) else {
+            panic!("an interrupt");
+        };
+        let years = expires_at
+            .duration_since(SystemTime::now())
+            .unwrap()
+            .as_secs()
+            / (365 * 24 * 3600);
+        assert_eq!(years, 99, "capped at 100 years");
     }
 }

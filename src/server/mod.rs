@@ -336,7 +336,10 @@ where
         Ok(Err(error)) => unready("store_unavailable", error.to_string()),
         Err(_) => unready(
             "store_unavailable",
-            format!("the run log did not answer within {} s", READY_TIMEOUT.as_secs()),
+            format!(
+                "the run log did not answer within {} s",
+                READY_TIMEOUT.as_secs()
+            ),
         ),
     }
 }

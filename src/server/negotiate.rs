@@ -53,10 +53,11 @@ pub(crate) fn quality(accept: &str, media_type: &str) -> f32 {
     for range in accept.split(',') {
         let mut params = range.split(';');
         let range_type = params.next().unwrap_or("").trim().to_ascii_lowercase();
+        // A weight is 0 to 1 (RFC 9110); one outside is "not acceptable", never a preference.
         let q = params
             .filter_map(|p| p.trim().strip_prefix("q="))
             .find_map(|q| q.trim().parse::<f32>().ok())
-            .unwrap_or(1.0);
+            .map_or(1.0, |q| if (0.0..=1.0).contains(&q) { q } else { 0.0 });
         let specificity = if range_type == media_type {
             3
         } else if range_type == format!("{kind}/*") {
@@ -128,5 +129,20 @@ mod tests {
         );
         assert_eq!(quality("*/*;q=0.1", "application/x-ndjson"), 0.1);
         assert_eq!(quality("application/json", "text/event-stream"), 0.0);
+        assert_eq!(quality("text/event-stream;q=-1", "text/event-stream"), 0.0);
+        assert_eq!(quality("text/event-stream;q=NaN", "text/event-stream"), 0.0);
+        assert_eq!(quality("text/event-stream;q=7", "text/event-stream"), 0.0);
+    }
+
+    #[test]
+    fn a_weight_out_of_range_prefers_nothing() {
+        assert_eq!(
+            Format::negotiate(Some("text/event-stream;q=-1")),
+            Format::Sse
+        );
+        assert_eq!(
+            Format::negotiate(Some("application/x-ndjson;q=5, text/event-stream;q=0.5")),
+            Format::Sse
+        );
     }
 }

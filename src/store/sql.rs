@@ -130,6 +130,20 @@ fn normalize(url: &str) -> Result<(String, Backend), StoreError> {
     Err(StoreError::UnsupportedUrl(url.to_owned()))
 }
 
+/// Creates the SQLite file at `path`, if missing, readable by its owner only: it holds every
+/// conversation. SQLite gives its `-wal` and `-shm` files the same permissions.
+fn create_private(path: &std::path::Path) -> std::io::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// The writer's own connection to the SQLite file at `path`: WAL, `synchronous=FULL` (a
 /// commit is on disk when it answers), and a lock held by another process waited for as long
 /// as a commit may take.
@@ -172,11 +186,15 @@ impl RunStore {
         let (reader, jobs) =
             match backend {
                 Backend::Sqlite => {
-                    let reader = options().max_connections(4).connect(&url).await?;
-                    MIGRATOR.run(&reader).await?;
                     let path = SqliteConnectOptions::from_str(&url)?
                         .get_filename()
                         .to_owned();
+                    create_private(&path).map_err(|e| StoreError::Open {
+                        path: path.clone(),
+                        source: Box::new(e),
+                    })?;
+                    let reader = options().max_connections(4).connect(&url).await?;
+                    MIGRATOR.run(&reader).await?;
                     let opened = open_writer(&path).map_err(|e| StoreError::Open {
                         path: path.clone(),
                         source: Box::new(e),

@@ -1,0 +1,53 @@
+//! `agent-tower serve` refuses bad settings at start with a sentence, not a panic or a `Debug`
+//! dump, and exits non-zero. The built binary.
+
+use std::process::Command;
+
+const AGENT: &str = env!("CARGO_BIN_EXE_agent-tower");
+
+/// Runs `agent-tower serve` with `args`; its stderr, once it exited unsuccessfully.
+fn refused(args: &[&str]) -> String {
+    let output = Command::new(AGENT)
+        .args(["serve", "--store", "memory"])
+        .args(args)
+        .env("RUST_LOG", "error")
+        .output()
+        .expect("the binary runs");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(!output.status.success(), "{args:?} was accepted: {stderr}");
+    assert!(
+        !stderr.contains("panicked") && !stderr.contains("Os {"),
+        "{args:?}: {stderr}"
+    );
+    stderr
+}
+
+#[test]
+fn a_path_without_its_slash_is_refused() {
+    let stderr = refused(&["--path", "agent"]);
+    assert!(stderr.contains("starts with `/`"), "{stderr}");
+}
+
+#[test]
+fn a_lease_or_an_interrupt_ttl_out_of_range_is_refused() {
+    for args in [
+        ["--lease", "0s"],
+        ["--lease", "500ms"],
+        ["--interrupt-ttl", "0s"],
+        ["--interrupt-ttl", "1000years"],
+    ] {
+        let stderr = refused(&args);
+        assert!(stderr.contains("between"), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn an_address_in_use_is_named() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let stderr = refused(&["--addr", &addr]);
+    assert!(
+        stderr.contains(&format!("cannot listen on {addr}")),
+        "{stderr}"
+    );
+}
