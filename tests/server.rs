@@ -189,6 +189,11 @@ async fn bad_input_is_refused_before_anything_streams() {
             post(json!({"threadId": "", "runId": "r", "messages": []}).to_string(), "application/json", "*/*"),
             StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", Some("threadId"),
         ),
+        (
+            // Ids go into every SSE `id:` line and every row of the log: 256 bytes at most.
+            post(json!({"threadId": "t", "runId": "r".repeat(257), "messages": []}).to_string(), "application/json", "*/*"),
+            StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", Some("runId"),
+        ),
         (post("x".repeat(2048), "application/json", "*/*"), StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", None),
         (post("{}", "text/plain", "*/*"), StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", None),
     ];

@@ -392,6 +392,9 @@ pub(crate) fn begin_rejection(error: BeginError) -> Rejection {
     Rejection::new(status, error.code(), error.to_string())
 }
 
+/// The longest thread or run id accepted, in bytes.
+pub const MAX_ID_BYTES: usize = 256;
+
 /// Parses and checks a `RunAgentInput`: 400 for malformed JSON, 422 naming the bad field.
 pub(crate) fn parse_input(body: &[u8]) -> Result<RunAgentInput, Rejection> {
     let value: serde_json::Value = serde_json::from_slice(body).map_err(|e| {
@@ -427,9 +430,12 @@ pub(crate) fn parse_input(body: &[u8]) -> Result<RunAgentInput, Rejection> {
         ("runId", input.run_id.as_str()),
     ] {
         let problem = if value.is_empty() {
-            "must not be empty"
+            "must not be empty".to_owned()
+        } else if value.len() > MAX_ID_BYTES {
+            // Ids are copied into every SSE `id:` line and every row of the log.
+            format!("must be at most {MAX_ID_BYTES} bytes (it has {})", value.len())
         } else if value.chars().any(char::is_control) {
-            "must not contain control characters"
+            "must not contain control characters".to_owned()
         } else {
             continue;
         };
