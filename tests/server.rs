@@ -381,6 +381,41 @@ async fn health_answers() {
 }
 
 #[tokio::test]
+async fn a_run_past_its_bounds_is_stopped_with_run_too_large() {
+    for (events, bytes) in [(50, u64::MAX), (u64::MAX, 4_000)] {
+        let (router, mut runs) = scripted(|s| s.max_run(events, bytes));
+        let mut body = input("t", "large");
+        body["forwardedProps"] = json!({"scripted": {"tokens": 1_000_000}});
+        let response = router.oneshot(post_json(&body)).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let text = body_text(response).await;
+        let sent: Vec<Value> = text
+            .split("\n\n")
+            .filter_map(|frame| frame.lines().find_map(|l| l.strip_prefix("data: ")))
+            .map(|data| serde_json::from_str(data).unwrap())
+            .collect();
+        let end = sent.last().unwrap();
+        assert_eq!(end["type"], "RUN_ERROR", "{end}");
+        assert_eq!(end["code"], "run_too_large", "{end}");
+        let taken = (sent.len() - 1) as u64;
+        let json: u64 = sent[..sent.len() - 1]
+            .iter()
+            .map(|e| e.to_string().len() as u64)
+            .sum();
+        assert!(
+            taken <= events && json <= bytes,
+            "{taken} events, {json} bytes"
+        );
+        let summary = runs.recv().await.unwrap();
+        assert_eq!(
+            summary.events,
+            sent.len() as u64,
+            "every event sent is logged"
+        );
+    }
+}
+
+#[tokio::test]
 async fn ready_answers_until_the_server_stops() {
     let stop = tokio_util::sync::CancellationToken::new();
     let (router, _runs) = scripted(|s| s.shutdown_token(stop.clone()));

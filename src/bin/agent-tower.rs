@@ -108,6 +108,13 @@ struct Serve {
     /// answered (a warning says so).
     #[arg(long = "allow-host")]
     allow_hosts: Vec<String>,
+    /// The most events one run may log; past it the run ends with `run_too_large`.
+    #[arg(long, default_value_t = 500_000)]
+    max_run_events: u64,
+    /// The most bytes of events (their JSON) one run may log; past it the run ends with
+    /// `run_too_large`.
+    #[arg(long, default_value_t = 64 * 1024 * 1024)]
+    max_run_bytes: u64,
     /// The most model turns per run.
     #[arg(long, default_value_t = 16)]
     max_turns: u32,
@@ -403,6 +410,7 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         })
         .allow_origins(&args.allow_origins)?
         .allow_hosts(&args.allow_hosts)?
+        .max_run(args.max_run_events, args.max_run_bytes)
         .shutdown_token(runs.clone())
         .lease(args.lease);
     if args.allow_hosts.is_empty() && !args.addr.ip().is_loopback() {

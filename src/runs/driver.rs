@@ -138,6 +138,7 @@ where
             launch,
             started: Instant::now(),
             logged: 0,
+            taken: (0, 0),
             terminal: false,
         };
         tokio::spawn(driver.run());
@@ -177,6 +178,8 @@ struct Driver<A> {
     next_seq: u64,
     /// Events written by this attempt.
     logged: u64,
+    /// Events and bytes of JSON this attempt took.
+    taken: (u64, u64),
     /// Whether the last event taken ends the run's segment.
     terminal: bool,
 }
@@ -207,7 +210,8 @@ where
         let mut batch: Vec<LoggedEvent> = Vec::new();
         let mut writing: Option<Write> = None;
         let mut closed = false;
-        let mut full: Option<String> = None;
+        // Why the run was stopped before its end, and the code its end says it with.
+        let mut full: Option<(&str, String)> = None;
         loop {
             // Once the run has resolved, what is left goes out with its end, in one write.
             if result.is_some() && writing.is_none() {
@@ -225,7 +229,12 @@ where
                 }
                 event = rx.next(), if !closed && run.is_some() && batch.len() < MAX_BATCH => {
                     match event {
-                        Some(event) if full.is_none() => self.take(&mut batch, event),
+                        Some(event) if full.is_none() => {
+                            if let Err(why) = self.take_bounded(&mut batch, event) {
+                                self.cancel.cancel();
+                                full = Some(("run_too_large", why));
+                            }
+                        }
                         Some(_) => {}
                         None => closed = true,
                     }
@@ -238,7 +247,7 @@ where
                             // Nothing more fits: the run is stopped and ends with the reason,
                             // right after what was logged.
                             self.cancel.cancel();
-                            full = Some(why);
+                            full = Some(("log_full", format!("the run was stopped: {why}")));
                             batch.clear();
                             self.next_seq = events.first().map_or(self.next_seq, |e| e.seq);
                         }
@@ -249,7 +258,9 @@ where
         }
         while let Some(event) = rx.try_recv() {
             if full.is_none() {
-                self.take(&mut batch, event);
+                if let Err(why) = self.take_bounded(&mut batch, event) {
+                    full = Some(("run_too_large", why));
+                }
             }
         }
         let result = result.expect("the loop ends when the run has resolved");
@@ -258,11 +269,13 @@ where
             // An answer given out of band continues the run with what it was asked.
             end.request = Some(kept(&self.launch.input));
         }
-        if let Some(why) = full {
-            batch.clear();
+        if let Some((code, why)) = full {
+            if code == "log_full" {
+                batch.clear();
+            }
             end = RunEnd::new(RunStatus::Failed);
             self.terminal = false;
-            let error = run_error("log_full", format!("the run was stopped: {why}"));
+            let error = run_error(code, why);
             self.take(&mut batch, error);
         } else if !self.terminal {
             let (code, message) = match &result {
@@ -292,10 +305,33 @@ where
         }
     }
 
+    /// Takes one event of the agent into the batch, unless it would take the run past its
+    /// bounds: then why.
+    fn take_bounded(&mut self, batch: &mut Vec<LoggedEvent>, event: Event) -> Result<(), String> {
+        let bounds = self.inner.config.max_run;
+        let logged = LoggedEvent::new(self.next_seq, event);
+        let (events, bytes) = (self.taken.0 + 1, self.taken.1 + logged.json().len() as u64);
+        if events > bounds.events || bytes > bounds.bytes {
+            return Err(format!(
+                "the run was stopped at {} events ({} bytes): a run may log at most {} events \
+                 and {} bytes",
+                self.taken.0, self.taken.1, bounds.events, bounds.bytes
+            ));
+        }
+        self.taken = (events, bytes);
+        self.push(batch, logged);
+        Ok(())
+    }
+
     /// Takes one event of the run into the batch being gathered.
     fn take(&mut self, batch: &mut Vec<LoggedEvent>, event: Event) {
-        self.terminal = matches!(event, Event::RunFinished(_) | Event::RunError(_));
-        batch.push(LoggedEvent::new(self.next_seq, event));
+        let logged = LoggedEvent::new(self.next_seq, event);
+        self.push(batch, logged);
+    }
+
+    fn push(&mut self, batch: &mut Vec<LoggedEvent>, logged: LoggedEvent) {
+        self.terminal = logged.is_terminal();
+        batch.push(logged);
         self.next_seq += 1;
     }
 

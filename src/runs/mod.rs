@@ -148,6 +148,14 @@ struct Config {
     shutdown: CancellationToken,
     on_run_end: OnRunEnd,
     max_attempts: u32,
+    max_run: RunBounds,
+}
+
+/// How much one run may log.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RunBounds {
+    pub(crate) events: u64,
+    pub(crate) bytes: u64,
 }
 
 impl<A> Runs<A> {
@@ -165,6 +173,10 @@ impl<A> Runs<A> {
                     shutdown: CancellationToken::new(),
                     on_run_end: driver::log_run_end(),
                     max_attempts: 3,
+                    max_run: RunBounds {
+                        events: 500_000,
+                        bytes: 64 * 1024 * 1024,
+                    },
                 },
                 sweeping: Arc::new(AtomicBool::new(false)),
             }),
@@ -265,6 +277,17 @@ impl<A> Runs<A> {
         A: Clone,
     {
         self.inner_mut().config.max_attempts = attempts.max(1);
+        self
+    }
+
+    /// The most events, and bytes of their JSON, one run may log (default 500,000 and 64 MiB):
+    /// past either, the run is stopped and ends with `RUN_ERROR{code: "run_too_large"}`.
+    #[must_use]
+    pub fn max_run(mut self, events: u64, bytes: u64) -> Self
+    where
+        A: Clone,
+    {
+        self.inner_mut().config.max_run = RunBounds { events, bytes };
         self
     }
 

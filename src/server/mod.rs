@@ -265,6 +265,13 @@ where
         self
     }
 
+    /// The most events, and bytes of their JSON, one run may log (default 500,000 and 64 MiB):
+    /// past either, the run is stopped and ends with `RUN_ERROR{code: "run_too_large"}`.
+    pub fn max_run(mut self, events: u64, bytes: u64) -> Self {
+        self.runs = self.runs.max_run(events, bytes);
+        self
+    }
+
     /// Keeps runs in `log` instead of memory.
     pub fn log(mut self, log: impl RunLog) -> Self {
         self.runs = self.runs.log(log);
@@ -433,7 +440,10 @@ pub(crate) fn parse_input(body: &[u8]) -> Result<RunAgentInput, Rejection> {
             "must not be empty".to_owned()
         } else if value.len() > MAX_ID_BYTES {
             // Ids are copied into every SSE `id:` line and every row of the log.
-            format!("must be at most {MAX_ID_BYTES} bytes (it has {})", value.len())
+            format!(
+                "must be at most {MAX_ID_BYTES} bytes (it has {})",
+                value.len()
+            )
         } else if value.chars().any(char::is_control) {
             "must not contain control characters".to_owned()
         } else {
