@@ -83,8 +83,8 @@ async fn findings_arriving_late_go_out_before_the_end() {
     assert_eq!(message["status"], "done");
     assert_eq!(message["length"], 15);
     assert_eq!(message["words"], 3);
-    // `pending`, then `length` a second later, then `words` with `done` (written in the same poll):
-    // deltas as the findings arrive, all before the terminal event.
+    // `pending`, then `length` a second later, then `words`, then `done`: deltas as the
+    // findings arrive, all before the terminal event.
     let kinds: Vec<&str> = events.iter().map(|e| e.kind().as_str()).collect();
     let text_end = kinds.iter().position(|k| *k == "TEXT_MESSAGE_END").unwrap();
     let deltas: Vec<usize> = kinds
@@ -93,7 +93,7 @@ async fn findings_arriving_late_go_out_before_the_end() {
         .filter(|(_, k)| **k == "STATE_DELTA")
         .map(|(i, _)| i)
         .collect();
-    assert_eq!(deltas.len(), 3, "{kinds:?}");
+    assert_eq!(deltas.len(), 4, "{kinds:?}");
     assert!(deltas[0] > text_end);
     assert_eq!(kinds.last(), Some(&"RUN_FINISHED"));
 }
@@ -159,4 +159,45 @@ async fn messages_the_predicate_skips_leave_no_trace() {
         .await
         .unwrap();
     assert_eq!(outcome.state, None, "nothing was written");
+}
+
+#[tokio::test]
+async fn ten_thousand_findings_are_a_few_changes_of_the_state() {
+    // A change copies and compares the whole state: one per finding would cost the square of
+    // their number (10,000 citations took a minute of CPU).
+    let many = service_fn(|_: ProcessRequest| async move {
+        let findings = (0..10_000).map(|n| Finding {
+            path: vec!["citations".to_owned(), n.to_string()],
+            value: json!(n),
+        });
+        Ok::<_, Infallible>(stream::iter(findings))
+    });
+    let (events, state) = run(many, 1 << 20, Duration::from_secs(30)).await;
+    let message = the_message(&state);
+    assert_eq!(message["status"], "done");
+    assert_eq!(message["citations"].as_object().unwrap().len(), 10_000);
+    assert_eq!(message["citations"]["9999"], 9_999);
+    let deltas = events
+        .iter()
+        .filter(|e| e.kind().as_str() == "STATE_DELTA")
+        .count();
+    assert!(deltas <= 15, "{deltas} state deltas");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_processor_that_finds_without_end_is_stopped_by_the_timeout() {
+    // Always ready, never ending: the writer must yield for the timeout to fire.
+    let endless = service_fn(|_: ProcessRequest| async move {
+        Ok::<_, Infallible>(stream::repeat(Finding {
+            path: vec!["again".to_owned()],
+            value: json!(true),
+        }))
+    });
+    let ran = tokio::time::timeout(
+        Duration::from_secs(20),
+        run(endless, 1 << 20, Duration::from_millis(300)),
+    )
+    .await
+    .expect("the background timeout stops the processor");
+    assert_eq!(the_message(&ran.1)["status"], "timeout");
 }

@@ -36,12 +36,13 @@ impl Citations {
 /// The numbers inside `[n]` markers, in order of first appearance.
 fn markers(text: &str) -> Vec<usize> {
     let mut found = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     let mut rest = text;
     while let Some(open) = rest.find('[') {
         rest = &rest[open + 1..];
         let Some(close) = rest.find(']') else { break };
         if let Ok(n) = rest[..close].parse::<usize>() {
-            if !found.contains(&n) {
+            if seen.insert(n) {
                 found.push(n);
             }
         }

@@ -116,6 +116,7 @@ fn place<'a>(state: &'a mut Value, key: &str, id: &str) -> &'a mut Map<String, V
 }
 
 /// Writes into the message's place; `false` if a segment is refused.
+#[cfg(test)]
 pub(crate) fn write(
     state: &SharedState,
     key: &str,
@@ -123,23 +124,45 @@ pub(crate) fn write(
     path: &[String],
     value: Value,
 ) -> bool {
-    if !is_safe(id) || path.is_empty() || !path.iter().all(|s| is_safe(s)) {
-        return false;
+    let finding = Finding {
+        path: path.to_vec(),
+        value,
+    };
+    write_all(state, key, id, vec![finding]) == 1
+}
+
+/// Writes `findings` into the message's place in one change of the state (a change copies and
+/// compares the whole state: one per finding would cost the square of their number); the
+/// number written, those with a refused segment left out.
+pub(crate) fn write_all(state: &SharedState, key: &str, id: &str, findings: Vec<Finding>) -> usize {
+    if !is_safe(id) {
+        return 0;
     }
+    let findings: Vec<Finding> = findings
+        .into_iter()
+        .filter(|f| !f.path.is_empty() && f.path.iter().all(|s| is_safe(s)))
+        .collect();
+    if findings.is_empty() {
+        return 0;
+    }
+    let written = findings.len();
     state.update(|state| {
-        let mut at = place(state, key, id);
-        for segment in &path[..path.len() - 1] {
-            let next = at
-                .entry(segment.clone())
-                .or_insert_with(|| Value::Object(Map::new()));
-            if !next.is_object() {
-                *next = Value::Object(Map::new());
+        let place = place(state, key, id);
+        for Finding { path, value } in findings {
+            let mut at = &mut *place;
+            for segment in &path[..path.len() - 1] {
+                let next = at
+                    .entry(segment.clone())
+                    .or_insert_with(|| Value::Object(Map::new()));
+                if !next.is_object() {
+                    *next = Value::Object(Map::new());
+                }
+                at = next.as_object_mut().expect("made an object");
             }
-            at = next.as_object_mut().expect("made an object");
+            at.insert(path[path.len() - 1].clone(), value);
         }
-        at.insert(path[path.len() - 1].clone(), value);
     });
-    true
+    written
 }
 
 /// Sets the message's `status` (and `error`, when given).

@@ -11,7 +11,10 @@ use pin_project_lite::pin_project;
 use tower::ServiceExt;
 use tower_service::Service;
 
-use super::{Finding, ProcessRequest, layer::Config, status, write};
+use super::{Finding, ProcessRequest, layer::Config, status, write_all};
+
+/// The most findings written in one change of the state.
+const FINDINGS_PER_CHANGE: usize = 1024;
 use crate::{
     BoxError,
     id::MessageId,
@@ -149,9 +152,12 @@ where
         match answered {
             Err(error) => status(&state, &key, &id, "error", Some(error)),
             Ok(findings) => {
-                let mut findings = std::pin::pin!(findings);
-                while let Some(finding) = findings.next().await {
-                    write(&state, &key, &id, &finding.path, finding.value);
+                // What is ready goes in together; between groups the task yields, so that the
+                // background timeout can stop a processor that finds without end.
+                let mut findings = std::pin::pin!(findings.ready_chunks(FINDINGS_PER_CHANGE));
+                while let Some(group) = findings.next().await {
+                    write_all(&state, &key, &id, group);
+                    tokio::task::yield_now().await;
                 }
                 status(&state, &key, &id, "done", None);
             }
