@@ -416,6 +416,28 @@ async fn a_run_past_its_bounds_is_stopped_with_run_too_large() {
 }
 
 #[tokio::test]
+async fn a_run_past_the_live_runs_is_refused_with_retry_after() {
+    let (router, mut runs) = scripted(|s| s.max_live_runs(1));
+    let slow = |thread: &str| {
+        let mut body = input(thread, &format!("run-{thread}"));
+        body["forwardedProps"] = json!({"scripted": {"tokens": 1_000, "delay_ms": 60_000}});
+        post_json(&body)
+    };
+    let first = router.clone().oneshot(slow("a")).await.unwrap();
+    assert_eq!(first.status(), StatusCode::OK);
+    let refused = router.clone().oneshot(slow("b")).await.unwrap();
+    assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(refused.headers()[header::RETRY_AFTER], "1");
+    let (_, body) = error_of(refused).await;
+    assert_eq!(body["error"]["code"], "overloaded", "{body}");
+    // The first client goes away: its run ends, and its place is free.
+    drop(first);
+    assert_eq!(runs.recv().await.unwrap().run_id.as_str(), "run-run-a");
+    let next = router.oneshot(slow("c")).await.unwrap();
+    assert_eq!(next.status(), StatusCode::OK);
+}
+
+#[tokio::test]
 async fn ready_answers_until_the_server_stops() {
     let stop = tokio_util::sync::CancellationToken::new();
     let (router, _runs) = scripted(|s| s.shutdown_token(stop.clone()));

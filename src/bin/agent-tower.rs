@@ -108,6 +108,9 @@ struct Serve {
     /// answered (a warning says so).
     #[arg(long = "allow-host")]
     allow_hosts: Vec<String>,
+    /// The most runs live at once; one more gets `503 overloaded` with `Retry-After`.
+    #[arg(long, default_value_t = 10_000)]
+    max_live_runs: usize,
     /// The most events one run may log; past it the run ends with `run_too_large`.
     #[arg(long, default_value_t = 500_000)]
     max_run_events: u64,
@@ -411,6 +414,7 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         .allow_origins(&args.allow_origins)?
         .allow_hosts(&args.allow_hosts)?
         .max_run(args.max_run_events, args.max_run_bytes)
+        .max_live_runs(args.max_live_runs)
         .shutdown_token(runs.clone())
         .lease(args.lease);
     if args.allow_hosts.is_empty() && !args.addr.ip().is_loopback() {

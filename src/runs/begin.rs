@@ -1,6 +1,7 @@
 //! Taking a run request: start it, replay it, or refuse it.
 
 use std::{fmt, sync::Arc};
+use tokio::sync::OwnedSemaphorePermit;
 
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -89,11 +90,13 @@ pub enum BeginError {
     Unavailable(LogError),
     /// The engine is shutting down.
     ShuttingDown,
+    /// As many runs as the engine takes are live ([`Runs::max_live_runs`]); try again soon.
+    Overloaded(usize),
 }
 
 impl BeginError {
     /// A machine-readable code: `thread_busy`, `run_exists`, `store_unavailable`,
-    /// `shutting_down`.
+    /// `shutting_down`, `overloaded`.
     #[must_use]
     pub fn code(&self) -> &'static str {
         match self {
@@ -101,6 +104,7 @@ impl BeginError {
             Self::RunExists(_) => "run_exists",
             Self::Unavailable(_) => super::STORE_UNAVAILABLE,
             Self::ShuttingDown => "shutting_down",
+            Self::Overloaded(_) => "overloaded",
         }
     }
 }
@@ -115,6 +119,12 @@ impl fmt::Display for BeginError {
             ),
             Self::Unavailable(_) => f.pad("the run log is unavailable; try again"),
             Self::ShuttingDown => f.pad("the server is shutting down"),
+            Self::Overloaded(live) => {
+                write!(
+                    f,
+                    "{live} runs are live, as many as are taken; try again soon"
+                )
+            }
         }
     }
 }
@@ -393,13 +403,22 @@ where
             // The start and what it implies (the driver's task, the recorded refusal) run in a
             // task of their own: a caller that goes away cannot cut them in half.
             let (inner, attempt) = (self.inner.clone(), prepared.clone());
-            let taken = tokio::spawn(async move { inner.try_start(&attempt, record).await })
-                .await
-                .unwrap_or_else(|join| {
-                    Err(NotTaken::Error(BeginError::Unavailable(
-                        LogError::unavailable(format!("the start failed: {join}")),
-                    )))
-                });
+            // A live run holds its permit until it ends.
+            let permit = self
+                .inner
+                .config
+                .live
+                .clone()
+                .try_acquire_owned()
+                .map_err(|_| NotTaken::Error(BeginError::Overloaded(self.inner.config.max_live)))?;
+            let taken =
+                tokio::spawn(async move { inner.try_start(&attempt, record, permit).await })
+                    .await
+                    .unwrap_or_else(|join| {
+                        Err(NotTaken::Error(BeginError::Unavailable(
+                            LogError::unavailable(format!("the start failed: {join}")),
+                        )))
+                    });
             match taken {
                 Err(NotTaken::Busy(_, active))
                     if self.inner.config.busy_thread == BusyThread::Queue =>
@@ -427,6 +446,7 @@ where
         self: &Arc<Self>,
         prepared: &Prepared,
         record: bool,
+        permit: OwnedSemaphorePermit,
     ) -> Result<Begun, NotTaken> {
         let start = &prepared.start;
         if let Some(why) = &prepared.invalid {
@@ -442,6 +462,7 @@ where
                     input: prepared.input.clone(),
                     continues: start.request.is_some(),
                     attempts: 1,
+                    _permit: Some(permit),
                 });
                 Ok(Begun::Started {
                     run_id: start.run_id.clone(),

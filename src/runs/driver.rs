@@ -97,6 +97,8 @@ pub(super) struct Launch {
     pub(super) continues: bool,
     /// Which attempt this is, from 1.
     pub(super) attempts: u32,
+    /// Its place among the live runs, held until it ends.
+    pub(super) _permit: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 impl<A> Inner<A> {
@@ -350,7 +352,9 @@ where
         self.topic.logged(events);
     }
 
-    fn summary(&self, end: Ended) {
+    /// The run ended here: its place among the live runs is free, then it is reported.
+    fn summary(&mut self, end: Ended) {
+        drop(self.launch._permit.take());
         self.inner.ended(
             &self.lease.thread_id,
             &self.lease.run_id,
@@ -362,7 +366,7 @@ where
 
     /// The log refused a write: the run stops here, its followers here end, and the run is
     /// settled once the log answers again (ended, or run again if it applies decisions).
-    fn abandon(self, error: LogError) {
+    fn abandon(mut self, error: LogError) {
         self.cancel.cancel();
         if let LogError::Fenced(_) = error {
             // Another instance took the run over (this one was thought dead): its followers

@@ -149,7 +149,13 @@ struct Config {
     on_run_end: OnRunEnd,
     max_attempts: u32,
     max_run: RunBounds,
+    /// Permits of live runs, `max_live` in all.
+    live: Arc<tokio::sync::Semaphore>,
+    max_live: usize,
 }
+
+/// How many runs may be live at once by default.
+const DEFAULT_MAX_LIVE: usize = 10_000;
 
 /// How much one run may log.
 #[derive(Debug, Clone, Copy)]
@@ -177,6 +183,8 @@ impl<A> Runs<A> {
                         events: 500_000,
                         bytes: 64 * 1024 * 1024,
                     },
+                    live: Arc::new(tokio::sync::Semaphore::new(DEFAULT_MAX_LIVE)),
+                    max_live: DEFAULT_MAX_LIVE,
                 },
                 sweeping: Arc::new(AtomicBool::new(false)),
             }),
@@ -277,6 +285,19 @@ impl<A> Runs<A> {
         A: Clone,
     {
         self.inner_mut().config.max_attempts = attempts.max(1);
+        self
+    }
+
+    /// The most runs live at once (default 10,000); one more is refused with
+    /// [`BeginError::Overloaded`] (the server answers `503` with `Retry-After`).
+    #[must_use]
+    pub fn max_live_runs(mut self, runs: usize) -> Self
+    where
+        A: Clone,
+    {
+        let config = &mut self.inner_mut().config;
+        config.live = Arc::new(tokio::sync::Semaphore::new(runs));
+        config.max_live = runs;
         self
     }
 

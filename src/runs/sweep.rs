@@ -147,6 +147,8 @@ where
                     input,
                     continues: true,
                     attempts: lost.attempts + 1,
+                    // A recovered run is not new load: it takes no permit.
+                    _permit: None,
                 });
             }
             _ => {

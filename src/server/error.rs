@@ -15,6 +15,7 @@ pub struct Rejection {
     code: &'static str,
     message: String,
     field: Option<String>,
+    retry_after: Option<u32>,
 }
 
 #[derive(Serialize)]
@@ -37,7 +38,14 @@ impl Rejection {
             code,
             message: message.into(),
             field: None,
+            retry_after: None,
         }
+    }
+
+    /// Tells the client to try again after `seconds` (`Retry-After`).
+    pub(crate) fn retry_after(mut self, seconds: u32) -> Self {
+        self.retry_after = Some(seconds);
+        self
     }
 
     pub(crate) fn field(mut self, field: impl Into<String>) -> Self {
@@ -73,6 +81,12 @@ impl IntoResponse for Rejection {
                 field: self.field.as_deref(),
             },
         };
-        (self.status, Json(body)).into_response()
+        let mut response = (self.status, Json(body)).into_response();
+        if let Some(seconds) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, seconds.into());
+        }
+        response
     }
 }

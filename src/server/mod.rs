@@ -265,6 +265,13 @@ where
         self
     }
 
+    /// The most runs live at once (default 10,000); one more gets `503 overloaded` with
+    /// `Retry-After: 1`.
+    pub fn max_live_runs(mut self, runs: usize) -> Self {
+        self.runs = self.runs.max_live_runs(runs);
+        self
+    }
+
     /// The most events, and bytes of their JSON, one run may log (default 500,000 and 64 MiB):
     /// past either, the run is stopped and ends with `RUN_ERROR{code: "run_too_large"}`.
     pub fn max_run(mut self, events: u64, bytes: u64) -> Self {
@@ -393,6 +400,14 @@ pub(crate) fn begin_rejection(error: BeginError) -> Rejection {
         BeginError::Unavailable(ref cause) => {
             tracing::error!(error = %cause, "the run log failed: a run was refused");
             StatusCode::SERVICE_UNAVAILABLE
+        }
+        BeginError::Overloaded(_) => {
+            return Rejection::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                error.code(),
+                error.to_string(),
+            )
+            .retry_after(1);
         }
         _ => StatusCode::SERVICE_UNAVAILABLE,
     };
