@@ -1,29 +1,4 @@
 //! [`BrowserGuardLayer`]: what a web page in the user's browser may not do to a local server.
-//!
-//! Two attacks reach a server on `localhost` from any page the user opens:
-//!
-//! - **DNS rebinding**: `evil.example` resolves to `127.0.0.1`; the page's requests then go to
-//!   the server with `Host: evil.example`, and the browser treats the answers as same-origin.
-//!   The guard answers `421 host_not_allowed` to a `Host` that is not an allowed name (by default
-//!   the loopback names `localhost`, `127.0.0.1` and `::1`, any port).
-//! - **Cross-site requests**: CORS keeps a foreign page from *reading* answers, not from sending
-//!   a form `POST` or opening a WebSocket (browsers apply no CORS to WebSockets). The guard
-//!   answers `403 origin_not_allowed` to a WebSocket upgrade or a request that may change state
-//!   (any method but `GET`, `HEAD` and `OPTIONS`) whose `Origin` is neither the server's own
-//!   (same host and port as `Host`) nor in the allow-list (the same list as CORS).
-//!
-//! Requests without `Host` or `Origin` (curl, SDKs, servers) are not browsers' and pass.
-//!
-//! ```
-//! use agent_tower::server::BrowserGuardLayer;
-//! use axum::{Router, routing::post};
-//!
-//! let guard = BrowserGuardLayer::new()
-//!     .allow_hosts(["agents.example.com"])?
-//!     .allow_origins(["https://app.example.com"])?;
-//! let app: Router = Router::new().route("/", post(|| async { "ran" })).layer(guard);
-//! # Ok::<(), agent_tower::BoxError>(())
-//! ```
 
 use std::{
     sync::Arc,
@@ -59,7 +34,32 @@ struct Policy {
     origins: Vec<HeaderValue>,
 }
 
-/// Refuses DNS-rebinding `Host`s and foreign `Origin`s; see the [module docs](self).
+/// Refuses what a web page in the user's browser could do to a local server.
+///
+/// Two attacks reach a server on `localhost` from any page the user opens:
+///
+/// - **DNS rebinding**: `evil.example` resolves to `127.0.0.1`; the page's requests then go to
+///   the server with `Host: evil.example`, and the browser treats the answers as same-origin.
+///   The guard answers `421 host_not_allowed` to a `Host` that is not an allowed name (by default
+///   the loopback names `localhost`, `127.0.0.1` and `::1`, any port).
+/// - **Cross-site requests**: CORS keeps a foreign page from *reading* answers, not from sending
+///   a form `POST` or opening a WebSocket (browsers apply no CORS to WebSockets). The guard
+///   answers `403 origin_not_allowed` to a WebSocket upgrade or a request that may change state
+///   (any method but `GET`, `HEAD` and `OPTIONS`) whose `Origin` is neither the server's own
+///   (same host and port as `Host`) nor in the allow-list (the same list as CORS).
+///
+/// Requests without `Host` or `Origin` (curl, SDKs, servers) are not browsers' and pass.
+///
+/// ```
+/// use agent_tower::server::BrowserGuardLayer;
+/// use axum::{Router, routing::post};
+///
+/// let guard = BrowserGuardLayer::new()
+///     .allow_hosts(["agents.example.com"])?
+///     .allow_origins(["https://app.example.com"])?;
+/// let app: Router = Router::new().route("/", post(|| async { "ran" })).layer(guard);
+/// # Ok::<(), agent_tower::BoxError>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct BrowserGuardLayer {
     policy: Arc<Policy>,
