@@ -63,7 +63,10 @@ pub use self::{
     service::{PostProcess, ResponseFuture},
     stream::ResponseStream,
 };
-use crate::{id::MessageId, run::SharedState};
+use crate::{
+    id::MessageId,
+    run::{SharedState, state::UNSAFE_KEYS},
+};
 
 /// A message to process.
 #[derive(Debug, Clone)]
@@ -85,10 +88,8 @@ pub struct Finding {
     pub value: Value,
 }
 
-const UNSAFE: [&str; 3] = ["__proto__", "constructor", "prototype"];
-
 pub(crate) fn is_safe(segment: &str) -> bool {
-    !UNSAFE.contains(&segment)
+    !UNSAFE_KEYS.contains(&segment)
 }
 
 /// The message's object in the state, created as needed: `state[key]["messages"][id]`.
@@ -210,7 +211,7 @@ mod tests {
                 let op = serde_json::to_value(op).unwrap();
                 let target = op["path"].as_str().unwrap();
                 prop_assert!(target == "/key" || target.starts_with("/key/"), "{target}");
-                prop_assert!(!target.split('/').any(|s| UNSAFE.contains(&s)), "{target}");
+                prop_assert!(!target.split('/').any(|s| UNSAFE_KEYS.contains(&s)), "{target}");
             }
             prop_assert_eq!(state.get()["other"].clone(), json!(1));
             let hostile = !is_safe(&id) || path.iter().any(|s| !is_safe(s));

@@ -25,7 +25,7 @@
 
 mod background;
 mod interrupt;
-mod state;
+pub(crate) mod state;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

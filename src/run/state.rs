@@ -5,6 +5,33 @@ use std::sync::{Arc, Mutex, PoisonError};
 use json_patch::{Patch, PatchOperation};
 use serde_json::Value;
 
+/// Keys a state change may not write: a JavaScript client applying the delta would change its
+/// objects' prototypes.
+pub(crate) const UNSAFE_KEYS: [&str; 3] = ["__proto__", "constructor", "prototype"];
+
+/// Whether `op` writes no [`UNSAFE_KEYS`] key: neither in its path (those keys need no `~`
+/// escape, so the raw segments are compared) nor in the value it writes.
+fn is_safe_op(op: &PatchOperation) -> bool {
+    fn safe_value(value: &Value) -> bool {
+        match value {
+            Value::Object(map) => map
+                .iter()
+                .all(|(key, value)| !UNSAFE_KEYS.contains(&key.as_str()) && safe_value(value)),
+            Value::Array(items) => items.iter().all(safe_value),
+            _ => true,
+        }
+    }
+    let path: &str = op.path().as_ref();
+    let value = match op {
+        PatchOperation::Add(add) => Some(&add.value),
+        PatchOperation::Replace(replace) => Some(&replace.value),
+        _ => None,
+    };
+    path.split('/')
+        .all(|segment| !UNSAFE_KEYS.contains(&segment))
+        && value.is_none_or(safe_value)
+}
+
 /// The state of a run, shared by the agent, its tools and the layers that emit it.
 ///
 /// Every change is recorded as RFC 6902 operations (computed with [`json_patch::diff`], or given
@@ -70,11 +97,22 @@ impl SharedState {
     }
 
     /// Changes the state with `change`; returns the operations that describe the change.
+    ///
+    /// A change that would write a key named `__proto__`, `constructor` or `prototype` (keys
+    /// that pollute a JavaScript client applying the delta) is refused whole: the state is left
+    /// as it was and the returned patch is empty.
     pub fn update(&self, change: impl FnOnce(&mut Value)) -> Patch {
         let mut inner = self.lock();
         let before = inner.value.clone();
         change(&mut inner.value);
         let patch = json_patch::diff(&before, &inner.value);
+        if patch.0.iter().any(|op| !is_safe_op(op)) {
+            inner.value = before;
+            tracing::warn!(
+                "a state change writing `__proto__`, `constructor` or `prototype` was refused"
+            );
+            return Patch(Vec::new());
+        }
         inner.changes.extend(patch.0.iter().cloned());
         drop(inner);
         if !patch.0.is_empty() {
@@ -166,5 +204,21 @@ mod tests {
         assert!(state.apply(&patch).is_err());
         assert_eq!(state.get(), json!({"a": 1}));
         assert!(state.take_changes().is_empty());
+    }
+
+    #[test]
+    fn a_change_writing_a_prototype_key_is_refused_whole() {
+        let state = SharedState::new(json!({"kept": 1}));
+        for key in UNSAFE_KEYS {
+            let patch = state.update(|state| {
+                state["fine"] = json!(true);
+                state["nested"][key] = json!({"polluted": true});
+            });
+            assert!(patch.0.is_empty(), "{key}");
+            assert_eq!(state.get(), json!({"kept": 1}), "{key}");
+        }
+        assert!(state.take_changes().is_empty());
+        state.update(|state| state["fine"] = json!(true));
+        assert_eq!(state.get(), json!({"kept": 1, "fine": true}));
     }
 }
