@@ -118,7 +118,7 @@ struct Config {
     keep_alive: Duration,
     body_limit: usize,
     on_disconnect: OnDisconnect,
-    allowed_origins: Vec<HeaderValue>,
+    /// Also the allowed origins of CORS.
     guard: BrowserGuardLayer,
 }
 
@@ -152,7 +152,6 @@ where
                 keep_alive: Duration::from_secs(15),
                 body_limit: 1024 * 1024,
                 on_disconnect: OnDisconnect::Cancel,
-                allowed_origins: Vec::new(),
                 guard: BrowserGuardLayer::new(),
             },
         }
@@ -216,13 +215,7 @@ where
         I: IntoIterator<Item = O>,
         O: AsRef<str>,
     {
-        let origins: Vec<String> = origins.into_iter().map(|o| o.as_ref().to_owned()).collect();
-        self.config.guard = self.config.guard.allow_origins(&origins)?;
-        for origin in origins {
-            self.config
-                .allowed_origins
-                .push(HeaderValue::from_str(&origin)?);
-        }
+        self.config.guard = self.config.guard.allow_origins(origins)?;
         Ok(self)
     }
 
@@ -316,7 +309,7 @@ where
             )
             .route("/ready", get(ready::<A>))
             .merge(routes::routes::<A>());
-        let cors = cors(&state.config.allowed_origins);
+        let cors = cors(state.config.guard.origins());
         let guard = state.config.guard.clone();
         let router = router.with_state(state);
         match cors {

@@ -145,6 +145,13 @@ impl BrowserGuardLayer {
     }
 }
 
+impl BrowserGuardLayer {
+    /// The origins allowed besides the server's own.
+    pub(crate) fn origins(&self) -> &[HeaderValue] {
+        &self.policy.origins
+    }
+}
+
 impl<S> Layer<S> for BrowserGuardLayer {
     type Service = BrowserGuard<S>;
 
