@@ -51,3 +51,31 @@ fn an_address_in_use_is_named() {
         "{stderr}"
     );
 }
+
+#[test]
+fn auth_tokens_that_are_missing_or_weak_are_refused() {
+    let stderr = refused(&["--auth-token-env", "AGENT_TOWER_TEST_NO_SUCH_VAR"]);
+    assert!(
+        stderr.contains("AGENT_TOWER_TEST_NO_SUCH_VAR") && stderr.contains("not set"),
+        "{stderr}"
+    );
+    let output = Command::new(AGENT)
+        .args([
+            "serve",
+            "--store",
+            "memory",
+            "--auth-token-env",
+            "WEAK_TOKENS",
+        ])
+        .env("WEAK_TOKENS", "a-long-enough-token-123,short")
+        .env("RUST_LOG", "error")
+        .output()
+        .expect("the binary runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(stderr.contains("at least 16 characters"), "{stderr}");
+    assert!(
+        !stderr.contains("a-long-enough-token-123"),
+        "no token is printed: {stderr}"
+    );
+}

@@ -9,7 +9,7 @@ use agent_tower::{
         BoxModel, IdleTimeoutLayer, RetryPolicy, boxed, openai::OpenAi, scripted::ScriptedModel,
     },
     permission::{Action, InterruptApprover, Mode, Policy},
-    server::{AguiServer, BusyThread, product_agent},
+    server::{AguiServer, BearerTokens, BusyThread, Scope, product_agent},
     tool::{
         ToolRouter,
         demo::demo_tools,
@@ -108,6 +108,15 @@ struct Serve {
     /// answered (a warning says so).
     #[arg(long = "allow-host")]
     allow_hosts: Vec<String>,
+    /// The environment variable holding the bearer tokens clients must send (`Authorization:
+    /// Bearer …`) on every route but `/health` and `/ready`; several separated by commas or
+    /// spaces, each of at least 16 characters. Off when absent.
+    #[arg(long)]
+    auth_token_env: Option<String>,
+    /// The environment variable holding the operator tokens: they may also read `/threads` and
+    /// `/interrupts` and answer interrupts out of band, which run tokens may not.
+    #[arg(long)]
+    operator_token_env: Option<String>,
     /// The most runs live at once; one more gets `503 overloaded` with `Retry-After`.
     #[arg(long, default_value_t = 10_000)]
     max_live_runs: usize,
@@ -417,6 +426,14 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         .max_live_runs(args.max_live_runs)
         .shutdown_token(runs.clone())
         .lease(args.lease);
+    if let Some(tokens) = bearer_tokens(&args)? {
+        server = server.auth(tokens);
+    } else if !args.addr.ip().is_loopback() {
+        tracing::warn!(
+            addr = %args.addr,
+            "bound beyond loopback without --auth-token-env: anyone who reaches the address can              start runs and answer interrupts"
+        );
+    }
     if args.allow_hosts.is_empty() && !args.addr.ip().is_loopback() {
         tracing::warn!(
             addr = %args.addr,
@@ -466,6 +483,45 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         }
     }
     Ok(())
+}
+
+/// The tokens named by `--auth-token-env` and `--operator-token-env`, if any.
+fn bearer_tokens(args: &Serve) -> Result<Option<BearerTokens>, BoxError> {
+    let mut tokens = BearerTokens::new();
+    for (scope, flag, var) in [
+        (Scope::Run, "--auth-token-env", &args.auth_token_env),
+        (
+            Scope::Operator,
+            "--operator-token-env",
+            &args.operator_token_env,
+        ),
+    ] {
+        let Some(var) = var else { continue };
+        let value = std::env::var(var)
+            .map_err(|_| format!("{flag} names `{var}`, which is not set (or not UTF-8)"))?;
+        let mut any = false;
+        for token in value
+            .split([',', ' ', '\n', '\t'])
+            .filter(|t| !t.is_empty())
+        {
+            tokens = tokens
+                .add(scope, token)
+                .map_err(|e| format!("{flag} `{var}`: {e}"))?;
+            any = true;
+        }
+        if !any {
+            return Err(format!("{flag} names `{var}`, which holds no token").into());
+        }
+    }
+    if tokens.is_empty() {
+        return Ok(None);
+    }
+    if !tokens.has(Scope::Operator) {
+        tracing::warn!(
+            "no --operator-token-env: /threads and /interrupts are refused to every token"
+        );
+    }
+    Ok(Some(tokens))
 }
 
 /// SIGTERM (`docker stop`, systemd, Kubernetes) or Ctrl-C; its name.

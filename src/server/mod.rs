@@ -61,6 +61,7 @@
 //! stops at interrupts ends with `RUN_FINISHED{outcome: interrupt}` and the next run on the thread
 //! must answer them in `resume[]`. Auth, rate limits, tracing: stack any tower layer on the router.
 
+mod auth;
 mod demo;
 mod error;
 mod guard;
@@ -82,6 +83,7 @@ use tokio_util::sync::CancellationToken;
 use tower_service::Service;
 
 pub use self::{
+    auth::{BearerAuth, BearerAuthLayer, BearerTokens, MIN_TOKEN_BYTES, Scope},
     demo::{ProductAgent, ScriptedAgent, interrupting_agent, product_agent, scripted_agent},
     error::Rejection,
     guard::{BrowserGuard, BrowserGuardLayer},
@@ -120,6 +122,7 @@ struct Config {
     on_disconnect: OnDisconnect,
     /// Also the allowed origins of CORS.
     guard: BrowserGuardLayer,
+    auth: Option<BearerTokens>,
 }
 
 impl<A> fmt::Debug for AguiServer<A> {
@@ -153,6 +156,7 @@ where
                 body_limit: 1024 * 1024,
                 on_disconnect: OnDisconnect::Cancel,
                 guard: BrowserGuardLayer::new(),
+                auth: None,
             },
         }
     }
@@ -242,6 +246,15 @@ where
         self
     }
 
+    /// Requires a bearer token on every route but `/health` and `/ready` ([`BearerAuthLayer`],
+    /// inside CORS so that preflights are answered): a [`Scope::Run`] token to start and follow
+    /// runs, a [`Scope::Operator`] token for `/threads` and `/interrupts` (reading threads and the
+    /// review queue, answering interrupts out of band).
+    pub fn auth(mut self, tokens: BearerTokens) -> Self {
+        self.config.auth = Some(tokens);
+        self
+    }
+
     /// Every run's cancellation token is a child of `token`: cancelling it (on shutdown) ends
     /// every active run with a terminal event and refuses new ones.
     pub fn shutdown_token(mut self, token: CancellationToken) -> Self {
@@ -311,12 +324,32 @@ where
             .merge(routes::routes::<A>());
         let cors = cors(state.config.guard.origins());
         let guard = state.config.guard.clone();
-        let router = router.with_state(state);
+        let auth = state.config.auth.clone();
+        let mut router = router.with_state(state);
+        if let Some(tokens) = auth {
+            router = router.layer(BearerAuthLayer::new(tokens).scope_of(route_scope));
+        }
         match cors {
             Some(cors) => router.layer(cors),
             None => router,
         }
         .layer(guard)
+    }
+}
+
+/// The scope each route needs: none for the probes, [`Scope::Operator`] for the threads and the
+/// review queue, [`Scope::Run`] for the rest.
+fn route_scope(request: &Request) -> Option<Scope> {
+    let path = request.uri().path();
+    if path == "/health" || path == "/ready" {
+        None
+    } else if path == "/interrupts"
+        || path.starts_with("/interrupts/")
+        || path.starts_with("/threads/")
+    {
+        Some(Scope::Operator)
+    } else {
+        Some(Scope::Run)
     }
 }
 
@@ -340,7 +373,11 @@ where
     }
     match tokio::time::timeout(READY_TIMEOUT, server.runs.run_log().ready()).await {
         Ok(Ok(())) => axum::Json(serde_json::json!({"status": "ready"})).into_response(),
-        Ok(Err(error)) => unready("store_unavailable", error.to_string()),
+        Ok(Err(error)) => {
+            // Public (no token needed): the cause is logged, not sent.
+            tracing::warn!(%error, "not ready: the run log failed");
+            unready("store_unavailable", "the run log failed".to_owned())
+        }
         Err(_) => unready(
             "store_unavailable",
             format!(
@@ -357,7 +394,12 @@ fn cors(origins: &[HeaderValue]) -> Option<tower_http::cors::CorsLayer> {
         CorsLayer::new()
             .allow_origin(AllowOrigin::list(origins.iter().cloned()))
             .allow_methods([axum::http::Method::GET, axum::http::Method::POST])
-            .allow_headers([header::CONTENT_TYPE, header::ACCEPT, header::AUTHORIZATION])
+            .allow_headers([
+                header::CONTENT_TYPE,
+                header::ACCEPT,
+                header::AUTHORIZATION,
+                axum::http::HeaderName::from_static("last-event-id"),
+            ])
             .allow_credentials(false)
     })
 }

@@ -1,0 +1,321 @@
+//! [`BearerAuthLayer`]: who may call the server, by bearer token and scope.
+
+use std::{
+    fmt,
+    sync::Arc,
+    task::{Context, Poll},
+};
+
+use axum::{
+    extract::Request,
+    http::{HeaderValue, StatusCode, header},
+    response::{IntoResponse, Response},
+};
+use futures_util::future::{Either, Ready, ready};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+use tower::{Layer, Service};
+
+use super::Rejection;
+use crate::BoxError;
+
+/// What a token may do. An operator token may do everything a run token may.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum Scope {
+    /// Start runs and follow them.
+    Run,
+    /// Also read threads and the review queue, and answer interrupts out of band.
+    Operator,
+}
+
+/// The shortest token accepted, in bytes: shorter ones can be guessed.
+pub const MIN_TOKEN_BYTES: usize = 16;
+
+/// A set of bearer tokens, each with its [`Scope`]. Only their SHA-256 digests are kept, and a
+/// token is compared with every one of them in constant time.
+#[derive(Clone, Default)]
+pub struct BearerTokens {
+    digests: Vec<([u8; 32], Scope)>,
+}
+
+impl fmt::Debug for BearerTokens {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BearerTokens")
+            .field("tokens", &self.digests.len())
+            .finish()
+    }
+}
+
+impl BearerTokens {
+    /// No tokens: every request that needs a scope is refused.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds `token` with `scope`.
+    ///
+    /// # Errors
+    ///
+    /// When the token is shorter than [`MIN_TOKEN_BYTES`] or holds anything but visible ASCII
+    /// (it could not be sent in a header).
+    pub fn add(mut self, scope: Scope, token: impl AsRef<str>) -> Result<Self, BoxError> {
+        let token = token.as_ref();
+        if token.len() < MIN_TOKEN_BYTES {
+            return Err(format!(
+                "a bearer token must have at least {MIN_TOKEN_BYTES} characters (one has {})",
+                token.len()
+            )
+            .into());
+        }
+        if !token.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err("a bearer token may hold only visible ASCII characters".into());
+        }
+        self.digests.push((digest(token.as_bytes()), scope));
+        Ok(self)
+    }
+
+    /// Whether no token was added.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.digests.is_empty()
+    }
+
+    /// Whether any token has `scope`.
+    #[must_use]
+    pub fn has(&self, scope: Scope) -> bool {
+        self.digests.iter().any(|(_, s)| *s == scope)
+    }
+
+    /// The scope of `token`, if it is one of the set. Every digest is compared, whatever
+    /// matches, so the time taken tells nothing about the tokens.
+    fn scope(&self, token: &[u8]) -> Option<Scope> {
+        let given = digest(token);
+        let mut found = None;
+        for (digest, scope) in &self.digests {
+            if bool::from(digest.ct_eq(&given)) {
+                found = found.max(Some(*scope));
+            }
+        }
+        found
+    }
+}
+
+fn digest(token: &[u8]) -> [u8; 32] {
+    Sha256::digest(token).into()
+}
+
+type ScopeOf = dyn Fn(&Request) -> Option<Scope> + Send + Sync;
+
+/// Requires `Authorization: Bearer <token>` with the scope a request needs.
+///
+/// Which scope a request needs is the layer's [`scope_of`](Self::scope_of) function (every
+/// request needs [`Scope::Run`] by default; `None` makes a request public). A request without a
+/// known token gets `401 unauthorized` with `WWW-Authenticate: Bearer`; one whose token lacks the
+/// scope gets `403 forbidden`; both with the JSON error body.
+///
+/// Put it inside CORS, so that preflights (which carry no credentials) are answered:
+/// [`AguiServer::auth`](super::AguiServer::auth) does, with the scopes of its routes.
+///
+/// ```
+/// use agent_tower::server::{BearerAuthLayer, BearerTokens, Scope};
+/// use axum::{Router, routing::get};
+///
+/// let tokens = BearerTokens::new().add(Scope::Run, "a-long-random-token-1")?;
+/// let auth = BearerAuthLayer::new(tokens).scope_of(|request| {
+///     (request.uri().path() != "/health").then_some(Scope::Run)
+/// });
+/// let app: Router = Router::new()
+///     .route("/health", get(|| async { "ok" }))
+///     .route("/private", get(|| async { "secret" }))
+///     .layer(auth);
+/// # Ok::<(), agent_tower::BoxError>(())
+/// ```
+#[derive(Clone)]
+pub struct BearerAuthLayer {
+    tokens: Arc<BearerTokens>,
+    scope_of: Arc<ScopeOf>,
+}
+
+impl fmt::Debug for BearerAuthLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BearerAuthLayer")
+            .field("tokens", &self.tokens)
+            .finish_non_exhaustive()
+    }
+}
+
+impl BearerAuthLayer {
+    /// Requires one of `tokens`, with [`Scope::Run`], on every request.
+    #[must_use]
+    pub fn new(tokens: BearerTokens) -> Self {
+        Self {
+            tokens: Arc::new(tokens),
+            scope_of: Arc::new(|_| Some(Scope::Run)),
+        }
+    }
+
+    /// Which scope a request needs; `None` lets it through without a token.
+    #[must_use]
+    pub fn scope_of<F>(mut self, scope_of: F) -> Self
+    where
+        F: Fn(&Request) -> Option<Scope> + Send + Sync + 'static,
+    {
+        self.scope_of = Arc::new(scope_of);
+        self
+    }
+
+    fn check(&self, request: &Request) -> Result<(), Rejection> {
+        let Some(needed) = (self.scope_of)(request) else {
+            return Ok(());
+        };
+        let token = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|value| bearer(value.as_bytes()));
+        match token.and_then(|token| self.tokens.scope(token)) {
+            Some(scope) if scope >= needed => Ok(()),
+            Some(_) => Err(Rejection::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "this token may not use this route (it needs an operator token)",
+            )),
+            None => Err(Rejection::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                if token.is_some() {
+                    "the bearer token is not known"
+                } else {
+                    "send `Authorization: Bearer <token>`"
+                },
+            )),
+        }
+    }
+}
+
+/// The token of an `Authorization: Bearer <token>` value (the scheme in any case).
+fn bearer(value: &[u8]) -> Option<&[u8]> {
+    let (scheme, token) = value.split_at_checked(7)?;
+    scheme
+        .eq_ignore_ascii_case(b"bearer ")
+        .then(|| token.trim_ascii())
+        .filter(|token| !token.is_empty())
+}
+
+impl<S> Layer<S> for BearerAuthLayer {
+    type Service = BearerAuth<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        BearerAuth {
+            inner,
+            layer: self.clone(),
+        }
+    }
+}
+
+/// The service of [`BearerAuthLayer`].
+#[derive(Clone, Debug)]
+pub struct BearerAuth<S> {
+    inner: S,
+    layer: BearerAuthLayer,
+}
+
+impl<S> Service<Request> for BearerAuth<S>
+where
+    S: Service<Request, Response = Response>,
+{
+    type Response = Response;
+    type Error = S::Error;
+    type Future = Either<Ready<Result<Response, S::Error>>, S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        match self.layer.check(&request) {
+            Ok(()) => Either::Right(self.inner.call(request)),
+            Err(rejection) => {
+                let unauthorized = rejection.status() == StatusCode::UNAUTHORIZED;
+                let mut response = rejection.into_response();
+                if unauthorized {
+                    response
+                        .headers_mut()
+                        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+                }
+                Either::Left(ready(Ok(response)))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RUN: &str = "run-token-0123456789";
+    const OPERATOR: &str = "operator-token-0123456789";
+
+    fn layer() -> BearerAuthLayer {
+        let tokens = BearerTokens::new()
+            .add(Scope::Run, RUN)
+            .unwrap()
+            .add(Scope::Run, "another-run-token-0123")
+            .unwrap()
+            .add(Scope::Operator, OPERATOR)
+            .unwrap();
+        BearerAuthLayer::new(tokens).scope_of(|request| match request.uri().path() {
+            "/health" => None,
+            "/interrupts" => Some(Scope::Operator),
+            _ => Some(Scope::Run),
+        })
+    }
+
+    fn code(path: &str, authorization: Option<&str>) -> Option<String> {
+        let mut builder = Request::builder().uri(path);
+        if let Some(value) = authorization {
+            builder = builder.header("authorization", value);
+        }
+        let request = builder.body(axum::body::Body::empty()).unwrap();
+        layer().check(&request).err().map(|r| r.code().to_owned())
+    }
+
+    #[test]
+    fn each_route_needs_its_scope() {
+        let unauthorized = Some("unauthorized".to_owned());
+        assert_eq!(code("/health", None), None);
+        assert_eq!(code("/", None), unauthorized);
+        assert_eq!(
+            code("/", Some("Bearer wrong-token-0123456789")),
+            unauthorized
+        );
+        assert_eq!(code("/", Some(&format!("Basic {RUN}"))), unauthorized);
+        assert_eq!(code("/", Some("Bearer ")), unauthorized);
+        assert_eq!(code("/", Some(&format!("Bearer {RUN}"))), None);
+        assert_eq!(code("/", Some(&format!("bearer  {RUN} "))), None);
+        assert_eq!(code("/", Some("Bearer another-run-token-0123")), None);
+        assert_eq!(
+            code("/interrupts", Some(&format!("Bearer {RUN}"))),
+            Some("forbidden".to_owned())
+        );
+        assert_eq!(
+            code("/interrupts", Some(&format!("Bearer {OPERATOR}"))),
+            None
+        );
+        assert_eq!(code("/", Some(&format!("Bearer {OPERATOR}"))), None);
+    }
+
+    #[test]
+    fn weak_tokens_are_refused_and_none_is_printed() {
+        assert!(BearerTokens::new().add(Scope::Run, "short").is_err());
+        assert!(
+            BearerTokens::new()
+                .add(Scope::Run, "has a space in it!!")
+                .is_err()
+        );
+        let tokens = BearerTokens::new().add(Scope::Run, RUN).unwrap();
+        assert!(!format!("{tokens:?}").contains(RUN));
+        assert!(tokens.has(Scope::Run) && !tokens.has(Scope::Operator));
+    }
+}
