@@ -38,7 +38,7 @@ enum Command {
     /// `RUST_LOG`, default `info`): one line per run with its thread, run, events, duration and
     /// outcome. Ctrl-C stops accepting, cancels the runs in flight (each gets its terminal event)
     /// and exits.
-    Serve(Serve),
+    Serve(Box<Serve>),
     /// Serve an agent to a code editor (Zed, any ACP client) over stdio: JSON-RPC on stdin and
     /// stdout, logs on stderr.
     ///
@@ -334,7 +334,7 @@ async fn run() -> Result<(), BoxError> {
         )
         .init();
     match Cli::parse().command {
-        Command::Serve(serve) => run_server(serve).await,
+        Command::Serve(serve) => run_server(*serve).await,
         Command::Acp(acp) => run_acp(acp).await,
     }
 }
