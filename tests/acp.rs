@@ -890,3 +890,177 @@ async fn a_sessions_mcp_servers_lend_it_their_tools() {
     })
     .await;
 }
+
+/// The agent served with `serve_io` on an in-memory pipe of `capacity` bytes; the editor's ends.
+fn over_pipe<S>(
+    agent: AcpAgent<S>,
+    capacity: usize,
+) -> (
+    tokio::io::WriteHalf<tokio::io::DuplexStream>,
+    tokio::io::BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>,
+)
+where
+    S: tower::Service<agent_tower::run::RunRequest, Response = agent_tower::run::RunOutcome>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    S::Error: Into<agent_tower::BoxError> + Send,
+    S::Future: Send,
+{
+    let (agent_end, editor_end) = tokio::io::duplex(capacity);
+    let (agent_reads, agent_writes) = tokio::io::split(agent_end);
+    tokio::spawn(async move {
+        let _ = agent.serve_io(agent_reads, agent_writes).await;
+    });
+    let (editor_reads, editor_writes) = tokio::io::split(editor_end);
+    (editor_writes, tokio::io::BufReader::new(editor_reads))
+}
+
+/// The next line the agent wrote, as JSON.
+async fn next_line(
+    reader: &mut tokio::io::BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>,
+) -> serde_json::Value {
+    use tokio::io::AsyncBufReadExt;
+    let mut line = String::new();
+    tokio::time::timeout(PATIENCE, reader.read_line(&mut line))
+        .await
+        .expect("the agent answers")
+        .unwrap();
+    serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+}
+
+#[tokio::test]
+async fn bad_lines_are_answered_and_the_agent_goes_on() {
+    use tokio::io::AsyncWriteExt;
+    let (mut to_agent, mut from_agent) = over_pipe(demo(), 64 * 1024);
+    to_agent.write_all(b"\xff\xfe not UTF-8\n").await.unwrap();
+    let answer = next_line(&mut from_agent).await;
+    assert_eq!(answer["id"], serde_json::Value::Null, "{answer}");
+    assert_eq!(answer["error"]["code"], -32700, "{answer}");
+
+    for (line, id) in [
+        (
+            r#"{"jsonrpc":"2.0","id":7,"method":"session/new","params":"x"}"#,
+            json_id(7),
+        ),
+        (
+            r#"{"id":"eight","method":"initialize","params":{"protocolVersion":1}}"#,
+            json_id("eight"),
+        ),
+    ] {
+        to_agent
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+        let answer = next_line(&mut from_agent).await;
+        assert_eq!(answer["id"], id, "answered with the request's id: {answer}");
+        assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    }
+
+    to_agent
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"initialize\",\"params\":{\"protocolVersion\":1}}\n")
+        .await
+        .unwrap();
+    let answer = next_line(&mut from_agent).await;
+    assert_eq!(answer["id"], 9, "{answer}");
+    assert_eq!(answer["result"]["protocolVersion"], 1, "{answer}");
+}
+
+fn json_id(id: impl Into<serde_json::Value>) -> serde_json::Value {
+    id.into()
+}
+
+/// A service that says when its call ended.
+#[derive(Clone)]
+struct Watched<S> {
+    inner: S,
+    ended: mpsc::UnboundedSender<()>,
+}
+
+impl<S> tower::Service<agent_tower::run::RunRequest> for Watched<S>
+where
+    S: tower::Service<agent_tower::run::RunRequest> + Clone + Send + 'static,
+    S::Future: Send,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = futures_util::future::BoxFuture<'static, Result<S::Response, S::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: agent_tower::run::RunRequest) -> Self::Future {
+        let call = self.inner.call(request);
+        let ended = self.ended.clone();
+        Box::pin(async move {
+            let result = call.await;
+            let _ = ended.send(());
+            result
+        })
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_client_that_stops_reading_holds_the_turn_back() {
+    use tokio::io::AsyncWriteExt;
+    const CHUNKS: usize = 50_000;
+    let model = AcpLayer::new().layer(
+        MapErrorLayer::new().layer(MockModel::new([(0..CHUNKS)
+            .map(|i| MockItem::Text(format!("chunk {i} of a long answer ")))
+            .collect::<Vec<_>>()])),
+    );
+    let tools = AcpLayer::new().layer(ToolRouter::new());
+    let (ended_tx, mut ended) = mpsc::unbounded_channel();
+    let agent = Watched {
+        inner: MapErrorLayer::new().layer(Loop::new(model, tools)),
+        ended: ended_tx,
+    };
+    let (mut to_agent, mut from_agent) = over_pipe(AcpAgent::new(agent), 64 * 1024);
+    let mut send = async |line: serde_json::Value| {
+        to_agent
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+    };
+    send(serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}})).await;
+    assert_eq!(next_line(&mut from_agent).await["id"], 1);
+    send(serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": "/tmp", "mcpServers": []}})).await;
+    let session = loop {
+        let line = next_line(&mut from_agent).await;
+        if line["id"] == 2 {
+            break line["result"]["sessionId"].clone();
+        }
+    };
+    send(
+        serde_json::json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+        "params": {"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}}),
+    )
+    .await;
+
+    // Nothing is read: once every task waits (the clock is paused, so this returns only then),
+    // the turn must be waiting for the client rather than finished into a queue.
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    assert!(
+        ended.try_recv().is_err(),
+        "the turn ran to its end while the client read nothing"
+    );
+
+    let mut chunks = 0;
+    let answer = loop {
+        let line = next_line(&mut from_agent).await;
+        if line["id"] == 3 {
+            break line;
+        }
+        if line["params"]["update"]["sessionUpdate"] == "agent_message_chunk" {
+            chunks += 1;
+        }
+    };
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert_eq!(chunks, CHUNKS, "every chunk arrives, in order, once read");
+    assert!(ended.try_recv().is_ok());
+}

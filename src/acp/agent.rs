@@ -31,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 use tower_service::Service;
 
-use super::{AcpApprover, Notifier, content, history, tool_call::Kinds};
+use super::{AcpApprover, Notifier, content, history, lines::Outbox, tool_call::Kinds};
 use crate::{
     BoxError,
     id::{MessageId, RunId},
@@ -148,6 +148,8 @@ struct Shared<S> {
     service: S,
     config: Config,
     sessions: Sessions,
+    /// Room for the turns' updates, when this side writes the wire.
+    outbox: Option<Outbox>,
 }
 
 /// An ACP agent around any `Service<RunRequest, Response = RunOutcome>`: editors (Zed, and any
@@ -295,10 +297,46 @@ where
     ///
     /// When the connection fails.
     pub async fn serve(self, transport: impl ConnectTo<Agent> + 'static) -> Result<(), Error> {
+        self.serve_with(transport, None).await
+    }
+
+    /// Serves one client over newline-delimited JSON-RPC on `reader` and `writer` (stdin and
+    /// stdout for an editor: `serve_io(tokio::io::stdin(), tokio::io::stdout())`) until the
+    /// reader ends, hardened where the SDK's `Stdio` is not: a line that is not UTF-8 or not
+    /// JSON-RPC is answered with an error (with the request's id when it has one) and the next
+    /// line is read; lines are bounded ([`MAX_LINE_BYTES`](super::MAX_LINE_BYTES)); and a turn
+    /// waits while [`MAX_QUEUED_UPDATES`](super::MAX_QUEUED_UPDATES) of its updates are not yet
+    /// written, so a client that stops reading holds the model back instead of filling memory.
+    ///
+    /// # Errors
+    ///
+    /// When the connection fails, or reading or writing does.
+    pub async fn serve_io<R, W>(self, reader: R, writer: W) -> Result<(), Error>
+    where
+        R: tokio::io::AsyncRead + Unpin,
+        W: tokio::io::AsyncWrite + Unpin,
+    {
+        let (wire, sdk) = agent_client_protocol::Channel::duplex();
+        let answers = sdk.tx.clone();
+        let outbox = Outbox::new(super::MAX_QUEUED_UPDATES);
+        let (served, pumped) = tokio::join!(
+            self.serve_with(sdk, Some(outbox.clone())),
+            super::lines::pump(wire, answers, reader, writer, outbox),
+        );
+        served?;
+        pumped.map_err(Error::into_internal_error)
+    }
+
+    async fn serve_with(
+        self,
+        transport: impl ConnectTo<Agent> + 'static,
+        outbox: Option<Outbox>,
+    ) -> Result<(), Error> {
         let shared = Arc::new(Shared {
             service: self.service,
             config: self.config,
             sessions: Sessions::default(),
+            outbox,
         });
         Agent
             .v1()
@@ -812,7 +850,8 @@ where
             content: parts,
         });
 
-        let notifier = Notifier::new(cx.clone(), req.session_id.clone());
+        let notifier =
+            Notifier::new(cx.clone(), req.session_id.clone()).outbox(self.outbox.as_ref());
         let mut run = RunContext::new(req.session_id.0.as_ref().into(), RunId::new());
         run.cancel = cancel.clone();
         run.sinks.acp = Some(notifier.clone());

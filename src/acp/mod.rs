@@ -64,6 +64,7 @@ mod demo;
 pub mod future;
 mod history;
 mod layer;
+mod lines;
 mod notifier;
 mod service;
 mod stream;
@@ -74,6 +75,7 @@ pub use self::{
     approve::AcpApprover,
     demo::{ProductAgent, ScriptedAgent, product_agent, scripted_agent},
     layer::AcpLayer,
+    lines::{MAX_LINE_BYTES, MAX_QUEUED_UPDATES},
     notifier::Notifier,
     service::Acp,
     stream::{ResponseStream, UpdateEncoder},

@@ -16,6 +16,9 @@ use agent_client_protocol::{
     },
 };
 use futures_sink::Sink;
+use tokio_util::sync::PollSemaphore;
+
+use super::lines::Outbox;
 
 use crate::transport::{Transport, error::TransportClosed};
 
@@ -26,13 +29,33 @@ use crate::transport::{Transport, error::TransportClosed};
 /// reaches the client after the answer (the ACP cancellation contract); a closed notifier
 /// refuses events like a client that went away.
 ///
-/// The SDK queues outgoing messages without bound, so the notifier is always ready: back-pressure
-/// stops at the connection's writer.
-#[derive(Clone)]
+/// The SDK queues outgoing messages without bound. Served with
+/// [`AcpAgent::serve_io`](super::AcpAgent::serve_io) (as `agent-tower acp` is), the notifier is
+/// ready only while fewer than [`MAX_QUEUED_UPDATES`](super::MAX_QUEUED_UPDATES) updates wait to
+/// be written: a client that stops reading holds the turn back instead of filling memory.
+/// Otherwise it is always ready.
 pub struct Notifier {
     connection: ConnectionTo<Client>,
     session: SessionId,
     open: Arc<AtomicBool>,
+    outbox: Option<(Outbox, PollSemaphore)>,
+    /// Room taken by `poll_ready` for the next `start_send`.
+    reserved: bool,
+}
+
+impl Clone for Notifier {
+    fn clone(&self) -> Self {
+        Self {
+            connection: self.connection.clone(),
+            session: self.session.clone(),
+            open: Arc::clone(&self.open),
+            outbox: self
+                .outbox
+                .as_ref()
+                .map(|(outbox, _)| (outbox.clone(), outbox.waiter())),
+            reserved: false,
+        }
+    }
 }
 
 impl Notifier {
@@ -43,7 +66,15 @@ impl Notifier {
             connection,
             session,
             open: Arc::new(AtomicBool::new(true)),
+            outbox: None,
+            reserved: false,
         }
+    }
+
+    /// Waits for room in `outbox` before each update.
+    pub(crate) fn outbox(mut self, outbox: Option<&Outbox>) -> Self {
+        self.outbox = outbox.map(|outbox| (outbox.clone(), outbox.waiter()));
+        self
     }
 
     /// The session it notifies.
@@ -61,6 +92,13 @@ impl Notifier {
         if !self.is_open() {
             return Err(TransportClosed::new());
         }
+        if let Some((outbox, _)) = &self.outbox {
+            outbox.reserve_now();
+        }
+        self.send(update)
+    }
+
+    fn send(&self, update: SessionUpdate) -> Result<(), TransportClosed> {
         self.connection
             .send_notification(SessionNotification::new(self.session.clone(), update))
             .map_err(|_| TransportClosed::new())
@@ -90,16 +128,28 @@ impl fmt::Debug for Notifier {
 impl Sink<SessionUpdate> for Notifier {
     type Error = TransportClosed;
 
-    fn poll_ready(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(if self.is_open() {
-            Ok(())
-        } else {
-            Err(TransportClosed::new())
-        })
+    fn poll_ready(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        let this = self.get_mut();
+        if !this.is_open() {
+            return Poll::Ready(Err(TransportClosed::new()));
+        }
+        if let (Some((outbox, waiter)), false) = (&mut this.outbox, this.reserved) {
+            std::task::ready!(outbox.poll_reserve(waiter, cx));
+            this.reserved = true;
+        }
+        Poll::Ready(Ok(()))
     }
 
     fn start_send(self: Pin<&mut Self>, update: SessionUpdate) -> Result<(), Self::Error> {
-        self.notify(update)
+        let this = self.get_mut();
+        if std::mem::take(&mut this.reserved) {
+            if !this.is_open() {
+                return Err(TransportClosed::new());
+            }
+            this.send(update)
+        } else {
+            this.notify(update)
+        }
     }
 
     fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {

@@ -9,7 +9,7 @@ use agent_tower::{
         BoxModel, IdleTimeoutLayer, RetryPolicy, boxed, openai::OpenAi, scripted::ScriptedModel,
     },
     permission::{Action, InterruptApprover, Mode, Policy},
-    server::{AguiServer, BearerTokens, BusyThread, Scope, product_agent},
+    server::{AguiServer, BearerTokens, BusyThread, Connections, Scope, product_agent},
     tool::{
         ToolRouter,
         demo::demo_tools,
@@ -117,6 +117,23 @@ struct Serve {
     /// `/interrupts` and answer interrupts out of band, which run tokens may not.
     #[arg(long)]
     operator_token_env: Option<String>,
+    /// How long a client may take to send a request head; also how long an idle keep-alive
+    /// connection stays open.
+    #[arg(long, default_value = "10s", value_parser = parse_timeout)]
+    header_timeout: Duration,
+    /// How long a client may take to send a whole request body (`408` past it).
+    #[arg(long, default_value = "30s", value_parser = parse_timeout)]
+    body_timeout: Duration,
+    /// How long a write to a client may stay blocked (it stopped reading) before its
+    /// connection is closed.
+    #[arg(long, default_value = "30s", value_parser = parse_timeout)]
+    write_timeout: Duration,
+    /// The most connections open at once; more wait in the listen backlog.
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: u32,
+    /// The most messages one request may carry (`422` past it).
+    #[arg(long, default_value_t = 1_000)]
+    max_messages: usize,
     /// The most runs live at once; one more gets `503 overloaded` with `Retry-After`.
     #[arg(long, default_value_t = 10_000)]
     max_live_runs: usize,
@@ -301,6 +318,14 @@ fn parse_interrupt_ttl(value: &str) -> Result<Duration, String> {
     )
 }
 
+fn parse_timeout(value: &str) -> Result<Duration, String> {
+    duration_within(
+        value,
+        Duration::from_millis(100),
+        Duration::from_secs(24 * 3600),
+    )
+}
+
 fn main() -> std::process::ExitCode {
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
@@ -366,7 +391,9 @@ async fn run_acp(args: Acp) -> Result<(), BoxError> {
         agent = agent.store(agent_tower::store::RunStore::open(&store).await?);
     }
     tracing::info!("serving ACP on stdio");
-    agent.serve(agent_client_protocol::Stdio::new()).await?;
+    agent
+        .serve_io(tokio::io::stdin(), tokio::io::stdout())
+        .await?;
     Ok(())
 }
 
@@ -412,6 +439,8 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         .path(args.path.clone())
         .keep_alive(Duration::from_secs(args.keep_alive.max(1)))
         .body_limit(args.body_limit)
+        .body_timeout(args.body_timeout)
+        .max_messages(args.max_messages)
         .on_disconnect(match args.on_disconnect {
             DisconnectChoice::Cancel => OnDisconnect::Cancel,
             DisconnectChoice::Continue => OnDisconnect::Continue,
@@ -461,7 +490,11 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         args.path
     );
     let (stopping, stopped) = tokio::sync::oneshot::channel();
-    let serving = agent_tower::server::serve(listener, router, runs, async move {
+    let connections = Connections::new()
+        .header_timeout(args.header_timeout)
+        .write_timeout(args.write_timeout)
+        .max_connections(args.max_connections as usize);
+    let serving = connections.serve(listener, router, runs, async move {
         let signal = shutdown_signal().await;
         tracing::info!(%signal, "shutting down: cancelling runs in flight");
         let _ = stopping.send(());

@@ -68,6 +68,7 @@ mod guard;
 mod negotiate;
 mod respond;
 mod routes;
+mod serve;
 pub mod ws;
 
 use std::{fmt, future::Future, sync::Arc, time::Duration};
@@ -88,6 +89,7 @@ pub use self::{
     error::Rejection,
     guard::{BrowserGuard, BrowserGuardLayer},
     negotiate::Format,
+    serve::Connections,
 };
 pub use crate::runs::{BusyThread, Ended, RunSummary};
 use crate::{
@@ -119,6 +121,8 @@ struct Config {
     path: String,
     keep_alive: Duration,
     body_limit: usize,
+    body_timeout: Duration,
+    max_messages: usize,
     on_disconnect: OnDisconnect,
     /// Also the allowed origins of CORS.
     guard: BrowserGuardLayer,
@@ -140,7 +144,7 @@ where
     A::Future: Send + 'static,
 {
     /// A server for `agent`, its runs in a bounded in-memory log: path `/`, keep-alive every
-    /// 15 s, 1 MiB bodies, runs cancelled when the client that started them goes away, a second
+    /// 15 s, 1 MiB bodies sent within 30 s, 1,000 messages per request, runs cancelled when the client that started them goes away, a second
     /// run on a busy thread refused, CORS off.
     pub fn new(agent: A) -> Self {
         Self::with_runs(Runs::new(agent))
@@ -154,6 +158,8 @@ where
                 path: "/".to_owned(),
                 keep_alive: Duration::from_secs(15),
                 body_limit: 1024 * 1024,
+                body_timeout: Duration::from_secs(30),
+                max_messages: 1_000,
                 on_disconnect: OnDisconnect::Cancel,
                 guard: BrowserGuardLayer::new(),
                 auth: None,
@@ -182,6 +188,25 @@ where
     /// The largest accepted body, in bytes (default 1 MiB).
     pub fn body_limit(mut self, bytes: usize) -> Self {
         self.config.body_limit = bytes;
+        self
+    }
+
+    /// How long a client may take to send a whole request body (default 30 s); past it the
+    /// request is answered `408 request_timeout`.
+    ///
+    /// # Panics
+    ///
+    /// If `timeout` is zero.
+    pub fn body_timeout(mut self, timeout: Duration) -> Self {
+        assert!(!timeout.is_zero(), "the body timeout must not be zero");
+        self.config.body_timeout = timeout;
+        self
+    }
+
+    /// The most messages one request may carry (default 1,000); more is refused with `422
+    /// invalid_input` naming `messages`.
+    pub fn max_messages(mut self, messages: usize) -> Self {
+        self.config.max_messages = messages;
         self
     }
 
@@ -414,6 +439,37 @@ where
     A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
     A::Future: Send + 'static,
 {
+    /// A request's whole body: `413 payload_too_large` over the limit, `408 request_timeout`
+    /// when the client takes longer than the body timeout to send it.
+    pub(crate) async fn read_body(
+        &self,
+        body: axum::body::Body,
+    ) -> Result<axum::body::Bytes, Rejection> {
+        let limit = self.config.body_limit;
+        let timeout = self.config.body_timeout;
+        match tokio::time::timeout(timeout, axum::body::to_bytes(body, limit)).await {
+            Ok(Ok(bytes)) => Ok(bytes),
+            Ok(Err(_)) => Err(Rejection::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                format!("the body is over the limit of {limit} bytes"),
+            )),
+            Err(_) => Err(Rejection::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "request_timeout",
+                format!(
+                    "the body was not sent within {}",
+                    humantime::format_duration(timeout)
+                ),
+            )),
+        }
+    }
+
+    /// A `RunAgentInput` from a body, checked against this server's limits.
+    pub(crate) fn parse_input(&self, body: &[u8]) -> Result<RunAgentInput, Rejection> {
+        parse_input(body, self.config.max_messages)
+    }
+
     /// Takes `input` through the engine; what to follow, and from where, or why not.
     pub(crate) async fn begin(
         &self,
@@ -453,7 +509,7 @@ pub(crate) fn begin_rejection(error: BeginError) -> Rejection {
 pub const MAX_ID_BYTES: usize = 256;
 
 /// Parses and checks a `RunAgentInput`: 400 for malformed JSON, 422 naming the bad field.
-pub(crate) fn parse_input(body: &[u8]) -> Result<RunAgentInput, Rejection> {
+pub(crate) fn parse_input(body: &[u8], max_messages: usize) -> Result<RunAgentInput, Rejection> {
     let value: serde_json::Value = serde_json::from_slice(body).map_err(|e| {
         Rejection::new(
             StatusCode::BAD_REQUEST,
@@ -506,6 +562,18 @@ pub(crate) fn parse_input(body: &[u8]) -> Result<RunAgentInput, Rejection> {
         )
         .field(field));
     }
+    if input.messages.len() > max_messages {
+        return Err(Rejection::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_input",
+            format!(
+                "invalid RunAgentInput at `messages`: at most {max_messages} messages per \
+                 request (it has {})",
+                input.messages.len()
+            ),
+        )
+        .field("messages"));
+    }
     Ok(input)
 }
 
@@ -539,17 +607,8 @@ where
         ));
     }
     let format = Format::negotiate(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
-    let limit = server.config.body_limit;
-    let body = axum::body::to_bytes(request.into_body(), limit)
-        .await
-        .map_err(|_| {
-            Rejection::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "payload_too_large",
-                format!("the body is over the limit of {limit} bytes"),
-            )
-        })?;
-    let events = server.begin(parse_input(&body)?).await?;
+    let body = server.read_body(request.into_body()).await?;
+    let events = server.begin(server.parse_input(&body)?).await?;
     Ok(respond::events(events, format, server.config.keep_alive))
 }
 
@@ -568,7 +627,7 @@ pub fn nodelay(
     })
 }
 
-/// Runs the router on `listener` (its connections with [`nodelay`]) until `shutdown` resolves,
+/// Runs the router on `listener` with the default [`Connections`] until `shutdown` resolves,
 /// then cancels every active run (each gets its terminal event) and waits for the responses to
 /// end.
 ///
@@ -584,10 +643,7 @@ pub async fn serve<F>(
 where
     F: Future<Output = ()> + Send + 'static,
 {
-    axum::serve(nodelay(listener), router)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            runs.cancel();
-        })
+    Connections::new()
+        .serve(listener, router, runs, shutdown)
         .await
 }

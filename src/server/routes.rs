@@ -320,13 +320,13 @@ fn resumed(result: Result<Resumed, ResumeError>) -> Response {
 async fn resolve<A>(
     State(server): State<Arc<Server<A>>>,
     Path(interrupt_id): Path<String>,
-    body: axum::body::Bytes,
+    body: axum::body::Body,
 ) -> Result<Response, Rejection>
 where
     A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
     A::Future: Send + 'static,
 {
-    let body: Resolve = parse_json(&body)?;
+    let body: Resolve = parse_json(&server.read_body(body).await?)?;
     let id = InterruptId::from(interrupt_id);
     let result = server.runs.resolve(&id, body.status, body.payload).await;
     Ok(resumed(result))
@@ -335,13 +335,13 @@ where
 async fn resume_thread<A>(
     State(server): State<Arc<Server<A>>>,
     Path(thread_id): Path<String>,
-    body: axum::body::Bytes,
+    body: axum::body::Body,
 ) -> Result<Response, Rejection>
 where
     A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
     A::Future: Send + 'static,
 {
-    let body: ResumeThread = parse_json(&body)?;
+    let body: ResumeThread = parse_json(&server.read_body(body).await?)?;
     let result = server
         .runs
         .resume_thread(ThreadId::from(thread_id), body.resume)

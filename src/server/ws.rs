@@ -24,7 +24,7 @@ use axum::{
 use futures_util::{SinkExt, StreamExt};
 use tower_service::Service;
 
-use super::{Rejection, Server, parse_input};
+use super::{Rejection, Server};
 use crate::{
     BoxError,
     agui::{
@@ -95,7 +95,7 @@ where
     loop {
         if active.is_none() {
             if let Some(text) = waiting.pop_front() {
-                let begun = match parse_input(text.as_bytes()) {
+                let begun = match server.parse_input(text.as_bytes()) {
                     Ok(input) => server.begin(input).await,
                     Err(rejection) => Err(rejection),
                 };

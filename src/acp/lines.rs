@@ -1,0 +1,300 @@
+//! The ACP agent's wire: newline-delimited JSON-RPC over a byte stream (stdio for an editor),
+//! read and written here rather than by the SDK's `Stdio`, for three reasons the SDK's reader
+//! cannot serve:
+//!
+//! - a line that is not UTF-8 ends the SDK's connection (its line reader fails, and the agent
+//!   exits); here it is answered with a parse error and the next line is read;
+//! - a request the SDK cannot parse (`params` not an object, no `jsonrpc`) is answered with
+//!   `id: null`; here it is answered with its own id, when it has one;
+//! - the SDK queues outgoing messages without bound; here the updates of prompt turns take room
+//!   in an [`Outbox`] that the writer gives back once they are written, so a client that stops
+//!   reading stops the model instead of filling memory.
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    task::{Context, Poll},
+};
+
+use agent_client_protocol::{Channel, Error, RawJsonRpcMessage, TransportFrame};
+use futures_channel::mpsc::{UnboundedReceiver, UnboundedSender};
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio_util::sync::PollSemaphore;
+
+/// The longest line read, in bytes (a prompt with embedded files can be large); a longer one is
+/// answered with a parse error and skipped.
+pub const MAX_LINE_BYTES: usize = 32 * 1024 * 1024;
+
+/// How many session updates may wait to be written before a turn waits for the client.
+pub const MAX_QUEUED_UPDATES: usize = 1024;
+
+/// Room for session updates between the turns that send them and the writer.
+#[derive(Clone, Debug)]
+pub(crate) struct Outbox {
+    room: Arc<tokio::sync::Semaphore>,
+    /// Updates sent with room taken, not yet written.
+    held: Arc<AtomicUsize>,
+}
+
+impl Outbox {
+    pub(crate) fn new(updates: usize) -> Self {
+        Self {
+            room: Arc::new(tokio::sync::Semaphore::new(updates)),
+            held: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    /// A handle for one sender to wait for room with.
+    pub(crate) fn waiter(&self) -> PollSemaphore {
+        PollSemaphore::new(Arc::clone(&self.room))
+    }
+
+    /// Takes room for one update, waiting while the client is behind.
+    pub(crate) fn poll_reserve(
+        &self,
+        waiter: &mut PollSemaphore,
+        cx: &mut Context<'_>,
+    ) -> Poll<()> {
+        match waiter.poll_acquire(cx) {
+            Poll::Ready(Some(permit)) => {
+                permit.forget();
+                self.held.fetch_add(1, Ordering::AcqRel);
+                Poll::Ready(())
+            }
+            Poll::Ready(None) => Poll::Ready(()),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// Takes room for one update if there is some; an update that cannot wait goes anyway.
+    pub(crate) fn reserve_now(&self) {
+        if let Ok(permit) = self.room.try_acquire() {
+            permit.forget();
+            self.held.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// `updates` were written: their room is free again.
+    fn written(&self, updates: usize) {
+        let mut freed = 0;
+        for _ in 0..updates {
+            if self
+                .held
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |h| h.checked_sub(1))
+                .is_ok()
+            {
+                freed += 1;
+            }
+        }
+        self.room.add_permits(freed);
+    }
+}
+
+/// Connects `channel` (the SDK's end is its counterpart) to `reader` and `writer`: reads until
+/// the reader ends (then the SDK sees its input closed), writes until the SDK and `answers` are
+/// done sending.
+pub(crate) async fn pump<R, W>(
+    channel: Channel,
+    answers: UnboundedSender<TransportFrame>,
+    reader: R,
+    writer: W,
+    outbox: Outbox,
+) -> std::io::Result<()>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let Channel { rx, tx, .. } = channel;
+    let (read, written) = tokio::join!(
+        read_frames(reader, tx, answers),
+        write_frames(rx, writer, outbox)
+    );
+    read.and(written)
+}
+
+/// Reads lines into frames for the SDK; malformed requests with an id are answered here.
+async fn read_frames<R: AsyncRead + Unpin>(
+    reader: R,
+    to_sdk: UnboundedSender<TransportFrame>,
+    answers: UnboundedSender<TransportFrame>,
+) -> std::io::Result<()> {
+    let mut reader = BufReader::new(reader);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let limit = MAX_LINE_BYTES as u64 + 1;
+        let read = (&mut reader)
+            .take(limit)
+            .read_until(b'\n', &mut line)
+            .await?;
+        if read == 0 {
+            return Ok(());
+        }
+        let frame = if line.last() != Some(&b'\n') && line.len() > MAX_LINE_BYTES {
+            skip_line(&mut reader).await?;
+            malformed(
+                String::new(),
+                Error::parse_error()
+                    .data(json!({"reason": format!("a line longer than {MAX_LINE_BYTES} bytes")})),
+            )
+        } else {
+            let text = line.trim_ascii();
+            if text.is_empty() {
+                continue;
+            }
+            match std::str::from_utf8(text) {
+                Ok(text) => TransportFrame::parse_json(text),
+                Err(_) => malformed(
+                    String::from_utf8_lossy(text).into_owned(),
+                    Error::parse_error().data(json!({"reason": "the line is not UTF-8"})),
+                ),
+            }
+        };
+        let sent = match answer_with_id(&frame) {
+            Some(answer) => answers.unbounded_send(answer),
+            None => to_sdk.unbounded_send(frame),
+        };
+        if sent.is_err() {
+            return Ok(());
+        }
+    }
+}
+
+fn malformed(raw: String, error: Error) -> TransportFrame {
+    TransportFrame::Malformed { raw, error }
+}
+
+/// Discards the rest of an over-long line.
+async fn skip_line<R: AsyncRead + Unpin>(reader: &mut BufReader<R>) -> std::io::Result<()> {
+    loop {
+        let buffer = reader.fill_buf().await?;
+        if buffer.is_empty() {
+            return Ok(());
+        }
+        match buffer.iter().position(|&b| b == b'\n') {
+            Some(at) => {
+                reader.consume(at + 1);
+                return Ok(());
+            }
+            None => {
+                let all = buffer.len();
+                reader.consume(all);
+            }
+        }
+    }
+}
+
+/// The error response to a malformed request that names its id (a number or a string): the SDK
+/// would answer it with `id: null`, which the client cannot match to its request.
+fn answer_with_id(frame: &TransportFrame) -> Option<TransportFrame> {
+    let TransportFrame::Malformed { raw, error } = frame else {
+        return None;
+    };
+    let value: Value = serde_json::from_str(raw).ok()?;
+    let object = value.as_object()?;
+    let id = object
+        .get("id")
+        .filter(|id| id.is_string() || id.is_number())?;
+    object.get("method")?;
+    let answer = json!({"jsonrpc": "2.0", "id": id, "error": error});
+    Some(TransportFrame::parse_json(&answer.to_string()))
+}
+
+/// Whether a frame is a session update (the frames the outbox makes room for).
+fn is_update(frame: &TransportFrame) -> bool {
+    matches!(
+        frame,
+        TransportFrame::Single(RawJsonRpcMessage::Notification(notification))
+            if &*notification.method == "session/update"
+    )
+}
+
+/// Writes the SDK's frames as lines, a batch of whatever is ready at a time, and gives the
+/// updates' room back once they are flushed.
+async fn write_frames<W: AsyncWrite + Unpin>(
+    mut frames: UnboundedReceiver<TransportFrame>,
+    writer: W,
+    outbox: Outbox,
+) -> std::io::Result<()> {
+    const BATCH: usize = 64;
+    let mut writer = tokio::io::BufWriter::new(writer);
+    while let Some(first) = frames.next().await {
+        let mut updates = 0;
+        let mut next = Some(first);
+        let mut batched = 0;
+        while let Some(frame) = next.take() {
+            let line = frame.to_json().map_err(std::io::Error::other)?;
+            // A malformed value kept for a relay may span lines; one frame is one line.
+            let line = if line.contains('\n') {
+                line.replace(['\r', '\n'], " ")
+            } else {
+                line
+            };
+            writer.write_all(line.as_bytes()).await?;
+            writer.write_all(b"\n").await?;
+            updates += usize::from(is_update(&frame));
+            batched += 1;
+            if batched < BATCH {
+                next = frames.try_recv().ok();
+            }
+        }
+        writer.flush().await?;
+        outbox.written(updates);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn malformed_requests_are_answered_with_their_id() {
+        let answer = |line: &str| {
+            answer_with_id(&TransportFrame::parse_json(line))
+                .and_then(|frame| frame.to_json().ok())
+                .map(|json| serde_json::from_str::<Value>(&json).unwrap())
+        };
+        let bad_params = answer(r#"{"jsonrpc":"2.0","id":2,"method":"session/new","params":"x"}"#)
+            .expect("answered here");
+        assert_eq!(bad_params["id"], 2);
+        assert_eq!(bad_params["error"]["code"], -32600);
+        let no_version = answer(r#"{"id":"a","method":"initialize","params":{}}"#).unwrap();
+        assert_eq!(no_version["id"], "a");
+        assert_eq!(
+            answer("{not json"),
+            None,
+            "no id to answer: the SDK's `id: null`"
+        );
+        assert_eq!(
+            answer(r#"{"id":3,"result":"x"}"#),
+            None,
+            "a response is not answered"
+        );
+        assert_eq!(
+            answer(r#"{"jsonrpc":"2.0","id":4,"method":"initialize","params":{}}"#),
+            None,
+            "a well-formed request is the SDK's"
+        );
+    }
+
+    #[tokio::test]
+    async fn room_comes_back_once_updates_are_written() {
+        let outbox = Outbox::new(2);
+        let mut waiter = outbox.waiter();
+        let waker = futures_util::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        assert!(outbox.poll_reserve(&mut waiter, &mut cx).is_ready());
+        assert!(outbox.poll_reserve(&mut waiter, &mut cx).is_ready());
+        assert!(outbox.poll_reserve(&mut waiter, &mut cx).is_pending());
+        outbox.written(1);
+        assert!(outbox.poll_reserve(&mut waiter, &mut cx).is_ready());
+        // Updates sent without room (another sender's) give back nothing they did not take.
+        outbox.written(5);
+        assert_eq!(outbox.room.available_permits(), 2);
+    }
+}
