@@ -79,3 +79,24 @@ fn auth_tokens_that_are_missing_or_weak_are_refused() {
         "no token is printed: {stderr}"
     );
 }
+
+#[test]
+fn a_file_that_is_not_a_database_is_refused_at_once() {
+    let dir = std::env::temp_dir().join(format!("agent-tower-corrupt-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("corrupt.db");
+    std::fs::write(&path, vec![0x5a; 8192]).unwrap();
+    let output = Command::new(AGENT)
+        .args(["serve", "--store", &format!("sqlite://{}", path.display())])
+        .env("RUST_LOG", "error")
+        .output()
+        .expect("the binary runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&path.display().to_string()) && stderr.contains("not a database"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("timed out"), "{stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -661,3 +661,79 @@ async fn accepted_connections_send_without_delay() {
     );
     drop(client.await.unwrap().unwrap());
 }
+
+#[tokio::test]
+async fn every_refusal_has_the_json_error_body() {
+    let (router, _runs) = scripted(|s| s);
+    for (method, uri, status, code) in [
+        ("GET", "/nope", StatusCode::NOT_FOUND, "not_found"),
+        (
+            "PUT",
+            "/",
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+        ),
+        (
+            "DELETE",
+            "/health",
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+        ),
+        (
+            "GET",
+            "/runs/r/events?after=abc",
+            StatusCode::BAD_REQUEST,
+            "invalid_query",
+        ),
+        (
+            "GET",
+            "/interrupts?status=x&status=y",
+            StatusCode::BAD_REQUEST,
+            "invalid_query",
+        ),
+        (
+            "GET",
+            "/threads/%FF",
+            StatusCode::BAD_REQUEST,
+            "invalid_path",
+        ),
+        (
+            "POST",
+            "/threads/t/resume",
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_input",
+        ),
+    ] {
+        let request = Request::builder()
+            .method(method)
+            .uri(uri)
+            .body(Body::empty())
+            .unwrap();
+        let response = router.clone().oneshot(request).await.unwrap();
+        assert_eq!(
+            response.headers()[header::CONTENT_TYPE],
+            "application/json",
+            "{method} {uri}"
+        );
+        let (got, body) = error_of(response).await;
+        assert_eq!(
+            (got, body["error"]["code"].as_str()),
+            (status, Some(code)),
+            "{method} {uri}: {body}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn too_many_messages_are_refused_naming_the_field() {
+    let (router, _runs) = scripted(|s| s.max_messages(2));
+    let mut body = input("t", "hi");
+    body["messages"] = json!([
+        {"id": "1", "role": "user", "content": "a"},
+        {"id": "2", "role": "user", "content": "b"},
+        {"id": "3", "role": "user", "content": "c"},
+    ]);
+    let (status, error) = error_of(router.oneshot(post_json(&body)).await.unwrap()).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(error["error"]["field"], "messages", "{error}");
+}

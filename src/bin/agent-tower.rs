@@ -341,7 +341,11 @@ fn main() -> std::process::ExitCode {
             let mut message = format!("agent-tower: {error}");
             let mut source = error.source();
             while let Some(cause) = source {
-                message.push_str(&format!(": {cause}"));
+                // Errors that print their cause and also give it as `source` say it once.
+                let cause_text = cause.to_string();
+                if !message.ends_with(&cause_text) {
+                    message.push_str(&format!(": {cause_text}"));
+                }
                 source = cause.source();
             }
             eprintln!("{message}");

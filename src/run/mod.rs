@@ -35,7 +35,7 @@ pub(crate) use self::background::with_background;
 pub use self::{
     background::Background,
     interrupt::{Interrupt, Interrupted},
-    state::SharedState,
+    state::{ApplyError, SharedState},
 };
 
 use crate::{

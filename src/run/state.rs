@@ -32,6 +32,40 @@ fn is_safe_op(op: &PatchOperation) -> bool {
         && value.is_none_or(safe_value)
 }
 
+/// Why [`SharedState::apply`] refused a patch.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ApplyError {
+    /// The operation at this index writes a `__proto__`, `constructor` or `prototype` key.
+    UnsafeKey {
+        /// The index of the operation in the patch.
+        operation: usize,
+    },
+    /// An operation does not apply.
+    Patch(json_patch::PatchError),
+}
+
+impl std::fmt::Display for ApplyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::UnsafeKey { operation } => write!(
+                f,
+                "operation {operation} writes a `__proto__`, `constructor` or `prototype` key"
+            ),
+            Self::Patch(error) => error.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for ApplyError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::UnsafeKey { .. } => None,
+            Self::Patch(error) => Some(error),
+        }
+    }
+}
+
 /// The state of a run, shared by the agent, its tools and the layers that emit it.
 ///
 /// Every change is recorded as RFC 6902 operations (computed with [`json_patch::diff`], or given
@@ -125,10 +159,15 @@ impl SharedState {
     ///
     /// # Errors
     ///
-    /// When an operation does not apply (a missing path, a failed `test`); the state is unchanged.
-    pub fn apply(&self, patch: &Patch) -> Result<(), json_patch::PatchError> {
+    /// When an operation writes a `__proto__`, `constructor` or `prototype` key (a page that
+    /// merges the state into its objects would be polluted), or does not apply (a missing path, a
+    /// failed `test`); the state is unchanged.
+    pub fn apply(&self, patch: &Patch) -> Result<(), ApplyError> {
+        if let Some(operation) = patch.0.iter().position(|op| !is_safe_op(op)) {
+            return Err(ApplyError::UnsafeKey { operation });
+        }
         let mut inner = self.lock();
-        json_patch::patch(&mut inner.value, patch)?;
+        json_patch::patch(&mut inner.value, patch).map_err(ApplyError::Patch)?;
         inner.changes.extend(patch.0.iter().cloned());
         drop(inner);
         self.1.notify();
@@ -218,6 +257,17 @@ mod tests {
             assert_eq!(state.get(), json!({"kept": 1}), "{key}");
         }
         assert!(state.take_changes().is_empty());
+        for patch in [
+            json!([{"op": "add", "path": "/__proto__", "value": {"polluted": true}}]),
+            json!([{"op": "add", "path": "/ok", "value": 1}, {"op": "replace", "path": "/kept", "value": {"a": {"constructor": {}}}}]),
+        ] {
+            let patch: Patch = serde_json::from_value(patch).unwrap();
+            assert!(matches!(
+                state.apply(&patch),
+                Err(ApplyError::UnsafeKey { .. })
+            ));
+            assert_eq!(state.get(), json!({"kept": 1}));
+        }
         state.update(|state| state["fine"] = json!(true));
         assert_eq!(state.get(), json!({"kept": 1, "fine": true}));
     }

@@ -90,3 +90,41 @@ impl IntoResponse for Rejection {
         response
     }
 }
+
+impl From<axum::extract::rejection::PathRejection> for Rejection {
+    fn from(rejection: axum::extract::rejection::PathRejection) -> Self {
+        Self::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_path",
+            rejection.body_text(),
+        )
+    }
+}
+
+impl From<axum::extract::rejection::QueryRejection> for Rejection {
+    fn from(rejection: axum::extract::rejection::QueryRejection) -> Self {
+        Self::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_query",
+            rejection.body_text(),
+        )
+    }
+}
+
+/// The answer to a path no route serves.
+pub(crate) async fn not_found(uri: axum::http::Uri) -> Rejection {
+    Rejection::new(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        format!("no route for `{}`", uri.path()),
+    )
+}
+
+/// The answer to a method the route does not serve.
+pub(crate) async fn method_not_allowed(method: axum::http::Method) -> Rejection {
+    Rejection::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!("this route does not serve `{method}`"),
+    )
+}

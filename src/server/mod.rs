@@ -346,7 +346,9 @@ where
                 get(|| async { axum::Json(serde_json::json!({"status": "ok"})) }),
             )
             .route("/ready", get(ready::<A>))
-            .merge(routes::routes::<A>());
+            .merge(routes::routes::<A>())
+            .fallback(error::not_found)
+            .method_not_allowed_fallback(error::method_not_allowed);
         let cors = cors(state.config.guard.origins());
         let guard = state.config.guard.clone();
         let auth = state.config.auth.clone();

@@ -5,7 +5,10 @@ use std::sync::Arc;
 
 use axum::{
     Json, Router,
-    extract::{Path, Query, State},
+    extract::{
+        Path, Query, State,
+        rejection::{PathRejection, QueryRejection},
+    },
     http::{HeaderMap, StatusCode, header},
     response::{IntoResponse, Response},
     routing::{get, post},
@@ -81,8 +84,8 @@ fn cursor(run_id: &RunId, query: &After, headers: &HeaderMap) -> Result<u64, Rej
 
 async fn run_events<A>(
     State(server): State<Arc<Server<A>>>,
-    Path(run_id): Path<String>,
-    Query(query): Query<After>,
+    path: Result<Path<String>, PathRejection>,
+    query: Result<Query<After>, QueryRejection>,
     headers: HeaderMap,
 ) -> Response
 where
@@ -90,6 +93,8 @@ where
     A::Future: Send + 'static,
 {
     let answer = async {
+        let Path(run_id) = path?;
+        let Query(query) = query?;
         let unknown = || {
             Rejection::new(
                 StatusCode::NOT_FOUND,
@@ -182,12 +187,16 @@ impl From<&InterruptRecord> for InterruptView {
     }
 }
 
-async fn thread<A>(State(server): State<Arc<Server<A>>>, Path(thread_id): Path<String>) -> Response
+async fn thread<A>(
+    State(server): State<Arc<Server<A>>>,
+    path: Result<Path<String>, PathRejection>,
+) -> Response
 where
     A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
     A::Future: Send + 'static,
 {
     let answer = async {
+        let Path(thread_id) = path?;
         let log = server.runs.run_log();
         let thread_id = ThreadId::from(thread_id);
         let thread = log
@@ -228,13 +237,14 @@ struct StatusFilter {
 
 async fn interrupts<A>(
     State(server): State<Arc<Server<A>>>,
-    Query(filter): Query<StatusFilter>,
+    filter: Result<Query<StatusFilter>, QueryRejection>,
 ) -> Response
 where
     A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
     A::Future: Send + 'static,
 {
     let answer = async {
+        let Query(filter) = filter?;
         let status = match filter.status.as_deref() {
             None | Some("all") => None,
             Some("pending") => Some(InterruptStatus::Pending),
@@ -319,13 +329,14 @@ fn resumed(result: Result<Resumed, ResumeError>) -> Response {
 
 async fn resolve<A>(
     State(server): State<Arc<Server<A>>>,
-    Path(interrupt_id): Path<String>,
+    path: Result<Path<String>, PathRejection>,
     body: axum::body::Body,
 ) -> Result<Response, Rejection>
 where
     A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
     A::Future: Send + 'static,
 {
+    let Path(interrupt_id) = path?;
     let body: Resolve = parse_json(&server.read_body(body).await?)?;
     let id = InterruptId::from(interrupt_id);
     let result = server.runs.resolve(&id, body.status, body.payload).await;
@@ -334,13 +345,14 @@ where
 
 async fn resume_thread<A>(
     State(server): State<Arc<Server<A>>>,
-    Path(thread_id): Path<String>,
+    path: Result<Path<String>, PathRejection>,
     body: axum::body::Body,
 ) -> Result<Response, Rejection>
 where
     A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
     A::Future: Send + 'static,
 {
+    let Path(thread_id) = path?;
     let body: ResumeThread = parse_json(&server.read_body(body).await?)?;
     let result = server
         .runs

@@ -193,12 +193,14 @@ impl RunStore {
                         path: path.clone(),
                         source: Box::new(e),
                     })?;
-                    let reader = options().max_connections(4).connect(&url).await?;
-                    MIGRATOR.run(&reader).await?;
+                    // The writer's connection first: a file that is not a database is refused
+                    // at once, where the pool would retry it until its timeout.
                     let opened = open_writer(&path).map_err(|e| StoreError::Open {
                         path: path.clone(),
                         source: Box::new(e),
                     })?;
+                    let reader = options().max_connections(4).connect(&url).await?;
+                    MIGRATOR.run(&reader).await?;
                     let jobs = writer::spawn(writer::Target::Sqlite(opened), owner.clone())
                         .map_err(|e| StoreError::Open {
                             path,
