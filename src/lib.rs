@@ -116,6 +116,9 @@ pub mod acp;
 #[cfg(feature = "agui")]
 #[cfg_attr(docsrs, doc(cfg(feature = "agui")))]
 pub mod agui;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 
 #[cfg(feature = "map-error")]
 #[cfg_attr(docsrs, doc(cfg(feature = "map-error")))]

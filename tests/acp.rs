@@ -891,30 +891,23 @@ async fn a_sessions_mcp_servers_lend_it_their_tools() {
     .await;
 }
 
-/// The agent served with `serve_io` on an in-memory pipe of `capacity` bytes; the editor's ends.
-fn over_pipe<S>(
-    agent: AcpAgent<S>,
-    capacity: usize,
-) -> (
+/// The agent's ends of an in-memory pipe of `capacity` bytes (for `serve_io`), and the editor's.
+type AgentEnds = (
+    tokio::io::ReadHalf<tokio::io::DuplexStream>,
+    tokio::io::WriteHalf<tokio::io::DuplexStream>,
+);
+type EditorEnds = (
     tokio::io::WriteHalf<tokio::io::DuplexStream>,
     tokio::io::BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>,
-)
-where
-    S: tower::Service<agent_tower::run::RunRequest, Response = agent_tower::run::RunOutcome>
-        + Clone
-        + Send
-        + Sync
-        + 'static,
-    S::Error: Into<agent_tower::BoxError> + Send,
-    S::Future: Send,
-{
+);
+
+fn pipe(capacity: usize) -> (AgentEnds, EditorEnds) {
     let (agent_end, editor_end) = tokio::io::duplex(capacity);
-    let (agent_reads, agent_writes) = tokio::io::split(agent_end);
-    tokio::spawn(async move {
-        let _ = agent.serve_io(agent_reads, agent_writes).await;
-    });
     let (editor_reads, editor_writes) = tokio::io::split(editor_end);
-    (editor_writes, tokio::io::BufReader::new(editor_reads))
+    (
+        tokio::io::split(agent_end),
+        (editor_writes, tokio::io::BufReader::new(editor_reads)),
+    )
 }
 
 /// The next line the agent wrote, as JSON.
@@ -933,7 +926,8 @@ async fn next_line(
 #[tokio::test]
 async fn bad_lines_are_answered_and_the_agent_goes_on() {
     use tokio::io::AsyncWriteExt;
-    let (mut to_agent, mut from_agent) = over_pipe(demo(), 64 * 1024);
+    let ((reads, writes), (mut to_agent, mut from_agent)) = pipe(64 * 1024);
+    tokio::spawn(demo().serve_io(reads, writes));
     to_agent.write_all(b"\xff\xfe not UTF-8\n").await.unwrap();
     let answer = next_line(&mut from_agent).await;
     assert_eq!(answer["id"], serde_json::Value::Null, "{answer}");
@@ -1020,7 +1014,8 @@ async fn a_client_that_stops_reading_holds_the_turn_back() {
         inner: MapErrorLayer::new().layer(Loop::new(model, tools)),
         ended: ended_tx,
     };
-    let (mut to_agent, mut from_agent) = over_pipe(AcpAgent::new(agent), 64 * 1024);
+    let ((reads, writes), (mut to_agent, mut from_agent)) = pipe(64 * 1024);
+    tokio::spawn(AcpAgent::new(agent).serve_io(reads, writes));
     let mut send = async |line: serde_json::Value| {
         to_agent
             .write_all(format!("{line}\n").as_bytes())

@@ -43,8 +43,12 @@ async fn serve() -> (SocketAddr, mpsc::UnboundedReceiver<RunSummary>) {
     (addr, rx)
 }
 
-/// Everything the server sends until it closes the connection (an error counts as closed).
-async fn until_closed(stream: &mut TcpStream) -> String {
+/// Sends `bytes` on a new connection to a fresh server, then reads everything it answers until
+/// it closes the connection (an error counts as closed).
+async fn answer_to(bytes: &[u8]) -> String {
+    let (addr, _runs) = serve().await;
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream.write_all(bytes).await.unwrap();
     let mut received = Vec::new();
     let read = tokio::time::timeout(BOUND, async {
         let mut buf = [0; 4096];
@@ -61,41 +65,24 @@ async fn until_closed(stream: &mut TcpStream) -> String {
 
 #[tokio::test]
 async fn a_head_sent_too_slowly_is_cut() {
-    let (addr, _runs) = serve().await;
-    let mut stream = TcpStream::connect(addr).await.unwrap();
-    stream
-        .write_all(b"POST / HTTP/1.1\r\nHost: localhost\r\n")
-        .await
-        .unwrap();
-    let answer = until_closed(&mut stream).await;
+    let answer = answer_to(b"POST / HTTP/1.1\r\nHost: localhost\r\n").await;
     assert!(!answer.contains("200 OK"), "{answer}");
 }
 
 #[tokio::test]
 async fn an_idle_connection_is_closed_after_its_last_response() {
-    let (addr, _runs) = serve().await;
-    let mut stream = TcpStream::connect(addr).await.unwrap();
-    stream
-        .write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n")
-        .await
-        .unwrap();
-    let answer = until_closed(&mut stream).await;
+    let answer = answer_to(b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n").await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(answer.ends_with(r#"{"status":"ok"}"#), "{answer}");
 }
 
 #[tokio::test]
 async fn a_body_sent_too_slowly_is_refused_with_408() {
-    let (addr, _runs) = serve().await;
-    let mut stream = TcpStream::connect(addr).await.unwrap();
-    stream
-        .write_all(
-            b"POST / HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
-              Content-Length: 100\r\n\r\n{\"threadId\"",
-        )
-        .await
-        .unwrap();
-    let answer = until_closed(&mut stream).await;
+    let answer = answer_to(
+        b"POST / HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+          Content-Length: 100\r\n\r\n{\"threadId\"",
+    )
+    .await;
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     let body: Value = serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap()).unwrap();
     assert_eq!(body["error"]["code"], "request_timeout", "{body}");

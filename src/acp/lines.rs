@@ -142,16 +142,9 @@ async fn read_frames<R: AsyncRead + Unpin>(
                     .data(json!({"reason": format!("a line longer than {MAX_LINE_BYTES} bytes")})),
             )
         } else {
-            let text = line.trim_ascii();
-            if text.is_empty() {
-                continue;
-            }
-            match std::str::from_utf8(text) {
-                Ok(text) => TransportFrame::parse_json(text),
-                Err(_) => malformed(
-                    String::from_utf8_lossy(text).into_owned(),
-                    Error::parse_error().data(json!({"reason": "the line is not UTF-8"})),
-                ),
+            match frame_of(&line) {
+                Some(frame) => frame,
+                None => continue,
             }
         };
         let sent = match answer_with_id(&frame) {
@@ -161,6 +154,39 @@ async fn read_frames<R: AsyncRead + Unpin>(
         if sent.is_err() {
             return Ok(());
         }
+    }
+}
+
+/// The frame of one line (`None` for a blank one): a parse error when it is not UTF-8.
+fn frame_of(line: &[u8]) -> Option<TransportFrame> {
+    let text = line.trim_ascii();
+    if text.is_empty() {
+        return None;
+    }
+    Some(match std::str::from_utf8(text) {
+        Ok(text) => TransportFrame::parse_json(text),
+        Err(_) => malformed(
+            String::from_utf8_lossy(text).into_owned(),
+            Error::parse_error().data(json!({"reason": "the line is not UTF-8"})),
+        ),
+    })
+}
+
+/// One line through the reader's parsing and answering (for the fuzz target): an answer given
+/// here carries the request's id.
+#[cfg(feature = "fuzzing")]
+pub(crate) fn fuzz_line(line: &[u8]) {
+    let Some(frame) = frame_of(line) else {
+        return;
+    };
+    if let Some(answer) = answer_with_id(&frame) {
+        let answer: Value = serde_json::from_str(&answer.to_json().expect("an answer serializes"))
+            .expect("an answer is JSON");
+        assert!(
+            answer["id"].is_string() || answer["id"].is_number(),
+            "{answer}"
+        );
+        assert!(answer["error"]["code"].is_number(), "{answer}");
     }
 }
 

@@ -65,6 +65,8 @@ pub mod future;
 mod history;
 mod layer;
 mod lines;
+#[cfg(feature = "fuzzing")]
+pub(crate) use lines::fuzz_line;
 mod notifier;
 mod service;
 mod stream;

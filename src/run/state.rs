@@ -66,6 +66,25 @@ impl std::error::Error for ApplyError {
     }
 }
 
+/// How many [`UNSAFE_KEYS`] keys `value` holds, at any depth.
+pub(crate) fn unsafe_keys(value: &Value) -> usize {
+    let mut count = 0;
+    let mut stack = vec![value];
+    while let Some(value) = stack.pop() {
+        match value {
+            Value::Object(map) => {
+                for (key, value) in map {
+                    count += usize::from(UNSAFE_KEYS.contains(&key.as_str()));
+                    stack.push(value);
+                }
+            }
+            Value::Array(items) => stack.extend(items),
+            _ => {}
+        }
+    }
+    count
+}
+
 /// The state of a run, shared by the agent, its tools and the layers that emit it.
 ///
 /// Every change is recorded as RFC 6902 operations (computed with [`json_patch::diff`], or given
@@ -167,7 +186,19 @@ impl SharedState {
             return Err(ApplyError::UnsafeKey { operation });
         }
         let mut inner = self.lock();
+        // A copy writes what it finds: it must not find an unsafe key the state already had.
+        let copy = patch
+            .0
+            .iter()
+            .position(|op| matches!(op, PatchOperation::Copy(_)));
+        let before = copy.map(|_| (inner.value.clone(), unsafe_keys(&inner.value)));
         json_patch::patch(&mut inner.value, patch).map_err(ApplyError::Patch)?;
+        if let (Some(operation), Some((before, count))) = (copy, before) {
+            if unsafe_keys(&inner.value) > count {
+                inner.value = before;
+                return Err(ApplyError::UnsafeKey { operation });
+            }
+        }
         inner.changes.extend(patch.0.iter().cloned());
         drop(inner);
         self.1.notify();
@@ -268,6 +299,15 @@ mod tests {
             ));
             assert_eq!(state.get(), json!({"kept": 1}));
         }
+        // A state given whole (by a client) may hold one; a copy does not spread it.
+        let given = SharedState::new(json!({"a": {"__proto__": {"x": 1}}}));
+        let copy: Patch =
+            serde_json::from_value(json!([{"op": "copy", "from": "/a", "path": "/b"}])).unwrap();
+        assert!(matches!(
+            given.apply(&copy),
+            Err(ApplyError::UnsafeKey { operation: 0 })
+        ));
+        assert_eq!(given.get(), json!({"a": {"__proto__": {"x": 1}}}));
         state.update(|state| state["fine"] = json!(true));
         assert_eq!(state.get(), json!({"kept": 1, "fine": true}));
     }

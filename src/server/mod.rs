@@ -66,8 +66,11 @@ mod demo;
 mod error;
 mod guard;
 mod negotiate;
+mod refuse;
 mod respond;
 mod routes;
+#[cfg(feature = "fuzzing")]
+pub(crate) use routes::parse_answers;
 mod serve;
 pub mod ws;
 

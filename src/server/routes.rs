@@ -292,6 +292,14 @@ struct ResumeThread {
     resume: Vec<ResumeEntry>,
 }
 
+/// The bodies of the out-of-band answers, parsed as their routes parse them (for the fuzz
+/// target).
+#[cfg(feature = "fuzzing")]
+pub(crate) fn parse_answers(body: &[u8]) {
+    let _ = parse_json::<Resolve>(body);
+    let _ = parse_json::<ResumeThread>(body);
+}
+
 fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, Rejection> {
     serde_json::from_slice(body).map_err(|e| {
         Rejection::new(

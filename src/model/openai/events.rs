@@ -273,7 +273,7 @@ impl Decoder {
 
 type Sse = Pin<
     Box<
-        dyn Stream<Item = Result<eventsource_stream::Event, EventStreamError<reqwest::Error>>>
+        dyn Stream<Item = Result<eventsource_stream::Event, EventStreamError<crate::BoxError>>>
             + Send,
     >,
 >;
@@ -288,12 +288,18 @@ struct State {
 
 /// The events of a response body: every chunk decoded, whatever its byte boundaries; an end
 /// without `[DONE]` is an error ([`ModelErrorKind::StreamCut`]), never a silent success.
-pub(super) fn events(
-    body: impl Stream<Item = Result<Bytes, reqwest::Error>> + Send + 'static,
+pub(super) fn events<E>(
+    body: impl Stream<Item = Result<Bytes, E>> + Send + 'static,
     decoder: Decoder,
-) -> impl Stream<Item = Result<ModelEvent, ModelError>> + Send + 'static {
+) -> impl Stream<Item = Result<ModelEvent, ModelError>> + Send + 'static
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
     let state = State {
-        sse: Box::pin(body.eventsource()),
+        sse: Box::pin(
+            body.map(|piece| piece.map_err(|e| Box::new(e) as crate::BoxError))
+                .eventsource(),
+        ),
         decoder,
         queue: VecDeque::new(),
         end: None,
@@ -322,7 +328,7 @@ pub(super) fn events(
                 },
                 Some(Err(EventStreamError::Transport(error))) => {
                     ModelError::new(ModelErrorKind::StreamCut, "the provider's stream broke off")
-                        .with_source(error.without_url())
+                        .with_source(error)
                 }
                 Some(Err(EventStreamError::Utf8(error))) => unreadable(error),
                 Some(Err(EventStreamError::Parser(error))) => unreadable(error),
@@ -334,6 +340,24 @@ pub(super) fn events(
             state.end = Some(Some(failure));
         }
     })
+}
+
+/// The events of a body that arrives in `pieces` (for the fuzz target).
+#[cfg(feature = "fuzzing")]
+pub(crate) fn decode_sse(pieces: &[&[u8]]) -> Result<Vec<ModelEvent>, ModelError> {
+    let body = futures_util::stream::iter(
+        pieces
+            .iter()
+            .map(|piece| Ok::<_, std::io::Error>(Bytes::copy_from_slice(piece)))
+            .collect::<Vec<_>>(),
+    );
+    use futures_util::FutureExt;
+    events(body, Decoder::new(MessageId::from("m")))
+        .collect::<Vec<_>>()
+        .now_or_never()
+        .expect("every piece is ready")
+        .into_iter()
+        .collect()
 }
 
 #[cfg(test)]

@@ -51,6 +51,8 @@
 
 mod error;
 mod events;
+#[cfg(feature = "fuzzing")]
+pub(crate) use events::decode_sse;
 mod request;
 
 use std::{
@@ -59,7 +61,7 @@ use std::{
     task::{Context, Poll},
 };
 
-use futures_util::future::BoxFuture;
+use futures_util::{StreamExt, future::BoxFuture};
 use http::header;
 use tower_service::Service;
 
@@ -186,8 +188,12 @@ impl Service<ModelRequest> for OpenAi {
                 ));
             }
             let decoder = events::Decoder::new(request.run.message_id.clone());
-            let events: BoxModelStream<ModelError> =
-                Box::pin(events::events(response.bytes_stream(), decoder));
+            let events: BoxModelStream<ModelError> = Box::pin(events::events(
+                response
+                    .bytes_stream()
+                    .map(|piece| piece.map_err(reqwest::Error::without_url)),
+                decoder,
+            ));
             Ok(events)
         })
     }

@@ -11,12 +11,14 @@ use axum::{
     http::{HeaderValue, StatusCode, header},
     response::{IntoResponse, Response},
 };
-use futures_util::future::{Either, Ready, ready};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use tower::{Layer, Service};
 
-use super::Rejection;
+use super::{
+    Rejection,
+    refuse::{RefuseFuture, call_or_refuse},
+};
 use crate::BoxError;
 
 /// What a token may do. An operator token may do everything a run token may.
@@ -227,26 +229,24 @@ where
 {
     type Response = Response;
     type Error = S::Error;
-    type Future = Either<Ready<Result<Response, S::Error>>, S::Future>;
+    type Future = RefuseFuture<S>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, request: Request) -> Self::Future {
-        match self.layer.check(&request) {
-            Ok(()) => Either::Right(self.inner.call(request)),
-            Err(rejection) => {
-                let unauthorized = rejection.status() == StatusCode::UNAUTHORIZED;
-                let mut response = rejection.into_response();
-                if unauthorized {
-                    response
-                        .headers_mut()
-                        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-                }
-                Either::Left(ready(Ok(response)))
+        let verdict = self.layer.check(&request).map_err(|rejection| {
+            let unauthorized = rejection.status() == StatusCode::UNAUTHORIZED;
+            let mut response = rejection.into_response();
+            if unauthorized {
+                response
+                    .headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
             }
-        }
+            response
+        });
+        call_or_refuse(&mut self.inner, request, verdict)
     }
 }
 

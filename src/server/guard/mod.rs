@@ -10,10 +10,12 @@ use axum::{
     http::{HeaderMap, HeaderValue, Method, StatusCode, header},
     response::{IntoResponse, Response},
 };
-use futures_util::future::{Either, Ready, ready};
 use tower::{Layer, Service};
 
-use super::Rejection;
+use super::{
+    Rejection,
+    refuse::{RefuseFuture, call_or_refuse},
+};
 use crate::BoxError;
 
 /// The names a loopback server answers to by default.
@@ -176,17 +178,18 @@ where
 {
     type Response = Response;
     type Error = S::Error;
-    type Future = Either<Ready<Result<Response, S::Error>>, S::Future>;
+    type Future = RefuseFuture<S>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, request: Request) -> Self::Future {
-        match self.policy.check(&request) {
-            Ok(()) => Either::Right(self.inner.call(request)),
-            Err(rejection) => Either::Left(ready(Ok(rejection.into_response()))),
-        }
+        let verdict = self
+            .policy
+            .check(&request)
+            .map_err(IntoResponse::into_response);
+        call_or_refuse(&mut self.inner, request, verdict)
     }
 }
 
