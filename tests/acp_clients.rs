@@ -29,3 +29,38 @@ async fn the_python_client_drives_every_scenario() {
     let passed = out.lines().filter(|l| l.starts_with("ok - ")).count();
     assert_eq!(passed, SCENARIOS, "{out}");
 }
+
+#[test]
+fn the_binary_answers_a_line_that_is_not_utf8_and_goes_on() {
+    use std::io::{BufRead, BufReader, Write};
+    let mut agent = std::process::Command::new(AGENT)
+        .args(["acp", "--store", "none"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("the binary starts");
+    let mut stdin = agent.stdin.take().unwrap();
+    let mut stdout = BufReader::new(agent.stdout.take().unwrap());
+    let mut next = || {
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        serde_json::from_str::<serde_json::Value>(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
+    };
+    stdin.write_all(b"\xc3\x28 not UTF-8\n").unwrap();
+    stdin.flush().unwrap();
+    let answer = next();
+    assert_eq!(answer["error"]["code"], -32700, "{answer}");
+    stdin
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":1}}\n")
+        .unwrap();
+    stdin.flush().unwrap();
+    let answer = next();
+    assert_eq!(answer["id"], 1, "{answer}");
+    assert_eq!(answer["result"]["protocolVersion"], 1, "{answer}");
+    drop(stdin);
+    assert!(
+        agent.wait().unwrap().success(),
+        "the agent ends cleanly when its input ends"
+    );
+}

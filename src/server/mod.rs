@@ -39,8 +39,11 @@
 //! # Bad input
 //!
 //! Refused before anything streams, with a JSON body `{"error": {"code", "message", "field"?}}`:
-//! wrong `Content-Type` → 415, a body over the limit (1 MiB by default) → 413, malformed JSON
-//! → 400, JSON that is not a valid `RunAgentInput` → 422 naming the field, a thread that already
+//! wrong `Content-Type` → 415, a body over the limit (1 MiB by default) → 413, a body not sent
+//! within the body timeout (30 s) → 408, malformed JSON → 400, JSON that is not a valid
+//! `RunAgentInput` (or more messages than allowed, 1,000 by default) → 422 naming the field, an
+//! unknown route or method → 404 or 405, a missing or unknown token ([`AguiServer::auth`]) → 401,
+//! a token without the route's scope → 403, a thread that already
 //! has an active run → 409 `thread_busy` (or the run waits, with [`BusyThread::Queue`]), a run id
 //! a different request used → 409 `run_exists`, a log that cannot take the run → 503
 //! `store_unavailable`. A refusal of the run's own (its `resume[]`) is a `200` whose stream is
@@ -59,7 +62,9 @@
 //! ([`Sinks::agui`](crate::run::Sinks::agui)), typically an [`Agent`](crate::agent::Agent) whose
 //! model, tools and itself are wrapped in [`AguiLayer`](crate::agui::AguiLayer). A run that
 //! stops at interrupts ends with `RUN_FINISHED{outcome: interrupt}` and the next run on the thread
-//! must answer them in `resume[]`. Auth, rate limits, tracing: stack any tower layer on the router.
+//! must answer them in `resume[]`. Bearer tokens: [`AguiServer::auth`]. Rate limits, tracing:
+//! stack any tower layer on the router. Serve it with [`Connections`] (or [`serve`]), which bounds
+//! every connection in time and number where `axum::serve` does not.
 
 mod auth;
 mod demo;
