@@ -700,8 +700,14 @@ async fn every_refusal_has_the_json_error_body() {
         (
             "POST",
             "/threads/t/resume",
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_input",
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+        ),
+        (
+            "POST",
+            "/interrupts/i/resolve",
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
         ),
     ] {
         let request = Request::builder()

@@ -604,22 +604,30 @@ where
     A::Future: Send + 'static,
 {
     let headers = request.headers();
+    require_json(headers)?;
+    let format = Format::negotiate(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
+    let body = server.read_body(request.into_body()).await?;
+    let events = server.begin(server.parse_input(&body)?).await?;
+    Ok(respond::events(events, format, server.config.keep_alive))
+}
+
+/// `415 unsupported_media_type` unless the body is declared `application/json` (a page may send
+/// `text/plain` to any site without asking first; never JSON).
+pub(crate) fn require_json(headers: &axum::http::HeaderMap) -> Result<(), Rejection> {
     let is_json = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.split(';').next())
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
-    if !is_json {
-        return Err(Rejection::new(
+    if is_json {
+        Ok(())
+    } else {
+        Err(Rejection::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "unsupported_media_type",
             "the body must be `application/json`",
-        ));
+        ))
     }
-    let format = Format::negotiate(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
-    let body = server.read_body(request.into_body()).await?;
-    let events = server.begin(server.parse_input(&body)?).await?;
-    Ok(respond::events(events, format, server.config.keep_alive))
 }
 
 /// `listener`, with `TCP_NODELAY` set on every connection it accepts: an event goes out as soon as

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tower_service::Service;
 
-use super::{Format, Rejection, Server, begin_rejection, respond};
+use super::{Format, Rejection, Server, begin_rejection, require_json, respond};
 use crate::{
     BoxError,
     agui::input::{ResumeEntry, ResumeStatus},
@@ -338,6 +338,7 @@ fn resumed(result: Result<Resumed, ResumeError>) -> Response {
 async fn resolve<A>(
     State(server): State<Arc<Server<A>>>,
     path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
     body: axum::body::Body,
 ) -> Result<Response, Rejection>
 where
@@ -345,6 +346,7 @@ where
     A::Future: Send + 'static,
 {
     let Path(interrupt_id) = path?;
+    require_json(&headers)?;
     let body: Resolve = parse_json(&server.read_body(body).await?)?;
     let id = InterruptId::from(interrupt_id);
     let result = server.runs.resolve(&id, body.status, body.payload).await;
@@ -354,6 +356,7 @@ where
 async fn resume_thread<A>(
     State(server): State<Arc<Server<A>>>,
     path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
     body: axum::body::Body,
 ) -> Result<Response, Rejection>
 where
@@ -361,6 +364,7 @@ where
     A::Future: Send + 'static,
 {
     let Path(thread_id) = path?;
+    require_json(&headers)?;
     let body: ResumeThread = parse_json(&server.read_body(body).await?)?;
     let result = server
         .runs
