@@ -743,3 +743,44 @@ async fn too_many_messages_are_refused_naming_the_field() {
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(error["error"]["field"], "messages", "{error}");
 }
+
+#[tokio::test]
+async fn resuming_a_thread_without_answers_or_interrupts_creates_nothing() {
+    let (router, _runs) = scripted(|s| s);
+    let resume = |thread: &str, body: Value| {
+        Request::post(format!("/threads/{thread}/resume"))
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(body.to_string()))
+            .unwrap()
+    };
+    let (status, body) = error_of(
+        router
+            .clone()
+            .oneshot(resume("t", json!({"resume": []})))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (StatusCode::UNPROCESSABLE_ENTITY, &json!("resume_invalid")),
+        "{body}"
+    );
+    let answer = json!({"resume": [{"interruptId": "i", "status": "resolved"}]});
+    let (status, body) =
+        error_of(router.clone().oneshot(resume("new", answer)).await.unwrap()).await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (StatusCode::CONFLICT, &json!("nothing_to_resume")),
+        "{body}"
+    );
+    let thread = router
+        .oneshot(Request::get("/threads/new").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        thread.status(),
+        StatusCode::NOT_FOUND,
+        "no thread was created"
+    );
+}
