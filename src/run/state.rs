@@ -186,19 +186,22 @@ impl SharedState {
             return Err(ApplyError::UnsafeKey { operation });
         }
         let mut inner = self.lock();
+        // Applied to a copy, swapped in whole on success: `json_patch::patch` undoes a failed
+        // patch itself, and its undo panics on some patches (a `move` onto the parent of its
+        // `from`, then a failing operation; found by the `state_patch` fuzz target).
+        let mut value = inner.value.clone();
+        json_patch::patch_unsafe(&mut value, patch).map_err(ApplyError::Patch)?;
         // A copy writes what it finds: it must not find an unsafe key the state already had.
-        let copy = patch
+        if let Some(operation) = patch
             .0
             .iter()
-            .position(|op| matches!(op, PatchOperation::Copy(_)));
-        let before = copy.map(|_| (inner.value.clone(), unsafe_keys(&inner.value)));
-        json_patch::patch(&mut inner.value, patch).map_err(ApplyError::Patch)?;
-        if let (Some(operation), Some((before, count))) = (copy, before) {
-            if unsafe_keys(&inner.value) > count {
-                inner.value = before;
+            .position(|op| matches!(op, PatchOperation::Copy(_)))
+        {
+            if unsafe_keys(&value) > unsafe_keys(&inner.value) {
                 return Err(ApplyError::UnsafeKey { operation });
             }
         }
+        inner.value = value;
         inner.changes.extend(patch.0.iter().cloned());
         drop(inner);
         self.1.notify();
@@ -261,6 +264,21 @@ mod tests {
                 prop_assert_eq!(&client, &state.get());
             }
         }
+    }
+
+    #[test]
+    fn a_failing_patch_after_a_move_onto_its_parent_changes_nothing() {
+        // The `state_patch` fuzz target's first crash: `json_patch::patch` panics undoing it.
+        let state = SharedState::new(json!({"a": {"x": 1}, "b": []}));
+        let patch: Patch = serde_json::from_value(json!([
+            {"op": "copy", "from": "/a", "path": "/b/-"},
+            {"op": "move", "from": "/a/x", "path": "/a"},
+            {"op": "test", "path": "/y", "value": 1}
+        ]))
+        .unwrap();
+        assert!(matches!(state.apply(&patch), Err(ApplyError::Patch(_))));
+        assert_eq!(state.get(), json!({"a": {"x": 1}, "b": []}));
+        assert!(state.take_changes().is_empty());
     }
 
     #[test]
