@@ -124,6 +124,10 @@ pub mod fuzzing;
 #[cfg_attr(docsrs, doc(cfg(feature = "map-error")))]
 pub mod map_error;
 
+#[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+pub mod metrics;
+
 #[cfg(feature = "permission")]
 #[cfg_attr(docsrs, doc(cfg(feature = "permission")))]
 pub mod permission;

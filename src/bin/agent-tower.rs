@@ -457,6 +457,7 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         .allow_hosts(&args.allow_hosts)?
         .max_run(args.max_run_events, args.max_run_bytes)
         .max_live_runs(args.max_live_runs)
+        .metrics(agent_tower::metrics::Metrics::new())
         .shutdown_token(runs.clone())
         .lease(args.lease);
     if let Some(tokens) = bearer_tokens(&args)? {
@@ -490,7 +491,7 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
     tracing::info!(
         addr = %listener.local_addr()?,
         path = %args.path,
-        "serving AG-UI (POST {} for runs, GET /ws, GET /health)",
+        "serving AG-UI (POST {} for runs, GET /ws, GET /health, GET /ready, GET /metrics)",
         args.path
     );
     let (stopping, stopped) = tokio::sync::oneshot::channel();

@@ -530,6 +530,7 @@ where
                     2,
                     std::time::Duration::ZERO,
                     Ended::Refused(code),
+                    Some(code.to_owned()),
                 );
                 Ok(Begun::Refused {
                     run_id: start.run_id.clone(),

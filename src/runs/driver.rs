@@ -73,6 +73,8 @@ pub struct RunSummary {
     pub duration: Duration,
     /// How it ended.
     pub end: Ended,
+    /// The code of the `RUN_ERROR` it ended with, if it did.
+    pub code: Option<String>,
 }
 
 pub(super) fn log_run_end() -> OnRunEnd {
@@ -83,9 +85,26 @@ pub(super) fn log_run_end() -> OnRunEnd {
             events = run.events,
             duration_ms = run.duration.as_millis() as u64,
             outcome = %run.end,
+            code = run.code.as_deref().unwrap_or_default(),
             "run ended"
         );
     })
+}
+
+/// The `outcome` label of a run that ended so (`failed`: a `RUN_ERROR` ended it).
+#[cfg(feature = "metrics")]
+fn outcome(end: &Ended, failed: bool) -> crate::metrics::Outcome {
+    use crate::metrics::Outcome;
+    match end {
+        Ended::Detached(end) => outcome(end, failed),
+        Ended::Disconnected => Outcome::Disconnected,
+        Ended::LogFailed(_) => Outcome::Stopped,
+        Ended::Failed(_) | Ended::Refused(_) => Outcome::Error,
+        _ if failed => Outcome::Error,
+        Ended::Finished(StopReason::Interrupted) => Outcome::Interrupted,
+        Ended::Finished(StopReason::Cancelled) => Outcome::Cancelled,
+        Ended::Finished(_) => Outcome::Success,
+    }
 }
 
 /// A run this instance holds the lease of, to drive.
@@ -109,14 +128,29 @@ impl<A> Inner<A> {
         events: u64,
         duration: Duration,
         end: Ended,
+        code: Option<String>,
     ) {
-        (self.config.on_run_end)(&RunSummary {
+        let summary = RunSummary {
             thread_id: thread_id.clone(),
             run_id: run_id.clone(),
             events,
             duration,
             end,
-        });
+            code,
+        };
+        #[cfg(feature = "metrics")]
+        if let Some(metrics) = &self.config.metrics {
+            if matches!(summary.end, Ended::Refused(_)) {
+                // Refused at its start: it was never launched.
+                metrics.run_started();
+            }
+            metrics.run_ended(
+                outcome(&summary.end, summary.code.is_some()),
+                summary.code.as_deref(),
+                duration,
+            );
+        }
+        (self.config.on_run_end)(&summary);
     }
 }
 
@@ -128,6 +162,10 @@ where
     /// Drives `launch` in a task of its own; returns the run's cancellation token. Followers in
     /// this process read the run's events from memory from now on.
     pub(super) fn launch(self: &Arc<Self>, launch: Launch) -> CancellationToken {
+        #[cfg(feature = "metrics")]
+        if let Some(metrics) = &self.config.metrics {
+            metrics.run_started();
+        }
         let cancel = self.config.shutdown.child_token();
         let topic = self.log.hub().watch(&launch.lease.run_id);
         topic.drive(launch.lease.last_seq, cancel.clone());
@@ -140,6 +178,7 @@ where
             launch,
             started: Instant::now(),
             logged: 0,
+            code: None,
             taken: (0, 0),
             terminal: false,
         };
@@ -180,6 +219,8 @@ struct Driver<A> {
     next_seq: u64,
     /// Events written by this attempt.
     logged: u64,
+    /// The code of the `RUN_ERROR` written, if one was.
+    code: Option<String>,
     /// Events and bytes of JSON this attempt took.
     taken: (u64, u64),
     /// Whether the last event taken ends the run's segment.
@@ -348,6 +389,14 @@ where
 
     /// `events` are committed: followers here read them from memory.
     fn logged(&mut self, events: &[LoggedEvent]) {
+        #[cfg(feature = "metrics")]
+        if let Some(metrics) = &self.inner.config.metrics {
+            let first = (self.logged == 0).then(|| self.started.elapsed());
+            metrics.written(events.iter().filter_map(LoggedEvent::typed), first);
+        }
+        if let Some(Event::RunError(error)) = events.last().and_then(LoggedEvent::typed) {
+            self.code.clone_from(&error.code);
+        }
         self.logged += events.len() as u64;
         self.topic.logged(events);
     }
@@ -361,6 +410,7 @@ where
             self.logged,
             self.started.elapsed(),
             end,
+            self.code.take(),
         );
     }
 

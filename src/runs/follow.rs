@@ -48,6 +48,9 @@ pub struct Follow {
     done: bool,
     /// What dropping this follower before the run's end does to the run.
     on_drop: Option<OnDisconnect>,
+    /// Counted among the followers while it lives.
+    #[cfg(feature = "metrics")]
+    _counted: Option<crate::metrics::Following>,
 }
 
 /// What one step of following found.
@@ -68,7 +71,16 @@ impl Follow {
             next: None,
             done: false,
             on_drop: None,
+            #[cfg(feature = "metrics")]
+            _counted: None,
         }
+    }
+
+    /// Counted in `metrics` while it lives.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn counted(mut self, metrics: Option<&crate::metrics::Metrics>) -> Self {
+        self._counted = metrics.map(crate::metrics::Metrics::following);
+        self
     }
 
     /// Makes this follower the run's viewer: when it is dropped before the run's end (its client

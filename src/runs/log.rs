@@ -253,6 +253,11 @@ impl LoggedEvent {
         }
     }
 
+    /// The typed event, when it was logged in this process.
+    pub(crate) fn typed(&self) -> Option<&Event> {
+        self.event.as_deref()
+    }
+
     /// The same event at `seq`.
     #[must_use]
     pub fn with_seq(mut self, seq: u64) -> Self {

@@ -152,6 +152,8 @@ struct Config {
     /// Permits of live runs, `max_live` in all.
     live: Arc<tokio::sync::Semaphore>,
     max_live: usize,
+    #[cfg(feature = "metrics")]
+    metrics: Option<crate::metrics::Metrics>,
 }
 
 /// How many runs may be live at once by default.
@@ -185,6 +187,8 @@ impl<A> Runs<A> {
                     },
                     live: Arc::new(tokio::sync::Semaphore::new(DEFAULT_MAX_LIVE)),
                     max_live: DEFAULT_MAX_LIVE,
+                    #[cfg(feature = "metrics")]
+                    metrics: None,
                 },
                 sweeping: Arc::new(AtomicBool::new(false)),
             }),
@@ -266,6 +270,25 @@ impl<A> Runs<A> {
         self
     }
 
+    /// Counts runs, events, tokens, tool calls and followers in `metrics` (see
+    /// [`metrics`](crate::metrics) for the list).
+    #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+    #[must_use]
+    pub fn metrics(mut self, metrics: crate::metrics::Metrics) -> Self
+    where
+        A: Clone,
+    {
+        self.inner_mut().config.metrics = Some(metrics);
+        self
+    }
+
+    /// The metrics the engine feeds, if any.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn metrics_ref(&self) -> Option<&crate::metrics::Metrics> {
+        self.inner.config.metrics.as_ref()
+    }
+
     /// Called once per run when it ends (default: one `tracing` line at INFO).
     #[must_use]
     pub fn on_run_end<F>(mut self, callback: F) -> Self
@@ -329,7 +352,10 @@ impl<A> Runs<A> {
     /// the run has ended and its log is read to the end.
     #[must_use]
     pub fn follow(&self, run: RunId, after: u64) -> Follow {
-        Follow::new(self.inner.log.clone(), run, after)
+        let follow = Follow::new(self.inner.log.clone(), run, after);
+        #[cfg(feature = "metrics")]
+        let follow = follow.counted(self.inner.config.metrics.as_ref());
+        follow
     }
 
     /// Cancels `run` if this instance drives it (its terminal event says so); `false` when it

@@ -318,6 +318,16 @@ where
         self
     }
 
+    /// Counts runs, events, tokens, tool calls and followers in `metrics`, served on
+    /// `GET /metrics` in the OpenMetrics text format for Prometheus (an operator route under
+    /// [`auth`](Self::auth)).
+    #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+    pub fn metrics(mut self, metrics: crate::metrics::Metrics) -> Self {
+        self.runs = self.runs.metrics(metrics);
+        self
+    }
+
     /// Keeps runs in `log` instead of memory.
     pub fn log(mut self, log: impl RunLog) -> Self {
         self.runs = self.runs.log(log);
@@ -357,6 +367,12 @@ where
             .merge(routes::routes::<A>())
             .fallback(error::not_found)
             .method_not_allowed_fallback(error::method_not_allowed);
+        #[cfg(feature = "metrics")]
+        let router = if state.runs.metrics_ref().is_some() {
+            router.route("/metrics", get(metrics::<A>))
+        } else {
+            router
+        };
         let cors = cors(state.config.guard.origins());
         let guard = state.config.guard.clone();
         let auth = state.config.auth.clone();
@@ -379,6 +395,7 @@ fn route_scope(request: &Request) -> Option<Scope> {
     if path == "/health" || path == "/ready" {
         None
     } else if path == "/interrupts"
+        || path == "/metrics"
         || path.starts_with("/interrupts/")
         || path.starts_with("/threads/")
     {
@@ -421,6 +438,39 @@ where
             ),
         ),
     }
+}
+
+/// `/metrics`: the engine's metrics, with the pending interrupts read from the run log.
+#[cfg(feature = "metrics")]
+async fn metrics<A>(State(server): State<Arc<Server<A>>>) -> Response
+where
+    A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
+    A::Future: Send + 'static,
+{
+    let Some(metrics) = server.runs.metrics_ref() else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    let pending = server
+        .runs
+        .run_log()
+        .interrupts(crate::runs::Interrupts::All(Some(
+            crate::runs::InterruptStatus::Pending,
+        )));
+    match tokio::time::timeout(READY_TIMEOUT, pending).await {
+        Ok(Ok(pending)) => metrics.set_pending_interrupts(pending.len()),
+        Ok(Err(error)) => {
+            tracing::warn!(%error, "metrics: the pending interrupts could not be read")
+        }
+        Err(_) => tracing::warn!("metrics: the run log did not answer for the pending interrupts"),
+    }
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        metrics.encode(),
+    )
+        .into_response()
 }
 
 fn cors(origins: &[HeaderValue]) -> Option<tower_http::cors::CorsLayer> {

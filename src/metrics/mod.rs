@@ -1,0 +1,300 @@
+//! [`Metrics`]: what the run engine does, counted for Prometheus (the OpenMetrics text format,
+//! encoded by the official `prometheus-client`).
+//!
+//! ```
+//! use agent_tower::metrics::Metrics;
+//!
+//! let metrics = Metrics::new();
+//! // Runs::metrics(metrics.clone()) or AguiServer::metrics(metrics.clone()) feeds it;
+//! // AguiServer serves it on `GET /metrics`.
+//! let text = metrics.encode();
+//! assert!(text.contains("# TYPE agent_tower_runs_started counter"));
+//! assert!(text.ends_with("# EOF\n"));
+//! ```
+//!
+//! | Metric | Type | Labels |
+//! | --- | --- | --- |
+//! | `agent_tower_runs_started_total` | counter | |
+//! | `agent_tower_runs_ended_total` | counter | `outcome` (`success`, `interrupted`, `cancelled`, `error`, `disconnected`, `stopped`), `code` (the `RUN_ERROR` code, or empty) |
+//! | `agent_tower_runs_active` | gauge | |
+//! | `agent_tower_run_events_total` | counter | |
+//! | `agent_tower_run_first_event_seconds` | histogram | |
+//! | `agent_tower_run_duration_seconds` | histogram | `outcome` |
+//! | `agent_tower_model_tokens_total` | counter | `type` (`input`, `output`) |
+//! | `agent_tower_tool_calls_total` | counter | `tool` |
+//! | `agent_tower_followers` | gauge | |
+//! | `agent_tower_interrupts_pending` | gauge | (read from the run log when scraped) |
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use prometheus_client::{
+    encoding::EncodeLabelSet,
+    metrics::{
+        counter::Counter,
+        family::Family,
+        gauge::Gauge,
+        histogram::{Histogram, exponential_buckets},
+    },
+    registry::Registry,
+};
+
+use crate::agui::Event;
+
+/// How a run ended, as the `outcome` label says it.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    Success,
+    Interrupted,
+    Cancelled,
+    Error,
+    Disconnected,
+    /// Its log failed, or another instance took it over.
+    Stopped,
+}
+
+impl Outcome {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Success => "success",
+            Self::Interrupted => "interrupted",
+            Self::Cancelled => "cancelled",
+            Self::Error => "error",
+            Self::Disconnected => "disconnected",
+            Self::Stopped => "stopped",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EndLabels {
+    outcome: &'static str,
+    code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabel {
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TokenLabel {
+    r#type: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ToolLabel {
+    tool: String,
+}
+
+/// The most distinct tool names counted; calls of others count under `other` (a model can
+/// name any tool: the label set must stay bounded).
+const MAX_TOOLS: usize = 256;
+
+struct Inner {
+    registry: Registry,
+    started: Counter,
+    ended: Family<EndLabels, Counter>,
+    active: Gauge,
+    events: Counter,
+    first_event: Histogram,
+    duration: Family<OutcomeLabel, Histogram>,
+    tokens: Family<TokenLabel, Counter>,
+    tools: Family<ToolLabel, Counter>,
+    /// Distinct tool names seen (at most [`MAX_TOOLS`] get a label of their own).
+    tool_names: AtomicUsize,
+    followers: Gauge,
+    pending: Gauge,
+}
+
+/// A follower counted in `agent_tower_followers` while it lives.
+pub(crate) struct Following(Metrics);
+
+impl Drop for Following {
+    fn drop(&mut self) {
+        self.0.0.followers.dec();
+    }
+}
+
+/// Counters, gauges and histograms of runs, shared by the engine that feeds them and the
+/// endpoint that serves them. Clones share the same metrics.
+#[derive(Clone)]
+pub struct Metrics(Arc<Inner>);
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn seconds() -> Histogram {
+    // 1 ms to about 9 minutes.
+    Histogram::new(exponential_buckets(0.001, 2.0, 20))
+}
+
+impl Metrics {
+    /// Every metric at zero, registered under the prefix `agent_tower`.
+    #[must_use]
+    pub fn new() -> Self {
+        let mut root = Registry::default();
+        let registry = root.sub_registry_with_prefix("agent_tower");
+        let started = Counter::default();
+        let ended = Family::<EndLabels, Counter>::default();
+        let active = Gauge::default();
+        let events = Counter::default();
+        let first_event = seconds();
+        let duration =
+            Family::<OutcomeLabel, Histogram>::new_with_constructor(seconds as fn() -> Histogram);
+        let tokens = Family::<TokenLabel, Counter>::default();
+        let tools = Family::<ToolLabel, Counter>::default();
+        let followers = Gauge::default();
+        let pending = Gauge::default();
+        registry.register("runs_started", "Runs started", started.clone());
+        registry.register(
+            "runs_ended",
+            "Runs ended, by outcome and RUN_ERROR code",
+            ended.clone(),
+        );
+        registry.register("runs_active", "Runs being driven now", active.clone());
+        registry.register("run_events", "Events written to run logs", events.clone());
+        registry.register(
+            "run_first_event_seconds",
+            "Time from a run's start to its first event written after RUN_STARTED",
+            first_event.clone(),
+        );
+        registry.register(
+            "run_duration_seconds",
+            "Run duration, by outcome",
+            duration.clone(),
+        );
+        registry.register("model_tokens", "Model tokens used, by type", tokens.clone());
+        registry.register("tool_calls", "Tool calls started, by tool", tools.clone());
+        registry.register(
+            "followers",
+            "Clients following a run's events",
+            followers.clone(),
+        );
+        registry.register(
+            "interrupts_pending",
+            "Interrupts waiting for an answer (read from the run log when scraped)",
+            pending.clone(),
+        );
+        Self(Arc::new(Inner {
+            registry: root,
+            started,
+            ended,
+            active,
+            events,
+            first_event,
+            duration,
+            tokens,
+            tools,
+            tool_names: AtomicUsize::new(0),
+            followers,
+            pending,
+        }))
+    }
+
+    /// The metrics in the OpenMetrics text format (`application/openmetrics-text`).
+    #[must_use]
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &self.0.registry)
+            .expect("writing to a String does not fail");
+        text
+    }
+
+    pub(crate) fn run_started(&self) {
+        self.0.started.inc();
+        self.0.active.inc();
+    }
+
+    /// Events written by a run `since_start` after it started (`first`: the first write).
+    pub(crate) fn written<'a>(
+        &self,
+        events: impl IntoIterator<Item = &'a Event>,
+        first: Option<Duration>,
+    ) {
+        if let Some(elapsed) = first {
+            self.0.first_event.observe(elapsed.as_secs_f64());
+        }
+        let mut count = 0;
+        for event in events {
+            count += 1;
+            match event {
+                Event::ToolCallStart(start) => self.tool_call(&start.tool_call_name),
+                Event::RunFinished(finished) => self.usage(finished.usage.as_deref()),
+                Event::RunError(error) => self.usage(error.usage.as_deref()),
+                _ => {}
+            }
+        }
+        self.0.events.inc_by(count);
+    }
+
+    fn tool_call(&self, tool: &str) {
+        let mut label = ToolLabel {
+            tool: tool.to_owned(),
+        };
+        if self.0.tools.get(&label).is_none()
+            && self.0.tool_names.fetch_add(1, Ordering::Relaxed) >= MAX_TOOLS
+        {
+            label.tool = "other".to_owned();
+        }
+        self.0.tools.get_or_create(&label).inc();
+    }
+
+    fn usage(&self, usage: Option<&[crate::agui::event::TokenUsage]>) {
+        for usage in usage.unwrap_or_default() {
+            for (kind, tokens) in [
+                ("input", usage.input_tokens),
+                ("output", usage.output_tokens),
+            ] {
+                if let Some(tokens) = tokens {
+                    self.0
+                        .tokens
+                        .get_or_create(&TokenLabel { r#type: kind })
+                        .inc_by(tokens);
+                }
+            }
+        }
+    }
+
+    pub(crate) fn run_ended(&self, outcome: Outcome, code: Option<&str>, duration: Duration) {
+        self.0.active.dec();
+        let outcome = outcome.as_str();
+        self.0
+            .ended
+            .get_or_create(&EndLabels {
+                outcome,
+                code: code.unwrap_or_default().to_owned(),
+            })
+            .inc();
+        self.0
+            .duration
+            .get_or_create(&OutcomeLabel { outcome })
+            .observe(duration.as_secs_f64());
+    }
+
+    /// Counts a follower until the guard is dropped.
+    pub(crate) fn following(&self) -> Following {
+        self.0.followers.inc();
+        Following(self.clone())
+    }
+
+    pub(crate) fn set_pending_interrupts(&self, pending: usize) {
+        self.0
+            .pending
+            .set(i64::try_from(pending).unwrap_or(i64::MAX));
+    }
+}
