@@ -24,9 +24,23 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug, Parser)]
 #[command(version, about)]
 struct Cli {
+    /// How logs are written to stderr: `text` for people, `json` (one object per line) for log
+    /// collectors.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
 }
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+/// The log filter when `RUST_LOG` is not set: this program at INFO, its dependencies' chatter
+/// (MCP handshakes, SQL statements, HTTP internals) only when it is a warning.
+const DEFAULT_LOG_FILTER: &str = "info,rmcp=warn,sqlx=warn,hyper=warn,reqwest=warn,tower_http=warn";
 
 #[derive(Debug, Subcommand)]
 enum Command {
@@ -34,10 +48,13 @@ enum Command {
     /// client prefers them in `Accept`), `GET /ws` is the
     /// WebSocket transport, `GET /health` answers `{"status":"ok"}`.
     ///
-    /// The agent has two demo tools, `get_time` and `add`. Logs go to stderr (filter with
-    /// `RUST_LOG`, default `info`): one line per run with its thread, run, events, duration and
-    /// outcome. Ctrl-C stops accepting, cancels the runs in flight (each gets its terminal event)
-    /// and exits.
+    /// The agent has five demo tools: `get_time`, `add`, `write_document`, `plan` and `remember`
+    /// (which asks for approval: the run stops at an interrupt, answered with `resume[]` or
+    /// `POST /interrupts/{id}/resolve`). Logs go to stderr (`--log-format text|json`, filtered
+    /// with `RUST_LOG`, default `info`): one line per request (method, path, status, duration),
+    /// one per run when it ends (thread, run, events, duration, outcome, code), one per refused
+    /// run. SIGTERM or Ctrl-C stops accepting, gives the runs in flight their terminal event and
+    /// exits.
     Serve(Box<Serve>),
     /// Serve an agent to a code editor (Zed, any ACP client) over stdio: JSON-RPC on stdin and
     /// stdout, logs on stderr.
@@ -355,14 +372,19 @@ fn main() -> std::process::ExitCode {
 }
 
 async fn run() -> Result<(), BoxError> {
-    tracing_subscriber::fmt()
+    let cli = Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| DEFAULT_LOG_FILTER.into());
+    let logs = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .init();
-    match Cli::parse().command {
+        .with_env_filter(filter);
+    match cli.log_format {
+        LogFormat::Text => logs
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+        LogFormat::Json => logs.json().flatten_event(true).init(),
+    }
+    match cli.command {
         Command::Serve(serve) => run_server(*serve).await,
         Command::Acp(acp) => run_acp(acp).await,
     }
@@ -458,6 +480,7 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         .max_run(args.max_run_events, args.max_run_bytes)
         .max_live_runs(args.max_live_runs)
         .metrics(agent_tower::metrics::Metrics::new())
+        .access_log(true)
         .shutdown_token(runs.clone())
         .lease(args.lease);
     if let Some(tokens) = bearer_tokens(&args)? {

@@ -47,6 +47,18 @@ pub enum Ended {
     Detached(Box<Ended>),
 }
 
+impl Ended {
+    /// Whether the run failed (the agent, or its log): what an operator is warned of.
+    #[must_use]
+    pub fn is_failure(&self) -> bool {
+        match self {
+            Self::Failed(_) | Self::LogFailed(_) => true,
+            Self::Detached(end) => end.is_failure(),
+            _ => false,
+        }
+    }
+}
+
 impl fmt::Display for Ended {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -79,15 +91,24 @@ pub struct RunSummary {
 
 pub(super) fn log_run_end() -> OnRunEnd {
     Arc::new(|run: &RunSummary| {
-        tracing::info!(
-            thread_id = %run.thread_id,
-            run_id = %run.run_id,
-            events = run.events,
-            duration_ms = run.duration.as_millis() as u64,
-            outcome = %run.end,
-            code = run.code.as_deref().unwrap_or_default(),
-            "run ended"
-        );
+        macro_rules! line {
+            ($level:ident) => {
+                tracing::$level!(
+                    thread_id = %run.thread_id,
+                    run_id = %run.run_id,
+                    events = run.events,
+                    duration_ms = run.duration.as_millis() as u64,
+                    outcome = %run.end,
+                    code = run.code.as_deref().unwrap_or_default(),
+                    "run ended"
+                )
+            };
+        }
+        if run.end.is_failure() {
+            line!(warn);
+        } else {
+            line!(info);
+        }
     })
 }
 

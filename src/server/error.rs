@@ -53,6 +53,16 @@ impl Rejection {
         self
     }
 
+    /// One log line saying a run was refused, with the code (at WARN when the server is at
+    /// fault: the log or the limits).
+    pub(crate) fn log_refused_run(&self) {
+        if self.status.is_server_error() {
+            tracing::warn!(code = self.code, status = self.status.as_u16(), reason = %self.message, "run refused");
+        } else {
+            tracing::info!(code = self.code, status = self.status.as_u16(), reason = %self.message, "run refused");
+        }
+    }
+
     /// The HTTP status.
     #[must_use]
     pub fn status(&self) -> StatusCode {

@@ -135,6 +135,7 @@ struct Config {
     /// Also the allowed origins of CORS.
     guard: BrowserGuardLayer,
     auth: Option<BearerTokens>,
+    access_log: bool,
 }
 
 impl<A> fmt::Debug for AguiServer<A> {
@@ -171,6 +172,7 @@ where
                 on_disconnect: OnDisconnect::Cancel,
                 guard: BrowserGuardLayer::new(),
                 auth: None,
+                access_log: false,
             },
         }
     }
@@ -288,6 +290,13 @@ where
         self
     }
 
+    /// Logs one line per request at INFO (at WARN for a 5xx): method, path (never the query),
+    /// status and duration in ms, refusals by the guard and the auth included (off by default).
+    pub fn access_log(mut self, on: bool) -> Self {
+        self.config.access_log = on;
+        self
+    }
+
     /// Every run's cancellation token is a child of `token`: cancelling it (on shutdown) ends
     /// every active run with a terminal event and refuses new ones.
     pub fn shutdown_token(mut self, token: CancellationToken) -> Self {
@@ -376,16 +385,58 @@ where
         let cors = cors(state.config.guard.origins());
         let guard = state.config.guard.clone();
         let auth = state.config.auth.clone();
+        let access_log = state.config.access_log;
         let mut router = router.with_state(state);
         if let Some(tokens) = auth {
             router = router.layer(BearerAuthLayer::new(tokens).scope_of(route_scope));
         }
-        match cors {
+        let router = match cors {
             Some(cors) => router.layer(cors),
             None => router,
         }
-        .layer(guard)
+        .layer(guard);
+        if access_log {
+            router.layer(access_log_layer())
+        } else {
+            router
+        }
     }
+}
+
+/// One line per request: method and path in its span, status and duration when the head is
+/// sent (a stream's duration is its time to first byte).
+fn access_log_layer() -> tower_http::trace::TraceLayer<
+    tower_http::classify::SharedClassifier<tower_http::classify::ServerErrorsAsFailures>,
+    fn(&Request) -> tracing::Span,
+    (),
+    fn(&Response, Duration, &tracing::Span),
+    (),
+    (),
+    (),
+> {
+    fn span(request: &Request) -> tracing::Span {
+        tracing::info_span!(
+            "request",
+            method = %request.method(),
+            path = %request.uri().path(),
+        )
+    }
+    fn response(response: &Response, latency: Duration, _: &tracing::Span) {
+        let status = response.status().as_u16();
+        let ms = u64::try_from(latency.as_millis()).unwrap_or(u64::MAX);
+        if response.status().is_server_error() {
+            tracing::warn!(status, duration_ms = ms, "answered");
+        } else {
+            tracing::info!(status, duration_ms = ms, "answered");
+        }
+    }
+    tower_http::trace::TraceLayer::new_for_http()
+        .make_span_with(span as fn(&Request) -> tracing::Span)
+        .on_request(())
+        .on_response(response as fn(&Response, Duration, &tracing::Span))
+        .on_body_chunk(())
+        .on_eos(())
+        .on_failure(())
 }
 
 /// The scope each route needs: none for the probes, [`Scope::Operator`] for the threads and the
@@ -644,7 +695,10 @@ where
 {
     match accept_run(&server, request).await {
         Ok(response) => response,
-        Err(rejection) => rejection.into_response(),
+        Err(rejection) => {
+            rejection.log_refused_run();
+            rejection.into_response()
+        }
     }
 }
 

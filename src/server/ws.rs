@@ -102,6 +102,7 @@ where
                 match begun {
                     Ok(events) => active = Some(events),
                     Err(rejection) => {
+                        rejection.log_refused_run();
                         if tx.send(refusal(&rejection)).await.is_err() {
                             break;
                         }
