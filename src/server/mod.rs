@@ -403,9 +403,7 @@ where
     }
 }
 
-/// One line per request: method and path in its span, status and duration when the head is
-/// sent (a stream's duration is its time to first byte).
-fn access_log_layer() -> tower_http::trace::TraceLayer<
+type AccessLog = tower_http::trace::TraceLayer<
     tower_http::classify::SharedClassifier<tower_http::classify::ServerErrorsAsFailures>,
     fn(&Request) -> tracing::Span,
     (),
@@ -413,7 +411,11 @@ fn access_log_layer() -> tower_http::trace::TraceLayer<
     (),
     (),
     (),
-> {
+>;
+
+/// One line per request: method and path in its span, status and duration when the head is
+/// sent (a stream's duration is its time to first byte).
+fn access_log_layer() -> AccessLog {
     fn span(request: &Request) -> tracing::Span {
         tracing::info_span!(
             "request",
