@@ -22,8 +22,14 @@ use tokio_util::sync::CancellationToken;
 
 /// The steps of an AI agent as Tower services, served to AG-UI frontends and ACP editors.
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(version, about, args_override_self = true)]
 struct Cli {
+    /// A TOML file of settings: `log-format` at the top, each command's flags in its table
+    /// (`[serve]`, `[acp]`) under their long names (`addr = "0.0.0.0:8000"`, `allow-host =
+    /// ["agents.example.com"]`, a flag without value as `true`). Flags given on the command line
+    /// win; repeated flags add to the file's.
+    #[arg(long, global = true, env = "AGENT_TOWER_CONFIG", value_name = "FILE")]
+    config: Option<std::path::PathBuf>,
     /// How logs are written to stderr: `text` for people, `json` (one object per line) for log
     /// collectors.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
@@ -263,6 +269,13 @@ impl ModelArgs {
             ModelChoice::Scripted => boxed(ScriptedModel::new()),
             ModelChoice::OpenAi(name) => {
                 tracing::info!(model = %name, base_url = %self.base_url, "OpenAI-compatible model");
+                if std::env::var_os(&self.api_key_env).is_none() {
+                    tracing::warn!(
+                        variable = %self.api_key_env,
+                        "no API key: the variable is not set, requests go without one (fine for \
+                         a local server, refused by hosted ones)"
+                    );
+                }
                 let provider =
                     OpenAi::new(&self.base_url, name.clone()).api_key_env(&self.api_key_env);
                 boxed(
@@ -371,8 +384,89 @@ fn main() -> std::process::ExitCode {
     }
 }
 
+/// The command line with the config file's settings put before the command line's own (so that
+/// the command line wins), if a config file is named by `--config` or `AGENT_TOWER_CONFIG`.
+fn with_config(args: Vec<std::ffi::OsString>) -> Result<Vec<std::ffi::OsString>, BoxError> {
+    let named = args
+        .iter()
+        .enumerate()
+        .find_map(|(at, arg)| {
+            let arg = arg.to_str()?;
+            if arg == "--config" {
+                args.get(at + 1).map(std::path::PathBuf::from)
+            } else {
+                arg.strip_prefix("--config=").map(std::path::PathBuf::from)
+            }
+        })
+        .or_else(|| std::env::var_os("AGENT_TOWER_CONFIG").map(Into::into));
+    let Some(path) = named else {
+        return Ok(args);
+    };
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("cannot read the config file {}: {e}", path.display()))?;
+    let table: toml::Table = text
+        .parse()
+        .map_err(|e| format!("the config file {} is not valid TOML: {e}", path.display()))?;
+    let command = args.iter().position(|arg| arg == "serve" || arg == "acp");
+    let mut global = Vec::new();
+    let mut commands = Vec::new();
+    for (key, value) in &table {
+        match value {
+            toml::Value::Table(flags) if key == "serve" || key == "acp" => {
+                if command.is_some_and(|at| args[at] == key.as_str()) {
+                    for (flag, value) in flags {
+                        push_flag(&mut commands, flag, value, &path)?;
+                    }
+                }
+            }
+            value => push_flag(&mut global, key, value, &path)?,
+        }
+    }
+    let mut merged = args;
+    if let Some(at) = command {
+        merged.splice(at + 1..at + 1, commands);
+    }
+    merged.splice(1..1, global);
+    Ok(merged)
+}
+
+/// `--flag value` (a value per element for an array; `--flag` alone for `true`, nothing for
+/// `false`).
+fn push_flag(
+    out: &mut Vec<std::ffi::OsString>,
+    flag: &str,
+    value: &toml::Value,
+    path: &std::path::Path,
+) -> Result<(), BoxError> {
+    let text = |value: &toml::Value| match value {
+        toml::Value::String(s) => Ok(s.clone()),
+        toml::Value::Integer(i) => Ok(i.to_string()),
+        toml::Value::Float(f) => Ok(f.to_string()),
+        other => Err(format!(
+            "the config file {}: `{flag}` must be a string, a number, a boolean or a list of them (it is {})",
+            path.display(),
+            other.type_str()
+        )),
+    };
+    match value {
+        toml::Value::Boolean(true) => out.push(format!("--{flag}").into()),
+        toml::Value::Boolean(false) => {}
+        toml::Value::Array(items) => {
+            for item in items {
+                out.push(format!("--{flag}").into());
+                out.push(text(item)?.into());
+            }
+        }
+        value => {
+            out.push(format!("--{flag}").into());
+            out.push(text(value)?.into());
+        }
+    }
+    Ok(())
+}
+
 async fn run() -> Result<(), BoxError> {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(with_config(std::env::args_os().collect())?);
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| DEFAULT_LOG_FILTER.into());
     let logs = tracing_subscriber::fmt()

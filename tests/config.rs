@@ -1,0 +1,171 @@
+//! `agent-tower --config FILE`: the file's settings apply, flags on the command line win, and a
+//! bad file is refused with a sentence. The built binary.
+
+use std::process::Stdio;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+const AGENT: &str = env!("CARGO_BIN_EXE_agent-tower");
+
+fn config(name: &str, text: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("agent-tower-config-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[tokio::test]
+async fn the_file_applies_and_flags_win() {
+    let file = config(
+        "agent-tower.toml",
+        r#"
+log-format = "json"
+
+[serve]
+addr = "127.0.0.1:0"
+store = "memory"
+path = "/from-the-file"
+max-messages = 1
+allow-host = ["agents.example"]
+
+[acp]
+max-turns = 3
+"#,
+    );
+    let mut child = tokio::process::Command::new(AGENT)
+        .arg("--config")
+        .arg(&file)
+        .args(["serve", "--path", "/from-the-flag"])
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let serving = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        loop {
+            let line = lines.next_line().await.unwrap().expect("the server starts");
+            let line: Value = serde_json::from_str(&line).expect("JSON logs, from the file");
+            if line["path"].is_string() {
+                return line;
+            }
+        }
+    })
+    .await
+    .expect("the server says where it serves");
+    assert_eq!(
+        serving["path"], "/from-the-flag",
+        "the flag wins: {serving}"
+    );
+    let base = format!("http://{}", serving["addr"].as_str().unwrap());
+    let two_messages = json!({
+        "threadId": "t",
+        "runId": "r",
+        "messages": [
+            {"id": "1", "role": "user", "content": "a"},
+            {"id": "2", "role": "user", "content": "b"},
+        ],
+    });
+    let answer = reqwest::Client::new()
+        .post(format!("{base}/from-the-flag"))
+        .header("host", "agents.example")
+        .json(&two_messages)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 422, "max-messages from the file applies");
+    child.kill().await.unwrap();
+}
+
+#[test]
+fn a_bad_file_is_refused_with_a_sentence() {
+    for (name, text, expected) in [
+        ("broken.toml", "[serve\naddr =", "not valid TOML"),
+        ("table.toml", "[serve]\naddr = { a = 1 }", "`addr` must be"),
+        ("unknown.toml", "[serve]\nno-such-flag = 1", "no-such-flag"),
+    ] {
+        let file = config(name, text);
+        let output = std::process::Command::new(AGENT)
+            .arg("--config")
+            .arg(&file)
+            .args(["serve", "--store", "memory"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{name}: {stderr}");
+        assert!(stderr.contains(expected), "{name}: {stderr}");
+    }
+    let output = std::process::Command::new(AGENT)
+        .args(["--config", "/no/such/agent-tower.toml", "serve"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("cannot read the config file /no/such/agent-tower.toml"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn the_deployment_settings_start_a_server() {
+    let dir = std::env::temp_dir().join(format!("agent-tower-deploy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let store = format!("sqlite://{}", dir.join("runs.db").display());
+    let mut child = tokio::process::Command::new(AGENT)
+        .args([
+            "--config",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/agent-tower.toml"),
+        ])
+        .args(["serve", "--addr", "127.0.0.1:0", "--store", &store])
+        .env("AGENT_TOWER_TOKENS", "a-run-token-0123456789")
+        .env(
+            "AGENT_TOWER_OPERATOR_TOKENS",
+            "an-operator-token-0123456789",
+        )
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let serving = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        loop {
+            let line = lines.next_line().await.unwrap().expect("the server starts");
+            let line: Value = serde_json::from_str(&line).expect("JSON logs");
+            if line["path"].is_string() {
+                return line;
+            }
+        }
+    })
+    .await
+    .expect("the server says where it serves");
+    let base = format!("http://{}", serving["addr"].as_str().unwrap());
+    let http = reqwest::Client::new();
+    assert_eq!(
+        http.get(format!("{base}/health"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    let metrics = http.get(format!("{base}/metrics")).send().await.unwrap();
+    assert_eq!(
+        metrics.status(),
+        401,
+        "tokens from the deployment's variables"
+    );
+    let metrics = http
+        .get(format!("{base}/metrics"))
+        .bearer_auth("an-operator-token-0123456789")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(metrics.status(), 200);
+    child.kill().await.unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
