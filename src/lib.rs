@@ -128,6 +128,10 @@ pub mod map_error;
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub mod metrics;
 
+#[cfg(feature = "trace")]
+#[cfg_attr(docsrs, doc(cfg(feature = "trace")))]
+pub mod trace;
+
 #[cfg(feature = "permission")]
 #[cfg_attr(docsrs, doc(cfg(feature = "permission")))]
 pub mod permission;

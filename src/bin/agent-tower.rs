@@ -34,6 +34,15 @@ struct Cli {
     /// collectors.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
+    /// Exports the spans of runs, model calls and tool calls (OpenTelemetry GenAI conventions) to
+    /// this OTLP/HTTP collector (`http://localhost:4318`; `/v1/traces` is added). Off when absent.
+    #[arg(
+        long,
+        global = true,
+        env = "AGENT_TOWER_OTLP_ENDPOINT",
+        value_name = "URL"
+    )]
+    otlp_endpoint: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -46,7 +55,31 @@ enum LogFormat {
 
 /// The log filter when `RUST_LOG` is not set: this program at INFO, its dependencies' chatter
 /// (MCP handshakes, SQL statements, HTTP internals) only when it is a warning.
-const DEFAULT_LOG_FILTER: &str = "info,rmcp=warn,sqlx=warn,hyper=warn,reqwest=warn,tower_http=warn";
+const DEFAULT_LOG_FILTER: &str =
+    "info,rmcp=warn,sqlx=warn,hyper=warn,reqwest=warn,tower_http=warn,agent_tower::trace=off";
+
+/// The OTLP exporter of the spans, when `--otlp-endpoint` names a collector.
+fn otlp(endpoint: &str) -> Result<opentelemetry_sdk::trace::SdkTracerProvider, BoxError> {
+    use opentelemetry_otlp::WithExportConfig;
+    let endpoint = endpoint.trim_end_matches('/');
+    let endpoint = if endpoint.ends_with("/v1/traces") {
+        endpoint.to_owned()
+    } else {
+        format!("{endpoint}/v1/traces")
+    };
+    let exporter = opentelemetry_otlp::SpanExporter::builder()
+        .with_http()
+        .with_endpoint(&endpoint)
+        .build()
+        .map_err(|e| format!("cannot export spans to {endpoint}: {e}"))?;
+    let resource = opentelemetry_sdk::Resource::builder()
+        .with_service_name("agent-tower")
+        .build();
+    Ok(opentelemetry_sdk::trace::SdkTracerProvider::builder()
+        .with_batch_exporter(exporter)
+        .with_resource(resource)
+        .build())
+}
 
 #[derive(Debug, Subcommand)]
 enum Command {
@@ -264,6 +297,15 @@ impl ModelArgs {
 
     /// The model service: the scripted model, or the provider behind a first-answer timeout,
     /// retries before the first token and an idle timeout on its stream.
+    /// The spans' names for this model.
+    fn trace(&self) -> agent_tower::trace::TraceLayer {
+        let trace = agent_tower::trace::TraceLayer::new();
+        match &self.model {
+            ModelChoice::Scripted => trace.model("scripted").provider("agent_tower.scripted"),
+            ModelChoice::OpenAi(name) => trace.model(name.clone()).provider("openai"),
+        }
+    }
+
     fn service(&self) -> BoxModel {
         match &self.model {
             ModelChoice::Scripted => boxed(ScriptedModel::new()),
@@ -466,22 +508,43 @@ fn push_flag(
 }
 
 async fn run() -> Result<(), BoxError> {
+    use opentelemetry::trace::TracerProvider as _;
+    use tracing_subscriber::{Layer as _, layer::SubscriberExt as _, util::SubscriberInitExt as _};
+
     let cli = Cli::parse_from(with_config(std::env::args_os().collect())?);
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| DEFAULT_LOG_FILTER.into());
-    let logs = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(filter);
-    match cli.log_format {
+    let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let logs = match cli.log_format {
         LogFormat::Text => logs
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .init(),
-        LogFormat::Json => logs.json().flatten_event(true).init(),
-    }
-    match cli.command {
+            .boxed(),
+        LogFormat::Json => logs.json().flatten_event(true).boxed(),
+    };
+    let provider = cli.otlp_endpoint.as_deref().map(otlp).transpose()?;
+    let spans = provider.as_ref().map(|provider| {
+        tracing_opentelemetry::layer()
+            .with_tracer(provider.tracer("agent-tower"))
+            .with_filter(
+                tracing_subscriber::filter::Targets::new()
+                    .with_target("agent_tower::trace", tracing::Level::INFO),
+            )
+    });
+    tracing_subscriber::registry()
+        .with(logs.with_filter(filter))
+        .with(spans)
+        .init();
+    let ran = match cli.command {
         Command::Serve(serve) => run_server(*serve).await,
         Command::Acp(acp) => run_acp(acp).await,
+    };
+    if let Some(provider) = provider {
+        // The spans still batched go out before the process ends.
+        if let Err(error) = tokio::task::spawn_blocking(move || provider.shutdown()).await? {
+            tracing::warn!(%error, "the last spans could not be exported");
+        }
     }
+    ran
 }
 
 async fn run_acp(args: Acp) -> Result<(), BoxError> {
@@ -553,6 +616,7 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         args.error_detail,
         Policy::new().rule("remember", Action::Ask),
         InterruptApprover::new(args.interrupt_ttl),
+        args.model.trace(),
     );
     let runs = CancellationToken::new();
     let mut server = AguiServer::new(agent)

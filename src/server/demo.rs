@@ -13,6 +13,7 @@ use crate::{
     post_process::{Citations, PostProcess, PostProcessLayer},
     state::{State, StateLayer},
     tool::{ToolRouter, demo::demo_tools},
+    trace::{Trace, TraceLayer},
     transport::Channel,
     truncate::{Truncate, TruncateLayer},
 };
@@ -22,11 +23,13 @@ type Classify<S> = MapError<S, DefaultClassifier>;
 
 /// The stack `agent-tower serve` runs, around the model `M` and tools asking approval through
 /// `A`; see [`scripted_agent`] and [`product_agent`].
-pub type ProductAgent<M, A = AutoApprove> = Emit<
-    Classify<
-        Agent<
-            Emit<Classify<PostProcess<State<Truncate<M>>, Citations>>>,
-            Emit<Permission<State<Truncate<ToolRouter>>, A>>,
+pub type ProductAgent<M, A = AutoApprove> = Trace<
+    Emit<
+        Classify<
+            Agent<
+                Emit<Classify<PostProcess<State<Truncate<Trace<M>>>, Citations>>>,
+                Emit<Permission<State<Truncate<Trace<ToolRouter>>>, A>>,
+            >,
         >,
     >,
 >;
@@ -39,9 +42,9 @@ pub type ScriptedAgent<A = AutoApprove> = ProductAgent<ScriptedModel, A>;
 /// [demo tools](crate::tool::demo), stacked as a real deployment would be:
 ///
 /// ```text
-/// agent:  AguiLayer > MapErrorLayer > Agent
-/// model:  AguiLayer > MapErrorLayer > PostProcessLayer > StateLayer > TruncateLayer > ScriptedModel
-/// tools:  AguiLayer > PermissionLayer > StateLayer > TruncateLayer > ToolRouter (the demo tools)
+/// agent:  TraceLayer > AguiLayer > MapErrorLayer > Agent
+/// model:  AguiLayer > MapErrorLayer > PostProcessLayer > StateLayer > TruncateLayer > TraceLayer > ScriptedModel
+/// tools:  AguiLayer > PermissionLayer > StateLayer > TruncateLayer > TraceLayer > ToolRouter (the demo tools)
 /// ```
 ///
 /// `write_document` shows predictive state: its `document` argument is mirrored into the state key
@@ -77,6 +80,7 @@ pub fn scripted_agent(max_turns: NonZeroU32, detail: Detail) -> ScriptedAgent {
         detail,
         Policy::new(),
         AutoApprove,
+        TraceLayer::new().model("scripted"),
     )
 }
 
@@ -96,12 +100,14 @@ pub fn interrupting_agent(
         detail,
         Policy::new().rule("remember", Action::Ask),
         InterruptApprover::new(interrupt_ttl),
+        TraceLayer::new().model("scripted"),
     )
 }
 
 /// The stack of [`scripted_agent`] around any `model` and `tools` (the demo tools, an MCP
 /// server's, yours): what `agent-tower serve --model openai:…` runs. `policy` learns the tools'
-/// kinds; a call it asks about goes to `approver`.
+/// kinds; a call it asks about goes to `approver`. `trace` names the spans of the run, the model
+/// and the tools.
 pub fn product_agent<M, A: Clone>(
     model: M,
     tools: ToolRouter,
@@ -109,6 +115,7 @@ pub fn product_agent<M, A: Clone>(
     detail: Detail,
     policy: Policy,
     approver: A,
+    trace: TraceLayer,
 ) -> ProductAgent<M, A> {
     let agui = AguiLayer::new().predict_state("write_document", "document", "document");
     let errors = MapErrorLayer::new().detail(detail);
@@ -122,11 +129,13 @@ pub fn product_agent<M, A: Clone>(
     let citations = PostProcessLayer::new("citations", Citations::new())
         .expect("`citations` is a valid state key")
         .when(Citations::cites);
-    let model = agui.layer(errors.layer(citations.layer(state.layer(truncate.layer(model)))));
+    let model =
+        agui.layer(errors.layer(citations.layer(state.layer(truncate.layer(trace.layer(model))))));
     let permission = PermissionLayer::new(policy.tools(&tools.specs()), approver);
-    let tools_stack = agui.layer(permission.layer(state.layer(truncate.layer(tools.clone()))));
+    let tools_stack =
+        agui.layer(permission.layer(state.layer(truncate.layer(trace.layer(tools.clone())))));
     let agent = Agent::new(model, tools_stack)
         .tool_specs(tools.specs())
         .max_turns(max_turns);
-    agui.layer(errors.layer(agent))
+    trace.layer(agui.layer(errors.layer(agent)))
 }
