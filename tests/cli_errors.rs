@@ -100,3 +100,26 @@ fn a_file_that_is_not_a_database_is_refused_at_once() {
     assert!(!stderr.contains("timed out"), "{stderr}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn an_unreachable_postgres_is_named_without_its_password() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let url = format!("postgres://user:hunter2@127.0.0.1:{port}/agents");
+    let output = Command::new(AGENT)
+        .args(["serve", "--store", &url])
+        .env("RUST_LOG", "error")
+        .output()
+        .expect("the binary runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "cannot reach the PostgreSQL server 127.0.0.1:{port}/agents"
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("refused"), "the cause: {stderr}");
+    assert!(!stderr.contains("hunter2"), "no password: {stderr}");
+}

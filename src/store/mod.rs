@@ -77,6 +77,13 @@ pub enum StoreError {
         /// Why.
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// The PostgreSQL server did not answer, or refused the connection.
+    Unreachable {
+        /// Where it was looked for: host, port and database, without credentials.
+        server: String,
+        /// Why.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 impl fmt::Display for StoreError {
@@ -93,6 +100,9 @@ impl fmt::Display for StoreError {
                 "the run store could not open {} for writing: {source}",
                 path.display()
             ),
+            Self::Unreachable { server, source } => {
+                write!(f, "cannot reach the PostgreSQL server {server}: {source}")
+            }
         }
     }
 }
@@ -102,7 +112,7 @@ impl std::error::Error for StoreError {
         match self {
             Self::Database(e) => Some(e),
             Self::UnsupportedUrl(_) => None,
-            Self::Open { source, .. } => Some(&**source),
+            Self::Open { source, .. } | Self::Unreachable { source, .. } => Some(&**source),
         }
     }
 }

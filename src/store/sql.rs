@@ -144,6 +144,33 @@ fn create_private(path: &std::path::Path) -> std::io::Result<()> {
     }
 }
 
+/// `host:port/database` of a PostgreSQL URL, without user or password.
+fn server_of(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let rest = rest.rsplit_once('@').map_or(rest, |(_, rest)| rest);
+    rest.split('?').next().unwrap_or(rest).to_owned()
+}
+
+/// One connection to the PostgreSQL server at `url`, opened and closed, so that an unreachable
+/// server is reported with its cause (a pool only says it timed out), within the acquire timeout.
+async fn reach(url: &str) -> Result<(), StoreError> {
+    use sqlx::Connection;
+    let unreachable = |source: Box<dyn std::error::Error + Send + Sync>| StoreError::Unreachable {
+        server: server_of(url),
+        source,
+    };
+    match tokio::time::timeout(ACQUIRE_TIMEOUT, sqlx::AnyConnection::connect(url)).await {
+        Ok(Ok(connection)) => {
+            let _ = connection.close().await;
+            Ok(())
+        }
+        Ok(Err(error)) => Err(unreachable(Box::new(error))),
+        Err(_) => Err(unreachable(
+            format!("no answer within {} s", ACQUIRE_TIMEOUT.as_secs()).into(),
+        )),
+    }
+}
+
 /// The writer's own connection to the SQLite file at `path`: WAL, `synchronous=FULL` (a
 /// commit is on disk when it answers), and a lock held by another process waited for as long
 /// as a commit may take.
@@ -209,6 +236,7 @@ impl RunStore {
                     (reader, jobs)
                 }
                 Backend::Postgres => {
+                    reach(&url).await?;
                     // One writer connection: the writer task commits every run's writes in groups.
                     let writer = options().max_connections(1).connect(&url).await?;
                     MIGRATOR.run(&writer).await?;
