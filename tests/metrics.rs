@@ -1,4 +1,4 @@
-//! `GET /metrics` of the built `agent-tower serve`, scraped by a real Prometheus (Debian's
+//! `GET /metrics` of the built `agent-tower serve` (its runs in SQLite), scraped by a real Prometheus (Debian's
 //! `prometheus`) and queried through its HTTP API after three runs: one that succeeds, one that
 //! fails, one whose client goes away.
 
@@ -33,7 +33,10 @@ fn free_port() -> u16 {
 
 #[tokio::test]
 async fn prometheus_scrapes_runs_by_outcome() {
-    let server = Process::serve(&["--store", "memory", "--max-run-events", "20"]).await;
+    let dir = std::env::temp_dir().join(format!("agent-tower-prometheus-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let store = format!("sqlite://{}", dir.join("runs.db").display());
+    let server = Process::serve(&["--store", &store, "--max-run-events", "20"]).await;
 
     // The text itself: OpenMetrics, every family present from the start.
     let text = server.get("/metrics").await.text().await.unwrap();
@@ -67,8 +70,6 @@ async fn prometheus_scrapes_runs_by_outcome() {
     );
     drop(slow);
 
-    let dir = std::env::temp_dir().join(format!("agent-tower-prometheus-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
     let target = server.base.trim_start_matches("http://");
     std::fs::write(
         dir.join("prometheus.yml"),
@@ -168,6 +169,14 @@ async fn prometheus_scrapes_runs_by_outcome() {
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("{tokens}"));
     assert!(output > 0.0, "{tokens}");
+    // The store's commits are timed.
+    let text = server.get("/metrics").await.text().await.unwrap();
+    let commits: u64 = text
+        .lines()
+        .find_map(|line| line.strip_prefix("agent_tower_store_commit_seconds_count "))
+        .and_then(|count| count.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(commits > 0, "{text}");
     prometheus.kill().await.unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -24,6 +24,7 @@
 //! | `agent_tower_tool_calls_total` | counter | `tool` |
 //! | `agent_tower_followers` | gauge | |
 //! | `agent_tower_interrupts_pending` | gauge | (read from the run log when scraped) |
+//! | `agent_tower_store_commit_seconds` | histogram | (a `RunStore`'s group commits) |
 
 use std::{
     sync::{
@@ -109,7 +110,10 @@ struct Inner {
     /// Distinct tool names seen (at most [`MAX_TOOLS`] get a label of their own).
     tool_names: AtomicUsize,
     followers: Gauge,
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pending: Gauge,
+    #[cfg_attr(not(feature = "store"), allow(dead_code))]
+    commits: Histogram,
 }
 
 /// A follower counted in `agent_tower_followers` while it lives.
@@ -160,6 +164,7 @@ impl Metrics {
         let tools = Family::<ToolLabel, Counter>::default();
         let followers = Gauge::default();
         let pending = Gauge::default();
+        let commits = seconds();
         registry.register("runs_started", "Runs started", started.clone());
         registry.register(
             "runs_ended",
@@ -186,6 +191,11 @@ impl Metrics {
             followers.clone(),
         );
         registry.register(
+            "store_commit_seconds",
+            "Time to commit one group of run log writes to the store",
+            commits.clone(),
+        );
+        registry.register(
             "interrupts_pending",
             "Interrupts waiting for an answer (read from the run log when scraped)",
             pending.clone(),
@@ -203,6 +213,7 @@ impl Metrics {
             tool_names: AtomicUsize::new(0),
             followers,
             pending,
+            commits,
         }))
     }
 
@@ -286,12 +297,19 @@ impl Metrics {
             .observe(duration.as_secs_f64());
     }
 
+    /// A group of writes committed to the store in `took`.
+    #[cfg_attr(not(feature = "store"), allow(dead_code))]
+    pub(crate) fn committed(&self, took: Duration) {
+        self.0.commits.observe(took.as_secs_f64());
+    }
+
     /// Counts a follower until the guard is dropped.
     pub(crate) fn following(&self) -> Following {
         self.0.followers.inc();
         Following(self.clone())
     }
 
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pub(crate) fn set_pending_interrupts(&self, pending: usize) {
         self.0
             .pending

@@ -153,6 +153,13 @@ pub trait RunLog: fmt::Debug + Send + Sync + 'static {
         Box::pin(std::future::ready(Ok(())))
     }
 
+    /// Reports to `metrics` what the log measures of itself (a store: its commits). Nothing by
+    /// default.
+    #[cfg(feature = "metrics")]
+    fn observe(&self, metrics: &crate::metrics::Metrics) {
+        let _ = metrics;
+    }
+
     /// The running runs whose owner stopped beating (it died), with what a retry needs.
     ///
     /// # Errors

@@ -208,6 +208,10 @@ impl<A> Runs<A> {
     where
         A: Clone,
     {
+        #[cfg(feature = "metrics")]
+        if let Some(metrics) = &self.inner.config.metrics {
+            log.observe(metrics);
+        }
         self.inner_mut().log = Arc::new(log);
         self
     }
@@ -279,12 +283,13 @@ impl<A> Runs<A> {
     where
         A: Clone,
     {
+        self.inner.log.observe(&metrics);
         self.inner_mut().config.metrics = Some(metrics);
         self
     }
 
     /// The metrics the engine feeds, if any.
-    #[cfg(feature = "metrics")]
+    #[cfg(all(feature = "metrics", feature = "server"))]
     pub(crate) fn metrics_ref(&self) -> Option<&crate::metrics::Metrics> {
         self.inner.config.metrics.as_ref()
     }

@@ -37,6 +37,8 @@ pub(super) struct Inner {
     pub(super) backend: Backend,
     owner: String,
     hub: Hub,
+    #[cfg(feature = "metrics")]
+    metrics: writer::Observed,
 }
 
 /// The run log on SQLite or PostgreSQL; see the [module docs](super). Clones share the
@@ -209,49 +211,62 @@ impl RunStore {
                 })
         };
         let owner = format!("instance-{}", uuid::Uuid::now_v7());
+        #[cfg(feature = "metrics")]
+        let metrics = writer::Observed::default();
         let hub = Hub::new();
-        let (reader, jobs) =
-            match backend {
-                Backend::Sqlite => {
-                    let path = SqliteConnectOptions::from_str(&url)?
-                        .get_filename()
-                        .to_owned();
-                    create_private(&path).map_err(|e| StoreError::Open {
-                        path: path.clone(),
-                        source: Box::new(e),
-                    })?;
-                    // The writer's connection first: a file that is not a database is refused
-                    // at once, where the pool would retry it until its timeout.
-                    let opened = open_writer(&path).map_err(|e| StoreError::Open {
-                        path: path.clone(),
-                        source: Box::new(e),
-                    })?;
-                    let reader = options().max_connections(4).connect(&url).await?;
-                    MIGRATOR.run(&reader).await?;
-                    let jobs = writer::spawn(writer::Target::Sqlite(opened), owner.clone())
-                        .map_err(|e| StoreError::Open {
-                            path,
-                            source: Box::new(e),
-                        })?;
-                    (reader, jobs)
-                }
-                Backend::Postgres => {
-                    reach(&url).await?;
-                    // One writer connection: the writer task commits every run's writes in groups.
-                    let writer = options().max_connections(1).connect(&url).await?;
-                    MIGRATOR.run(&writer).await?;
-                    super::listen::forward(&url, hub.clone()).await?;
-                    let jobs = writer::spawn(writer::Target::Postgres(writer), owner.clone())
-                        .expect("a task spawns");
-                    (options().max_connections(16).connect(&url).await?, jobs)
-                }
-            };
+        let (reader, jobs) = match backend {
+            Backend::Sqlite => {
+                let path = SqliteConnectOptions::from_str(&url)?
+                    .get_filename()
+                    .to_owned();
+                create_private(&path).map_err(|e| StoreError::Open {
+                    path: path.clone(),
+                    source: Box::new(e),
+                })?;
+                // The writer's connection first: a file that is not a database is refused
+                // at once, where the pool would retry it until its timeout.
+                let opened = open_writer(&path).map_err(|e| StoreError::Open {
+                    path: path.clone(),
+                    source: Box::new(e),
+                })?;
+                let reader = options().max_connections(4).connect(&url).await?;
+                MIGRATOR.run(&reader).await?;
+                let jobs = writer::spawn(
+                    writer::Target::Sqlite(opened),
+                    owner.clone(),
+                    #[cfg(feature = "metrics")]
+                    metrics.clone(),
+                )
+                .map_err(|e| StoreError::Open {
+                    path,
+                    source: Box::new(e),
+                })?;
+                (reader, jobs)
+            }
+            Backend::Postgres => {
+                reach(&url).await?;
+                // One writer connection: the writer task commits every run's writes in groups.
+                let writer = options().max_connections(1).connect(&url).await?;
+                MIGRATOR.run(&writer).await?;
+                super::listen::forward(&url, hub.clone()).await?;
+                let jobs = writer::spawn(
+                    writer::Target::Postgres(writer),
+                    owner.clone(),
+                    #[cfg(feature = "metrics")]
+                    metrics.clone(),
+                )
+                .expect("a task spawns");
+                (options().max_connections(16).connect(&url).await?, jobs)
+            }
+        };
         let store = Self(Arc::new(Inner {
             reader,
             jobs,
             backend,
             owner,
             hub,
+            #[cfg(feature = "metrics")]
+            metrics,
         }));
         store
             .heartbeat(Duration::from_secs(30))
@@ -549,6 +564,12 @@ impl RunLog for RunStore {
             Ok(())
         }
         .boxed()
+    }
+
+    #[cfg(feature = "metrics")]
+    fn observe(&self, metrics: &crate::metrics::Metrics) {
+        // The first metrics given are the store's.
+        let _ = self.0.metrics.set(metrics.clone());
     }
 
     fn recover<'a>(

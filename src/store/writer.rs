@@ -84,6 +84,33 @@ pub(super) enum Job {
 struct Writer {
     backend: Backend,
     owner: String,
+    /// Where commit times go, once the store is observed.
+    #[cfg(feature = "metrics")]
+    metrics: Observed,
+}
+
+/// The metrics a store reports to, set once they are known.
+#[cfg(feature = "metrics")]
+pub(super) type Observed = std::sync::Arc<std::sync::OnceLock<crate::metrics::Metrics>>;
+
+impl Writer {
+    fn new(backend: Backend, owner: String, #[cfg(feature = "metrics")] metrics: Observed) -> Self {
+        Self {
+            backend,
+            owner,
+            #[cfg(feature = "metrics")]
+            metrics,
+        }
+    }
+
+    /// `group` took `took` to commit.
+    fn committed(&self, took: Duration) {
+        #[cfg(feature = "metrics")]
+        if let Some(metrics) = self.metrics.get() {
+            metrics.committed(took);
+        }
+        let _ = took;
+    }
 }
 
 /// Where the writer writes.
@@ -95,14 +122,20 @@ pub(super) enum Target {
 }
 
 /// Starts the writer of `target`; it ends when every sender is gone.
-pub(super) fn spawn(target: Target, owner: String) -> std::io::Result<mpsc::Sender<Job>> {
+pub(super) fn spawn(
+    target: Target,
+    owner: String,
+    #[cfg(feature = "metrics")] metrics: Observed,
+) -> std::io::Result<mpsc::Sender<Job>> {
     let (jobs, mut queue) = mpsc::channel(QUEUE);
     match target {
         Target::Postgres(pool) => {
-            let writer = Writer {
-                backend: Backend::Postgres,
+            let writer = Writer::new(
+                Backend::Postgres,
                 owner,
-            };
+                #[cfg(feature = "metrics")]
+                metrics,
+            );
             tokio::spawn(async move {
                 let mut group = Vec::with_capacity(MAX_GROUP);
                 while queue.recv_many(&mut group, MAX_GROUP).await > 0 {
@@ -113,10 +146,12 @@ pub(super) fn spawn(target: Target, owner: String) -> std::io::Result<mpsc::Send
             });
         }
         Target::Sqlite(conn) => {
-            let writer = Writer {
-                backend: Backend::Sqlite,
+            let writer = Writer::new(
+                Backend::Sqlite,
                 owner,
-            };
+                #[cfg(feature = "metrics")]
+                metrics,
+            );
             let mut conn = Sqlite::new(conn);
             std::thread::Builder::new()
                 .name("agent-tower-sqlite-writer".into())
@@ -202,6 +237,7 @@ impl Done {
 impl Writer {
     /// Commits `group` in one transaction of PostgreSQL and answers each job.
     async fn commit_postgres(&self, pool: &AnyPool, group: Vec<Job>) {
+        let started = std::time::Instant::now();
         let mut done = Vec::with_capacity(group.len());
         let committed = tokio::time::timeout(COMMIT_TIMEOUT, async {
             let mut tx = pool.begin().await?;
@@ -222,12 +258,14 @@ impl Writer {
                 COMMIT_TIMEOUT.as_secs()
             )),
         };
+        self.committed(started.elapsed());
         answer(done, failed);
     }
 
     /// Commits `group` in one transaction of SQLite and answers each job. The connection's
     /// answers are ready at once: the jobs' futures complete when first polled.
     fn commit_sqlite(&self, conn: &mut Sqlite, group: Vec<Job>) {
+        let started = std::time::Instant::now();
         let mut done = Vec::with_capacity(group.len());
         let committed = conn.batch("BEGIN IMMEDIATE").and_then(|()| {
             let ran = self
@@ -247,6 +285,7 @@ impl Writer {
             let _ = conn.batch("ROLLBACK");
             format!("the store failed: {error}")
         });
+        self.committed(started.elapsed());
         answer(done, failed);
     }
 
