@@ -11,16 +11,19 @@ use crate::{
     model::scripted::ScriptedModel,
     permission::{Permission, PermissionLayer, Policy},
     tool::{ToolRouter, ToolSpec, demo::demo_tools},
+    trace::{Trace, TraceLayer},
 };
 
 /// The stack `agent-tower acp` runs around the model `M`; see [`scripted_agent`] and
 /// [`product_agent`].
-pub type ProductAgent<M> = MapError<
-    Agent<
-        Acp<MapError<M, DefaultClassifier>, Notifier>,
-        Acp<Permission<ToolRouter, AcpApprover>, Notifier>,
+pub type ProductAgent<M> = Trace<
+    MapError<
+        Agent<
+            Acp<MapError<Trace<M>, DefaultClassifier>, Notifier>,
+            Acp<Permission<Trace<ToolRouter>, AcpApprover>, Notifier>,
+        >,
+        DefaultClassifier,
     >,
-    DefaultClassifier,
 >;
 
 /// The agent [`scripted_agent`] builds.
@@ -30,9 +33,9 @@ pub type ScriptedAgent = ProductAgent<ScriptedModel>;
 /// [demo tools](crate::tool::demo), stacked as an editor agent would be:
 ///
 /// ```text
-/// agent:  MapErrorLayer > Agent
-/// model:  AcpLayer > MapErrorLayer > ScriptedModel
-/// tools:  AcpLayer > PermissionLayer (asks the editor) > ToolRouter (the demo tools)
+/// agent:  TraceLayer > MapErrorLayer > Agent
+/// model:  AcpLayer > MapErrorLayer > TraceLayer > ScriptedModel
+/// tools:  AcpLayer > PermissionLayer (asks the editor) > TraceLayer > ToolRouter (the demo tools)
 /// ```
 ///
 /// The permission policy asks about tools that write (`write_document`, `remember`) in the
@@ -44,16 +47,23 @@ pub fn scripted_agent(
     max_turns: NonZeroU32,
     detail: Detail,
 ) -> (ScriptedAgent, AcpApprover, Vec<ToolSpec>) {
-    product_agent(ScriptedModel::new(), demo_tools(), max_turns, detail)
+    product_agent(
+        ScriptedModel::new(),
+        demo_tools(),
+        max_turns,
+        detail,
+        TraceLayer::new().model("scripted"),
+    )
 }
 
 /// The stack of [`scripted_agent`] around any `model` and `tools`: what `agent-tower acp
-/// --model openai:…` runs.
+/// --model openai:…` runs. `trace` names the spans of the turns (runs), the model and the tools.
 pub fn product_agent<M>(
     model: M,
     tools: ToolRouter,
     max_turns: NonZeroU32,
     detail: Detail,
+    trace: TraceLayer,
 ) -> (ProductAgent<M>, AcpApprover, Vec<ToolSpec>) {
     let specs = tools.specs();
     let approver = AcpApprover::new();
@@ -61,10 +71,10 @@ pub fn product_agent<M>(
     let errors = MapErrorLayer::new().detail(detail);
     let permission = PermissionLayer::new(Policy::new().tools(&specs), approver.clone());
     let agent = Agent::new(
-        acp.layer(errors.layer(model)),
-        acp.layer(permission.layer(tools)),
+        acp.layer(errors.layer(trace.layer(model))),
+        acp.layer(permission.layer(trace.layer(tools))),
     )
     .tool_specs(specs.clone())
     .max_turns(max_turns);
-    (errors.layer(agent), approver, specs)
+    (trace.layer(errors.layer(agent)), approver, specs)
 }

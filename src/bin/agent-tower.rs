@@ -555,6 +555,7 @@ async fn run_acp(args: Acp) -> Result<(), BoxError> {
         args.model.tools().await?,
         max_turns,
         args.error_detail,
+        args.model.trace(),
     );
     let mode = match args.mode {
         ModeChoice::Ask => Mode::Interactive,
