@@ -154,6 +154,10 @@ async fn prometheus_scrapes_runs_by_outcome() {
         tools["data"]["result"][0]["metric"]["tool"], "add",
         "{tools}"
     );
+    assert_eq!(
+        tools["data"]["result"][0]["metric"]["outcome"], "ok",
+        "{tools}"
+    );
     let tokens: Value = http
         .get(format!(
             "http://127.0.0.1:{port}/api/v1/query?query=agent_tower_model_tokens_total%7Btype%3D%22output%22%7D"

@@ -21,7 +21,7 @@
 //! | `agent_tower_run_first_event_seconds` | histogram | |
 //! | `agent_tower_run_duration_seconds` | histogram | `outcome` |
 //! | `agent_tower_model_tokens_total` | counter | `type` (`input`, `output`) |
-//! | `agent_tower_tool_calls_total` | counter | `tool` |
+//! | `agent_tower_tool_calls_total` | counter | `tool`, `outcome` (`ok`, `error`: a result marked as an error, `failed`: no result) (counted by [`MetricsLayer`]) |
 //! | `agent_tower_followers` | gauge | |
 //! | `agent_tower_interrupts_pending` | gauge | (read from the run log when scraped) |
 //! | `agent_tower_store_commit_seconds` | histogram | (a `RunStore`'s group commits) |
@@ -91,6 +91,7 @@ struct TokenLabel {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ToolLabel {
     tool: String,
+    outcome: &'static str,
 }
 
 /// The most distinct tool names counted; calls of others count under `other` (a model can
@@ -184,7 +185,11 @@ impl Metrics {
             duration.clone(),
         );
         registry.register("model_tokens", "Model tokens used, by type", tokens.clone());
-        registry.register("tool_calls", "Tool calls started, by tool", tools.clone());
+        registry.register(
+            "tool_calls",
+            "Tool calls, by tool and outcome",
+            tools.clone(),
+        );
         registry.register(
             "followers",
             "Clients following a run's events",
@@ -244,7 +249,6 @@ impl Metrics {
         for event in events {
             count += 1;
             match event {
-                Event::ToolCallStart(start) => self.tool_call(&start.tool_call_name),
                 Event::RunFinished(finished) => self.usage(finished.usage.as_deref()),
                 Event::RunError(error) => self.usage(error.usage.as_deref()),
                 _ => {}
@@ -253,9 +257,10 @@ impl Metrics {
         self.0.events.inc_by(count);
     }
 
-    fn tool_call(&self, tool: &str) {
+    fn tool_call(&self, tool: &str, outcome: &'static str) {
         let mut label = ToolLabel {
             tool: tool.to_owned(),
+            outcome,
         };
         if self.0.tools.get(&label).is_none()
             && self.0.tool_names.fetch_add(1, Ordering::Relaxed) >= MAX_TOOLS
@@ -314,5 +319,104 @@ impl Metrics {
         self.0
             .pending
             .set(i64::try_from(pending).unwrap_or(i64::MAX));
+    }
+}
+
+/// Counts tool calls by tool and outcome in the [`Metrics`] of the run they belong to (the run
+/// engine puts its metrics in each run's context, [`Runs::metrics`](crate::runs::Runs::metrics));
+/// calls of runs without metrics pass uncounted.
+///
+/// ```
+/// use agent_tower::{metrics::MetricsLayer, tool::ToolRouter};
+/// use tower::Layer;
+///
+/// let tools = MetricsLayer::new().layer(ToolRouter::new());
+/// # let _ = tools;
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MetricsLayer {
+    _priv: (),
+}
+
+impl MetricsLayer {
+    /// The layer.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl<S> tower_layer::Layer<S> for MetricsLayer {
+    type Service = Counted<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Counted { inner }
+    }
+}
+
+/// The service of [`MetricsLayer`].
+#[derive(Debug, Clone)]
+pub struct Counted<S> {
+    inner: S,
+}
+
+impl<S> tower_service::Service<crate::tool::ToolCall> for Counted<S>
+where
+    S: tower_service::Service<crate::tool::ToolCall, Response = crate::tool::ToolOutput>,
+{
+    type Response = crate::tool::ToolOutput;
+    type Error = S::Error;
+    type Future = CountedFuture<S::Future>;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, call: crate::tool::ToolCall) -> Self::Future {
+        let counted = call
+            .run
+            .extensions
+            .get::<Metrics>()
+            .map(|metrics| (metrics.clone(), call.name.clone()));
+        CountedFuture {
+            inner: self.inner.call(call),
+            counted,
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`Counted`].
+    pub struct CountedFuture<F> {
+        #[pin]
+        inner: F,
+        counted: Option<(Metrics, String)>,
+    }
+}
+
+impl<F, E> std::future::Future for CountedFuture<F>
+where
+    F: std::future::Future<Output = Result<crate::tool::ToolOutput, E>>,
+{
+    type Output = F::Output;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let this = self.project();
+        let output = std::task::ready!(this.inner.poll(cx));
+        if let Some((metrics, tool)) = this.counted.take() {
+            let outcome = match &output {
+                Ok(out) if out.is_error => "error",
+                Ok(_) => "ok",
+                Err(_) => "failed",
+            };
+            metrics.tool_call(&tool, outcome);
+        }
+        std::task::Poll::Ready(output)
     }
 }

@@ -267,6 +267,11 @@ where
         // The driver reads every event: the run never loses its sink to a viewer leaving.
         req.run.sinks.on_disconnect = Some(OnDisconnect::Continue);
         req.run.cancel = self.cancel.clone();
+        #[cfg(feature = "metrics")]
+        if let Some(metrics) = &self.inner.config.metrics {
+            // For the layers that count what happens inside the run (`MetricsLayer`).
+            req.run.extensions.insert(metrics.clone());
+        }
         let agent = self.inner.agent.clone();
         let mut run = Some(AssertUnwindSafe(agent.oneshot(req)).catch_unwind().boxed());
 

@@ -8,6 +8,7 @@ use crate::{
     agent::Agent,
     agui::{Agui, AguiLayer, Event},
     map_error::{DefaultClassifier, Detail, MapError, MapErrorLayer},
+    metrics::{Counted, MetricsLayer},
     model::scripted::ScriptedModel,
     permission::{Action, AutoApprove, InterruptApprover, Permission, PermissionLayer, Policy},
     post_process::{Citations, PostProcess, PostProcessLayer},
@@ -28,7 +29,7 @@ pub type ProductAgent<M, A = AutoApprove> = Trace<
         Classify<
             Agent<
                 Emit<Classify<PostProcess<State<Truncate<Trace<M>>>, Citations>>>,
-                Emit<Permission<State<Truncate<Trace<ToolRouter>>>, A>>,
+                Emit<Permission<State<Truncate<Counted<Trace<ToolRouter>>>>, A>>,
             >,
         >,
     >,
@@ -44,7 +45,7 @@ pub type ScriptedAgent<A = AutoApprove> = ProductAgent<ScriptedModel, A>;
 /// ```text
 /// agent:  TraceLayer > AguiLayer > MapErrorLayer > Agent
 /// model:  AguiLayer > MapErrorLayer > PostProcessLayer > StateLayer > TruncateLayer > TraceLayer > ScriptedModel
-/// tools:  AguiLayer > PermissionLayer > StateLayer > TruncateLayer > TraceLayer > ToolRouter (the demo tools)
+/// tools:  AguiLayer > PermissionLayer > StateLayer > TruncateLayer > MetricsLayer > TraceLayer > ToolRouter (the demo tools)
 /// ```
 ///
 /// `write_document` shows predictive state: its `document` argument is mirrored into the state key
@@ -132,8 +133,10 @@ pub fn product_agent<M, A: Clone>(
     let model =
         agui.layer(errors.layer(citations.layer(state.layer(truncate.layer(trace.layer(model))))));
     let permission = PermissionLayer::new(policy.tools(&tools.specs()), approver);
-    let tools_stack =
-        agui.layer(permission.layer(state.layer(truncate.layer(trace.layer(tools.clone())))));
+    let counted = MetricsLayer::new();
+    let tools_stack = agui.layer(
+        permission.layer(state.layer(truncate.layer(counted.layer(trace.layer(tools.clone()))))),
+    );
     let agent = Agent::new(model, tools_stack)
         .tool_specs(tools.specs())
         .max_turns(max_turns);
