@@ -66,6 +66,7 @@
 //! stack any tower layer on the router. Serve it with [`Connections`] (or [`serve`]), which bounds
 //! every connection in time and number where `axum::serve` does not.
 
+mod access;
 mod auth;
 mod demo;
 mod error;
@@ -92,6 +93,7 @@ use tokio_util::sync::CancellationToken;
 use tower_service::Service;
 
 pub use self::{
+    access::{AccessLog, AccessLogFuture, AccessLogLayer},
     auth::{BearerAuth, BearerAuthLayer, BearerTokens, MIN_TOKEN_BYTES, Scope},
     demo::{ProductAgent, ScriptedAgent, interrupting_agent, product_agent, scripted_agent},
     error::Rejection,
@@ -290,8 +292,8 @@ where
         self
     }
 
-    /// Logs one line per request at INFO (at WARN for a 5xx): method, path (never the query),
-    /// status and duration in ms, refusals by the guard and the auth included (off by default).
+    /// Logs one line per request ([`AccessLogLayer`]): method, path (never the query), status and
+    /// duration in ms, refusals by the guard and the auth included (off by default).
     pub fn access_log(mut self, on: bool) -> Self {
         self.config.access_log = on;
         self
@@ -396,49 +398,11 @@ where
         }
         .layer(guard);
         if access_log {
-            router.layer(access_log_layer())
+            router.layer(AccessLogLayer::new())
         } else {
             router
         }
     }
-}
-
-type AccessLog = tower_http::trace::TraceLayer<
-    tower_http::classify::SharedClassifier<tower_http::classify::ServerErrorsAsFailures>,
-    fn(&Request) -> tracing::Span,
-    (),
-    fn(&Response, Duration, &tracing::Span),
-    (),
-    (),
-    (),
->;
-
-/// One line per request: method and path in its span, status and duration when the head is
-/// sent (a stream's duration is its time to first byte).
-fn access_log_layer() -> AccessLog {
-    fn span(request: &Request) -> tracing::Span {
-        tracing::info_span!(
-            "request",
-            method = %request.method(),
-            path = %request.uri().path(),
-        )
-    }
-    fn response(response: &Response, latency: Duration, _: &tracing::Span) {
-        let status = response.status().as_u16();
-        let ms = u64::try_from(latency.as_millis()).unwrap_or(u64::MAX);
-        if response.status().is_server_error() {
-            tracing::warn!(status, duration_ms = ms, "answered");
-        } else {
-            tracing::info!(status, duration_ms = ms, "answered");
-        }
-    }
-    tower_http::trace::TraceLayer::new_for_http()
-        .make_span_with(span as fn(&Request) -> tracing::Span)
-        .on_request(())
-        .on_response(response as fn(&Response, Duration, &tracing::Span))
-        .on_body_chunk(())
-        .on_eos(())
-        .on_failure(())
 }
 
 /// The scope each route needs: none for the probes, [`Scope::Operator`] for the threads and the
