@@ -1,10 +1,12 @@
 //! `agent-tower --config FILE`: the file's settings apply, flags on the command line win, and a
 //! bad file is refused with a sentence. The built binary.
 
-use std::process::Stdio;
+use serde_json::json;
 
-use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader};
+#[path = "support/json_logs.rs"]
+mod json_logs;
+
+use json_logs::JsonLogged;
 
 const AGENT: &str = env!("CARGO_BIN_EXE_agent-tower");
 
@@ -34,28 +36,14 @@ allow-host = ["agents.example"]
 max-turns = 3
 "#,
     );
-    let mut child = tokio::process::Command::new(AGENT)
-        .arg("--config")
-        .arg(&file)
-        .args(["serve", "--path", "/from-the-flag"])
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let serving = tokio::time::timeout(std::time::Duration::from_secs(20), async {
-        loop {
-            let line = lines.next_line().await.unwrap().expect("the server starts");
-            let line: Value = serde_json::from_str(&line).expect("JSON logs, from the file");
-            if line["path"].is_string() {
-                return line;
-            }
-        }
-    })
-    .await
-    .expect("the server says where it serves");
+    let file = file.display().to_string();
+    let mut server = JsonLogged::start(
+        &["--config", &file, "serve", "--path", "/from-the-flag"],
+        &[],
+    );
+    let serving = server
+        .next("serving", |line| line["path"].is_string())
+        .await;
     assert_eq!(
         serving["path"], "/from-the-flag",
         "the flag wins: {serving}"
@@ -77,7 +65,7 @@ max-turns = 3
         .await
         .unwrap();
     assert_eq!(answer.status(), 422, "max-messages from the file applies");
-    child.kill().await.unwrap();
+    server.kill().await;
 }
 
 #[test]
@@ -114,36 +102,25 @@ async fn the_deployment_settings_start_a_server() {
     let dir = std::env::temp_dir().join(format!("agent-tower-deploy-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let store = format!("sqlite://{}", dir.join("runs.db").display());
-    let mut child = tokio::process::Command::new(AGENT)
-        .args([
+    let mut server = JsonLogged::start(
+        &[
             "--config",
             concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/agent-tower.toml"),
-        ])
-        .args(["serve", "--addr", "127.0.0.1:0", "--store", &store])
-        .env("AGENT_TOWER_TOKENS", "a-run-token-0123456789")
-        .env(
-            "AGENT_TOWER_OPERATOR_TOKENS",
-            "an-operator-token-0123456789",
-        )
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let serving = tokio::time::timeout(std::time::Duration::from_secs(20), async {
-        loop {
-            let line = lines.next_line().await.unwrap().expect("the server starts");
-            let line: Value = serde_json::from_str(&line).expect("JSON logs");
-            if line["path"].is_string() {
-                return line;
-            }
-        }
-    })
-    .await
-    .expect("the server says where it serves");
-    let base = format!("http://{}", serving["addr"].as_str().unwrap());
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--store",
+            &store,
+        ],
+        &[
+            ("AGENT_TOWER_TOKENS", "a-run-token-0123456789"),
+            (
+                "AGENT_TOWER_OPERATOR_TOKENS",
+                "an-operator-token-0123456789",
+            ),
+        ],
+    );
+    let base = server.base().await;
     let http = reqwest::Client::new();
     assert_eq!(
         http.get(format!("{base}/health"))
@@ -166,6 +143,6 @@ async fn the_deployment_settings_start_a_server() {
         .await
         .unwrap();
     assert_eq!(metrics.status(), 200);
-    child.kill().await.unwrap();
+    server.kill().await;
     std::fs::remove_dir_all(&dir).unwrap();
 }
