@@ -86,13 +86,8 @@ fn a_file_that_is_not_a_database_is_refused_at_once() {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("corrupt.db");
     std::fs::write(&path, vec![0x5a; 8192]).unwrap();
-    let output = Command::new(AGENT)
-        .args(["serve", "--store", &format!("sqlite://{}", path.display())])
-        .env("RUST_LOG", "error")
-        .output()
-        .expect("the binary runs");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success(), "{stderr}");
+    // The command line's last `--store` wins over the helper's `memory`.
+    let stderr = refused(&["--store", &format!("sqlite://{}", path.display())]);
     assert!(
         stderr.contains(&path.display().to_string()) && stderr.contains("not a database"),
         "{stderr}"
@@ -107,13 +102,7 @@ fn an_unreachable_postgres_is_named_without_its_password() {
     let port = closed.local_addr().unwrap().port();
     drop(closed);
     let url = format!("postgres://user:hunter2@127.0.0.1:{port}/agents");
-    let output = Command::new(AGENT)
-        .args(["serve", "--store", &url])
-        .env("RUST_LOG", "error")
-        .output()
-        .expect("the binary runs");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success(), "{stderr}");
+    let stderr = refused(&["--store", &url]);
     assert!(
         stderr.contains(&format!(
             "cannot reach the PostgreSQL server 127.0.0.1:{port}/agents"

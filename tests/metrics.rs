@@ -164,16 +164,18 @@ async fn prometheus_scrapes_runs_by_outcome() {
             ("success".to_owned(), "1".to_owned()),
         ]
     );
-    let tools: Value = http
-        .get(format!(
-            "http://127.0.0.1:{port}/api/v1/query?query=agent_tower_tool_calls_total"
+    let instant = async |query: &str| -> Value {
+        http.get(format!(
+            "http://127.0.0.1:{port}/api/v1/query?query={query}"
         ))
         .send()
         .await
         .unwrap()
         .json()
         .await
-        .unwrap();
+        .unwrap()
+    };
+    let tools = instant("agent_tower_tool_calls_total").await;
     assert_eq!(
         tools["data"]["result"][0]["metric"]["tool"], "add",
         "{tools}"
@@ -182,16 +184,7 @@ async fn prometheus_scrapes_runs_by_outcome() {
         tools["data"]["result"][0]["metric"]["outcome"], "ok",
         "{tools}"
     );
-    let tokens: Value = http
-        .get(format!(
-            "http://127.0.0.1:{port}/api/v1/query?query=agent_tower_model_tokens_total%7Btype%3D%22output%22%7D"
-        ))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let tokens = instant("agent_tower_model_tokens_total%7Btype%3D%22output%22%7D").await;
     let output: f64 = tokens["data"]["result"][0]["value"][1]
         .as_str()
         .and_then(|v| v.parse().ok())
