@@ -314,20 +314,22 @@ async fn a_quiet_run_gets_ping_comments() {
         .into_router();
     let response = router.oneshot(post_json(&input("t", "hi"))).await.unwrap();
     let mut body = response.into_body();
-    let mut frames = Vec::new();
-    while frames.len() < 3 {
+    let mut text = String::new();
+    while !text.ends_with(": ping\n\n") {
         let frame = body.frame().await.unwrap().unwrap().into_data().unwrap();
-        frames.push(String::from_utf8(frame.to_vec()).unwrap());
+        text.push_str(std::str::from_utf8(&frame).unwrap());
     }
+    let blocks: Vec<&str> = text.split_terminator("\n\n").collect();
+    assert_eq!(blocks.len(), 3, "{text}");
     assert!(
-        frames[0].starts_with("id: run-hi:1\ndata: {\"type\":\"RUN_STARTED\""),
-        "{frames:?}"
+        blocks[0].starts_with("id: run-hi:1\ndata: {\"type\":\"RUN_STARTED\""),
+        "{text}"
     );
     assert!(
-        frames[1].starts_with("id: run-hi:2\ndata: {\"type\":\"STEP_STARTED\""),
-        "{frames:?}"
+        blocks[1].starts_with("id: run-hi:2\ndata: {\"type\":\"STEP_STARTED\""),
+        "{text}"
     );
-    assert_eq!(frames[2], ": ping\n\n");
+    assert_eq!(blocks[2], ": ping");
 }
 
 #[tokio::test]

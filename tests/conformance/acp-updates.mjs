@@ -1,0 +1,88 @@
+// The ACP bench's client (`cargo bench --bench acp`): the official TypeScript ACP client
+// (@agentclientprotocol/sdk) over stdio, counting `agent_message_chunk` updates per second.
+//
+//   node acp-updates.mjs <words> <rounds> <agent command> [arguments…]
+//   node acp-updates.mjs <words> <rounds> --sdk-agent
+//
+// Each round sends one prompt of <words> words; the agent answers "You said: <the words>", one
+// chunk a word. A round is timed from the prompt's request to its response, and checked: every
+// chunk arrived, in order, before the response. Prints one JSON line per round:
+// {"chunks": N, "ms": T, "updates_per_s": U}.
+//
+// `--sdk-agent` starts the same answer written with the SDK's own agent side (this file, run with
+// `agent` as its only argument), for comparison.
+import { spawn } from "node:child_process";
+import { Readable, Writable } from "node:stream";
+import { fileURLToPath } from "node:url";
+import assert from "node:assert/strict";
+import * as acp from "@agentclientprotocol/sdk";
+
+/** "You said: a b c" in the chunks our scripted model streams: each word with its following space. */
+function chunksOf(words) {
+  const text = `You said: ${words}`;
+  return text.match(/\S+\s*/g);
+}
+
+if (process.argv[2] === "agent") {
+  let sessions = 0;
+  const stream = acp.ndJsonStream(Writable.toWeb(process.stdout), Readable.toWeb(process.stdin));
+  const connection = acp
+    .agent({ name: "sdk-agent" })
+    .onRequest(acp.methods.agent.initialize, async () => ({
+      protocolVersion: acp.PROTOCOL_VERSION,
+      agentCapabilities: {},
+    }))
+    .onRequest(acp.methods.agent.session.new, async () => ({ sessionId: `s${++sessions}` }))
+    .onRequest(acp.methods.agent.session.prompt, async ({ params, client }) => {
+      const words = params.prompt.map((block) => block.text).join("");
+      for (const chunk of chunksOf(words)) {
+        await client.notify(acp.methods.client.session.update, {
+          sessionId: params.sessionId,
+          update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: chunk } },
+        });
+      }
+      return { stopReason: "end_turn" };
+    })
+    .connect(stream);
+  await connection.closed;
+} else {
+  const [words, rounds, ...command] = process.argv.slice(2);
+  if (!command.length) throw new Error("usage: node acp-updates.mjs <words> <rounds> <agent command…>");
+  const [bin, ...args] =
+    command[0] === "--sdk-agent" ? [process.execPath, fileURLToPath(import.meta.url), "agent"] : command;
+  const child = spawn(bin, args, { stdio: ["pipe", "pipe", "inherit"] });
+  const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
+  let received = [];
+  const client = acp
+    .client({ name: "acp-updates" })
+    .onNotification(acp.methods.client.session.update, async ({ params }) => {
+      if (params.update.sessionUpdate === "agent_message_chunk") received.push(params.update.content.text);
+    });
+  const prompt = Array.from({ length: Number(words) }, (_, i) => `w${i}`).join(" ");
+  const expected = chunksOf(prompt);
+  try {
+    await client.connectWith(stream, async (ctx) => {
+      await ctx.request(acp.methods.agent.initialize, {
+        protocolVersion: acp.PROTOCOL_VERSION,
+        clientCapabilities: {},
+      });
+      for (let round = 0; round < Number(rounds); round++) {
+        const { sessionId } = await ctx.request(acp.methods.agent.session.new, { cwd: process.cwd(), mcpServers: [] });
+        received = [];
+        const started = process.hrtime.bigint();
+        const answer = await ctx.request(acp.methods.agent.session.prompt, {
+          sessionId,
+          prompt: [{ type: "text", text: prompt }],
+        });
+        const ms = Number(process.hrtime.bigint() - started) / 1e6;
+        assert.equal(answer.stopReason, "end_turn");
+        assert.equal(received.length, expected.length, "every chunk before the response");
+        assert.equal(received.join(""), expected.join(""));
+        const chunks = received.length;
+        console.log(JSON.stringify({ chunks, ms, updates_per_s: Math.round((chunks * 1000) / ms) }));
+      }
+    });
+  } finally {
+    child.kill("SIGKILL");
+  }
+}
