@@ -22,7 +22,8 @@
 //! Environment: `LOAD_STORES` (`none,sqlite`), `LOAD_SHORT` (clients × runs, `50x40`),
 //! `LOAD_PACED` (runs per second × seconds, `1000x5`),
 //! `LOAD_LONG` (`10x20,100x20`), `LOAD_IDLE` (`1000,10000`); an empty value skips a phase.
-//! `LOAD_URL` drives a server started elsewhere (to profile it) instead of starting one.
+//! `LOAD_URL` drives a server started elsewhere (to profile it) instead of starting one;
+//! `LOAD_BIN` starts another build of `agent-tower` (to compare two builds side by side).
 
 use std::{
     process::Stdio,
@@ -96,7 +97,8 @@ impl Server {
             }
             other => (other.to_owned(), None),
         };
-        let mut child = tokio::process::Command::new(AGENT)
+        let agent = std::env::var("LOAD_BIN").unwrap_or_else(|_| AGENT.to_owned());
+        let mut child = tokio::process::Command::new(agent)
             .args(["serve", "--addr", "127.0.0.1:0", "--store", &url])
             .args(["--busy-thread", "queue"])
             .env("RUST_LOG", "info")

@@ -112,7 +112,7 @@ fn request(tokens: u64) -> ModelRequest {
         .insert(ForwardedProps(json!({"scripted": {"tokens": tokens}})));
     ModelRequest {
         messages: Vec::new(),
-        tools: Vec::new(),
+        tools: Default::default(),
         options: Default::default(),
         run,
     }

@@ -31,7 +31,7 @@
 //!     .service(model);
 //!
 //! // The agent consumes the model's events as they are...
-//! let req = ModelRequest { messages: vec![], tools: vec![], options: Default::default(), run: Default::default() };
+//! let req = ModelRequest { messages: vec![], tools: Default::default(), options: Default::default(), run: Default::default() };
 //! let events: Vec<_> = model.oneshot(req).await?.collect().await;
 //! assert_eq!(events.len(), 3);
 //!

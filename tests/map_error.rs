@@ -190,7 +190,7 @@ async fn model_call_and_stream_errors_are_classified() {
     let model = MapErrorLayer::new().detail(Detail::Code).layer(model);
     let req = ModelRequest {
         messages: vec![],
-        tools: vec![],
+        tools: Default::default(),
         options: Default::default(),
         run: Default::default(),
     };

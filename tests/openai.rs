@@ -35,7 +35,8 @@ fn request() -> ModelRequest {
                 "properties": {"city": {"type": "string"}},
                 "required": ["city"],
             })),
-        ],
+        ]
+        .into(),
         options: Default::default(),
         run,
     }

@@ -92,7 +92,7 @@ type StateContext = Arc<dyn Fn(&serde_json::Value) -> Option<Message> + Send + S
 
 #[derive(Clone)]
 struct Config {
-    tool_specs: Vec<ToolSpec>,
+    tool_specs: Arc<[ToolSpec]>,
     max_turns: NonZeroU32,
     options: ModelOptions,
     state_context: Option<StateContext>,
@@ -125,7 +125,7 @@ impl<M, T> Agent<M, T> {
             model,
             tools,
             config: Arc::new(Config {
-                tool_specs: Vec::new(),
+                tool_specs: Arc::default(),
                 max_turns: NonZeroU32::new(16).expect("16 is not zero"),
                 options: ModelOptions::default(),
                 state_context: None,
@@ -137,7 +137,7 @@ impl<M, T> Agent<M, T> {
     /// The tools the model is told about (typically [`ToolRouter::specs`](crate::tool::ToolRouter::specs)).
     #[must_use]
     pub fn tool_specs(mut self, specs: Vec<ToolSpec>) -> Self {
-        self.config_mut().tool_specs = specs;
+        self.config_mut().tool_specs = specs.into();
         self
     }
 
@@ -299,11 +299,19 @@ where
     let context: Arc<[ContextEntry]> = context.into();
     run.extensions.insert(context.clone());
     let client_tool_names: HashSet<String> = client_tools.iter().map(|t| t.name.clone()).collect();
-    let mut specs = config.tool_specs.clone();
-    if let Some(RunTools(tools)) = run.extensions.get::<RunTools>() {
-        specs.extend(tools.specs());
-    }
-    specs.extend(client_tools);
+    // What the model is offered, shared by every step (the agent's own list as it is, unless the
+    // run brings tools of its own).
+    let run_tools = run.extensions.get::<RunTools>();
+    let specs: Arc<[ToolSpec]> = if run_tools.is_none() && client_tools.is_empty() {
+        config.tool_specs.clone()
+    } else {
+        let mut specs = config.tool_specs.to_vec();
+        if let Some(RunTools(tools)) = run_tools {
+            specs.extend(tools.specs());
+        }
+        specs.extend(client_tools);
+        specs.into()
+    };
     let mut usage = Usage::default();
     let finish = |stop, messages, usage, pending, interrupts| {
         let state = shared.get();

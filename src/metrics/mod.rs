@@ -45,8 +45,6 @@ use prometheus_client::{
     registry::Registry,
 };
 
-use crate::agui::Event;
-
 /// How a run ended, as the `outcome` label says it.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
 pub(crate) enum Outcome {
@@ -236,25 +234,18 @@ impl Metrics {
         self.0.active.inc();
     }
 
-    /// Events written by a run `since_start` after it started (`first`: the first write).
-    pub(crate) fn written<'a>(
+    /// `events` were logged (`first`: the run's first write, this long after its start); `usage` is what the terminal event among them counted.
+    pub(crate) fn written(
         &self,
-        events: impl IntoIterator<Item = &'a Event>,
+        events: u64,
+        usage: Option<&[crate::agui::event::TokenUsage]>,
         first: Option<Duration>,
     ) {
         if let Some(elapsed) = first {
             self.0.first_event.observe(elapsed.as_secs_f64());
         }
-        let mut count = 0;
-        for event in events {
-            count += 1;
-            match event {
-                Event::RunFinished(finished) => self.usage(finished.usage.as_deref()),
-                Event::RunError(error) => self.usage(error.usage.as_deref()),
-                _ => {}
-            }
-        }
-        self.0.events.inc_by(count);
+        self.usage(usage);
+        self.0.events.inc_by(events);
     }
 
     fn tool_call(&self, tool: &str, outcome: &'static str) {

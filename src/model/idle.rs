@@ -161,7 +161,7 @@ mod tests {
     fn request() -> ModelRequest {
         ModelRequest {
             messages: Vec::new(),
-            tools: Vec::new(),
+            tools: Default::default(),
             options: crate::model::ModelOptions::default(),
             run: RunContext::new("t".into(), "r".into()),
         }

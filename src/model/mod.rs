@@ -54,8 +54,8 @@ use crate::{
 pub struct ModelRequest {
     /// The conversation so far.
     pub messages: Vec<Message>,
-    /// The tools the model may call.
-    pub tools: Vec<ToolSpec>,
+    /// The tools the model may call (shared by every step of a run).
+    pub tools: std::sync::Arc<[ToolSpec]>,
     /// Sampling options.
     pub options: ModelOptions,
     /// The run this step belongs to; `run.message_id` is the id of the message this step writes.

@@ -31,7 +31,7 @@
 //! )));
 //! let req = ModelRequest {
 //!     messages: vec![Message::user("How is the weather?")],
-//!     tools: vec![], options: Default::default(), run: Default::default(),
+//!     tools: Default::default(), options: Default::default(), run: Default::default(),
 //! };
 //! let events: Vec<_> = model.oneshot(req).await.unwrap().collect().await;
 //! assert!(matches!(&events[0], Ok(ModelEvent::TextDelta { delta, .. }) if delta == "Sunny."));
@@ -537,7 +537,7 @@ mod tests {
         ));
         let req = ModelRequest {
             messages: vec![],
-            tools: vec![],
+            tools: Default::default(),
             options: Default::default(),
             run,
         };

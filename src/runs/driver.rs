@@ -200,6 +200,7 @@ where
             started: Instant::now(),
             logged: 0,
             code: None,
+            ending: None,
             taken: (0, 0),
             terminal: false,
         };
@@ -242,6 +243,8 @@ struct Driver<A> {
     logged: u64,
     /// The code of the `RUN_ERROR` written, if one was.
     code: Option<String>,
+    /// The terminal event taken and not yet logged: its `RUN_ERROR` code and token usage.
+    ending: Option<Ending>,
     /// Events and bytes of JSON this attempt took.
     taken: (u64, u64),
     /// Whether the last event taken ends the run's segment.
@@ -249,6 +252,28 @@ struct Driver<A> {
 }
 
 type Write = BoxFuture<'static, (Vec<LoggedEvent>, Result<(), LogError>)>;
+
+/// What a run's terminal event says that the driver reports once it is logged.
+struct Ending {
+    code: Option<String>,
+    #[cfg(feature = "metrics")]
+    usage: Option<Vec<crate::agui::event::TokenUsage>>,
+}
+
+impl Ending {
+    fn of(event: &Event) -> Option<Self> {
+        let (code, _usage) = match event {
+            Event::RunFinished(finished) => (None, &finished.usage),
+            Event::RunError(error) => (error.code.clone(), &error.usage),
+            _ => return None,
+        };
+        Some(Self {
+            code,
+            #[cfg(feature = "metrics")]
+            usage: _usage.as_deref().map(<[_]>::to_vec),
+        })
+    }
+}
 
 impl<A> Driver<A>
 where
@@ -378,7 +403,7 @@ where
     /// bounds: then why.
     fn take_bounded(&mut self, batch: &mut Vec<LoggedEvent>, event: Event) -> Result<(), String> {
         let bounds = self.inner.config.max_run;
-        let logged = LoggedEvent::new(self.next_seq, event);
+        let logged = LoggedEvent::of(self.next_seq, &event);
         let (events, bytes) = (self.taken.0 + 1, self.taken.1 + logged.json().len() as u64);
         if events > bounds.events || bytes > bounds.bytes {
             return Err(format!(
@@ -388,18 +413,22 @@ where
             ));
         }
         self.taken = (events, bytes);
-        self.push(batch, logged);
+        self.push(batch, logged, &event);
         Ok(())
     }
 
     /// Takes one event of the run into the batch being gathered.
     fn take(&mut self, batch: &mut Vec<LoggedEvent>, event: Event) {
-        let logged = LoggedEvent::new(self.next_seq, event);
-        self.push(batch, logged);
+        let logged = LoggedEvent::of(self.next_seq, &event);
+        self.push(batch, logged, &event);
     }
 
-    fn push(&mut self, batch: &mut Vec<LoggedEvent>, logged: LoggedEvent) {
-        self.terminal = logged.is_terminal();
+    fn push(&mut self, batch: &mut Vec<LoggedEvent>, logged: LoggedEvent, event: &Event) {
+        let ending = Ending::of(event);
+        self.terminal = ending.is_some();
+        if ending.is_some() {
+            self.ending = ending;
+        }
         batch.push(logged);
         self.next_seq += 1;
     }
@@ -415,13 +444,19 @@ where
 
     /// `events` are committed: followers here read them from memory.
     fn logged(&mut self, events: &[LoggedEvent]) {
+        // A batch holding the terminal event ends with it.
+        let ending = events
+            .last()
+            .filter(|last| last.is_terminal())
+            .and_then(|_| self.ending.take());
         #[cfg(feature = "metrics")]
         if let Some(metrics) = &self.inner.config.metrics {
             let first = (self.logged == 0).then(|| self.started.elapsed());
-            metrics.written(events.iter().filter_map(LoggedEvent::typed), first);
+            let usage = ending.as_ref().and_then(|ending| ending.usage.as_deref());
+            metrics.written(events.len() as u64, usage, first);
         }
-        if let Some(Event::RunError(error)) = events.last().and_then(LoggedEvent::typed) {
-            self.code.clone_from(&error.code);
+        if let Some(ending) = ending {
+            self.code = ending.code;
         }
         self.logged += events.len() as u64;
         self.topic.logged(events);

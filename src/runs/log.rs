@@ -1,9 +1,7 @@
 //! The run log's contract ([`RunLog`]) and what it stores.
 
 use std::{
-    borrow::Cow,
     fmt,
-    sync::Arc,
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
@@ -198,9 +196,8 @@ pub enum Interrupts<'a> {
     ResolvedBy(&'a RunId),
 }
 
-/// One event of a run's log: its place (from 1) and its AG-UI JSON, plus the typed event when this
-/// process logged it (a follower sending protobuf needs it; one reading an older log parses the
-/// JSON).
+/// One event of a run's log: its place (from 1) and its AG-UI JSON, serialized once for every
+/// follower and every store (a follower sending protobuf parses it back).
 ///
 /// Events that are not in the log (a follower's own `RUN_ERROR` when the log cannot be read) have
 /// sequence number 0.
@@ -209,19 +206,37 @@ pub struct LoggedEvent {
     /// Position in the run's log, from 1 (0: not logged).
     pub seq: u64,
     json: Bytes,
-    event: Option<Arc<Event>>,
 }
 
 impl LoggedEvent {
     /// `event` at `seq`, serialized once for every follower.
     #[must_use]
     pub fn new(seq: u64, event: Event) -> Self {
-        let json = serde_json::to_vec(&event).expect("AG-UI events serialize");
-        Self {
-            seq,
-            json: json.into(),
-            event: Some(Arc::new(event)),
+        Self::of(seq, &event)
+    }
+
+    /// `event` at `seq`: its JSON in one allocation of its exact size (serialized into a buffer
+    /// this thread reuses, then copied).
+    pub(crate) fn of(seq: u64, event: &Event) -> Self {
+        thread_local! {
+            static BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
         }
+        /// A buffer that grew past this (a large snapshot) is not kept.
+        const KEPT: usize = 64 * 1024;
+        let json = BUFFER.with(|buffer| {
+            let Ok(mut buffer) = buffer.try_borrow_mut() else {
+                // Serializing an event serialized another (a custom `Serialize` of a value).
+                return Bytes::from(serde_json::to_vec(event).expect("AG-UI events serialize"));
+            };
+            buffer.clear();
+            serde_json::to_writer(&mut *buffer, event).expect("AG-UI events serialize");
+            let json = Bytes::copy_from_slice(&buffer);
+            if buffer.capacity() > KEPT {
+                *buffer = Vec::new();
+            }
+            json
+        });
+        Self { seq, json }
     }
 
     /// An event read back from a log as its JSON.
@@ -230,7 +245,6 @@ impl LoggedEvent {
         Self {
             seq,
             json: json.into(),
-            event: None,
         }
     }
 
@@ -246,23 +260,14 @@ impl LoggedEvent {
         std::str::from_utf8(&self.json).unwrap_or_default()
     }
 
-    /// The typed event: the one logged in this process, else parsed from the JSON.
+    /// The typed event, parsed from the JSON.
     ///
     /// # Errors
     ///
     /// When the logged JSON is not an AG-UI event.
-    pub fn event(&self) -> Result<Cow<'_, Event>, LogError> {
-        match &self.event {
-            Some(event) => Ok(Cow::Borrowed(event)),
-            None => serde_json::from_slice(&self.json)
-                .map(Cow::Owned)
-                .map_err(|e| LogError::Corrupt(format!("logged event ({e})"))),
-        }
-    }
-
-    /// The typed event, when it was logged in this process.
-    pub(crate) fn typed(&self) -> Option<&Event> {
-        self.event.as_deref()
+    pub fn event(&self) -> Result<Event, LogError> {
+        serde_json::from_slice(&self.json)
+            .map_err(|e| LogError::Corrupt(format!("logged event ({e})")))
     }
 
     /// The same event at `seq`.
@@ -275,14 +280,8 @@ impl LoggedEvent {
     /// Whether it ends a run segment (`RUN_FINISHED`, `RUN_ERROR`).
     #[must_use]
     pub fn is_terminal(&self) -> bool {
-        match &self.event {
-            Some(event) => matches!(**event, Event::RunFinished(_) | Event::RunError(_)),
-            None => {
-                let text = self.json_str();
-                text.starts_with(r#"{"type":"RUN_FINISHED""#)
-                    || text.starts_with(r#"{"type":"RUN_ERROR""#)
-            }
-        }
+        self.json.starts_with(br#"{"type":"RUN_FINISHED""#)
+            || self.json.starts_with(br#"{"type":"RUN_ERROR""#)
     }
 }
 

@@ -1,4 +1,4 @@
-// The ACP bench's client (`cargo bench --bench acp`): the official TypeScript ACP client
+// The ACP bench's client (`cargo bench --bench acp_updates`): the official TypeScript ACP client
 // (@agentclientprotocol/sdk) over stdio, counting `agent_message_chunk` updates per second.
 //
 //   node acp-updates.mjs <words> <rounds> <agent command> [arguments…]
@@ -7,13 +7,16 @@
 // Each round sends one prompt of <words> words; the agent answers "You said: <the words>", one
 // chunk a word. A round is timed from the prompt's request to its response, and checked: every
 // chunk arrived, in order, before the response. Prints one JSON line per round:
-// {"chunks": N, "ms": T, "updates_per_s": U}.
+// {"chunks": N, "ms": T, "updates_per_s": U, "client_cpu": C, "agent_cpu_us": A}: C is the share
+// of one core this client used during the round (near 1: the client is what limits the rate), A
+// the agent process's CPU time in the round, in microseconds (from /proc; null elsewhere).
 //
 // `--sdk-agent` starts the same answer written with the SDK's own agent side (this file, run with
 // `agent` as its only argument), for comparison.
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 import { fileURLToPath } from "node:url";
+import { readFileSync } from "node:fs";
 import assert from "node:assert/strict";
 import * as acp from "@agentclientprotocol/sdk";
 
@@ -21,6 +24,18 @@ import * as acp from "@agentclientprotocol/sdk";
 function chunksOf(words) {
   const text = `You said: ${words}`;
   return text.match(/\S+\s*/g);
+}
+
+/** CPU time of process `pid` so far, in microseconds (Linux), or null. */
+function cpuMicros(pid) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    // utime and stime (fields 14 and 15 of the line), in clock ticks of 10 ms.
+    return (Number(fields[11]) + Number(fields[12])) * 10_000;
+  } catch {
+    return null;
+  }
 }
 
 if (process.argv[2] === "agent") {
@@ -69,17 +84,29 @@ if (process.argv[2] === "agent") {
       for (let round = 0; round < Number(rounds); round++) {
         const { sessionId } = await ctx.request(acp.methods.agent.session.new, { cwd: process.cwd(), mcpServers: [] });
         received = [];
+        const agentBefore = cpuMicros(child.pid);
+        const cpuBefore = process.cpuUsage();
         const started = process.hrtime.bigint();
         const answer = await ctx.request(acp.methods.agent.session.prompt, {
           sessionId,
           prompt: [{ type: "text", text: prompt }],
         });
         const ms = Number(process.hrtime.bigint() - started) / 1e6;
+        const cpu = process.cpuUsage(cpuBefore);
+        const agentAfter = cpuMicros(child.pid);
         assert.equal(answer.stopReason, "end_turn");
         assert.equal(received.length, expected.length, "every chunk before the response");
         assert.equal(received.join(""), expected.join(""));
         const chunks = received.length;
-        console.log(JSON.stringify({ chunks, ms, updates_per_s: Math.round((chunks * 1000) / ms) }));
+        console.log(
+          JSON.stringify({
+            chunks,
+            ms,
+            updates_per_s: Math.round((chunks * 1000) / ms),
+            client_cpu: (cpu.user + cpu.system) / 1000 / ms,
+            agent_cpu_us: agentBefore === null || agentAfter === null ? null : agentAfter - agentBefore,
+          }),
+        );
       }
     });
   } finally {

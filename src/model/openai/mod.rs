@@ -30,7 +30,7 @@
 //! let model = OpenAi::new("http://127.0.0.1:11434/v1", "qwen3:0.6b").api_key_env("OPENAI_API_KEY");
 //! let request = ModelRequest {
 //!     messages: vec![Message::user("Say hi.")],
-//!     tools: Vec::new(),
+//!     tools: Default::default(),
 //!     options: Default::default(),
 //!     run: RunContext::new("thread".into(), "run".into()),
 //! };

@@ -132,7 +132,7 @@ mod tests {
     fn request(messages: Vec<Message>) -> ModelRequest {
         ModelRequest {
             messages,
-            tools: vec![ToolSpec::new("add", "Adds.").parameters(json!({"type": "object"}))],
+            tools: vec![ToolSpec::new("add", "Adds.").parameters(json!({"type": "object"}))].into(),
             options: crate::model::ModelOptions::default(),
             run: RunContext::new("t".into(), "r".into()),
         }
