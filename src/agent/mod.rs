@@ -235,12 +235,14 @@ where
         let background = req.run.background();
         let grace = self.config.background_grace;
         let shared = req.run.shared_state(req.state.as_ref());
-        let run = run_loop(
+        // Boxed on its own: the wrappers below keep a pointer, not three copies of the loop's
+        // state (an async block keeps what it captured beside the futures it awaits).
+        let run = Box::pin(run_loop(
             self.model.clone(),
             self.tools.clone(),
             self.config.clone(),
             req,
-        );
+        ));
         let run = async move {
             let mut result = crate::run::with_background(run, &background, grace).await;
             // Background work may have changed the state after the loop ended.
@@ -255,7 +257,7 @@ where
     }
 }
 
-/// The agent's response future (boxed once per run, never per token).
+/// The agent's response future (boxed per run, never per token).
 pub struct ResponseFuture(Pin<Box<dyn Future<Output = Result<RunOutcome, BoxError>> + Send>>);
 
 impl Future for ResponseFuture {

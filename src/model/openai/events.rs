@@ -17,6 +17,9 @@ use crate::{
 
 #[derive(Deserialize)]
 struct Chunk {
+    /// An error reported inside the stream (the whole chunk is then the error).
+    #[serde(default)]
+    error: Option<Value>,
     #[serde(default)]
     choices: Option<Vec<Choice>>,
     #[serde(default)]
@@ -151,11 +154,11 @@ impl Decoder {
             out.push_back(ModelEvent::Finish(reason));
             return Ok(true);
         }
-        let value: Value = serde_json::from_str(data).map_err(unreadable)?;
-        if value.get("error").is_some() {
-            return Err(error::from_stream(&value));
+        // One parse, into the chunk's own types.
+        let chunk: Chunk = serde_json::from_str(data).map_err(unreadable)?;
+        if let Some(error) = &chunk.error {
+            return Err(error::from_stream(error));
         }
-        let chunk: Chunk = serde_json::from_value(value).map_err(unreadable)?;
         // Only the first choice: one answer per step.
         for choice in chunk.choices.unwrap_or_default() {
             if choice.index != 0 {
