@@ -157,7 +157,7 @@ fn content_events(tokens: u64) -> Vec<Event> {
         .map(|i| {
             TextMessageContent {
                 message_id: id.clone(),
-                delta: ["lorem ", "ipsum ", "dolor "][i as usize % 3].to_owned(),
+                delta: ["lorem ", "ipsum ", "dolor "][i as usize % 3].into(),
                 subagent_run_id: None,
                 base: BaseEvent::default(),
             }

@@ -102,6 +102,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod agent;
+pub mod delta;
 pub mod id;
 pub mod message;
 pub mod model;

@@ -40,7 +40,7 @@ impl Step {
             ModelEvent::ReasoningDelta { message_id, delta } => {
                 match self.reasoning.iter_mut().find(|(id, _)| *id == message_id) {
                     Some((_, content)) => content.push_str(&delta),
-                    None => self.reasoning.push((message_id, delta)),
+                    None => self.reasoning.push((message_id, String::from(&*delta))),
                 }
             }
             ModelEvent::ToolCallStart { id, name } => {

@@ -8,7 +8,10 @@ use serde_json::Value;
 use serde_with::skip_serializing_none;
 
 use super::input::{Interrupt, Message, RunAgentInput};
-use crate::id::{MessageId, RunId, ThreadId, ToolCallId};
+use crate::{
+    delta::Delta,
+    id::{MessageId, RunId, ThreadId, ToolCallId},
+};
 
 /// Fields every event may carry.
 #[skip_serializing_none]
@@ -180,10 +183,10 @@ impl Event {
     }
 
     /// `TEXT_MESSAGE_CONTENT`.
-    pub fn text_message_content(message_id: MessageId, delta: String) -> Self {
+    pub fn text_message_content(message_id: MessageId, delta: impl Into<Delta>) -> Self {
         TextMessageContent {
             message_id,
-            delta,
+            delta: delta.into(),
             subagent_run_id: None,
             base: BaseEvent::default(),
         }
@@ -232,10 +235,10 @@ impl Event {
     }
 
     /// `REASONING_MESSAGE_CONTENT`.
-    pub fn reasoning_message_content(message_id: MessageId, delta: String) -> Self {
+    pub fn reasoning_message_content(message_id: MessageId, delta: impl Into<Delta>) -> Self {
         ReasoningMessageContent {
             message_id,
-            delta,
+            delta: delta.into(),
             subagent_run_id: None,
             base: BaseEvent::default(),
         }
@@ -269,10 +272,10 @@ impl Event {
     }
 
     /// `TOOL_CALL_ARGS`.
-    pub fn tool_call_args(tool_call_id: ToolCallId, delta: String) -> Self {
+    pub fn tool_call_args(tool_call_id: ToolCallId, delta: impl Into<Delta>) -> Self {
         ToolCallArgs {
             tool_call_id,
-            delta,
+            delta: delta.into(),
             subagent_run_id: None,
             base: BaseEvent::default(),
         }
@@ -428,7 +431,7 @@ event_struct! {
         /// The message.
         message_id: MessageId,
         /// The new text (may be empty).
-        delta: String,
+        delta: Delta,
         /// The sub-agent run this belongs to.
         subagent_run_id: Option<String>,
     }
@@ -480,7 +483,7 @@ event_struct! {
         /// The call.
         tool_call_id: ToolCallId,
         /// A fragment of the JSON arguments.
-        delta: String,
+        delta: Delta,
         /// The sub-agent run this belongs to.
         subagent_run_id: Option<String>,
     }
@@ -664,7 +667,7 @@ event_struct! {
         /// The reasoning message.
         message_id: MessageId,
         /// The new text.
-        delta: String,
+        delta: Delta,
         /// The sub-agent run this belongs to.
         subagent_run_id: Option<String>,
     }

@@ -417,7 +417,7 @@ pub fn to_wire(event: &Event) -> Option<wire::Event> {
         Event::TextMessageContent(e) => W::TextMessageContent(wire::TextMessageContentEvent {
             base_event: base(T::TextMessageContent, &e.base),
             message_id: id(&e.message_id),
-            delta: e.delta.clone(),
+            delta: e.delta.to_string(),
             subagent_run_id: sub(&e.subagent_run_id),
         }),
         Event::TextMessageEnd(e) => W::TextMessageEnd(wire::TextMessageEndEvent {
@@ -443,7 +443,7 @@ pub fn to_wire(event: &Event) -> Option<wire::Event> {
         Event::ToolCallArgs(e) => W::ToolCallArgs(wire::ToolCallArgsEvent {
             base_event: base(T::ToolCallArgs, &e.base),
             tool_call_id: id(&e.tool_call_id),
-            delta: e.delta.clone(),
+            delta: e.delta.to_string(),
             subagent_run_id: sub(&e.subagent_run_id),
         }),
         Event::ToolCallEnd(e) => W::ToolCallEnd(wire::ToolCallEndEvent {
@@ -535,7 +535,7 @@ pub fn to_wire(event: &Event) -> Option<wire::Event> {
                 base_event: base(T::ReasoningMessageContent, &e.base),
                 subagent_run_id: sub(&e.subagent_run_id),
                 message_id: id(&e.message_id),
-                delta: e.delta.clone(),
+                delta: e.delta.to_string(),
             })
         }
         Event::ReasoningMessageEnd(e) => W::ReasoningMessageEnd(wire::ReasoningMessageEndEvent {

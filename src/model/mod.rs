@@ -43,6 +43,7 @@ use tower_service::Service;
 
 use crate::{
     BoxError,
+    delta::Delta,
     id::{MessageId, ToolCallId},
     message::Message,
     run::RunContext,
@@ -80,14 +81,14 @@ pub enum ModelEvent {
         /// The message the text belongs to.
         message_id: MessageId,
         /// The new text.
-        delta: String,
+        delta: Delta,
     },
     /// A piece of the model's reasoning.
     ReasoningDelta {
         /// The reasoning message the text belongs to.
         message_id: MessageId,
         /// The new text.
-        delta: String,
+        delta: Delta,
     },
     /// The model starts a tool call.
     ToolCallStart {
@@ -101,7 +102,7 @@ pub enum ModelEvent {
         /// The call's id.
         id: ToolCallId,
         /// The new fragment of JSON text.
-        delta: String,
+        delta: Delta,
     },
     /// A tool call's arguments are complete.
     ToolCallEnd {

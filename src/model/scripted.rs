@@ -287,7 +287,7 @@ impl Stream for ScriptedStream {
                 }
                 Some(Ok(ModelEvent::TextDelta {
                     message_id: self.message_id.clone(),
-                    delta: FILLER[(left % FILLER.len() as u64) as usize].to_owned(),
+                    delta: FILLER[(left % FILLER.len() as u64) as usize].into(),
                 }))
             }
         };
@@ -346,7 +346,7 @@ impl Plan {
                     self.output_tokens += 1;
                     self.queue.push_back(Planned::Event(ModelEvent::TextDelta {
                         message_id: self.message_id.clone(),
-                        delta: word.to_owned(),
+                        delta: word.into(),
                     }));
                 }
             }
@@ -357,7 +357,7 @@ impl Plan {
                     self.queue
                         .push_back(Planned::Event(ModelEvent::ReasoningDelta {
                             message_id: message_id.clone(),
-                            delta: word.to_owned(),
+                            delta: word.into(),
                         }));
                 }
             }
@@ -375,7 +375,7 @@ impl Plan {
                     self.queue
                         .push_back(Planned::Event(ModelEvent::ToolCallArgs {
                             id: id.clone(),
-                            delta: fragment.to_owned(),
+                            delta: fragment.into(),
                         }));
                 }
                 self.queue

@@ -56,7 +56,7 @@ impl MockItem {
     pub fn tool_args(id: &str, delta: &str) -> Self {
         Self::Event(ModelEvent::ToolCallArgs {
             id: ToolCallId::from(id),
-            delta: delta.to_owned(),
+            delta: delta.into(),
         })
     }
 
@@ -199,11 +199,11 @@ impl Stream for MockStream {
             }
             Some(MockItem::Text(delta)) => Ok(ModelEvent::TextDelta {
                 message_id: self.message_id.clone(),
-                delta,
+                delta: delta.into(),
             }),
             Some(MockItem::Reasoning(delta)) => Ok(ModelEvent::ReasoningDelta {
                 message_id: self.reasoning_id.clone(),
-                delta,
+                delta: delta.into(),
             }),
             Some(MockItem::Event(event)) => Ok(event),
             Some(MockItem::Error(error)) => Err(error),

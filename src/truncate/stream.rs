@@ -9,6 +9,7 @@ use pin_project_lite::pin_project;
 
 use super::cut::next_piece_end;
 use crate::{
+    delta::Delta,
     id::{MessageId, ToolCallId},
     model::ModelEvent,
 };
@@ -25,7 +26,7 @@ enum Owner {
 #[derive(Debug)]
 struct Splitting {
     owner: Owner,
-    text: String,
+    text: Delta,
     offset: usize,
 }
 
@@ -35,7 +36,7 @@ impl Splitting {
             return None;
         }
         let end = next_piece_end(&self.text, self.offset, max);
-        let delta = self.text[self.offset..end].to_owned();
+        let delta = Delta::from(&self.text[self.offset..end]);
         self.offset = end;
         Some(match &self.owner {
             Owner::Text(id) => ModelEvent::TextDelta {

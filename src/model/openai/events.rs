@@ -172,7 +172,7 @@ impl Decoder {
                 if !text.is_empty() {
                     out.push_back(ModelEvent::TextDelta {
                         message_id: self.message_id.clone(),
-                        delta: text,
+                        delta: text.into(),
                     });
                 }
             }
@@ -201,7 +201,7 @@ impl Decoder {
         if !text.is_empty() {
             out.push_back(ModelEvent::ReasoningDelta {
                 message_id: self.reasoning_id.clone(),
-                delta: text,
+                delta: text.into(),
             });
         }
     }
@@ -244,7 +244,7 @@ impl Decoder {
             if !call.early_arguments.is_empty() {
                 out.push_back(ModelEvent::ToolCallArgs {
                     id: call.id.clone(),
-                    delta: std::mem::take(&mut call.early_arguments),
+                    delta: std::mem::take(&mut call.early_arguments).into(),
                 });
             }
         }
@@ -252,7 +252,7 @@ impl Decoder {
             if call.started {
                 out.push_back(ModelEvent::ToolCallArgs {
                     id: call.id.clone(),
-                    delta: arguments,
+                    delta: arguments.into(),
                 });
             } else {
                 call.early_arguments.push_str(&arguments);
