@@ -584,7 +584,10 @@ async fn max_turns_stops_a_model_that_never_finishes() {
     let Some(Event::RunFinished(finished)) = events.last() else {
         unreachable!()
     };
-    assert_eq!(finished.result, Some(json!({"stopReason": "max_turns"})));
+    assert_eq!(
+        finished.result.as_deref(),
+        Some(&json!({"stopReason": "max_turns"}))
+    );
 }
 
 fn uuid_like() -> String {

@@ -20,10 +20,11 @@ use crate::{
 pub struct BaseEvent {
     /// Milliseconds since the Unix epoch.
     pub timestamp: Option<u64>,
-    /// The native event this one was made from, for debugging.
-    pub raw_event: Option<Value>,
+    /// The native event this one was made from, for debugging (boxed, as `metadata`: rarely
+    /// there, and every event carries the room for it).
+    pub raw_event: Option<Box<Value>>,
     /// Free-form metadata; the key `"ag-ui"` is reserved.
-    pub metadata: Option<serde_json::Map<String, Value>>,
+    pub metadata: Option<Box<serde_json::Map<String, Value>>>,
 }
 
 macro_rules! events {
@@ -356,8 +357,8 @@ event_struct! {
         thread_id: ThreadId,
         /// The run.
         run_id: RunId,
-        /// The run's result, free-form.
-        result: Option<Value>,
+        /// The run's result, free-form (boxed: most runs have none).
+        result: Option<Box<Value>>,
         /// How the run ended; absent means success.
         outcome: Option<RunFinishedOutcome>,
         /// Token usage.
@@ -842,6 +843,17 @@ impl From<&crate::model::Usage> for TokenUsage {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn an_event_stays_small() {
+        // Every event of a run moves through the run's queues (the channel to the run log, the
+        // encoders' outboxes), whose room is counted in events: rare fields are boxed.
+        assert!(
+            std::mem::size_of::<Event>() <= 176,
+            "{} bytes",
+            std::mem::size_of::<Event>()
+        );
+    }
 
     #[test]
     fn there_are_31_event_types() {

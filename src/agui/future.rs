@@ -433,7 +433,7 @@ fn run_finished(
     RunFinished {
         thread_id: ids.thread_id.clone(),
         run_id: ids.run_id.clone(),
-        result,
+        result: result.map(Box::new),
         outcome: Some(outcome),
         usage,
         base: BaseEvent::default(),

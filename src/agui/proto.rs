@@ -84,8 +84,8 @@ fn base(kind: wire::EventType, base: &BaseEvent) -> Option<wire::BaseEvent> {
     Some(wire::BaseEvent {
         r#type: kind as i32,
         timestamp: base.timestamp.map(|t| i64::try_from(t).unwrap_or(i64::MAX)),
-        raw_event: base.raw_event.as_ref().map(value),
-        metadata: base.metadata.as_ref().map(object),
+        raw_event: base.raw_event.as_deref().map(value),
+        metadata: base.metadata.as_deref().map(object),
     })
 }
 
@@ -384,7 +384,7 @@ pub fn to_wire(event: &Event) -> Option<wire::Event> {
                 base_event: base(T::RunFinished, &e.base),
                 thread_id: id(&e.thread_id),
                 run_id: id(&e.run_id),
-                result: e.result.as_ref().map(value),
+                result: e.result.as_deref().map(value),
                 outcome,
                 interrupts,
                 usage: usage(&e.usage),
