@@ -274,12 +274,16 @@ impl fmt::Debug for ResponseFuture {
     }
 }
 
-async fn run_loop<M, T>(
+/// The run: its steps until the model stops, a tool interrupts, or the run is cancelled.
+///
+/// Not an `async fn`: one keeps its arguments for as long as it runs, so the request would be
+/// kept beside the parts taken out of it.
+fn run_loop<M, T>(
     mut model: M,
     tools: T,
     config: Arc<Config>,
     req: RunRequest,
-) -> Result<RunOutcome, BoxError>
+) -> impl Future<Output = Result<RunOutcome, BoxError>>
 where
     M: ModelService,
     M::Error: Into<BoxError>,
@@ -294,149 +298,152 @@ where
         state,
         mut run,
     } = req;
-    // The run's state, shared with the tools (and the layers that emit it).
-    let had_state = state.is_some();
-    let shared = run.shared_state(state.as_ref());
-    // Layers that look at whole messages may resolve them against the context.
-    let context: Arc<[ContextEntry]> = context.into();
-    run.extensions.insert(context.clone());
-    let client_tool_names: HashSet<String> = client_tools.iter().map(|t| t.name.clone()).collect();
-    // What the model is offered, shared by every step (the agent's own list as it is, unless the
-    // run brings tools of its own).
-    let run_tools = run.extensions.get::<RunTools>();
-    let specs: Arc<[ToolSpec]> = if run_tools.is_none() && client_tools.is_empty() {
-        config.tool_specs.clone()
-    } else {
-        let mut specs = config.tool_specs.to_vec();
-        if let Some(RunTools(tools)) = run_tools {
-            specs.extend(tools.specs());
+    async move {
+        // The run's state, shared with the tools (and the layers that emit it).
+        let had_state = state.is_some();
+        let shared = run.shared_state(state.as_ref());
+        // Layers that look at whole messages may resolve them against the context.
+        let context: Arc<[ContextEntry]> = context.into();
+        run.extensions.insert(context.clone());
+        let client_tool_names: HashSet<String> =
+            client_tools.iter().map(|t| t.name.clone()).collect();
+        // What the model is offered, shared by every step (the agent's own list as it is, unless the
+        // run brings tools of its own).
+        let run_tools = run.extensions.get::<RunTools>();
+        let specs: Arc<[ToolSpec]> = if run_tools.is_none() && client_tools.is_empty() {
+            config.tool_specs.clone()
+        } else {
+            let mut specs = config.tool_specs.to_vec();
+            if let Some(RunTools(tools)) = run_tools {
+                specs.extend(tools.specs());
+            }
+            specs.extend(client_tools);
+            specs.into()
+        };
+        let mut usage = Usage::default();
+        let finish = |stop, messages, usage, pending, interrupts| {
+            let state = shared.get();
+            let state = (had_state || state != serde_json::json!({})).then_some(state);
+            let mut outcome = RunOutcome::new(stop, messages, state);
+            outcome.usage = usage;
+            outcome.pending_tool_calls = pending;
+            outcome.interrupts = interrupts;
+            Ok(outcome)
+        };
+        let cancelled = |messages, usage| {
+            finish(
+                StopReason::Cancelled,
+                messages,
+                usage,
+                Vec::new(),
+                Vec::new(),
+            )
+        };
+
+        // Calls of the last assistant message still without a result (a run resuming after an
+        // interrupt) run before the model is asked again.
+        let unanswered = unanswered_calls(&messages, &client_tool_names);
+        if !unanswered.is_empty() {
+            let turn = run.turn;
+            let Some(results) = run_calls(tools.clone(), &run, turn, unanswered).await else {
+                return cancelled(messages, usage);
+            };
+            messages.extend(results.messages);
+            if !results.interrupts.is_empty() {
+                return finish(
+                    StopReason::Interrupted,
+                    messages,
+                    usage,
+                    Vec::new(),
+                    results.interrupts,
+                );
+            }
         }
-        specs.extend(client_tools);
-        specs.into()
-    };
-    let mut usage = Usage::default();
-    let finish = |stop, messages, usage, pending, interrupts| {
-        let state = shared.get();
-        let state = (had_state || state != serde_json::json!({})).then_some(state);
-        let mut outcome = RunOutcome::new(stop, messages, state);
-        outcome.usage = usage;
-        outcome.pending_tool_calls = pending;
-        outcome.interrupts = interrupts;
-        Ok(outcome)
-    };
-    let cancelled = |messages, usage| {
+
+        for turn in 0..config.max_turns.get() {
+            if run.cancel.is_cancelled() {
+                return cancelled(messages, usage);
+            }
+            let message_id = MessageId::new();
+            let request = ModelRequest {
+                messages: with_context(
+                    &context,
+                    config
+                        .state_context
+                        .as_ref()
+                        .and_then(|build| build(&shared.get())),
+                    &messages,
+                ),
+                tools: specs.clone(),
+                options: config.options.clone(),
+                run: run.for_step(message_id.clone(), turn),
+            };
+            let step_span = tracing::info_span!("agent.model_step", turn, message_id = %message_id);
+            let mut step = step::Step::new(message_id);
+            let called = tokio::select! {
+                biased;
+                () = run.cancel.cancelled() => None,
+                called = step::call_model(&mut model, request, &mut step).instrument(step_span) => Some(called),
+            };
+            let Some(called) = called else {
+                // What was streamed before the cancellation stays, under the ids the UI saw.
+                if !step.is_empty() {
+                    messages.extend(step.messages());
+                }
+                return cancelled(messages, usage);
+            };
+            called?;
+            usage.add(&step.usage);
+            messages.extend(step.messages());
+            let tool_calls = std::mem::take(&mut step.tool_calls);
+            if tool_calls.is_empty() {
+                return finish(
+                    step::stop_reason(step.finish.as_ref()),
+                    messages,
+                    usage,
+                    Vec::new(),
+                    Vec::new(),
+                );
+            }
+
+            let answered = answered_calls(&messages);
+            let (client_calls, server_calls): (Vec<_>, Vec<_>) = tool_calls
+                .into_iter()
+                .filter(|call| !answered.contains(&call.id))
+                .partition(|call| client_tool_names.contains(&call.name));
+
+            let Some(results) = run_calls(tools.clone(), &run, turn, server_calls).await else {
+                return cancelled(messages, usage);
+            };
+            messages.extend(results.messages);
+            let pending: Vec<_> = client_calls.into_iter().map(|call| call.id).collect();
+            if !results.interrupts.is_empty() {
+                return finish(
+                    StopReason::Interrupted,
+                    messages,
+                    usage,
+                    pending,
+                    results.interrupts,
+                );
+            }
+            if !pending.is_empty() {
+                return finish(
+                    StopReason::ClientToolCalls,
+                    messages,
+                    usage,
+                    pending,
+                    Vec::new(),
+                );
+            }
+        }
         finish(
-            StopReason::Cancelled,
+            StopReason::MaxTurns,
             messages,
             usage,
             Vec::new(),
             Vec::new(),
         )
-    };
-
-    // Calls of the last assistant message still without a result (a run resuming after an
-    // interrupt) run before the model is asked again.
-    let unanswered = unanswered_calls(&messages, &client_tool_names);
-    if !unanswered.is_empty() {
-        let turn = run.turn;
-        let Some(results) = run_calls(tools.clone(), &run, turn, unanswered).await else {
-            return cancelled(messages, usage);
-        };
-        messages.extend(results.messages);
-        if !results.interrupts.is_empty() {
-            return finish(
-                StopReason::Interrupted,
-                messages,
-                usage,
-                Vec::new(),
-                results.interrupts,
-            );
-        }
     }
-
-    for turn in 0..config.max_turns.get() {
-        if run.cancel.is_cancelled() {
-            return cancelled(messages, usage);
-        }
-        let message_id = MessageId::new();
-        let request = ModelRequest {
-            messages: with_context(
-                &context,
-                config
-                    .state_context
-                    .as_ref()
-                    .and_then(|build| build(&shared.get())),
-                &messages,
-            ),
-            tools: specs.clone(),
-            options: config.options.clone(),
-            run: run.for_step(message_id.clone(), turn),
-        };
-        let step_span = tracing::info_span!("agent.model_step", turn, message_id = %message_id);
-        let mut step = step::Step::new(message_id);
-        let called = tokio::select! {
-            biased;
-            () = run.cancel.cancelled() => None,
-            called = step::call_model(&mut model, request, &mut step).instrument(step_span) => Some(called),
-        };
-        let Some(called) = called else {
-            // What was streamed before the cancellation stays, under the ids the UI saw.
-            if !step.is_empty() {
-                messages.extend(step.messages());
-            }
-            return cancelled(messages, usage);
-        };
-        called?;
-        usage.add(&step.usage);
-        messages.extend(step.messages());
-        let tool_calls = std::mem::take(&mut step.tool_calls);
-        if tool_calls.is_empty() {
-            return finish(
-                step::stop_reason(step.finish.as_ref()),
-                messages,
-                usage,
-                Vec::new(),
-                Vec::new(),
-            );
-        }
-
-        let answered = answered_calls(&messages);
-        let (client_calls, server_calls): (Vec<_>, Vec<_>) = tool_calls
-            .into_iter()
-            .filter(|call| !answered.contains(&call.id))
-            .partition(|call| client_tool_names.contains(&call.name));
-
-        let Some(results) = run_calls(tools.clone(), &run, turn, server_calls).await else {
-            return cancelled(messages, usage);
-        };
-        messages.extend(results.messages);
-        let pending: Vec<_> = client_calls.into_iter().map(|call| call.id).collect();
-        if !results.interrupts.is_empty() {
-            return finish(
-                StopReason::Interrupted,
-                messages,
-                usage,
-                pending,
-                results.interrupts,
-            );
-        }
-        if !pending.is_empty() {
-            return finish(
-                StopReason::ClientToolCalls,
-                messages,
-                usage,
-                pending,
-                Vec::new(),
-            );
-        }
-    }
-    finish(
-        StopReason::MaxTurns,
-        messages,
-        usage,
-        Vec::new(),
-        Vec::new(),
-    )
 }
 
 /// What one turn's server-side calls gave: their result messages, and the calls that stopped at

@@ -318,6 +318,8 @@ where
                 }
             }
             ready!(this.outbox.poll_drain(cx));
+            // The run may now wait long on its model: its own events are few.
+            this.outbox.release();
             let result = match this.state.as_mut().project() {
                 StateProj::Running { inner } => ready!(inner.poll(cx)).map_err(Into::into),
                 StateProj::Rejected { error } => Err(error

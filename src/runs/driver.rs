@@ -281,24 +281,28 @@ where
     A::Future: Send + 'static,
 {
     async fn run(mut self) {
-        let request =
-            run_request(&*self.inner.log, &self.launch.input, self.launch.continues).await;
-        let mut req = match request {
-            Ok(req) => req,
-            Err(error) => return self.abandon(error),
-        };
         let (tx, mut rx) = Channel::<Event>::bounded(self.inner.config.channel_capacity);
-        req.run.sinks.agui = Some(tx);
-        // The driver reads every event: the run never loses its sink to a viewer leaving.
-        req.run.sinks.on_disconnect = Some(OnDisconnect::Continue);
-        req.run.cancel = self.cancel.clone();
-        #[cfg(feature = "metrics")]
-        if let Some(metrics) = &self.inner.config.metrics {
-            // For the layers that count what happens inside the run (`MetricsLayer`).
-            req.run.extensions.insert(metrics.clone());
-        }
-        let agent = self.inner.agent.clone();
-        let mut run = Some(AssertUnwindSafe(agent.oneshot(req)).catch_unwind().boxed());
+        // In a block of its own: the request is not kept beside the run that consumes it, for
+        // as long as the run lasts.
+        let mut run = {
+            let request =
+                run_request(&*self.inner.log, &self.launch.input, self.launch.continues).await;
+            let mut req = match request {
+                Ok(req) => req,
+                Err(error) => return self.abandon(error),
+            };
+            req.run.sinks.agui = Some(tx);
+            // The driver reads every event: the run never loses its sink to a viewer leaving.
+            req.run.sinks.on_disconnect = Some(OnDisconnect::Continue);
+            req.run.cancel = self.cancel.clone();
+            #[cfg(feature = "metrics")]
+            if let Some(metrics) = &self.inner.config.metrics {
+                // For the layers that count what happens inside the run (`MetricsLayer`).
+                req.run.extensions.insert(metrics.clone());
+            }
+            let agent = self.inner.agent.clone();
+            Some(AssertUnwindSafe(agent.oneshot(req)).catch_unwind().boxed())
+        };
 
         let mut result: Option<Result<RunOutcome, BoxError>> = None;
         let mut batch: Vec<LoggedEvent> = Vec::new();

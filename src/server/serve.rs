@@ -143,11 +143,8 @@ impl Connections {
             let Some((stream, permit)) = accepted else {
                 continue;
             };
-            let connection = self.connection(stream, router.clone(), stopping.clone());
-            tracker.spawn(async move {
-                connection.await;
-                drop(permit);
-            });
+            let connection = self.connection(stream, permit, router.clone(), stopping.clone());
+            tracker.spawn(connection);
         }
         drop(listener);
         runs.cancel();
@@ -160,6 +157,7 @@ impl Connections {
     fn connection(
         &self,
         stream: TcpStream,
+        permit: tokio::sync::OwnedSemaphorePermit,
         router: Router,
         stopping: CancellationToken,
     ) -> impl Future<Output = ()> + Send + 'static {
@@ -171,9 +169,13 @@ impl Connections {
         http.timer(TokioTimer::new())
             .header_read_timeout(self.header_timeout);
         async move {
-            let service = TowerToHyperService::new(router);
-            let connection = http.serve_connection(io, service).with_upgrades();
-            let mut connection = std::pin::pin!(connection);
+            // Its place among the open connections, held until it ends.
+            let _permit = permit;
+            // Made in place: the task holds one copy of the connection's state.
+            let mut connection = std::pin::pin!(
+                http.serve_connection(io, TowerToHyperService::new(router))
+                    .with_upgrades()
+            );
             tokio::select! {
                 result = connection.as_mut() => return log_end(result),
                 () = stopping.cancelled() => connection.as_mut().graceful_shutdown(),

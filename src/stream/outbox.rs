@@ -54,6 +54,14 @@ where
         self.queue.is_empty()
     }
 
+    /// Gives the queue's room back once it is empty: for an outbox that sends a few events
+    /// around a long wait (a run's start and end), not for one that sends an event per token.
+    pub fn release(&mut self) {
+        if self.queue.is_empty() && self.queue.capacity() > 0 {
+            self.queue = VecDeque::new();
+        }
+    }
+
     /// Sends queued events while the transport accepts them.
     ///
     /// `Pending` when the transport is not ready (the waker is registered); `Ready` when the queue
@@ -143,5 +151,35 @@ impl<Sk, Ev> fmt::Debug for Outbox<Sk, Ev> {
             .field("queued", &self.queue.len())
             .field("on_disconnect", &self.on_disconnect)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::task::{Context, Poll};
+
+    use futures_util::task::noop_waker_ref;
+
+    use super::*;
+    use crate::transport::Recording;
+
+    #[test]
+    fn release_gives_the_room_back_only_once_everything_is_sent() {
+        let ui = Recording::new();
+        let mut outbox = Outbox::new(
+            Some(ui.clone()),
+            OnDisconnect::Cancel,
+            CancellationToken::new(),
+        );
+        outbox.push(1);
+        outbox.push(2);
+        outbox.release();
+        assert_eq!(outbox.queue.len(), 2, "queued events are kept");
+        let mut cx = Context::from_waker(noop_waker_ref());
+        assert_eq!(outbox.poll_drain(&mut cx), Poll::Ready(()));
+        assert!(outbox.queue.capacity() > 0);
+        outbox.release();
+        assert_eq!(outbox.queue.capacity(), 0);
+        assert_eq!(ui.events(), [1, 2]);
     }
 }
