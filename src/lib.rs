@@ -46,7 +46,7 @@
 //!
 //! # Layout
 //!
-//! - [`id`], [`message`], [`model`], [`tool`], [`run`]: the protocol-neutral core types.
+//! - [`id`], [`delta`], [`message`], [`model`], [`tool`], [`run`]: the protocol-neutral core types.
 //! - [`stream`]: [`Tee`](stream::Tee), the stream wrapper that tees items to a transport.
 //! - [`transport`]: where events go ([`Channel`](transport::Channel),
 //!   [`Recording`](transport::Recording), [`Null`](transport::Null)).
