@@ -694,27 +694,59 @@ impl From<LogError> for StartError {
 }
 
 /// SHA-256 (hex) of `value`'s canonical JSON (object keys sorted at every level).
+///
+/// The canonical text is written straight into the digest: no sorted copy of the value, no
+/// string of it.
 #[must_use]
 pub fn args_hash(value: &Value) -> String {
+    use serde::{Serialize, Serializer, ser::SerializeMap};
     use sha2::{Digest, Sha256};
-    fn canonical(value: &Value) -> Value {
-        match value {
-            Value::Object(map) => {
-                let mut entries: Vec<_> = map.iter().collect();
-                entries.sort_by(|a, b| a.0.cmp(b.0));
-                Value::Object(
-                    entries
-                        .into_iter()
-                        .map(|(k, v)| (k.clone(), canonical(v)))
-                        .collect(),
-                )
+
+    /// `value` with its objects' keys in order.
+    struct Canonical<'a>(&'a Value);
+
+    impl Serialize for Canonical<'_> {
+        fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+            match self.0 {
+                Value::Object(map) => {
+                    let mut entries: Vec<_> = map.iter().collect();
+                    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                    let mut out = serializer.serialize_map(Some(entries.len()))?;
+                    for (key, value) in entries {
+                        out.serialize_entry(key, &Canonical(value))?;
+                    }
+                    out.end()
+                }
+                Value::Array(items) => serializer.collect_seq(items.iter().map(Canonical)),
+                other => other.serialize(serializer),
             }
-            Value::Array(items) => Value::Array(items.iter().map(canonical).collect()),
-            other => other.clone(),
         }
     }
-    let digest = Sha256::digest(canonical(value).to_string().as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+
+    /// What is written goes into the digest.
+    struct Digesting(Sha256);
+
+    impl std::io::Write for Digesting {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.update(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    let mut digest = Digesting(Sha256::new());
+    serde_json::to_writer(&mut digest, &Canonical(value)).expect("a JSON value serializes");
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    digest
+        .0
+        .finalize()
+        .iter()
+        .flat_map(|byte| [HEX[usize::from(byte >> 4)], HEX[usize::from(byte & 0xf)]])
+        .map(char::from)
+        .collect()
 }
 
 /// Milliseconds since the Unix epoch, as logs store times.
@@ -742,6 +774,20 @@ mod tests {
         assert_eq!(args_hash(&a), args_hash(&b));
         assert_ne!(args_hash(&a), args_hash(&c));
         assert_eq!(args_hash(&a).len(), 64);
+    }
+
+    #[test]
+    fn the_hash_is_the_sha_256_of_the_sorted_compact_json() {
+        // Stored hashes must keep matching: the bytes hashed are `{"a":…,"b":…}`, keys sorted at
+        // every level, as `Value`'s compact text; the digest in lower-case hex.
+        let value: Value =
+            serde_json::from_str(r#"{"b": [1, {"d": "x\n\u00e9", "c": null}], "a": 1.5}"#).unwrap();
+        assert_eq!(
+            args_hash(&value),
+            // `python3 -c 'import json,hashlib; print(hashlib.sha256(json.dumps(v, sort_keys=True,
+            // separators=(",",":"), ensure_ascii=False).encode()).hexdigest())'` of the same value
+            "d615c68294850c03dbbf4cf334fb8715baacf7a6d20ddb1215bf3f203428e758"
+        );
     }
 
     #[test]
