@@ -1,9 +1,16 @@
 //! Compiles the AG-UI protobuf messages (`proto/ag_ui/*.proto`) with the `proto` feature, using a
-//! pure-Rust protobuf compiler (no `protoc` needed).
+//! pure-Rust protobuf compiler (no `protoc` needed); tells the tests whether `DATABASE_URL` is set.
 
 fn main() {
     #[cfg(feature = "proto")]
     compile_protos();
+    // The tests' PostgreSQL halves need `DATABASE_URL`; without it, each durable test file shows
+    // one ignored test that says so in the summary.
+    println!("cargo::rustc-check-cfg=cfg(no_database_url)");
+    println!("cargo::rerun-if-env-changed=DATABASE_URL");
+    if std::env::var_os("DATABASE_URL").is_none() {
+        println!("cargo::rustc-cfg=no_database_url");
+    }
 }
 
 #[cfg(feature = "proto")]

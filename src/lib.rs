@@ -62,6 +62,13 @@
 //!   arguments and results.
 //! - [`post_process`] (feature `post-process`): [`PostProcessLayer`](post_process::PostProcessLayer),
 //!   whole-message processing whose findings stream into the shared state.
+//! - [`trace`] (feature `trace`): [`TraceLayer`](trace::TraceLayer), spans for runs, model calls
+//!   and tool calls after the OpenTelemetry GenAI conventions.
+//! - [`metrics`] (feature `metrics`): [`Metrics`](metrics::Metrics) for Prometheus and
+//!   [`MetricsLayer`](metrics::MetricsLayer), tool calls counted.
+//! - [`acp`] (feature `acp`): [`AcpLayer`](acp::AcpLayer), the same steps as ACP session updates
+//!   for code editors, and [`AcpAgent`](acp::AcpAgent), any `Service<RunRequest>` served as an ACP
+//!   agent.
 //! - [`runs`] (feature `runs`): the run engine, [`Runs`](runs::Runs), and the run log it writes,
 //!   [`RunLog`](runs::RunLog) ([`MemoryLog`](runs::MemoryLog) built in).
 //! - [`server`] (feature `server`): the AG-UI HTTP/SSE and WebSocket server (axum), a thin mapping

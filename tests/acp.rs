@@ -594,6 +594,13 @@ async fn load_replays_the_conversation_before_answering() {
             .await?;
         let replayed = e.received();
         assert!(matches!(&replayed[0], SessionUpdate::UserMessageChunk(_)));
+        assert!(
+            matches!(
+                replayed.last(),
+                Some(SessionUpdate::AvailableCommandsUpdate(_))
+            ),
+            "everything the load sends comes before its answer"
+        );
         let live_call = live.iter().find_map(|u| match u {
             SessionUpdate::ToolCall(c) => Some(c.tool_call_id.clone()),
             _ => None,

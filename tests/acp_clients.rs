@@ -64,3 +64,79 @@ fn the_binary_answers_a_line_that_is_not_utf8_and_goes_on() {
         "the agent ends cleanly when its input ends"
     );
 }
+
+/// Everything `session/load` sends (the replayed conversation, the commands) is on the wire
+/// before its answer, so a client that stops reading at the answer has the whole session. Read
+/// on the raw wire: a client's SDK may hand a notification that follows the answer to its handler
+/// before the answer's caller resumes, which would hide the order.
+#[test]
+fn a_load_sends_everything_before_its_answer() {
+    use std::io::{BufRead, BufReader, Write};
+    let mut agent = std::process::Command::new(AGENT)
+        .args(["acp", "--store", "none"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("the binary starts");
+    let mut stdin = agent.stdin.take().unwrap();
+    let mut stdout = BufReader::new(agent.stdout.take().unwrap());
+    let mut request = |id: u64, method: &str, params: serde_json::Value| {
+        let line =
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        stdin.write_all(format!("{line}\n").as_bytes()).unwrap();
+        stdin.flush().unwrap();
+    };
+    // The lines up to the answer to `id`, the answer last.
+    let mut until_answer = |id: u64| {
+        let mut lines = Vec::new();
+        loop {
+            let mut line = String::new();
+            assert!(
+                stdout.read_line(&mut line).unwrap() > 0,
+                "the agent ended: {lines:?}"
+            );
+            let value: serde_json::Value = serde_json::from_str(&line).unwrap();
+            let answered = value["id"] == id;
+            lines.push(value);
+            if answered {
+                return lines;
+            }
+        }
+    };
+    request(1, "initialize", serde_json::json!({"protocolVersion": 1}));
+    until_answer(1);
+    let cwd = std::env::temp_dir();
+    request(
+        2,
+        "session/new",
+        serde_json::json!({"cwd": cwd, "mcpServers": []}),
+    );
+    let session = until_answer(2).pop().unwrap()["result"]["sessionId"].clone();
+    request(
+        3,
+        "session/prompt",
+        serde_json::json!({"sessionId": session, "prompt": [{"type": "text", "text": "hello"}]}),
+    );
+    until_answer(3);
+    request(
+        4,
+        "session/load",
+        serde_json::json!({"sessionId": session, "cwd": cwd, "mcpServers": []}),
+    );
+    let lines = until_answer(4);
+    let kinds: Vec<&str> = lines
+        .iter()
+        .filter(|l| l["params"]["sessionId"] == session)
+        .filter_map(|l| l["params"]["update"]["sessionUpdate"].as_str())
+        .collect();
+    assert_eq!(kinds.first(), Some(&"user_message_chunk"), "{lines:?}");
+    assert_eq!(
+        kinds.last(),
+        Some(&"available_commands_update"),
+        "{lines:?}"
+    );
+    assert!(kinds.contains(&"agent_message_chunk"), "{lines:?}");
+    drop(stdin);
+    assert!(agent.wait().unwrap().success());
+}

@@ -3,6 +3,9 @@
 
 use std::process::Command;
 
+#[path = "support/json_logs.rs"]
+mod json_logs;
+
 const AGENT: &str = env!("CARGO_BIN_EXE_agent-tower");
 
 /// Runs `agent-tower serve` with `args`; its stderr, once it exited unsuccessfully.
@@ -50,6 +53,41 @@ fn an_address_in_use_is_named() {
         stderr.contains(&format!("cannot listen on {addr}")),
         "{stderr}"
     );
+}
+
+#[test]
+fn an_address_that_is_not_host_and_port_is_refused() {
+    for addr in [
+        "8000",
+        "localhost",
+        ":8000",
+        "localhost:http",
+        "::1:8000",
+        "a b:8000",
+    ] {
+        let stderr = refused(&["--addr", addr]);
+        assert!(stderr.contains("`host:port`"), "{addr}: {stderr}");
+    }
+}
+
+#[tokio::test]
+async fn an_address_may_name_its_host() {
+    let mut server = json_logs::JsonLogged::start(
+        &[
+            "--log-format",
+            "json",
+            "serve",
+            "--addr",
+            "localhost:0",
+            "--store",
+            "memory",
+        ],
+        &[],
+    );
+    let base = server.base().await;
+    let health = reqwest::get(format!("{base}/health")).await.unwrap();
+    assert_eq!(health.status(), 200, "{base}");
+    server.kill().await;
 }
 
 #[test]

@@ -389,3 +389,12 @@ async fn the_official_client_answers_interrupts_through_its_verifier() {
         "{output}"
     );
 }
+
+#[tokio::test]
+#[cfg_attr(
+    no_database_url,
+    ignore = "DATABASE_URL is not set: this file's tests ran on SQLite and memory only"
+)]
+async fn postgresql_answers() {
+    stores::postgresql_answers().await;
+}

@@ -157,7 +157,7 @@ struct Shared<S> {
 ///
 /// - `initialize` answers protocol version 1 with what is really routed: `loadSession`, the
 ///   prompt capabilities set here (image, audio and embedded context by default), `session/close`.
-/// - `session/new`, `session/load` (the conversation replayed as updates before the answer; with
+/// - `session/new`, `session/load` (the conversation replayed as updates, and the commands, before the answer; with
 ///   a [`store`](Self::store), sessions from before a restart too). With the `mcp` feature, the
 ///   request's `mcpServers` (stdio and http) are connected and lend their tools to the session
 ///   (as [`RunTools`] in each turn's extensions); a server that fails fails the request.
@@ -666,21 +666,21 @@ where
                 session.mode,
             )
         };
-        // The whole conversation goes out before the answer.
+        // Everything the load sends goes out before the answer (the conversation, then the
+        // commands): a client that stops reading at the answer has the whole session.
         for update in replay {
             notify(cx, &req.session_id, update);
         }
-        responder.respond(
-            LoadSessionResponse::new()
-                .modes(mode_state(mode))
-                .config_options(config_options(mode)),
-        )?;
         notify(
             cx,
             &req.session_id,
             SessionUpdate::AvailableCommandsUpdate(commands()),
         );
-        Ok(())
+        responder.respond(
+            LoadSessionResponse::new()
+                .modes(mode_state(mode))
+                .config_options(config_options(mode)),
+        )
     }
 
     /// Sets the session's mode and tells the client, in both vocabularies.

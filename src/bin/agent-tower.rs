@@ -1,6 +1,6 @@
 //! `agent-tower`: an AG-UI server and an ACP agent built only from the library's layers.
 
-use std::{net::SocketAddr, time::Duration};
+use std::time::Duration;
 
 use agent_tower::{
     BoxError, acp,
@@ -136,9 +136,10 @@ enum ModeChoice {
 
 #[derive(Debug, clap::Args)]
 struct Serve {
-    /// The address to listen on.
-    #[arg(long, default_value = "127.0.0.1:8000", env = "AGENT_TOWER_ADDR")]
-    addr: SocketAddr,
+    /// The address to listen on: `host:port`, the host a name (`localhost`) or an IP address
+    /// (`0.0.0.0`, `[::1]`).
+    #[arg(long, default_value = "127.0.0.1:8000", env = "AGENT_TOWER_ADDR", value_parser = parse_addr)]
+    addr: String,
     /// The path runs are posted to (starts with `/`).
     #[arg(long, default_value = "/", value_parser = parse_path)]
     path: String,
@@ -350,6 +351,23 @@ enum BusyChoice {
 
 fn parse_detail(value: &str) -> Result<Detail, String> {
     value.parse()
+}
+
+/// `host:port`, checked for its shape; the host is resolved when the server binds.
+fn parse_addr(value: &str) -> Result<String, String> {
+    let shape =
+        || format!("`host:port`, such as `127.0.0.1:8000` or `localhost:8000` (not `{value}`)");
+    let (host, port) = value.rsplit_once(':').ok_or_else(shape)?;
+    // An IPv6 address is bracketed (`[::1]:8000`): `::1:8000` could be read two ways.
+    let valid_host = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        Some(ipv6) => ipv6.parse::<std::net::Ipv6Addr>().is_ok(),
+        None => !host.is_empty() && !host.contains([':', '/', ' ', '[', ']']),
+    };
+    if valid_host && port.parse::<u16>().is_ok() {
+        Ok(value.to_owned())
+    } else {
+        Err(shape())
+    }
 }
 
 fn parse_path(value: &str) -> Result<String, String> {
@@ -650,17 +668,21 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         .access_log(true)
         .shutdown_token(runs.clone())
         .lease(args.lease);
+    let listener = tokio::net::TcpListener::bind(args.addr.as_str())
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", args.addr))?;
+    let bound = listener.local_addr()?;
     if let Some(tokens) = bearer_tokens(&args)? {
         server = server.auth(tokens);
-    } else if !args.addr.ip().is_loopback() {
+    } else if !bound.ip().is_loopback() {
         tracing::warn!(
-            addr = %args.addr,
+            addr = %bound,
             "bound beyond loopback without --auth-token-env: anyone who reaches the address can              start runs and answer interrupts"
         );
     }
-    if args.allow_hosts.is_empty() && !args.addr.ip().is_loopback() {
+    if args.allow_hosts.is_empty() && !bound.ip().is_loopback() {
         tracing::warn!(
-            addr = %args.addr,
+            addr = %bound,
             "bound beyond loopback without --allow-host: every Host is answered; list the names \
              clients use to refuse DNS rebinding"
         );
@@ -675,11 +697,8 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
     }
     let router = server.into_router();
 
-    let listener = tokio::net::TcpListener::bind(args.addr)
-        .await
-        .map_err(|e| format!("cannot listen on {}: {e}", args.addr))?;
     tracing::info!(
-        addr = %listener.local_addr()?,
+        addr = %bound,
         path = %args.path,
         "serving AG-UI (POST {} for runs, GET /ws, GET /health, GET /ready, GET /metrics)",
         args.path

@@ -165,6 +165,9 @@ const scenarios = {
     assert.equal(kind(editor.updates[0]), "user_message_chunk");
     assert.ok(editor.updates.some((u) => kind(u) === "tool_call"));
     assert.equal(text(editor.updates), live);
+    // Everything the load sends comes before its answer: a client that stops reading then has
+    // the whole session.
+    assert.ok(editor.updates.some((u) => kind(u) === "available_commands_update"), "commands before the answer");
   },
 
   async "an unsupported protocol version is answered with 1"(ctx) {
@@ -191,6 +194,7 @@ for (const [name, run] of Object.entries(scenarios)) {
     await ctx.request(acp.methods.agent.session.load, { sessionId, cwd: process.cwd(), mcpServers: [] });
     assert.equal(kind(editor.updates[0]), "user_message_chunk");
     assert.equal(text(editor.updates), live);
+    assert.ok(editor.updates.some((u) => kind(u) === "available_commands_update"), "commands before the answer");
     const more = await prompt(ctx, sessionId, "and after it");
     assert.equal(more.stopReason, "end_turn", "the loaded session goes on");
   });

@@ -154,6 +154,8 @@ async def mode_close_load(conn, editor):
     assert editor.updates[0]["sessionUpdate"] == "user_message_chunk", editor.updates[0]
     assert editor.kinds("tool_call")
     assert editor.text() == live
+    # Everything the load sends comes before its answer.
+    assert editor.kinds("available_commands_update"), "commands before the answer"
 
 
 async def unsupported_version(conn, editor):
@@ -187,6 +189,7 @@ async def survives_restart():
         await conn.load_session(cwd=os.getcwd(), session_id=sid, mcp_servers=[])
         assert editor.updates[0]["sessionUpdate"] == "user_message_chunk", editor.updates[0]
         assert editor.text() == live
+        assert editor.kinds("available_commands_update"), "commands before the answer"
         more = await prompt(conn, sid, "and after it")
         assert more.stop_reason == "end_turn", more
 
