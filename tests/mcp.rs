@@ -2,6 +2,9 @@
 //! `@modelcontextprotocol/server-everything` (pinned in `tests/conformance/package.json`), over
 //! stdio and over streamable HTTP.
 
+#[cfg(feature = "cli")]
+#[path = "support/json_logs.rs"]
+mod json_logs;
 mod support;
 
 use agent_tower::{
@@ -137,4 +140,106 @@ async fn a_server_that_cannot_start_is_a_clear_error() {
     let server: McpServer = "ghost=/nonexistent/mcp-server".parse().unwrap();
     let error = McpConnection::connect(&server).await.unwrap_err();
     assert!(error.to_string().contains("ghost"), "{error}");
+}
+
+/// `--mcp-env` reaches the spawned server: its `get-env` tool, called by the scripted model,
+/// answers with the variable.
+#[cfg(feature = "cli")]
+#[tokio::test]
+async fn the_command_sets_a_spawned_servers_environment() {
+    let server = format!("ev=node {} stdio", everything().await);
+    let mut agent = json_logs::JsonLogged::start(
+        &[
+            "--log-format",
+            "json",
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--store",
+            "memory",
+            "--mcp",
+            &server,
+            "--mcp-env",
+            "ev=AGENT_TOWER_MCP_SETTING=set-by-the-flag",
+        ],
+        &[],
+    );
+    let base = agent.base().await;
+    let body = json!({
+        "threadId": "t", "runId": "r",
+        "messages": [{"id": "m", "role": "user", "content": "ev__get-env {}"}],
+    });
+    let events = reqwest::Client::new()
+        .post(format!("{base}/"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(events.contains("TOOL_CALL_RESULT"), "{events}");
+    assert!(events.contains("set-by-the-flag"), "{events}");
+    agent.kill().await;
+}
+
+/// `--mcp-header-env` sends the variable's value as a header to an HTTP server (here a socket
+/// that reads the first request's head and hangs up); an unset variable is refused by name.
+#[cfg(feature = "cli")]
+#[tokio::test]
+async fn the_command_sends_a_header_read_from_the_environment() {
+    use tokio::io::AsyncReadExt;
+    let agent = env!("CARGO_BIN_EXE_agent-tower");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let server = format!("docs=http://{}/mcp", listener.local_addr().unwrap());
+    let command = |variable: Option<&str>| {
+        let mut command = tokio::process::Command::new(agent);
+        command
+            .args(["serve", "--addr", "127.0.0.1:0", "--store", "memory"])
+            .args([
+                "--mcp",
+                &server,
+                "--mcp-header-env",
+                "docs=Authorization=DOCS_AUTH",
+            ])
+            .env_remove("DOCS_AUTH")
+            .env("RUST_LOG", "error")
+            .kill_on_drop(true);
+        if let Some(value) = variable {
+            command.env("DOCS_AUTH", value);
+        }
+        command
+    };
+
+    let unset = command(None).output().await.unwrap();
+    let stderr = String::from_utf8_lossy(&unset.stderr);
+    assert!(!unset.status.success());
+    assert!(
+        stderr.contains("the variable DOCS_AUTH is not set"),
+        "{stderr}"
+    );
+
+    let running = command(Some("Bearer mcp-secret-0123")).output();
+    let head = async {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut head = Vec::new();
+        while !head.ends_with(b"\r\n\r\n") {
+            let mut byte = [0];
+            socket.read_exact(&mut byte).await.unwrap();
+            head.push(byte[0]);
+        }
+        String::from_utf8(head).unwrap().to_lowercase()
+    };
+    let (output, head) = tokio::join!(running, head);
+    assert!(
+        head.contains("authorization: bearer mcp-secret-0123"),
+        "{head}"
+    );
+    let output = output.unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "the server hung up: {stderr}");
+    assert!(
+        !stderr.contains("mcp-secret"),
+        "no secret in the logs: {stderr}"
+    );
 }

@@ -265,6 +265,33 @@ struct ModelArgs {
     /// several.
     #[arg(long = "mcp")]
     mcp: Vec<McpServer>,
+    /// An environment variable for a spawned `--mcp` server, `name=KEY=VALUE` (the server also
+    /// inherits this process's environment). Repeat for several.
+    #[arg(long = "mcp-env", value_parser = parse_mcp_setting)]
+    mcp_env: Vec<McpSetting>,
+    /// A header for an HTTP `--mcp` server, its value read from an environment variable (so that
+    /// no secret is on the command line): `name=Header-Name=VARIABLE`. Repeat for several.
+    #[arg(long = "mcp-header-env", value_parser = parse_mcp_setting)]
+    mcp_header_env: Vec<McpSetting>,
+}
+
+/// `server=key=value`: a setting of one `--mcp` server.
+#[derive(Debug, Clone)]
+struct McpSetting {
+    server: String,
+    key: String,
+    value: String,
+}
+
+fn parse_mcp_setting(value: &str) -> Result<McpSetting, String> {
+    match value.splitn(3, '=').collect::<Vec<_>>()[..] {
+        [server, key, value] if !server.is_empty() && !key.is_empty() => Ok(McpSetting {
+            server: server.to_owned(),
+            key: key.to_owned(),
+            value: value.to_owned(),
+        }),
+        _ => Err("`server=KEY=VALUE`, the server named as in its --mcp".to_owned()),
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -284,16 +311,53 @@ fn parse_model(value: &str) -> Result<ModelChoice, String> {
 impl ModelArgs {
     /// The demo tools and every `--mcp` server's.
     async fn tools(&self) -> Result<ToolRouter, BoxError> {
-        if self.mcp.is_empty() {
+        if self.mcp.is_empty() && self.mcp_env.is_empty() && self.mcp_header_env.is_empty() {
             return Ok(demo_tools());
         }
-        let mcp = McpConnection::tools_of(&self.mcp).await?;
+        let mcp = McpConnection::tools_of(&self.mcp_servers()?).await?;
         tracing::info!(
             servers = self.mcp.len(),
             tools = mcp.specs().len(),
             "MCP servers connected"
         );
         Ok(demo_tools().merge(mcp))
+    }
+
+    /// The `--mcp` servers with their `--mcp-env` and `--mcp-header-env` settings.
+    fn mcp_servers(&self) -> Result<Vec<McpServer>, String> {
+        let mut servers = self.mcp.clone();
+        let named = |servers: &[McpServer], flag: &str, name: &str| {
+            let index = servers.iter().position(|s| s.name() == name);
+            index.ok_or_else(|| format!("{flag} {name}=…: no --mcp server is named `{name}`"))
+        };
+        for setting in &self.mcp_env {
+            let at = named(&servers, "--mcp-env", &setting.server)?;
+            let McpServer::Stdio { env, .. } = &mut servers[at] else {
+                return Err(format!(
+                    "--mcp-env {}=…: that server is reached over HTTP; its headers go in \
+                     --mcp-header-env",
+                    setting.server
+                ));
+            };
+            env.push((setting.key.clone(), setting.value.clone()));
+        }
+        for setting in &self.mcp_header_env {
+            let at = named(&servers, "--mcp-header-env", &setting.server)?;
+            let value = std::env::var(&setting.value).map_err(|_| {
+                format!(
+                    "--mcp-header-env {}={}={}: the variable {} is not set",
+                    setting.server, setting.key, setting.value, setting.value
+                )
+            })?;
+            let McpServer::Http { headers, .. } = &mut servers[at] else {
+                return Err(format!(
+                    "--mcp-header-env {}=…: that server is spawned; its settings go in --mcp-env",
+                    setting.server
+                ));
+            };
+            headers.push((setting.key.clone(), value));
+        }
+        Ok(servers)
     }
 
     /// The model service: the scripted model, or the provider behind a first-answer timeout,

@@ -116,6 +116,26 @@ impl FromStr for McpServer {
     }
 }
 
+/// A spawned server's stderr, line by line, into this process's logs (at `INFO`, target
+/// `agent_tower::tool::mcp`), so that it neither mixes into them raw nor is lost. A line is
+/// cut at 4 KiB.
+fn log_stderr(server: String, stderr: tokio::process::ChildStderr) {
+    use futures_util::StreamExt;
+    use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
+    tokio::spawn(async move {
+        let mut lines = FramedRead::new(stderr, LinesCodec::new_with_max_length(4096));
+        while let Some(line) = lines.next().await {
+            match line {
+                Ok(line) => tracing::info!(mcp_server = %server, "{line}"),
+                Err(LinesCodecError::MaxLineLengthExceeded) => {
+                    tracing::info!(mcp_server = %server, "(a line longer than 4 KiB, left out)");
+                }
+                Err(LinesCodecError::Io(_)) => break,
+            }
+        }
+    });
+}
+
 /// Connecting to or talking with an MCP server failed.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -194,7 +214,13 @@ impl McpConnection {
             } => {
                 let mut process = tokio::process::Command::new(command);
                 process.args(args).envs(env.iter().map(|(k, v)| (k, v)));
-                let transport = TokioChildProcess::new(process).map_err(|e| failed(e.into()))?;
+                let (transport, stderr) = TokioChildProcess::builder(process)
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .map_err(|e| failed(e.into()))?;
+                if let Some(stderr) = stderr {
+                    log_stderr(server.name().to_owned(), stderr);
+                }
                 ().serve(transport).await.map_err(|e| failed(e.into()))?
             }
             McpServer::Http { url, headers, .. } => {
