@@ -128,26 +128,26 @@ async fn prometheus_scrapes_runs_by_outcome() {
     let deadline = tokio::time::Instant::now() + PATIENCE;
     let outcomes = loop {
         // Prometheus scrapes on its own clock and tells no one: asking again is the only way.
-        if let Ok(response) = http.get(&query).send().await {
-            if let Ok(answer) = response.json::<Value>().await {
-                let mut outcomes: Vec<(String, String)> = answer["data"]["result"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|series| {
-                        (
-                            series["metric"]["outcome"]
-                                .as_str()
-                                .unwrap_or("")
-                                .to_owned(),
-                            series["value"][1].as_str().unwrap_or("").to_owned(),
-                        )
-                    })
-                    .collect();
-                outcomes.sort();
-                if outcomes.len() == 3 {
-                    break outcomes;
-                }
+        if let Ok(response) = http.get(&query).send().await
+            && let Ok(answer) = response.json::<Value>().await
+        {
+            let mut outcomes: Vec<(String, String)> = answer["data"]["result"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|series| {
+                    (
+                        series["metric"]["outcome"]
+                            .as_str()
+                            .unwrap_or("")
+                            .to_owned(),
+                        series["value"][1].as_str().unwrap_or("").to_owned(),
+                    )
+                })
+                .collect();
+            outcomes.sort();
+            if outcomes.len() == 3 {
+                break outcomes;
             }
         }
         assert!(

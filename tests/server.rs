@@ -539,10 +539,10 @@ async fn websocket_runs_cancels_and_closes() {
     long["forwardedProps"] = json!({"scripted": {"tokens": 1_000_000}});
     socket.send(Message::text(long.to_string())).await.unwrap();
     loop {
-        if let Some(Ok(Message::Text(text))) = socket.next().await {
-            if text.as_str().contains("TEXT_MESSAGE_CONTENT") {
-                break;
-            }
+        if let Some(Ok(Message::Text(text))) = socket.next().await
+            && text.as_str().contains("TEXT_MESSAGE_CONTENT")
+        {
+            break;
         }
     }
     drop(socket);

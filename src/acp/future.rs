@@ -154,17 +154,17 @@ where
             match polled {
                 Poll::Pending => {
                     // The latest progress, once the editor took what came before.
-                    if this.outbox.is_empty() {
-                        if let Some(progress) = this.call.progress.poll_take(cx) {
-                            let text = match progress {
-                                Value::String(text) => text,
-                                other => other.to_string(),
-                            };
-                            this.outbox
-                                .push(this.call.update(
-                                    ToolCallUpdateFields::new().content(vec![text.into()]),
-                                ));
-                        }
+                    if this.outbox.is_empty()
+                        && let Some(progress) = this.call.progress.poll_take(cx)
+                    {
+                        let text = match progress {
+                            Value::String(text) => text,
+                            other => other.to_string(),
+                        };
+                        this.outbox.push(
+                            this.call
+                                .update(ToolCallUpdateFields::new().content(vec![text.into()])),
+                        );
                     }
                     let _ = this.outbox.poll_drain(cx);
                     return Poll::Pending;

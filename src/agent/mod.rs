@@ -246,10 +246,10 @@ where
         let run = async move {
             let mut result = crate::run::with_background(run, &background, grace).await;
             // Background work may have changed the state after the loop ended.
-            if let Ok(outcome) = &mut result {
-                if outcome.state.is_some() || shared.get() != serde_json::json!({}) {
-                    outcome.state = Some(shared.get());
-                }
+            if let Ok(outcome) = &mut result
+                && (outcome.state.is_some() || shared.get() != serde_json::json!({}))
+            {
+                outcome.state = Some(shared.get());
             }
             result
         };

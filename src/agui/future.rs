@@ -102,11 +102,10 @@ pin_project! {
             if *this.done {
                 return;
             }
-            if this.output.is_none() {
-                if let Some(mut activity) = this.activity.take() {
+            if this.output.is_none()
+                && let Some(mut activity) = this.activity.take() {
                     this.outbox.queue().push_back(activity.snapshot("cancelled"));
                 }
-            }
             this.outbox.send_now();
         }
     }
@@ -170,10 +169,10 @@ where
                     .into(),
                 );
             }
-            if let Some(changes) = this.result.state.as_ref().map(SharedState::take_changes) {
-                if !changes.is_empty() {
-                    this.outbox.push(Event::state_delta(&changes));
-                }
+            if let Some(changes) = this.result.state.as_ref().map(SharedState::take_changes)
+                && !changes.is_empty()
+            {
+                this.outbox.push(Event::state_delta(&changes));
             }
             if let Some(mut activity) = this.activity.take() {
                 let status = match (interrupted, failed) {
@@ -312,10 +311,10 @@ where
         if this.result.is_none() {
             // RUN_STARTED (and the initial snapshot) go out before the run does anything; state
             // changed by work of the run's own (background) goes out as it happens.
-            if let Some(changes) = this.shared.as_ref().map(|s| s.poll_changes(cx)) {
-                if !changes.is_empty() {
-                    this.outbox.push(Event::state_delta(&changes));
-                }
+            if let Some(changes) = this.shared.as_ref().map(|s| s.poll_changes(cx))
+                && !changes.is_empty()
+            {
+                this.outbox.push(Event::state_delta(&changes));
             }
             ready!(this.outbox.poll_drain(cx));
             // The run may now wait long on its model: its own events are few.

@@ -436,10 +436,10 @@ impl Message {
                 error,
             } => {
                 let mut parts = content.to_parts();
-                if let Some(error) = error {
-                    if parts.iter().all(|p| p.to_text().is_empty()) {
-                        parts = vec![ContentPart::text(error.clone())];
-                    }
+                if let Some(error) = error
+                    && parts.iter().all(|p| p.to_text().is_empty())
+                {
+                    parts = vec![ContentPart::text(error.clone())];
                 }
                 message::Message::Tool {
                     id: id.clone(),

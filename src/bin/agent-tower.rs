@@ -101,7 +101,7 @@ enum Command {
     /// The agent has the demo tools; in the session mode `ask` (the default) it asks the editor
     /// before `write_document` and `remember` run. Prompts with the word `slowly` stream for ten
     /// seconds (to try cancelling); `/mode auto|ask|read-only` switches mode.
-    Acp(Acp),
+    Acp(Box<Acp>),
 }
 
 #[derive(Debug, clap::Args)]
@@ -626,7 +626,7 @@ async fn run() -> Result<(), BoxError> {
         .init();
     let ran = match cli.command {
         Command::Serve(serve) => run_server(*serve).await,
-        Command::Acp(acp) => run_acp(acp).await,
+        Command::Acp(acp) => run_acp(*acp).await,
     };
     if let Some(provider) = provider {
         // The spans still batched go out before the process ends.

@@ -190,11 +190,12 @@ impl ScriptedModel {
             .map(Duration::from_millis);
         // Filler answers, unless the user asks for tools: a run of any length after a call.
         let calls = || mentioned_tools(&user_text, req.tools.iter().map(|t| t.name.as_str()));
-        if steps.is_none() && (after_tool || calls().is_empty()) {
-            if let Some(tokens) = filler {
-                plan.filler(tokens);
-                return plan;
-            }
+        if steps.is_none()
+            && (after_tool || calls().is_empty())
+            && let Some(tokens) = filler
+        {
+            plan.filler(tokens);
+            return plan;
         }
         let steps = steps.get_or_insert_with(|| {
             let mut steps = Vec::new();

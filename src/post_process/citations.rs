@@ -41,10 +41,10 @@ fn markers(text: &str) -> Vec<usize> {
     while let Some(open) = rest.find('[') {
         rest = &rest[open + 1..];
         let Some(close) = rest.find(']') else { break };
-        if let Ok(n) = rest[..close].parse::<usize>() {
-            if seen.insert(n) {
-                found.push(n);
-            }
+        if let Ok(n) = rest[..close].parse::<usize>()
+            && seen.insert(n)
+        {
+            found.push(n);
         }
         rest = &rest[close..];
     }

@@ -196,10 +196,9 @@ impl SharedState {
             .0
             .iter()
             .position(|op| matches!(op, PatchOperation::Copy(_)))
+            && unsafe_keys(&value) > unsafe_keys(&inner.value)
         {
-            if unsafe_keys(&value) > unsafe_keys(&inner.value) {
-                return Err(ApplyError::UnsafeKey { operation });
-            }
+            return Err(ApplyError::UnsafeKey { operation });
         }
         inner.value = value;
         inner.changes.extend(patch.0.iter().cloned());

@@ -355,10 +355,10 @@ where
             }
         }
         while let Some(event) = rx.try_recv() {
-            if full.is_none() {
-                if let Err(why) = self.take_bounded(&mut batch, event) {
-                    full = Some(("run_too_large", why));
-                }
+            if full.is_none()
+                && let Err(why) = self.take_bounded(&mut batch, event)
+            {
+                full = Some(("run_too_large", why));
             }
         }
         let result = result.expect("the loop ends when the run has resolved");

@@ -198,10 +198,8 @@ impl Topic {
     pub(crate) fn viewer_left(&self, cancel: bool) {
         self.viewer_left
             .store(true, std::sync::atomic::Ordering::Release);
-        if cancel {
-            if let Some(tail) = lock(&self.live).as_ref() {
-                tail.cancel.cancel();
-            }
+        if cancel && let Some(tail) = lock(&self.live).as_ref() {
+            tail.cancel.cancel();
         }
     }
 

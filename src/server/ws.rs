@@ -93,23 +93,23 @@ where
     ping.reset();
 
     loop {
-        if active.is_none() {
-            if let Some(text) = waiting.pop_front() {
-                let begun = match server.parse_input(text.as_bytes()) {
-                    Ok(input) => server.begin(input).await,
-                    Err(rejection) => Err(rejection),
-                };
-                match begun {
-                    Ok(events) => active = Some(events),
-                    Err(rejection) => {
-                        rejection.log_refused_run();
-                        if tx.send(refusal(&rejection)).await.is_err() {
-                            break;
-                        }
+        if active.is_none()
+            && let Some(text) = waiting.pop_front()
+        {
+            let begun = match server.parse_input(text.as_bytes()) {
+                Ok(input) => server.begin(input).await,
+                Err(rejection) => Err(rejection),
+            };
+            match begun {
+                Ok(events) => active = Some(events),
+                Err(rejection) => {
+                    rejection.log_refused_run();
+                    if tx.send(refusal(&rejection)).await.is_err() {
+                        break;
                     }
                 }
-                continue;
             }
+            continue;
         }
         tokio::select! {
             incoming = rx.next() => match incoming {

@@ -91,10 +91,10 @@ where
     /// Drains, then flushes the transport.
     pub fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         ready!(self.poll_drain(cx));
-        if let Some(sink) = self.sink.as_mut() {
-            if ready!(Pin::new(sink).poll_flush(cx)).is_err() {
-                self.disconnected();
-            }
+        if let Some(sink) = self.sink.as_mut()
+            && ready!(Pin::new(sink).poll_flush(cx)).is_err()
+        {
+            self.disconnected();
         }
         Poll::Ready(())
     }

@@ -126,11 +126,11 @@ where
             }
             match this.inner.as_mut().poll_next(cx) {
                 Poll::Ready(Some(item)) => {
-                    if let Some(encoder) = this.encoder.as_mut() {
-                        if let Some(end) = encoder.encode(&item, this.outbox.queue()) {
-                            encoder.end(end, this.outbox.queue());
-                            *this.encoder = None;
-                        }
+                    if let Some(encoder) = this.encoder.as_mut()
+                        && let Some(end) = encoder.encode(&item, this.outbox.queue())
+                    {
+                        encoder.end(end, this.outbox.queue());
+                        *this.encoder = None;
                     }
                     // Deliver what the transport takes right now; the rest goes before the next
                     // pull.

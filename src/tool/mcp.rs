@@ -356,12 +356,12 @@ fn output(result: &Value) -> ToolOutput {
         .as_array()
         .map(|blocks| blocks.iter().map(part).collect())
         .unwrap_or_default();
-    if content.is_empty() {
-        if let Some(structured) = result.get("structuredContent") {
-            content.push(ContentPart::Json {
-                value: structured.clone(),
-            });
-        }
+    if content.is_empty()
+        && let Some(structured) = result.get("structuredContent")
+    {
+        content.push(ContentPart::Json {
+            value: structured.clone(),
+        });
     }
     ToolOutput {
         content,

@@ -273,10 +273,10 @@ where
             agent_tower.time_to_first_token_ms = Empty,
             gen_ai.input.messages = Empty,
         );
-        if config.content {
-            if let Some(last) = request.messages.last() {
-                span.record("gen_ai.input.messages", clipped(last.text()).as_str());
-            }
+        if config.content
+            && let Some(last) = request.messages.last()
+        {
+            span.record("gen_ai.input.messages", clipped(last.text()).as_str());
         }
         ChatFuture {
             inner: self.inner.call(request),

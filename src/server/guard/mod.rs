@@ -200,30 +200,31 @@ impl Policy {
             .get(header::HOST)
             .and_then(|h| h.to_str().ok())
             .or_else(|| request.uri().authority().map(|a| a.as_str()));
-        if let Some(host) = host {
-            if !self.serves(host) {
-                return Err(Rejection::new(
-                    StatusCode::MISDIRECTED_REQUEST,
-                    "host_not_allowed",
-                    format!("this server does not answer to `{host}` (allow it with --allow-host)"),
-                ));
-            }
+        if let Some(host) = host
+            && !self.serves(host)
+        {
+            return Err(Rejection::new(
+                StatusCode::MISDIRECTED_REQUEST,
+                "host_not_allowed",
+                format!("this server does not answer to `{host}` (allow it with --allow-host)"),
+            ));
         }
         let guarded = !matches!(
             *request.method(),
             Method::GET | Method::HEAD | Method::OPTIONS
         ) || is_upgrade(request.headers());
-        if let Some(origin) = request.headers().get(header::ORIGIN).filter(|_| guarded) {
-            if !self.origins.contains(origin) && !same_origin(origin, host) {
-                return Err(Rejection::new(
-                    StatusCode::FORBIDDEN,
-                    "origin_not_allowed",
-                    format!(
-                        "pages on {} may not call this server (allow them with --allow-origin)",
-                        origin.to_str().unwrap_or("that origin")
-                    ),
-                ));
-            }
+        if let Some(origin) = request.headers().get(header::ORIGIN).filter(|_| guarded)
+            && !self.origins.contains(origin)
+            && !same_origin(origin, host)
+        {
+            return Err(Rejection::new(
+                StatusCode::FORBIDDEN,
+                "origin_not_allowed",
+                format!(
+                    "pages on {} may not call this server (allow them with --allow-origin)",
+                    origin.to_str().unwrap_or("that origin")
+                ),
+            ));
         }
         Ok(())
     }
