@@ -30,9 +30,12 @@ async fn the_python_client_drives_every_scenario() {
     assert_eq!(passed, SCENARIOS, "{out}");
 }
 
-#[test]
-fn the_binary_answers_a_line_that_is_not_utf8_and_goes_on() {
-    use std::io::{BufRead, BufReader, Write};
+/// `agent-tower acp` in memory, its stdin and its stdout, to read and write raw lines.
+fn raw_agent() -> (
+    std::process::Child,
+    std::process::ChildStdin,
+    std::io::BufReader<std::process::ChildStdout>,
+) {
     let mut agent = std::process::Command::new(AGENT)
         .args(["acp", "--store", "none"])
         .stdin(std::process::Stdio::piped())
@@ -40,8 +43,15 @@ fn the_binary_answers_a_line_that_is_not_utf8_and_goes_on() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("the binary starts");
-    let mut stdin = agent.stdin.take().unwrap();
-    let mut stdout = BufReader::new(agent.stdout.take().unwrap());
+    let stdin = agent.stdin.take().unwrap();
+    let stdout = std::io::BufReader::new(agent.stdout.take().unwrap());
+    (agent, stdin, stdout)
+}
+
+#[test]
+fn the_binary_answers_a_line_that_is_not_utf8_and_goes_on() {
+    use std::io::{BufRead, Write};
+    let (mut agent, mut stdin, mut stdout) = raw_agent();
     let mut next = || {
         let mut line = String::new();
         stdout.read_line(&mut line).unwrap();
@@ -71,16 +81,8 @@ fn the_binary_answers_a_line_that_is_not_utf8_and_goes_on() {
 /// before the answer's caller resumes, which would hide the order.
 #[test]
 fn a_load_sends_everything_before_its_answer() {
-    use std::io::{BufRead, BufReader, Write};
-    let mut agent = std::process::Command::new(AGENT)
-        .args(["acp", "--store", "none"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("the binary starts");
-    let mut stdin = agent.stdin.take().unwrap();
-    let mut stdout = BufReader::new(agent.stdout.take().unwrap());
+    use std::io::{BufRead, Write};
+    let (mut agent, mut stdin, mut stdout) = raw_agent();
     let mut request = |id: u64, method: &str, params: serde_json::Value| {
         let line =
             serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});

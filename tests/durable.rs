@@ -390,11 +390,4 @@ async fn the_official_client_answers_interrupts_through_its_verifier() {
     );
 }
 
-#[tokio::test]
-#[cfg_attr(
-    no_database_url,
-    ignore = "DATABASE_URL is not set: this file's tests ran on SQLite and memory only"
-)]
-async fn postgresql_answers() {
-    stores::postgresql_answers().await;
-}
+stores::postgresql_answers_test!();

@@ -187,11 +187,4 @@ async fn an_approval_answered_before_a_kill_is_carried_out_after_it() {
     }
 }
 
-#[tokio::test]
-#[cfg_attr(
-    no_database_url,
-    ignore = "DATABASE_URL is not set: this file's tests ran on SQLite and memory only"
-)]
-async fn postgresql_answers() {
-    stores::postgresql_answers().await;
-}
+stores::postgresql_answers_test!();

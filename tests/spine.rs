@@ -360,11 +360,4 @@ async fn the_same_request_a_resolved_resume_and_a_resume_under_the_runs_own_id()
     }
 }
 
-#[tokio::test]
-#[cfg_attr(
-    no_database_url,
-    ignore = "DATABASE_URL is not set: this file's tests ran on SQLite and memory only"
-)]
-async fn postgresql_answers() {
-    stores::postgresql_answers().await;
-}
+stores::postgresql_answers_test!();

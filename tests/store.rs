@@ -638,11 +638,4 @@ async fn many_runs_writing_at_once_are_all_logged() {
     }
 }
 
-#[tokio::test]
-#[cfg_attr(
-    no_database_url,
-    ignore = "DATABASE_URL is not set: this file's tests ran on SQLite and memory only"
-)]
-async fn postgresql_answers() {
-    stores::postgresql_answers().await;
-}
+stores::postgresql_answers_test!();

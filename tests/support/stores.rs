@@ -13,9 +13,26 @@ pub async fn store_urls(test: &str) -> Vec<(&'static str, String)> {
     urls
 }
 
-/// The PostgreSQL server at `DATABASE_URL` answers. Each test file of the durable stores calls
-/// it from a test ignored when `DATABASE_URL` was not set at build time, so that the summary
+/// A test that the PostgreSQL server at `DATABASE_URL` answers, ignored when `DATABASE_URL` was
+/// not set at build time: each test file of the durable stores has one, so that the summary
 /// counts the skipped PostgreSQL halves instead of passing them silently.
+#[allow(unused_macros)] // by the test files of the durable stores only
+macro_rules! postgresql_answers_test {
+    () => {
+        #[tokio::test]
+        #[cfg_attr(
+            no_database_url,
+            ignore = "DATABASE_URL is not set: this file's tests ran on SQLite and memory only"
+        )]
+        async fn postgresql_answers() {
+            stores::postgresql_answers().await;
+        }
+    };
+}
+#[allow(unused_imports)] // by the test files of the durable stores only
+pub(crate) use postgresql_answers_test;
+
+/// The PostgreSQL server at `DATABASE_URL` answers.
 pub async fn postgresql_answers() {
     let url =
         std::env::var("DATABASE_URL").expect("DATABASE_URL was set when the tests were built");
