@@ -5,7 +5,7 @@ use tower_layer::Layer;
 use super::{Acp, Notifier, tool_call::Kinds};
 use crate::{tool::ToolSpec, transport::OnDisconnect};
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Config {
     pub(crate) kinds: Kinds,
     pub(crate) context_window: u64,
@@ -72,7 +72,8 @@ impl<T> AcpLayer<T> {
     }
 
     fn config_mut(&mut self) -> &mut Config {
-        Arc::get_mut(&mut self.config).expect("configure the layer before cloning it")
+        // Copy on write: a layer configured after it was cloned changes only itself.
+        Arc::make_mut(&mut self.config)
     }
 }
 

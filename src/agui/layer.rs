@@ -146,7 +146,7 @@ pub struct Prediction {
     pub tool_argument: String,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Config {
     pub(crate) options: AguiOptions,
     pub(crate) on_disconnect: OnDisconnect,
@@ -226,7 +226,8 @@ impl<T> AguiLayer<T> {
     }
 
     fn config_mut(&mut self) -> &mut Config {
-        Arc::get_mut(&mut self.config).expect("configure the layer before cloning it")
+        // Copy on write: a layer configured after it was cloned changes only itself.
+        Arc::make_mut(&mut self.config)
     }
 }
 

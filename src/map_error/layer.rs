@@ -15,7 +15,7 @@ impl MapErrorLayer {
     pub fn new() -> Self {
         Self {
             mapper: Arc::new(Mapper {
-                classifier: DefaultClassifier::new(),
+                classifier: Arc::new(DefaultClassifier::new()),
                 detail: Detail::Message,
             }),
         }
@@ -33,21 +33,15 @@ impl<C> MapErrorLayer<C> {
     pub fn classifier<D: ClassifyError>(self, classifier: D) -> MapErrorLayer<D> {
         MapErrorLayer {
             mapper: Arc::new(Mapper {
-                classifier,
+                classifier: Arc::new(classifier),
                 detail: self.mapper.detail,
             }),
         }
     }
 
-    /// How much of an error clients see.
-    ///
-    /// # Panics
-    ///
-    /// If the layer was cloned already (configure it first).
+    /// How much of an error clients see. Setting it on a clone changes that clone only.
     pub fn detail(mut self, detail: Detail) -> Self {
-        Arc::get_mut(&mut self.mapper)
-            .expect("configure the layer before cloning it")
-            .detail = detail;
+        Arc::make_mut(&mut self.mapper).detail = detail;
         self
     }
 }

@@ -57,7 +57,7 @@ mod render;
 mod service;
 mod stream;
 
-use std::{error::Error as StdError, fmt};
+use std::{error::Error as StdError, fmt, sync::Arc};
 
 pub use self::{
     class::{ClassifyError, DefaultClassifier, ErrorClass, ErrorKind},
@@ -136,8 +136,17 @@ pub fn acp_answer(error: &(dyn StdError + 'static)) -> AcpAnswer {
 
 /// Classifies with `C` and keeps the detail level.
 pub(crate) struct Mapper<C> {
-    pub(crate) classifier: C,
+    pub(crate) classifier: Arc<C>,
     pub(crate) detail: Detail,
+}
+
+impl<C> Clone for Mapper<C> {
+    fn clone(&self) -> Self {
+        Self {
+            classifier: self.classifier.clone(),
+            detail: self.detail,
+        }
+    }
 }
 
 impl<C: ClassifyError> Mapper<C> {

@@ -4,6 +4,7 @@ use tower_layer::Layer;
 
 use super::{PostProcess, is_safe};
 
+#[derive(Clone)]
 pub(crate) struct Config {
     pub(crate) key: String,
     pub(crate) max_text: usize,
@@ -62,7 +63,8 @@ impl<P> PostProcessLayer<P> {
     }
 
     fn config_mut(&mut self) -> &mut Config {
-        Arc::get_mut(&mut self.config).expect("configure the layer before cloning it")
+        // Copy on write: a layer configured after it was cloned changes only itself.
+        Arc::make_mut(&mut self.config)
     }
 }
 

@@ -74,7 +74,7 @@ use crate::{
 type FromArgs = Arc<dyn Fn(&Value, &mut Value) + Send + Sync>;
 type FromResult = Arc<dyn Fn(&Value, &ToolOutput, &mut Value) + Send + Sync>;
 
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(crate) struct Hooks {
     from_args: HashMap<String, FromArgs>,
     from_result: HashMap<String, FromResult>,
@@ -125,7 +125,8 @@ impl StateLayer {
     }
 
     fn hooks_mut(&mut self) -> &mut Hooks {
-        Arc::get_mut(&mut self.hooks).expect("configure the layer before cloning it")
+        // Copy on write: a layer configured after it was cloned changes only itself.
+        Arc::make_mut(&mut self.hooks)
     }
 }
 

@@ -14,7 +14,7 @@ pub enum JsonDisplay {
     Summarize,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Config {
     pub(crate) max_ui_payload: usize,
     pub(crate) max_delta: usize,
@@ -83,7 +83,8 @@ impl TruncateLayer {
     }
 
     fn config_mut(&mut self) -> &mut Config {
-        Arc::get_mut(&mut self.config).expect("configure the layer before cloning it")
+        // Copy on write: a layer configured after it was cloned changes only itself.
+        Arc::make_mut(&mut self.config)
     }
 }
 
