@@ -108,6 +108,29 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+/// `get_ref`, `get_mut` and `into_inner` of a service that wraps its inner service `S` in a field
+/// `inner`, inside that service's `impl` block.
+macro_rules! inner_service {
+    () => {
+        /// The wrapped service.
+        pub fn get_ref(&self) -> &S {
+            &self.inner
+        }
+
+        /// The wrapped service, mutably.
+        pub fn get_mut(&mut self) -> &mut S {
+            &mut self.inner
+        }
+
+        /// Unwraps the service.
+        pub fn into_inner(self) -> S {
+            self.inner
+        }
+    };
+}
+#[allow(unused_imports)] // by the wrapping services, each behind its feature
+pub(crate) use inner_service;
+
 pub mod agent;
 pub mod delta;
 pub mod id;

@@ -54,3 +54,30 @@ fn a_layer_configured_after_it_was_cloned_changes_alone() {
     );
     configured_after_clone(StateLayer::new(), |l| l.from_args("remember", |_, _| {}));
 }
+
+/// A stand-in for the wrapped service: a number to read and change.
+#[derive(Debug, Clone, PartialEq)]
+struct Inner(u32);
+
+/// `get_ref`, `get_mut` and `into_inner` reach the wrapped service of every layer's service.
+#[test]
+fn every_service_gives_access_to_the_one_it_wraps() {
+    use tower::Layer;
+    macro_rules! reaches {
+        ($layer:expr) => {{
+            let mut service = $layer.layer(Inner(1));
+            assert_eq!(service.get_ref(), &Inner(1));
+            service.get_mut().0 = 2;
+            assert_eq!(service.into_inner(), Inner(2));
+        }};
+    }
+    reaches!(AguiLayer::new());
+    reaches!(AcpLayer::new());
+    reaches!(TruncateLayer::new());
+    reaches!(MapErrorLayer::new());
+    reaches!(StateLayer::new());
+    reaches!(agent_tower::trace::TraceLayer::new());
+    reaches!(agent_tower::model::IdleTimeoutLayer::new(
+        std::time::Duration::from_secs(1)
+    ));
+}

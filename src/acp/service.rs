@@ -39,15 +39,7 @@ impl<S, T> Acp<S, T> {
         }
     }
 
-    /// The wrapped service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// Unwraps the service.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
+    crate::inner_service!();
 }
 
 /// Where one turn's updates go: its own notifier, else the layer's transport.

@@ -42,20 +42,7 @@ impl<S, T> Agui<S, T> {
         }
     }
 
-    /// The wrapped service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// The wrapped service, mutably.
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
-    /// Unwraps the service.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
+    crate::inner_service!();
 }
 
 /// Where one run's events go: its own AG-UI sink, else the layer's transport.

@@ -25,15 +25,7 @@ impl<S, C> MapError<S, C> {
         Self { inner, mapper }
     }
 
-    /// The wrapped service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// Unwraps the service.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
+    crate::inner_service!();
 }
 
 impl<S: Clone, C> Clone for MapError<S, C> {

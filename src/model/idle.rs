@@ -60,6 +60,10 @@ pub struct IdleTimeout<S> {
     idle: Duration,
 }
 
+impl<S> IdleTimeout<S> {
+    crate::inner_service!();
+}
+
 impl<S> Service<ModelRequest> for IdleTimeout<S>
 where
     S: ModelService,

@@ -31,15 +31,7 @@ impl<S, A> Permission<S, A> {
         }
     }
 
-    /// The wrapped service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// Unwraps the service.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
+    crate::inner_service!();
 }
 
 impl<S: fmt::Debug, A> fmt::Debug for Permission<S, A> {

@@ -33,15 +33,7 @@ impl<S, P> PostProcess<S, P> {
         }
     }
 
-    /// The wrapped service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// Unwraps the service.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
+    crate::inner_service!();
 }
 
 impl<S: Clone, P: Clone> Clone for PostProcess<S, P> {

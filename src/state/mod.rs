@@ -149,15 +149,7 @@ pub struct State<S> {
 }
 
 impl<S> State<S> {
-    /// The wrapped service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// Unwraps the service.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
+    crate::inner_service!();
 }
 
 impl<S> Service<ModelRequest> for State<S>

@@ -132,6 +132,10 @@ pub struct Trace<S> {
     config: Arc<Config>,
 }
 
+impl<S> Trace<S> {
+    crate::inner_service!();
+}
+
 /// The run's span, kept in its context for the spans of its calls.
 #[derive(Clone)]
 struct RunSpan(Span);

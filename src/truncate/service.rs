@@ -24,20 +24,7 @@ impl<S> Truncate<S> {
         Self { inner, config }
     }
 
-    /// The wrapped service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// The wrapped service, mutably.
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
-    /// Unwraps the service.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
+    crate::inner_service!();
 }
 
 impl<S: Clone> Clone for Truncate<S> {

@@ -57,6 +57,10 @@ pub struct AccessLog<S> {
     inner: S,
 }
 
+impl<S> AccessLog<S> {
+    crate::inner_service!();
+}
+
 impl<S> Service<Request> for AccessLog<S>
 where
     S: Service<Request, Response = Response>,

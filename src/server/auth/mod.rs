@@ -223,6 +223,10 @@ pub struct BearerAuth<S> {
     layer: BearerAuthLayer,
 }
 
+impl<S> BearerAuth<S> {
+    crate::inner_service!();
+}
+
 impl<S> Service<Request> for BearerAuth<S>
 where
     S: Service<Request, Response = Response>,

@@ -172,6 +172,10 @@ pub struct BrowserGuard<S> {
     policy: Arc<Policy>,
 }
 
+impl<S> BrowserGuard<S> {
+    crate::inner_service!();
+}
+
 impl<S> Service<Request> for BrowserGuard<S>
 where
     S: Service<Request, Response = Response>,
