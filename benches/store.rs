@@ -25,10 +25,11 @@ use std::{
 };
 
 use agent_tower::{
+    demo::serve::scripted_agent,
     id::{RunId, ThreadId},
     map_error::Detail,
     runs::{LoggedEvent, RunEnd, RunLog, RunStatus, Start},
-    server::{AguiServer, scripted_agent},
+    server::AguiServer,
     store::RunStore,
 };
 use axum::{body::Body, http::Request};

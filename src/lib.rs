@@ -77,6 +77,8 @@
 //!   PostgreSQL: runs and threads that outlive the process, several instances as one.
 //! - `model::openai` (feature `openai`): a model service for any OpenAI-compatible
 //!   chat-completions server; `tool::mcp` (feature `mcp`): MCP servers' tools as tool services.
+//! - [`demo`] (feature `demo`): the stacks the `agent-tower` command runs, to read and to test
+//!   against.
 //! - [`test_util`] (feature `test-util`): mocks and assertions for testing your own stacks.
 //!
 //! # Where a run goes
@@ -147,6 +149,9 @@ pub mod acp;
 #[cfg(feature = "agui")]
 #[cfg_attr(docsrs, doc(cfg(feature = "agui")))]
 pub mod agui;
+#[cfg(feature = "demo")]
+#[cfg_attr(docsrs, doc(cfg(feature = "demo")))]
+pub mod demo;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;

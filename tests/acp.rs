@@ -19,9 +19,9 @@ use agent_tower::{
             SessionId, SessionNotification, SessionUpdate, SetSessionConfigOptionRequest,
             SetSessionModeRequest, StopReason, TextContent, ToolCallStatus, ToolKind,
         },
-        scripted_agent,
     },
     agent::Agent as Loop,
+    demo::acp::scripted_agent,
     map_error::{DefaultClassifier, Detail, MapError, MapErrorLayer},
     model::{FinishReason, ModelErrorKind, ModelEvent},
     test_util::{MockItem, MockModel},
@@ -179,7 +179,7 @@ where
         .expect("the editor's session ran");
 }
 
-fn demo() -> AcpAgent<agent_tower::acp::ScriptedAgent> {
+fn demo() -> AcpAgent<agent_tower::demo::acp::ScriptedAgent> {
     let (agent, approver, tools) = scripted_agent(NonZeroU32::new(8).unwrap(), Detail::Message);
     AcpAgent::new(agent).approver(approver).tools(&tools)
 }

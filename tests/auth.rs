@@ -1,7 +1,10 @@
 //! Bearer tokens and their scopes over real routes, and CORS preflights beside them (the axum
 //! example's app).
 
-use agent_tower::server::{AguiServer, BearerTokens, Scope, scripted_agent};
+use agent_tower::{
+    demo::serve::scripted_agent,
+    server::{AguiServer, BearerTokens, Scope},
+};
 use axum::{
     Router,
     body::Body,

@@ -3,10 +3,7 @@
 
 use std::num::NonZeroU32;
 
-use agent_tower::{
-    map_error::Detail,
-    server::{AguiServer, scripted_agent},
-};
+use agent_tower::{demo::serve::scripted_agent, map_error::Detail, server::AguiServer};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::{self, client::IntoClientRequest};
 

@@ -5,8 +5,9 @@
 use std::{net::SocketAddr, time::Duration};
 
 use agent_tower::{
+    demo::serve::scripted_agent,
     map_error::Detail,
-    server::{AguiServer, Connections, Ended, RunSummary, scripted_agent},
+    server::{AguiServer, Connections, Ended, RunSummary},
 };
 use serde_json::{Value, json};
 use tokio::{

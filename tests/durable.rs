@@ -10,9 +10,7 @@ mod support;
 use std::{num::NonZeroU32, time::Duration};
 
 use agent_tower::{
-    map_error::Detail,
-    server::{AguiServer, interrupting_agent},
-    store::RunStore,
+    demo::serve::interrupting_agent, map_error::Detail, server::AguiServer, store::RunStore,
     transport::OnDisconnect,
 };
 use frames::frames;

@@ -5,9 +5,10 @@ use std::{net::SocketAddr, time::Duration};
 use agent_tower::{
     agent::Agent,
     agui::{AguiLayer, Event},
+    demo::serve::{ScriptedAgent, scripted_agent},
     map_error::Detail,
     model::scripted::ScriptedModel,
-    server::{AguiServer, BusyThread, Ended, RunSummary, ScriptedAgent, scripted_agent},
+    server::{AguiServer, BusyThread, Ended, RunSummary},
     test_util::{MockItem, MockModel, verify},
     tool::ToolRouter,
     transport::OnDisconnect,

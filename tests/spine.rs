@@ -10,8 +10,9 @@ mod stores;
 use std::{num::NonZeroU32, time::Duration};
 
 use agent_tower::{
+    demo::serve::interrupting_agent,
     map_error::Detail,
-    server::{AguiServer, Ended, RunSummary, interrupting_agent},
+    server::{AguiServer, Ended, RunSummary},
     store::RunStore,
 };
 use frames::frames;

@@ -8,9 +8,7 @@ mod postgres;
 use std::{num::NonZeroU32, time::Duration};
 
 use agent_tower::{
-    map_error::Detail,
-    server::{AguiServer, interrupting_agent},
-    store::RunStore,
+    demo::serve::interrupting_agent, map_error::Detail, server::AguiServer, store::RunStore,
 };
 use futures_util::StreamExt;
 use postgres::PrivatePostgres;

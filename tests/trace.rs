@@ -4,7 +4,7 @@
 use std::num::NonZeroU32;
 
 use agent_tower::{
-    agui::Event, map_error::Detail, message::Message, run::RunRequest, server::scripted_agent,
+    agui::Event, demo::serve::scripted_agent, map_error::Detail, message::Message, run::RunRequest,
     transport::Channel,
 };
 use futures_util::StreamExt;

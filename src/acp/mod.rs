@@ -60,7 +60,6 @@
 mod agent;
 mod approve;
 pub mod content;
-mod demo;
 pub mod future;
 mod history;
 mod layer;
@@ -75,7 +74,6 @@ mod tool_call;
 pub use self::{
     agent::AcpAgent,
     approve::AcpApprover,
-    demo::{ProductAgent, ScriptedAgent, product_agent, scripted_agent},
     layer::AcpLayer,
     lines::{MAX_LINE_BYTES, MAX_QUEUED_UPDATES},
     notifier::Notifier,

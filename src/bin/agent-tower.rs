@@ -3,13 +3,13 @@
 use std::time::Duration;
 
 use agent_tower::{
-    BoxError, acp,
+    BoxError, acp, demo,
     map_error::Detail,
     model::{
         BoxModel, IdleTimeoutLayer, RetryPolicy, boxed, openai::OpenAi, scripted::ScriptedModel,
     },
     permission::{Action, InterruptApprover, Mode, Policy},
-    server::{AguiServer, BearerTokens, BusyThread, Connections, Scope, product_agent},
+    server::{AguiServer, BearerTokens, BusyThread, Connections, Scope},
     tool::{
         ToolRouter,
         demo::demo_tools,
@@ -640,7 +640,7 @@ async fn run() -> Result<(), BoxError> {
 async fn run_acp(args: Acp) -> Result<(), BoxError> {
     let max_turns =
         std::num::NonZeroU32::new(args.max_turns).ok_or("--max-turns must be at least 1")?;
-    let (agent, approver, tools) = acp::product_agent(
+    let (agent, approver, tools) = demo::acp::product_agent(
         args.model.service(),
         args.model.tools().await?,
         max_turns,
@@ -700,7 +700,7 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
     let max_turns =
         std::num::NonZeroU32::new(args.max_turns).ok_or("--max-turns must be at least 1")?;
     // A call of `remember` waits for a person: an interrupt, resumable for --interrupt-ttl.
-    let agent = product_agent(
+    let agent = demo::serve::product_agent(
         args.model.service(),
         args.model.tools().await?,
         max_turns,

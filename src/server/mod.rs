@@ -68,7 +68,6 @@
 
 mod access;
 mod auth;
-mod demo;
 mod error;
 mod guard;
 mod negotiate;
@@ -95,7 +94,6 @@ use tower_service::Service;
 pub use self::{
     access::{AccessLog, AccessLogFuture, AccessLogLayer},
     auth::{BearerAuth, BearerAuthLayer, BearerTokens, MIN_TOKEN_BYTES, Scope},
-    demo::{ProductAgent, ScriptedAgent, interrupting_agent, product_agent, scripted_agent},
     error::Rejection,
     guard::{BrowserGuard, BrowserGuardLayer},
     negotiate::Format,

@@ -33,7 +33,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 /// ```no_run
 /// # #[tokio::main] async fn main() -> std::io::Result<()> {
 /// use std::time::Duration;
-/// use agent_tower::server::{Connections, scripted_agent};
+/// use agent_tower::{demo::serve::scripted_agent, server::Connections};
 /// use tokio_util::sync::CancellationToken;
 ///
 /// let agent = scripted_agent(std::num::NonZeroU32::new(8).unwrap(), Default::default());

@@ -1,7 +1,6 @@
 use std::{
     fmt,
     sync::{Arc, Mutex, PoisonError},
-    task::Context,
 };
 
 use futures_util::task::AtomicWaker;
@@ -46,7 +45,8 @@ impl Progress {
     }
 
     /// The latest report not yet taken; the task is woken at the next report.
-    pub(crate) fn poll_take(&self, cx: &mut Context<'_>) -> Option<Value> {
+    #[cfg(any(feature = "agui", feature = "acp"))]
+    pub(crate) fn poll_take(&self, cx: &mut std::task::Context<'_>) -> Option<Value> {
         self.0.waker.register(cx.waker());
         self.0
             .latest

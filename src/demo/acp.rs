@@ -4,8 +4,8 @@ use std::num::NonZeroU32;
 
 use tower_layer::Layer;
 
-use super::{Acp, AcpApprover, AcpLayer, Notifier};
 use crate::{
+    acp::{Acp, AcpApprover, AcpLayer, Notifier},
     agent::Agent,
     map_error::{DefaultClassifier, Detail, MapError, MapErrorLayer},
     model::scripted::ScriptedModel,
@@ -40,7 +40,7 @@ pub type ScriptedAgent = ProductAgent<ScriptedModel>;
 ///
 /// The permission policy asks about tools that write (`write_document`, `remember`) in the
 /// session mode `ask`, lets them run in `auto` and refuses them in `read-only`. Returns the agent,
-/// the approver to give to [`AcpAgent::approver`](super::AcpAgent::approver), and the tools'
+/// the approver to give to [`AcpAgent::approver`](crate::acp::AcpAgent::approver), and the tools'
 /// specs.
 #[must_use]
 pub fn scripted_agent(
