@@ -58,7 +58,7 @@ pub type ScriptedAgent<A = AutoApprove> = ProductAgent<ScriptedModel, A>;
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// use agent_tower::{agui::Event, map_error::Detail, message::Message, run::RunRequest};
-/// use agent_tower::{server::scripted_agent, transport::Channel};
+/// use agent_tower::{demo::serve::scripted_agent, transport::Channel};
 /// use futures_util::StreamExt;
 /// use std::{num::NonZeroU32, time::Duration};
 /// use tower::ServiceExt;
