@@ -23,7 +23,7 @@ use crate::{
 };
 
 /// The future of a wrapped model call: resolves to the model's stream, teed.
-pub type ResponseFuture<F, T> = TeeFuture<F, T, UpdateEncoder, SessionUpdate>;
+pub type ModelResponseFuture<F, T> = TeeFuture<F, T, UpdateEncoder, SessionUpdate>;
 
 /// Where a tool call is in its life, as the editor was told.
 #[derive(Debug)]

@@ -87,7 +87,7 @@ where
 {
     type Response = super::ResponseStream<S::Events, Sink<T>>;
     type Error = S::Error;
-    type Future = future::ResponseFuture<S::Future, Sink<T>>;
+    type Future = future::ModelResponseFuture<S::Future, Sink<T>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -96,7 +96,7 @@ where
     fn call(&mut self, req: ModelRequest) -> Self::Future {
         let outbox = self.outbox(&req.run);
         let encoder = UpdateEncoder::new(self.config.context_window);
-        future::ResponseFuture::new(self.inner.call(req), outbox, encoder)
+        future::ModelResponseFuture::new(self.inner.call(req), outbox, encoder)
     }
 }
 

@@ -31,7 +31,7 @@ use crate::{
 /// The future of a wrapped model call: resolves to the model's stream, teed.
 ///
 /// A call that fails before streaming emits nothing (the step never started).
-pub type ResponseFuture<F, T> = TeeFuture<F, T, ModelEncoder, Event>;
+pub type ModelResponseFuture<F, T> = TeeFuture<F, T, ModelEncoder, Event>;
 
 /// What a tool call's `TOOL_CALL_RESULT` needs.
 #[derive(Debug)]

@@ -91,7 +91,7 @@ where
 {
     type Response = ResponseStream<S::Events, Sink<T>>;
     type Error = S::Error;
-    type Future = future::ResponseFuture<S::Future, Sink<T>>;
+    type Future = future::ModelResponseFuture<S::Future, Sink<T>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -107,7 +107,7 @@ where
             req.run.state.clone(),
         );
         outbox.push(opening);
-        future::ResponseFuture::new(self.inner.call(req), outbox, encoder)
+        future::ModelResponseFuture::new(self.inner.call(req), outbox, encoder)
     }
 }
 

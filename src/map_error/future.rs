@@ -15,20 +15,20 @@ use crate::{BoxError, tool::ToolOutput};
 
 pin_project! {
     /// An agent's result, its error classified.
-    pub struct ResponseFuture<F, C> {
+    pub struct RunResponseFuture<F, C> {
         #[pin]
         inner: F,
         mapper: Arc<Mapper<C>>,
     }
 }
 
-impl<F, C> ResponseFuture<F, C> {
+impl<F, C> RunResponseFuture<F, C> {
     pub(crate) fn new(inner: F, mapper: Arc<Mapper<C>>) -> Self {
         Self { inner, mapper }
     }
 }
 
-impl<F, T, E, C> Future for ResponseFuture<F, C>
+impl<F, T, E, C> Future for RunResponseFuture<F, C>
 where
     F: Future<Output = Result<T, E>>,
     E: Into<BoxError>,
@@ -42,9 +42,9 @@ where
     }
 }
 
-impl<F, C> fmt::Debug for ResponseFuture<F, C> {
+impl<F, C> fmt::Debug for RunResponseFuture<F, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ResponseFuture").finish_non_exhaustive()
+        f.debug_struct("RunResponseFuture").finish_non_exhaustive()
     }
 }
 

@@ -54,7 +54,7 @@ where
 {
     type Response = RunOutcome;
     type Error = BoxError;
-    type Future = future::ResponseFuture<S::Future, C>;
+    type Future = future::RunResponseFuture<S::Future, C>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner
@@ -63,7 +63,7 @@ where
     }
 
     fn call(&mut self, req: RunRequest) -> Self::Future {
-        future::ResponseFuture::new(self.inner.call(req), self.mapper.clone())
+        future::RunResponseFuture::new(self.inner.call(req), self.mapper.clone())
     }
 }
 

@@ -1,3 +1,5 @@
+//! Response futures of [`State`](super::State).
+
 use std::{
     fmt,
     future::Future,
@@ -14,20 +16,20 @@ use crate::{run::SharedState, tool::ToolOutput};
 
 pin_project! {
     /// Resolves to the model's stream, watched for complete tool arguments.
-    pub struct ResponseFuture<F> {
+    pub struct ModelResponseFuture<F> {
         #[pin]
         inner: F,
         hooks: Option<(Arc<Hooks>, SharedState)>,
     }
 }
 
-impl<F> ResponseFuture<F> {
+impl<F> ModelResponseFuture<F> {
     pub(crate) fn new(inner: F, hooks: Option<(Arc<Hooks>, SharedState)>) -> Self {
         Self { inner, hooks }
     }
 }
 
-impl<F, St, E> Future for ResponseFuture<F>
+impl<F, St, E> Future for ModelResponseFuture<F>
 where
     F: Future<Output = Result<St, E>>,
 {
@@ -40,9 +42,10 @@ where
     }
 }
 
-impl<F> fmt::Debug for ResponseFuture<F> {
+impl<F> fmt::Debug for ModelResponseFuture<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ResponseFuture").finish_non_exhaustive()
+        f.debug_struct("ModelResponseFuture")
+            .finish_non_exhaustive()
     }
 }
 

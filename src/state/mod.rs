@@ -51,7 +51,7 @@
 //!
 //! [`SharedState`]: crate::run::SharedState
 
-mod future;
+pub mod future;
 mod stream;
 
 use std::{
@@ -65,7 +65,7 @@ use serde_json::Value;
 use tower_layer::Layer;
 use tower_service::Service;
 
-pub use self::{future::ToolResponseFuture, stream::ResponseStream};
+pub use self::stream::ResponseStream;
 use crate::{
     model::{ModelRequest, ModelService},
     tool::{ToolCall, ToolOutput},
@@ -158,7 +158,7 @@ where
 {
     type Response = ResponseStream<S::Events>;
     type Error = S::Error;
-    type Future = future::ResponseFuture<S::Future>;
+    type Future = future::ModelResponseFuture<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -169,7 +169,7 @@ where
         let hooks = (!self.hooks.from_args.is_empty())
             .then(|| state.map(|state| (self.hooks.clone(), state)))
             .flatten();
-        future::ResponseFuture::new(self.inner.call(req), hooks)
+        future::ModelResponseFuture::new(self.inner.call(req), hooks)
     }
 }
 
@@ -179,7 +179,7 @@ where
 {
     type Response = ToolOutput;
     type Error = S::Error;
-    type Future = ToolResponseFuture<S::Future>;
+    type Future = future::ToolResponseFuture<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -191,6 +191,6 @@ where
         let pending = hook
             .zip(state)
             .map(|(hook, state)| (hook, state, call.arguments.clone()));
-        ToolResponseFuture::new(self.inner.call(call), pending)
+        future::ToolResponseFuture::new(self.inner.call(call), pending)
     }
 }

@@ -15,20 +15,20 @@ use crate::tool::ToolOutput;
 
 pin_project! {
     /// Resolves to the model's stream with large deltas split.
-    pub struct ResponseFuture<F> {
+    pub struct ModelResponseFuture<F> {
         #[pin]
         inner: F,
         max_delta: usize,
     }
 }
 
-impl<F> ResponseFuture<F> {
+impl<F> ModelResponseFuture<F> {
     pub(crate) fn new(inner: F, max_delta: usize) -> Self {
         Self { inner, max_delta }
     }
 }
 
-impl<F, St, E> Future for ResponseFuture<F>
+impl<F, St, E> Future for ModelResponseFuture<F>
 where
     F: Future<Output = Result<St, E>>,
 {
@@ -41,9 +41,9 @@ where
     }
 }
 
-impl<F> fmt::Debug for ResponseFuture<F> {
+impl<F> fmt::Debug for ModelResponseFuture<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ResponseFuture")
+        f.debug_struct("ModelResponseFuture")
             .field("max_delta", &self.max_delta)
             .finish_non_exhaustive()
     }

@@ -51,14 +51,14 @@ where
 {
     type Response = super::ResponseStream<S::Events>;
     type Error = S::Error;
-    type Future = future::ResponseFuture<S::Future>;
+    type Future = future::ModelResponseFuture<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, req: ModelRequest) -> Self::Future {
-        future::ResponseFuture::new(self.inner.call(req), self.config.max_delta)
+        future::ModelResponseFuture::new(self.inner.call(req), self.config.max_delta)
     }
 }
 
