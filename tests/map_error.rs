@@ -9,7 +9,7 @@ use agent_tower::{
         ErrorKind, MapErrorLayer,
     },
     model::{ModelError, ModelErrorKind, ModelRequest},
-    run::{RunOutcome, RunRequest, StopReason},
+    run::{InvalidRequest, RunOutcome, RunRequest, StopReason},
     test_util::{MockItem, MockModel},
     tool::{ToolCall, ToolError, ToolErrorKind, ToolOutput},
 };
@@ -46,6 +46,11 @@ async fn the_default_classifier_knows_types_not_words() {
         .service_fn(|()| std::future::pending::<Result<(), Infallible>>());
     let elapsed = slow.oneshot(()).await.unwrap_err();
     assert_eq!(class(elapsed).kind, ErrorKind::Timeout);
+    // A run refused for what it was asked, whichever protocol layer refused it.
+    let invalid = class(Wrapped(Box::new(InvalidRequest::new(
+        "forwardedProps.x: bad",
+    ))));
+    assert_eq!(invalid.kind, ErrorKind::InvalidRequest);
     let overloaded: BoxError = Box::new(tower::load_shed::error::Overloaded::new());
     let overloaded = class(overloaded);
     assert_eq!(

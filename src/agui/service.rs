@@ -174,7 +174,10 @@ where
                     }
                     .into(),
                 );
-                return future::RunResponseFuture::rejected(outbox, error.into());
+                return future::RunResponseFuture::rejected(
+                    outbox,
+                    crate::run::InvalidRequest::new(error).into(),
+                );
             }
         };
         let ids = future::RunIds {

@@ -165,8 +165,7 @@ impl DefaultClassifier {
         if error.is::<crate::transport::error::TransportClosed>() {
             return Some(ErrorKind::Transport);
         }
-        #[cfg(feature = "agui")]
-        if error.is::<crate::agui::error::ConfigError>() {
+        if error.is::<crate::run::InvalidRequest>() {
             return Some(ErrorKind::InvalidRequest);
         }
         None

@@ -25,6 +25,7 @@
 
 mod background;
 mod interrupt;
+mod invalid;
 pub(crate) mod state;
 
 use serde::{Deserialize, Serialize};
@@ -35,6 +36,7 @@ pub(crate) use self::background::with_background;
 pub use self::{
     background::Background,
     interrupt::{Interrupt, Interrupted},
+    invalid::InvalidRequest,
     state::{ApplyError, SharedState},
 };
 
