@@ -1,0 +1,454 @@
+//! What the agent answers to each request of the client, and the notifications it sends.
+
+use std::sync::Arc;
+
+use agent_client_protocol::{
+    Client, Error,
+    schema::ProtocolVersion,
+    v1::{
+        ConnectionTo, Responder,
+        schema::{
+            self as acp, AgentCapabilities, CloseSessionRequest, CloseSessionResponse,
+            ConfigOptionUpdate, ContentBlock, ContentChunk, CurrentModeUpdate, InitializeRequest,
+            InitializeResponse, LoadSessionRequest, LoadSessionResponse, McpCapabilities,
+            NewSessionRequest, NewSessionResponse, PromptRequest, PromptResponse,
+            SessionCapabilities, SessionCloseCapabilities, SessionId, SessionInfoUpdate,
+            SessionUpdate, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
+            SetSessionModeRequest, SetSessionModeResponse,
+        },
+    },
+};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
+use tower_service::Service;
+
+use super::{
+    Shared,
+    mcp::connect_mcp,
+    modes::{commands, config_options, mode_id, mode_of, mode_state},
+    sessions::{Session, session_title},
+};
+use crate::{
+    BoxError,
+    acp::{Notifier, content, history},
+    id::{MessageId, RunId},
+    map_error::{AcpAnswer, AcpStopReason, acp_answer},
+    message::Message,
+    permission::Mode,
+    run::{RunContext, RunOutcome, RunRequest},
+    tool::RunTools,
+};
+
+pub(super) fn not_found(session: &SessionId) -> Error {
+    acp::Error::session_not_found(session.clone()).into()
+}
+
+pub(super) fn notify(cx: &ConnectionTo<Client>, session: &SessionId, update: SessionUpdate) {
+    if let Err(error) = cx.send_notification(acp::SessionNotification::new(session.clone(), update))
+    {
+        tracing::debug!(%error, "client gone");
+    }
+}
+
+impl<S> Shared<S>
+where
+    S: Service<RunRequest, Response = RunOutcome> + Clone + Send + Sync + 'static,
+    S::Error: Into<BoxError> + Send,
+    S::Future: Send,
+{
+    pub(super) fn initialize(
+        &self,
+        req: InitializeRequest,
+        responder: Responder<InitializeResponse>,
+        cx: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        tracing::info!(
+            requested = req.protocol_version.as_u16(),
+            client = ?req.client_info.as_ref().map(|c| &c.name),
+            "initialize"
+        );
+        if let Some(approver) = &self.config.approver {
+            approver.connect(cx);
+        }
+        // One version is spoken: the requested one if it is it, else it is the latest.
+        responder.respond(
+            InitializeResponse::new(ProtocolVersion::LATEST)
+                .agent_capabilities(
+                    AgentCapabilities::new()
+                        .load_session(true)
+                        .prompt_capabilities(self.config.prompt.clone())
+                        .mcp_capabilities(McpCapabilities::new().http(cfg!(feature = "mcp")))
+                        .session_capabilities(
+                            SessionCapabilities::new().close(SessionCloseCapabilities::new()),
+                        ),
+                )
+                .agent_info(self.config.info.clone()),
+        )
+    }
+
+    pub(super) fn new_session(
+        self: &Arc<Self>,
+        req: NewSessionRequest,
+        responder: Responder<NewSessionResponse>,
+        cx: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        let id = SessionId::new(RunId::new().to_string());
+        let mode = self.config.mode;
+        let shared = self.clone();
+        cx.clone().spawn(async move {
+            let tools = match connect_mcp(&req.mcp_servers).await {
+                Ok(tools) => tools,
+                Err(error) => return responder.respond_with_error(error),
+            };
+            shared.sessions.lock().insert(
+                id.to_string(),
+                Session {
+                    messages: Vec::new(),
+                    state: None,
+                    mode,
+                    titled: false,
+                    turn: None,
+                    open: true,
+                    tools,
+                },
+            );
+            if let Err(error) = shared.persist(&id).await {
+                shared.sessions.lock().remove(&*id.0);
+                return responder.respond_with_error(error);
+            }
+            responder.respond(
+                NewSessionResponse::new(id.clone())
+                    .modes(mode_state(mode))
+                    .config_options(config_options(mode)),
+            )?;
+            notify(&cx, &id, SessionUpdate::AvailableCommandsUpdate(commands()));
+            Ok(())
+        })
+    }
+
+    pub(super) fn load(
+        self: &Arc<Self>,
+        req: LoadSessionRequest,
+        responder: Responder<LoadSessionResponse>,
+        cx: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        let known = self.sessions.lock().contains_key(&*req.session_id.0);
+        if known && req.mcp_servers.is_empty() {
+            return self.replay(&req, responder, &cx);
+        }
+        // Not in memory (the store may have it, from before a restart), or MCP servers to
+        // connect first.
+        let shared = self.clone();
+        cx.clone().spawn(async move {
+            match shared.restore(&req.session_id).await {
+                Ok(true) => {}
+                Ok(false) if known => {}
+                Ok(false) => return responder.respond_with_error(not_found(&req.session_id)),
+                Err(error) => return responder.respond_with_error(error),
+            }
+            let tools = match connect_mcp(&req.mcp_servers).await {
+                Ok(tools) => tools,
+                Err(error) => return responder.respond_with_error(error),
+            };
+            if let Some(session) = shared.sessions.lock().get_mut(&*req.session_id.0) {
+                session.tools = tools;
+            }
+            shared.replay(&req, responder, &cx)
+        })
+    }
+
+    /// Reopens a known session: its conversation as updates, then the answer.
+    fn replay(
+        &self,
+        req: &LoadSessionRequest,
+        responder: Responder<LoadSessionResponse>,
+        cx: &ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        let (replay, mode) = {
+            let mut sessions = self.sessions.lock();
+            let Some(session) = sessions.get_mut(&*req.session_id.0) else {
+                return responder.respond_with_error(not_found(&req.session_id));
+            };
+            session.open = true;
+            (
+                history::replay(&session.messages, &self.config.kinds),
+                session.mode,
+            )
+        };
+        // Everything the load sends goes out before the answer (the conversation, then the
+        // commands): a client that stops reading at the answer has the whole session.
+        for update in replay {
+            notify(cx, &req.session_id, update);
+        }
+        notify(
+            cx,
+            &req.session_id,
+            SessionUpdate::AvailableCommandsUpdate(commands()),
+        );
+        responder.respond(
+            LoadSessionResponse::new()
+                .modes(mode_state(mode))
+                .config_options(config_options(mode)),
+        )
+    }
+
+    /// Sets the session's mode and tells the client, in both vocabularies.
+    fn switch_mode(
+        &self,
+        session: &SessionId,
+        id: &str,
+        cx: &ConnectionTo<Client>,
+    ) -> Result<Mode, Error> {
+        let mode = mode_of(id).ok_or_else(|| {
+            Error::invalid_params().data(json!({
+                "modeId": id,
+                "reason": "unknown mode; one of ask, auto, read-only",
+            }))
+        })?;
+        match self.sessions.lock().get_mut(&*session.0) {
+            Some(s) if s.open => s.mode = mode,
+            _ => return Err(not_found(session)),
+        }
+        notify(
+            cx,
+            session,
+            SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(mode_id(mode))),
+        );
+        notify(
+            cx,
+            session,
+            SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(config_options(mode))),
+        );
+        Ok(mode)
+    }
+
+    pub(super) fn set_mode(
+        &self,
+        req: SetSessionModeRequest,
+        responder: Responder<SetSessionModeResponse>,
+        cx: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        let switched = self.switch_mode(&req.session_id, &req.mode_id.0, &cx);
+        responder.respond_with_result(switched.map(|_| SetSessionModeResponse::new()))
+    }
+
+    pub(super) fn set_config_option(
+        &self,
+        req: SetSessionConfigOptionRequest,
+        responder: Responder<SetSessionConfigOptionResponse>,
+        cx: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        let switched = match (&*req.config_id.0, req.value.as_value_id()) {
+            ("mode", Some(value)) => self.switch_mode(&req.session_id, &value.0, &cx),
+            (config, _) => Err(Error::invalid_params()
+                .data(json!({"configId": config, "reason": "unknown option or value"}))),
+        };
+        responder.respond_with_result(
+            switched.map(|mode| SetSessionConfigOptionResponse::new(config_options(mode))),
+        )
+    }
+
+    pub(super) fn close(
+        &self,
+        req: CloseSessionRequest,
+        responder: Responder<CloseSessionResponse>,
+    ) -> Result<(), Error> {
+        let closed = match self.sessions.lock().get_mut(&*req.session_id.0) {
+            Some(session) => {
+                // Closing cancels the running turn, as `session/cancel` would.
+                if let Some(turn) = session.turn.take() {
+                    turn.cancel();
+                }
+                session.open = false;
+                true
+            }
+            None => false,
+        };
+        if !closed {
+            return responder.respond_with_error(not_found(&req.session_id));
+        }
+        if let Some(approver) = &self.config.approver {
+            approver.forget(&req.session_id.0);
+        }
+        responder.respond(CloseSessionResponse::new())
+    }
+
+    pub(super) fn cancel(&self, session: &SessionId) {
+        if let Some(turn) = self
+            .sessions
+            .lock()
+            .get(&*session.0)
+            .and_then(|s| s.turn.as_ref())
+        {
+            tracing::info!(%session, "cancel");
+            turn.cancel();
+        }
+    }
+
+    pub(super) fn prompt(
+        self: &Arc<Self>,
+        req: PromptRequest,
+        responder: Responder<PromptResponse>,
+        cx: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        if let Some(block) = req
+            .prompt
+            .iter()
+            .find(|block| !content::allowed(&self.config.prompt, block))
+        {
+            return responder.respond_with_error(Error::invalid_params().data(json!({
+                "reason": format!(
+                    "the prompt has content this agent does not accept (needs the `{}` prompt capability)",
+                    content::needs(block).unwrap_or("unknown")
+                ),
+            })));
+        }
+        let parts = content::to_parts(&req.prompt);
+        let text = crate::message::parts_to_text(&parts);
+        if let Some(command) = text.trim().strip_prefix("/mode") {
+            let answer = self
+                .switch_mode(&req.session_id, command.trim(), &cx)
+                .map(|mode| {
+                    notify(
+                        &cx,
+                        &req.session_id,
+                        SessionUpdate::AgentMessageChunk(
+                            ContentChunk::new(ContentBlock::from(format!(
+                                "Mode: {}.",
+                                mode_id(mode)
+                            )))
+                            .message_id(MessageId::new().as_ref()),
+                        ),
+                    );
+                    PromptResponse::new(acp::StopReason::EndTurn)
+                });
+            return responder.respond_with_result(answer);
+        }
+
+        let cancel = CancellationToken::new();
+        let (mut messages, state, mode, title, tools) = {
+            let mut sessions = self.sessions.lock();
+            let session = match sessions.get_mut(&*req.session_id.0) {
+                Some(session) if session.open => session,
+                _ => return responder.respond_with_error(not_found(&req.session_id)),
+            };
+            if session.turn.is_some() {
+                return responder.respond_with_error(Error::invalid_request().data(json!({
+                    "reason": "a prompt is already running in this session",
+                })));
+            }
+            session.turn = Some(cancel.clone());
+            let title = !std::mem::replace(&mut session.titled, true);
+            (
+                session.messages.clone(),
+                session.state.clone(),
+                session.mode,
+                title.then(|| session_title(&text)),
+                session.tools.clone(),
+            )
+        };
+        if let Some(title) = title {
+            notify(
+                &cx,
+                &req.session_id,
+                SessionUpdate::SessionInfoUpdate(SessionInfoUpdate::new().title(title)),
+            );
+        }
+        messages.push(Message::User {
+            id: MessageId::new(),
+            content: parts,
+        });
+
+        let notifier =
+            Notifier::new(cx.clone(), req.session_id.clone()).outbox(self.outbox.as_ref());
+        let mut run = RunContext::new(req.session_id.0.as_ref().into(), RunId::new());
+        run.cancel = cancel.clone();
+        run.sinks.acp = Some(notifier.clone());
+        run.extensions.insert(mode);
+        if let Some(tools) = tools {
+            run.extensions.insert(RunTools(tools));
+        }
+        let mut request = RunRequest::new(messages.clone());
+        request.state = state;
+        request.run = run;
+
+        let shared = self.clone();
+        let session = req.session_id;
+        cx.spawn(async move {
+            let result = shared
+                .service
+                .clone()
+                .oneshot(request)
+                .await
+                .map_err(Into::into);
+            let answer = shared.end_turn(&session, messages, &cancel, result);
+            // Kept before it is answered: an answered turn survives a restart.
+            if let Err(error) = shared.persist(&session).await {
+                tracing::error!(%session, ?error, "the turn could not be kept in the store");
+            }
+            // Nothing of this turn reaches the client after its answer.
+            notifier.close();
+            if let Err(error) = responder.respond_with_result(answer) {
+                tracing::debug!(%error, "the prompt's answer could not be sent");
+            }
+            Ok(())
+        })
+    }
+
+    /// Keeps what the turn produced and says how it ended.
+    fn end_turn(
+        &self,
+        session: &SessionId,
+        asked: Vec<Message>,
+        cancel: &CancellationToken,
+        result: Result<RunOutcome, BoxError>,
+    ) -> Result<PromptResponse, Error> {
+        let mut sessions = self.sessions.lock();
+        let entry = sessions.get_mut(&*session.0);
+        let answer = match result {
+            Ok(outcome) => {
+                if let Some(entry) = entry {
+                    entry.messages = outcome.messages;
+                    entry.state = outcome.state;
+                    entry.turn = None;
+                }
+                Ok(AcpStopReason::from(outcome.stop))
+            }
+            Err(error) => {
+                if let Some(entry) = entry {
+                    entry.messages = asked;
+                    entry.turn = None;
+                }
+                match acp_answer(error.as_ref()) {
+                    AcpAnswer::Stop(reason) => Ok(reason),
+                    AcpAnswer::Error {
+                        code,
+                        message,
+                        kind,
+                    } => {
+                        tracing::warn!(%error, "prompt failed");
+                        let code = i32::try_from(code).unwrap_or(-32603);
+                        Err(Error::new(code, message).data(json!({ "kind": kind })))
+                    }
+                }
+            }
+        };
+        drop(sessions);
+        // A cancelled turn answers `cancelled`, whatever the model or a tool made of it.
+        if cancel.is_cancelled() {
+            return Ok(PromptResponse::new(acp::StopReason::Cancelled));
+        }
+        answer.map(|reason| PromptResponse::new(stop_reason(reason)))
+    }
+}
+
+fn stop_reason(reason: AcpStopReason) -> acp::StopReason {
+    match reason {
+        AcpStopReason::EndTurn => acp::StopReason::EndTurn,
+        AcpStopReason::MaxTokens => acp::StopReason::MaxTokens,
+        AcpStopReason::MaxTurnRequests => acp::StopReason::MaxTurnRequests,
+        AcpStopReason::Refusal => acp::StopReason::Refusal,
+        AcpStopReason::Cancelled => acp::StopReason::Cancelled,
+    }
+}

@@ -1,0 +1,300 @@
+//! The ACP agent: a [`Service<RunRequest>`](crate::run::RunRequest) served to an editor over
+//! the official SDK.
+
+use std::{fmt, sync::Arc};
+
+use agent_client_protocol::{
+    Agent, ConnectTo, Error,
+    v1::schema::{
+        CancelNotification, CloseSessionRequest, Implementation, InitializeRequest,
+        LoadSessionRequest, NewSessionRequest, PromptCapabilities, PromptRequest,
+        SetSessionConfigOptionRequest, SetSessionModeRequest,
+    },
+};
+use tower_service::Service;
+
+mod handlers;
+mod mcp;
+mod modes;
+mod sessions;
+
+use self::sessions::Sessions;
+use super::{AcpApprover, lines::Outbox, tool_call::Kinds};
+use crate::{
+    BoxError,
+    permission::Mode,
+    run::{RunOutcome, RunRequest},
+    tool::ToolSpec,
+};
+
+struct Config {
+    info: Implementation,
+    prompt: PromptCapabilities,
+    mode: Mode,
+    kinds: Kinds,
+    approver: Option<AcpApprover>,
+    #[cfg(feature = "store")]
+    store: Option<crate::store::RunStore>,
+}
+
+struct Shared<S> {
+    service: S,
+    config: Config,
+    sessions: Sessions,
+    /// Room for the turns' updates, when this side writes the wire.
+    outbox: Option<Outbox>,
+}
+
+/// An ACP agent around any `Service<RunRequest, Response = RunOutcome>`: editors (Zed, and any
+/// ACP client) start sessions and prompt turns; each turn is one call of the service.
+///
+/// - `initialize` answers protocol version 1 with what is really routed: `loadSession`, the
+///   prompt capabilities set here (image, audio and embedded context by default), `session/close`.
+/// - `session/new`, `session/load` (the conversation replayed as updates, and the commands, before the answer; with
+///   a [`store`](Self::store), sessions from before a restart too). With the `mcp` feature, the
+///   request's `mcpServers` (stdio and http) are connected and lend their tools to the session
+///   (as [`RunTools`] in each turn's extensions); a server that fails fails the request.
+///   `session/close`, `session/set_mode` and `session/set_config_option` (the modes `ask`, `auto`,
+///   `read-only`, also offered as a `mode` config option, kept in sync and sent as
+///   `current_mode_update` / `config_option_update`).
+/// - `session/prompt` runs the service with the session's conversation and the turn's
+///   [`Notifier`] (its [`Sinks::acp`](crate::run::Sinks::acp)) and permission [`Mode`] (in its
+///   extensions), so that an
+///   [`AcpLayer`](super::AcpLayer) in the stack streams the turn and a
+///   [`PermissionLayer`](crate::permission::PermissionLayer) asks in the session's mode. The
+///   first prompt titles the session (`session_info_update`); `/mode <id>` switches mode without
+///   a model call.
+/// - `session/cancel` cancels the turn: the prompt is answered `cancelled` (a result, never an
+///   error), and no update of that turn is sent after the answer.
+///
+/// Handlers only decode, spawn the turn and answer: nothing waits for the client on the
+/// connection's dispatch loop.
+///
+/// ```no_run
+/// # async fn run() -> Result<(), agent_client_protocol::Error> {
+/// use agent_tower::acp::{AcpAgent, AcpApprover, AcpLayer};
+/// use agent_tower::agent::Agent;
+/// use agent_tower::model::scripted::ScriptedModel;
+/// use agent_tower::permission::{PermissionLayer, Policy};
+/// use agent_tower::tool::demo::demo_tools;
+/// use tower::Layer;
+///
+/// let tools = demo_tools();
+/// let approver = AcpApprover::new();
+/// let acp = AcpLayer::new().tools(&tools.specs());
+/// let tool_stack = acp.layer(
+///     PermissionLayer::new(Policy::new().tools(&tools.specs()), approver.clone()).layer(tools.clone()),
+/// );
+/// let agent = Agent::new(acp.layer(ScriptedModel::new()), tool_stack).tool_specs(tools.specs());
+/// AcpAgent::new(agent)
+///     .approver(approver)
+///     .serve(agent_client_protocol::Stdio::new())
+///     .await
+/// # }
+/// ```
+pub struct AcpAgent<S> {
+    service: S,
+    config: Config,
+}
+
+impl<S> AcpAgent<S> {
+    /// An agent serving `service`, named after this crate, in mode `ask`.
+    pub fn new(service: S) -> Self {
+        Self {
+            service,
+            config: Config {
+                info: Implementation::new(env!("CARGO_PKG_NAME"), env!("CARGO_PKG_VERSION"))
+                    .title("agent-tower"),
+                prompt: PromptCapabilities::new()
+                    .image(true)
+                    .audio(true)
+                    .embedded_context(true),
+                mode: Mode::Interactive,
+                kinds: Kinds::default(),
+                approver: None,
+                #[cfg(feature = "store")]
+                store: None,
+            },
+        }
+    }
+
+    /// The `agentInfo` of `initialize`.
+    #[must_use]
+    pub fn info(mut self, name: &str, version: &str, title: &str) -> Self {
+        self.config.info = Implementation::new(name, version).title(title.to_owned());
+        self
+    }
+
+    /// The prompt content the agent accepts besides text and resource links; prompts with other
+    /// blocks are refused with invalid params.
+    #[must_use]
+    pub fn prompt_capabilities(mut self, capabilities: PromptCapabilities) -> Self {
+        self.config.prompt = capabilities;
+        self
+    }
+
+    /// The mode new sessions start in (default [`Mode::Interactive`], the mode `ask`).
+    #[must_use]
+    pub fn default_mode(mut self, mode: Mode) -> Self {
+        self.config.mode = mode;
+        self
+    }
+
+    /// Learns the kinds of these tools, for calls replayed by `session/load`.
+    #[must_use]
+    pub fn tools(mut self, specs: &[ToolSpec]) -> Self {
+        self.config.kinds.learn(specs);
+        self
+    }
+
+    /// The approver of the stack's permission layer: it asks through this agent's connection and
+    /// forgets a session's "always" answers when the session closes.
+    #[must_use]
+    pub fn approver(mut self, approver: AcpApprover) -> Self {
+        self.config.approver = Some(approver);
+        self
+    }
+
+    /// Keeps every session's conversation and state in `store` (the session id is the thread
+    /// id), so `session/load` finds sessions after a restart: each session is written when it
+    /// is created and after every turn, before the turn's answer. A session loaded from the
+    /// store starts in the default mode.
+    #[cfg(feature = "store")]
+    #[must_use]
+    pub fn store(mut self, store: crate::store::RunStore) -> Self {
+        self.config.store = Some(store);
+        self
+    }
+}
+
+impl<S> fmt::Debug for AcpAgent<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AcpAgent")
+            .field("service", &std::any::type_name::<S>())
+            .field("info", &self.config.info)
+            .field("mode", &self.config.mode)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S> AcpAgent<S>
+where
+    S: Service<RunRequest, Response = RunOutcome> + Clone + Send + Sync + 'static,
+    S::Error: Into<BoxError> + Send,
+    S::Future: Send,
+{
+    /// Serves one client over `transport` (`agent_client_protocol::Stdio::new()` for an editor,
+    /// one end of `agent_client_protocol::Channel::duplex()` in tests) until it disconnects.
+    ///
+    /// # Errors
+    ///
+    /// When the connection fails.
+    pub async fn serve(self, transport: impl ConnectTo<Agent> + 'static) -> Result<(), Error> {
+        self.serve_with(transport, None).await
+    }
+
+    /// Serves one client over newline-delimited JSON-RPC on `reader` and `writer` (stdin and
+    /// stdout for an editor: `serve_io(tokio::io::stdin(), tokio::io::stdout())`) until the
+    /// reader ends, hardened where the SDK's `Stdio` is not: a line that is not UTF-8 or not
+    /// JSON-RPC is answered with an error (with the request's id when it has one) and the next
+    /// line is read; lines are bounded ([`MAX_LINE_BYTES`](super::MAX_LINE_BYTES)); and a turn
+    /// waits while [`MAX_QUEUED_UPDATES`](super::MAX_QUEUED_UPDATES) of its updates are not yet
+    /// written, so a client that stops reading holds the model back instead of filling memory.
+    ///
+    /// # Errors
+    ///
+    /// When the connection fails, or reading or writing does.
+    pub async fn serve_io<R, W>(self, reader: R, writer: W) -> Result<(), Error>
+    where
+        R: tokio::io::AsyncRead + Unpin,
+        W: tokio::io::AsyncWrite + Unpin,
+    {
+        let (wire, sdk) = agent_client_protocol::Channel::duplex();
+        let answers = sdk.tx.clone();
+        let outbox = Outbox::new(super::MAX_QUEUED_UPDATES);
+        let (served, pumped) = tokio::join!(
+            self.serve_with(sdk, Some(outbox.clone())),
+            super::lines::pump(wire, answers, reader, writer, outbox),
+        );
+        served?;
+        pumped.map_err(Error::into_internal_error)
+    }
+
+    async fn serve_with(
+        self,
+        transport: impl ConnectTo<Agent> + 'static,
+        outbox: Option<Outbox>,
+    ) -> Result<(), Error> {
+        let shared = Arc::new(Shared {
+            service: self.service,
+            config: self.config,
+            sessions: Sessions::default(),
+            outbox,
+        });
+        Agent
+            .v1()
+            .name("agent-tower")
+            .on_receive_request(
+                handler!(shared, |req: InitializeRequest, responder, cx| {
+                    shared.initialize(req, responder, cx)
+                }),
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                handler!(shared, |req: NewSessionRequest, responder, cx| {
+                    shared.new_session(req, responder, cx)
+                }),
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                handler!(shared, |req: LoadSessionRequest, responder, cx| {
+                    shared.load(req, responder, cx)
+                }),
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                handler!(shared, |req: SetSessionModeRequest, responder, cx| {
+                    shared.set_mode(req, responder, cx)
+                }),
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                handler!(shared, |req: SetSessionConfigOptionRequest,
+                                  responder,
+                                  cx| {
+                    shared.set_config_option(req, responder, cx)
+                }),
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                handler!(shared, |req: PromptRequest, responder, cx| {
+                    shared.prompt(req, responder, cx)
+                }),
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                handler!(shared, |req: CloseSessionRequest, responder, _cx| {
+                    shared.close(req, responder)
+                }),
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_notification(
+                handler!(shared, |req: CancelNotification, _cx| {
+                    shared.cancel(&req.session_id);
+                    Ok(())
+                }),
+                agent_client_protocol::on_receive_notification!(),
+            )
+            .connect_to(transport)
+            .await
+    }
+}
+
+/// A handler closure owning its own handle on the agent's shared state.
+macro_rules! handler {
+    ($shared:ident, |$($arg:ident $(: $ty:ty)?),*| $body:block) => {{
+        let $shared = $shared.clone();
+        async move |$($arg $(: $ty)?),*| $body
+    }};
+}
+use handler;
