@@ -53,7 +53,7 @@ struct Shared<S> {
 /// - `session/new`, `session/load` (the conversation replayed as updates, and the commands, before the answer; with
 ///   a [`store`](Self::store), sessions from before a restart too). With the `mcp` feature, the
 ///   request's `mcpServers` (stdio and http) are connected and lend their tools to the session
-///   (as [`RunTools`] in each turn's extensions); a server that fails fails the request.
+///   (as [`RunTools`](crate::tool::RunTools) in each turn's extensions); a server that fails fails the request.
 ///   `session/close`, `session/set_mode` and `session/set_config_option` (the modes `ask`, `auto`,
 ///   `read-only`, also offered as a `mode` config option, kept in sync and sent as
 ///   `current_mode_update` / `config_option_update`).
