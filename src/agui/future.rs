@@ -8,16 +8,15 @@ use std::{
 };
 
 use pin_project_lite::pin_project;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::{
     AguiOptions, Event, ModelEncoder,
     event::{
-        BaseEvent, MessagesSnapshot, RunError, RunFinished, RunFinishedOutcome, TokenUsage,
-        ToolCallResult, ToolRole,
+        ActivityDelta, ActivitySnapshot, BaseEvent, MessagesSnapshot, RunError, RunFinished,
+        RunFinishedOutcome, TokenUsage, ToolCallResult, ToolRole,
     },
     input::ToolContent,
-    service::{activity_delta, activity_snapshot},
 };
 use crate::{
     BoxError,
@@ -437,6 +436,33 @@ fn run_finished(
         result: result.map(Box::new),
         outcome: Some(outcome),
         usage,
+        base: BaseEvent::default(),
+    }
+    .into()
+}
+
+fn activity_delta(message_id: MessageId, patch: &json_patch::Patch) -> Event {
+    ActivityDelta {
+        message_id,
+        activity_type: "tool_call".to_owned(),
+        patch: patch
+            .0
+            .iter()
+            .map(|op| serde_json::to_value(op).expect("patch operations serialize"))
+            .collect(),
+        subagent_run_id: None,
+        base: BaseEvent::default(),
+    }
+    .into()
+}
+
+fn activity_snapshot(message_id: MessageId, content: Value) -> Event {
+    ActivitySnapshot {
+        message_id,
+        activity_type: "tool_call".to_owned(),
+        content,
+        replace: None,
+        subagent_run_id: None,
         base: BaseEvent::default(),
     }
     .into()

@@ -4,12 +4,11 @@ use std::{
     task::{Context, Poll},
 };
 
-use serde_json::Value;
 use tower_service::Service;
 
 use super::{
     AguiOptions, Event, ModelEncoder, ResponseStream,
-    event::{ActivityDelta, ActivitySnapshot, BaseEvent, RunError, RunStarted},
+    event::{BaseEvent, RunError, RunStarted},
     future,
     layer::Config,
 };
@@ -239,31 +238,4 @@ fn run_options(
     };
     options.validate()?;
     Ok(options)
-}
-
-pub(crate) fn activity_delta(message_id: MessageId, patch: &json_patch::Patch) -> Event {
-    ActivityDelta {
-        message_id,
-        activity_type: "tool_call".to_owned(),
-        patch: patch
-            .0
-            .iter()
-            .map(|op| serde_json::to_value(op).expect("patch operations serialize"))
-            .collect(),
-        subagent_run_id: None,
-        base: BaseEvent::default(),
-    }
-    .into()
-}
-
-pub(crate) fn activity_snapshot(message_id: MessageId, content: Value) -> Event {
-    ActivitySnapshot {
-        message_id,
-        activity_type: "tool_call".to_owned(),
-        content,
-        replace: None,
-        subagent_run_id: None,
-        base: BaseEvent::default(),
-    }
-    .into()
 }
