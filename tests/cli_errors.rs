@@ -91,6 +91,20 @@ async fn an_address_may_name_its_host() {
 }
 
 #[test]
+fn settings_are_refused_before_the_address_is_taken() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let stderr = refused(&[
+        "--addr",
+        &addr,
+        "--auth-token-env",
+        "AGENT_TOWER_TEST_NO_SUCH_VAR",
+    ]);
+    assert!(stderr.contains("AGENT_TOWER_TEST_NO_SUCH_VAR"), "{stderr}");
+    assert!(!stderr.contains("cannot listen"), "{stderr}");
+}
+
+#[test]
 fn auth_tokens_that_are_missing_or_weak_are_refused() {
     let stderr = refused(&["--auth-token-env", "AGENT_TOWER_TEST_NO_SUCH_VAR"]);
     assert!(

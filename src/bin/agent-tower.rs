@@ -732,16 +732,26 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         .access_log(true)
         .shutdown_token(runs.clone())
         .lease(args.lease);
+    // Every setting is checked, and the store opened, before the address is taken.
+    let tokens = bearer_tokens(&args)?;
+    if matches!(args.store.as_str(), "none" | "memory") {
+        tracing::info!("runs are kept in memory (bounded, until the process exits)");
+    } else {
+        let store = agent_tower::store::RunStore::open(&args.store).await?;
+        tracing::info!(store = %store_name(&args.store), "runs are kept in the store");
+        server = server.store(store);
+    }
     let listener = tokio::net::TcpListener::bind(args.addr.as_str())
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", args.addr))?;
     let bound = listener.local_addr()?;
-    if let Some(tokens) = bearer_tokens(&args)? {
+    if let Some(tokens) = tokens {
         server = server.auth(tokens);
     } else if !bound.ip().is_loopback() {
         tracing::warn!(
             addr = %bound,
-            "bound beyond loopback without --auth-token-env: anyone who reaches the address can              start runs and answer interrupts"
+            "bound beyond loopback without --auth-token-env: anyone who reaches the address can \
+             start runs and answer interrupts"
         );
     }
     if args.allow_hosts.is_empty() && !bound.ip().is_loopback() {
@@ -751,13 +761,6 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
              clients use to refuse DNS rebinding"
         );
         server = server.allow_any_host();
-    }
-    if matches!(args.store.as_str(), "none" | "memory") {
-        tracing::info!("runs are kept in memory (bounded, until the process exits)");
-    } else {
-        let store = agent_tower::store::RunStore::open(&args.store).await?;
-        tracing::info!(store = %store_name(&args.store), "runs are kept in the store");
-        server = server.store(store);
     }
     let router = server.into_router();
 
