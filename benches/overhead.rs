@@ -23,10 +23,10 @@ use agent_tower::{
         AguiLayer, Event,
         event::{BaseEvent, TextMessageContent},
     },
+    context::{ForwardedProps, RunContext},
     id::MessageId,
     map_error::MapErrorLayer,
     model::{ModelRequest, scripted::ScriptedModel},
-    run::{ForwardedProps, RunContext},
     transport::{Null, Transport, error::TransportClosed},
     truncate::TruncateLayer,
 };

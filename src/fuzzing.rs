@@ -70,13 +70,13 @@ pub fn state_patch(data: &[u8]) {
     let Ok(case) = serde_json::from_slice::<Case>(data) else {
         return;
     };
-    let state = crate::run::SharedState::new(case.state.clone());
+    let state = crate::context::SharedState::new(case.state.clone());
     match state.apply(&case.patch) {
         Ok(()) => {
             let after = state.get();
             assert!(
-                crate::run::state::unsafe_keys(&after)
-                    <= crate::run::state::unsafe_keys(&case.state),
+                crate::context::state::unsafe_keys(&after)
+                    <= crate::context::state::unsafe_keys(&case.state),
                 "a patch wrote an unsafe key"
             );
             assert_eq!(state.take_changes().len(), case.patch.0.len());

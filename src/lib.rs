@@ -46,7 +46,8 @@
 //!
 //! # Layout
 //!
-//! - [`id`], [`delta`], [`message`], [`model`], [`tool`], [`run`]: the protocol-neutral core types.
+//! - [`id`], [`delta`], [`message`], [`context`], [`model`], [`tool`], [`run`]: the protocol-neutral
+//!   core types.
 //! - [`stream`]: [`Tee`](stream::Tee), the stream wrapper that tees items to a transport.
 //! - [`transport`]: where events go ([`Channel`](transport::Channel),
 //!   [`Recording`](transport::Recording), [`Null`](transport::Null)).
@@ -83,7 +84,7 @@
 //!
 //! # Where a run goes
 //!
-//! Layers emit a run's events to its sink ([`RunContext::sinks`](run::RunContext::sinks)); in a
+//! Layers emit a run's events to its sink ([`RunContext::sinks`](context::RunContext::sinks)); in a
 //! server, that sink belongs to the run's driver in [`runs`], which appends what the run emits to
 //! the run's log. The log is the spine: every transport (SSE, NDJSON, protobuf, WebSocket, a
 //! client re-joining with `Last-Event-ID`, your own) is a follower of it, and the rules of a run
@@ -134,6 +135,7 @@ macro_rules! inner_service {
 pub(crate) use inner_service;
 
 pub mod agent;
+pub mod context;
 pub mod delta;
 pub mod id;
 pub mod message;

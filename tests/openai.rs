@@ -9,12 +9,12 @@ mod replay;
 use std::time::Duration;
 
 use agent_tower::{
+    context::RunContext,
     message::Message,
     model::{
         FinishReason, ModelError, ModelErrorKind, ModelEvent, ModelRequest, RetryPolicy,
         openai::OpenAi,
     },
-    run::RunContext,
     tool::ToolSpec,
 };
 use futures_util::StreamExt;

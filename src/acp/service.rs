@@ -13,8 +13,8 @@ use super::{
     tool_call::{acp_kind, locations, plan, title},
 };
 use crate::{
+    context::RunContext,
     model::{ModelRequest, ModelService},
-    run::RunContext,
     stream::Outbox,
     tool::{Progress, Started, ToolCall, ToolOutput},
     transport::{Route, Transport},

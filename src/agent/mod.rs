@@ -49,10 +49,10 @@
 //!
 //! # State and background work
 //!
-//! The run's [`SharedState`](crate::run::SharedState) (from the request, or empty) is in every
+//! The run's [`SharedState`](crate::context::SharedState) (from the request, or empty) is in every
 //! step's context: tools and layers read and change it, and the outcome carries the final state
 //! ([`state_context`](Agent::state_context) shows it to the model). Work that layers hand to the
-//! run's [`Background`](crate::run::Background) (post-processing of whole messages) is driven alongside the loop; the
+//! run's [`Background`](crate::context::Background) (post-processing of whole messages) is driven alongside the loop; the
 //! run ends when it is done, or after [`background_timeout`](Agent::background_timeout).
 //!
 //! # Readiness
@@ -174,7 +174,7 @@ impl<M, T> Agent<M, T> {
         self
     }
 
-    /// How long a finished run waits for its [`Background`](crate::run::Background) work (post-processing) before it
+    /// How long a finished run waits for its [`Background`](crate::context::Background) work (post-processing) before it
     /// drops what is left (default 30 s).
     #[must_use]
     pub fn background_timeout(mut self, grace: std::time::Duration) -> Self {
@@ -244,7 +244,7 @@ where
             req,
         ));
         let run = async move {
-            let mut result = crate::run::with_background(run, &background, grace).await;
+            let mut result = crate::context::with_background(run, &background, grace).await;
             // Background work may have changed the state after the loop ended.
             if let Ok(outcome) = &mut result
                 && (outcome.state.is_some() || shared.get() != serde_json::json!({}))
@@ -456,7 +456,7 @@ struct TurnResults {
 /// Runs one turn's server-side calls concurrently; `None` when the run is cancelled meanwhile.
 async fn run_calls<T>(
     tools: T,
-    run: &crate::run::RunContext,
+    run: &crate::context::RunContext,
     turn: u32,
     calls: Vec<ToolCallRequest>,
 ) -> Option<TurnResults>
@@ -516,7 +516,7 @@ fn unanswered_calls(messages: &[Message], client_tools: &HashSet<String>) -> Vec
 /// at once; the others carry, in their context, the list of the turn's calls ([`TurnCalls`]).
 fn tool_runs<T>(
     tools: &T,
-    run: &crate::run::RunContext,
+    run: &crate::context::RunContext,
     turn: u32,
     requests: Vec<ToolCallRequest>,
 ) -> Vec<impl Future<Output = Result<Message, Interrupt>>>

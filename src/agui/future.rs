@@ -20,8 +20,9 @@ use super::{
 };
 use crate::{
     BoxError,
+    context::SharedState,
     id::{MessageId, RunId, ThreadId, ToolCallId},
-    run::{Interrupted, RunOutcome, SharedState, StopReason},
+    run::{Interrupted, RunOutcome, StopReason},
     stream::{Outbox, TeeFuture},
     tool::{Progress, ToolCall, ToolOutput},
     transport::Transport,

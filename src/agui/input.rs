@@ -9,9 +9,10 @@ use serde_json::Value;
 use serde_with::skip_serializing_none;
 
 use crate::{
+    context::RunContext,
     id::{MessageId, RunId, ThreadId, ToolCallId},
     message::{self, ContentPart, MediaSource, ToolCallRequest},
-    run::{ContextEntry, RunContext, RunRequest},
+    run::{ContextEntry, RunRequest},
     tool::ToolSpec,
 };
 
@@ -62,13 +63,13 @@ impl RunAgentInput {
     }
 
     /// The run request this input asks for: messages, client tools, context and state converted;
-    /// `forwardedProps` stored as a [`ForwardedProps`](crate::run::ForwardedProps) extension.
+    /// `forwardedProps` stored as a [`ForwardedProps`](crate::context::ForwardedProps) extension.
     #[must_use]
     pub fn to_run_request(&self) -> RunRequest {
         let mut run = RunContext::new(self.thread_id.clone(), self.run_id.clone());
         if let Some(props) = &self.forwarded_props {
             run.extensions
-                .insert(crate::run::ForwardedProps(props.clone()));
+                .insert(crate::context::ForwardedProps(props.clone()));
         }
         RunRequest {
             messages: self

@@ -5,8 +5,8 @@ use tower_layer::Layer;
 
 use super::{Agui, Event};
 use crate::{
+    context::Extensions,
     id::{RunId, ThreadId},
-    run::Extensions,
     transport::{Channel, OnDisconnect},
 };
 
@@ -57,7 +57,7 @@ impl FromStr for StateSnapshots {
 ///
 /// For every field, the first source that sets it wins:
 ///
-/// 1. the run's context: an `AguiOptions` in [`RunContext::extensions`](crate::run::RunContext)
+/// 1. the run's context: an `AguiOptions` in [`RunContext::extensions`](crate::context::RunContext)
 ///    (set by the server code that starts the run);
 /// 2. the request: `forwardedProps.agui` of the AG-UI input (what the client asked for);
 /// 3. the layer's defaults ([`AguiLayer::options`]);
@@ -155,7 +155,7 @@ pub(crate) struct Config {
 
 /// Emits AG-UI events for model steps, tool calls and whole runs; see the [module docs](super).
 ///
-/// A run's events go to the run's own AG-UI sink ([`Sinks::agui`](crate::run::Sinks::agui), what
+/// A run's events go to the run's own AG-UI sink ([`Sinks::agui`](crate::context::Sinks::agui), what
 /// a server sets for each request) when it has one, else to the layer's default transport `T`
 /// (set with [`transport`](AguiLayer::transport)); with neither, nothing is emitted.
 #[must_use]
@@ -205,7 +205,7 @@ impl<T> AguiLayer<T> {
     }
 
     /// What to do when the transport closes (default: cancel the run). A run may bring its own
-    /// [`OnDisconnect`] in its [`Sinks`](crate::run::Sinks), which wins.
+    /// [`OnDisconnect`] in its [`Sinks`](crate::context::Sinks), which wins.
     pub fn on_disconnect(mut self, policy: OnDisconnect) -> Self {
         self.config_mut().on_disconnect = policy;
         self

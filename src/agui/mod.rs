@@ -16,7 +16,7 @@
 //!                        └─ Agui<tools> ─► ToolRouter ─► tools ─► TOOL_CALL_RESULT
 //! ```
 //!
-//! Events go to the run's own sink, [`Sinks::agui`](crate::run::Sinks::agui) (a server sets a
+//! Events go to the run's own sink, [`Sinks::agui`](crate::context::Sinks::agui) (a server sets a
 //! fresh [`Channel`](crate::transport::Channel) for each run), else to the layer's default
 //! transport.
 //!

@@ -14,9 +14,10 @@ use super::{
 };
 use crate::{
     BoxError,
+    context::{Extensions, ForwardedProps, RunContext},
     id::MessageId,
     model::{ModelRequest, ModelService},
-    run::{Extensions, ForwardedProps, RunContext, RunOutcome, RunRequest},
+    run::{RunOutcome, RunRequest},
     stream::Outbox,
     tool::{Progress, ToolCall, ToolOutput},
     transport::{Channel, Route, Transport},

@@ -7,9 +7,9 @@ use super::{
     event::{BaseEvent, Custom, Event},
 };
 use crate::{
+    context::SharedState,
     id::{MessageId, ToolCallId},
     model::ModelEvent,
-    run::SharedState,
     stream::{Encode, End, Tee},
 };
 

@@ -92,7 +92,7 @@ pub(crate) fn unsafe_keys(value: &Value) -> usize {
 /// the final state. Clones share the same state.
 ///
 /// ```
-/// use agent_tower::run::SharedState;
+/// use agent_tower::context::SharedState;
 /// use serde_json::json;
 ///
 /// let state = SharedState::new(json!({"todos": []}));

@@ -160,7 +160,7 @@ mod tests {
     use tower::{ServiceExt, service_fn};
 
     use super::*;
-    use crate::{id::MessageId, run::RunContext};
+    use crate::{context::RunContext, id::MessageId};
 
     fn request() -> ModelRequest {
         ModelRequest {

@@ -43,10 +43,10 @@ use tower_service::Service;
 
 use crate::{
     BoxError,
+    context::RunContext,
     delta::Delta,
     id::{MessageId, ToolCallId},
     message::Message,
-    run::RunContext,
     tool::ToolSpec,
 };
 

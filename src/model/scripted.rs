@@ -53,9 +53,9 @@ use tower_service::Service;
 
 use super::{FinishReason, ModelError, ModelErrorKind, ModelEvent, ModelRequest, Usage};
 use crate::{
+    context::ForwardedProps,
     id::{MessageId, ToolCallId},
     message::{Message, ToolCallRequest},
-    run::ForwardedProps,
 };
 
 const SLOW_TOKENS: u64 = 200;
@@ -532,7 +532,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn filler_tokens_can_be_paced() {
-        let mut run = crate::run::RunContext::default();
+        let mut run = crate::context::RunContext::default();
         run.extensions.insert(ForwardedProps(
             serde_json::json!({"scripted": {"tokens": 3, "delay_ms": 1000}}),
         ));

@@ -4,7 +4,7 @@
 //! Around a model (inside [`AguiLayer`](crate::agui::AguiLayer)), every event passes through
 //! unchanged while the layer collects each message's text. When the step ends, each message goes
 //! to the processor, a `Service<ProcessRequest>` answering a stream of [`Finding`]s, as work of the
-//! run's own ([`Background`](crate::run::Background)): the agent goes on, the findings are written as they arrive under
+//! run's own ([`Background`](crate::context::Background)): the agent goes on, the findings are written as they arrive under
 //! `/<key>/messages/<messageId>/…` in the [`SharedState`] (so AG-UI clients receive them as
 //! `STATE_DELTA`s), with a `status` beside them, and the run's terminal event waits for the work,
 //! up to the agent's [background timeout](crate::agent::Agent::background_timeout).
@@ -63,10 +63,7 @@ pub use self::{
     service::{PostProcess, ResponseFuture},
     stream::ResponseStream,
 };
-use crate::{
-    id::MessageId,
-    run::{SharedState, state::UNSAFE_KEYS},
-};
+use crate::{context::SharedState, context::state::UNSAFE_KEYS, id::MessageId};
 
 /// A message to process.
 #[derive(Debug, Clone)]

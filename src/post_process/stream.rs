@@ -17,9 +17,10 @@ use super::{Finding, ProcessRequest, layer::Config, status, write_all};
 const FINDINGS_PER_CHANGE: usize = 1024;
 use crate::{
     BoxError,
+    context::{Background, SharedState},
     id::MessageId,
     model::ModelEvent,
-    run::{Background, ContextEntry, SharedState},
+    run::ContextEntry,
 };
 
 /// What a step needs to hand its messages over.

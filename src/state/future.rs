@@ -12,7 +12,7 @@ use pin_project_lite::pin_project;
 use serde_json::Value;
 
 use super::{FromResult, Hooks, ResponseStream};
-use crate::{run::SharedState, tool::ToolOutput};
+use crate::{context::SharedState, tool::ToolOutput};
 
 pin_project! {
     /// Resolves to the model's stream, watched for complete tool arguments.

@@ -49,7 +49,7 @@
 //! Hooks are synchronous and cheap: they run once per call, never per token. A run without a
 //! [`SharedState`] (a service used outside an agent) is left alone.
 //!
-//! [`SharedState`]: crate::run::SharedState
+//! [`SharedState`]: crate::context::SharedState
 
 pub mod future;
 mod stream;

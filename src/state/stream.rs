@@ -9,7 +9,7 @@ use futures_core::Stream;
 use pin_project_lite::pin_project;
 
 use super::Hooks;
-use crate::{id::ToolCallId, model::ModelEvent, run::SharedState};
+use crate::{context::SharedState, id::ToolCallId, model::ModelEvent};
 
 /// A tool call whose arguments are streaming, for a tool with a `from_args` hook.
 #[derive(Debug)]

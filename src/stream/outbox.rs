@@ -128,10 +128,10 @@ where
     L: Transport<Ev> + Clone,
 {
     /// The outbox of one step of `run`: its own sink `own` (one of its
-    /// [`Sinks`](crate::run::Sinks)) if it has one, else `fallback` (a layer's default); the run's
+    /// [`Sinks`](crate::context::Sinks)) if it has one, else `fallback` (a layer's default); the run's
     /// own [`OnDisconnect`] if it brought one, else `on_disconnect`.
     pub fn for_run(
-        run: &crate::run::RunContext,
+        run: &crate::context::RunContext,
         own: Option<&R>,
         fallback: Option<&L>,
         on_disconnect: OnDisconnect,

@@ -11,7 +11,7 @@ use tower::service_fn;
 use super::{ToolCall, ToolError, ToolErrorKind, ToolKind, ToolOutput, ToolRouter, ToolSpec};
 
 /// A router with `get_time` (the current UTC time), `add` (`a + b`), `remember` (sets `key` to
-/// `value` in the run's [shared state](crate::run::SharedState)), `write_document` (saves a
+/// `value` in the run's [shared state](crate::context::SharedState)), `write_document` (saves a
 /// document; a [`StateLayer`](crate::state) hook can mirror it into the state) and `plan`
 /// (records a list of steps; the ACP layer shows it as the session's plan).
 ///

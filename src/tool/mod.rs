@@ -37,9 +37,9 @@ use tower_service::Service;
 
 use crate::{
     BoxError,
+    context::RunContext,
     id::ToolCallId,
     message::{ContentPart, parts_to_text},
-    run::RunContext,
 };
 
 pub use self::{

@@ -7,7 +7,7 @@ use futures_util::task::AtomicWaker;
 use serde_json::Value;
 
 /// A long-running tool's progress report channel, found in its call's
-/// [`extensions`](crate::run::RunContext::extensions) when a layer shows progress (AG-UI
+/// [`extensions`](crate::context::RunContext::extensions) when a layer shows progress (AG-UI
 /// activities, ACP tool call updates). The latest report wins: a UI needs where the tool is, not
 /// every step it took.
 ///

@@ -14,7 +14,7 @@ const HELD: u8 = 1;
 const STARTED: u8 = 2;
 
 /// Tells a layer in front of a tool when the call really starts running, found in the call's
-/// [`extensions`](crate::run::RunContext::extensions) when a layer wants to know (the ACP layer
+/// [`extensions`](crate::context::RunContext::extensions) when a layer wants to know (the ACP layer
 /// moves a tool call from `pending` to `in_progress` with it).
 ///
 /// A layer that holds a call back before it runs (the [permission

@@ -39,9 +39,10 @@ use tracing::{Span, field::Empty};
 
 use crate::{
     BoxError,
+    context::RunContext,
     map_error::{ClassifyError, DefaultClassifier},
     model::{ModelEvent, ModelRequest, ModelService},
-    run::{RunContext, RunOutcome, RunRequest},
+    run::{RunOutcome, RunRequest},
     tool::{ToolCall, ToolOutput},
 };
 

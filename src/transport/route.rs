@@ -8,7 +8,7 @@ use futures_sink::Sink;
 use super::{Transport, error::TransportClosed};
 
 /// The transport a layer sends one run's events to: the run's own sink (from its
-/// [`Sinks`](crate::run::Sinks)), else the layer's default.
+/// [`Sinks`](crate::context::Sinks)), else the layer's default.
 #[derive(Debug, Clone)]
 pub enum Route<R, L> {
     /// The run's own sink.

@@ -32,11 +32,12 @@ use super::{
 use crate::{
     BoxError,
     acp::{Notifier, content, history},
+    context::RunContext,
     id::{MessageId, RunId},
     map_error::{AcpAnswer, AcpStopReason, acp_answer},
     message::Message,
     permission::Mode,
-    run::{RunContext, RunOutcome, RunRequest},
+    run::{RunOutcome, RunRequest},
     tool::RunTools,
 };
 

@@ -23,7 +23,7 @@
 //! ```no_run
 //! # async fn run() -> Result<(), agent_tower::BoxError> {
 //! use agent_tower::model::{ModelRequest, openai::OpenAi};
-//! use agent_tower::{message::Message, run::RunContext};
+//! use agent_tower::{message::Message, context::RunContext};
 //! use futures_util::StreamExt;
 //! use tower::ServiceExt;
 //!

@@ -124,9 +124,9 @@ fn audio_format(mime_type: &str) -> Option<&'static str> {
 mod tests {
     use super::*;
     use crate::{
+        context::RunContext,
         id::{MessageId, ToolCallId},
         message::ToolCallRequest,
-        run::RunContext,
     };
 
     fn request(messages: Vec<Message>) -> ModelRequest {
