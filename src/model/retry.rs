@@ -79,10 +79,17 @@ fn sleep(wait: Duration) -> BoxFuture<'static, ()> {
 }
 
 /// The errors a model call can fail with, seen as `dyn Error` by [`RetryPolicy`]: a bare
-/// provider's [`ModelError`], or the [`BoxError`] of a stack (after `tower::timeout`).
-pub trait ModelCallError {
+/// provider's [`ModelError`], or the [`BoxError`] of a stack (after `tower::timeout`). Sealed:
+/// it names what the policy reads, it is not an extension point.
+pub trait ModelCallError: sealed::Sealed {
     /// This error as a trait object.
     fn as_dyn(&self) -> &(dyn StdError + 'static);
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::ModelError {}
+    impl Sealed for super::BoxError {}
 }
 
 impl ModelCallError for ModelError {
