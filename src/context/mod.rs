@@ -33,11 +33,12 @@ pub use self::{
     background::Background,
     state::{ApplyError, SharedState},
 };
-use crate::id::{MessageId, RunId, ThreadId};
+use crate::{
+    id::{MessageId, RunId, ThreadId},
+    transport::OnDisconnect,
+};
 
 pub use http::Extensions;
-
-use crate::transport::OnDisconnect;
 
 /// Where a run's wire events go, one sink per protocol, and what to do when they close. Set by
 /// whoever serves the run (a server, the ACP agent); read by the layers that emit. A layer uses
