@@ -131,7 +131,6 @@ macro_rules! inner_service {
         }
     };
 }
-#[allow(unused_imports)] // by the wrapping services, each behind its feature
 pub(crate) use inner_service;
 
 pub mod agent;

@@ -325,14 +325,18 @@ impl ModelArgs {
 
     /// The `--mcp` servers with their `--mcp-env` and `--mcp-header-env` settings.
     fn mcp_servers(&self) -> Result<Vec<McpServer>, String> {
+        fn named<'a>(
+            servers: &'a mut [McpServer],
+            flag: &str,
+            name: &str,
+        ) -> Result<&'a mut McpServer, String> {
+            let server = servers.iter_mut().find(|s| s.name() == name);
+            server.ok_or_else(|| format!("{flag} {name}=…: no --mcp server is named `{name}`"))
+        }
         let mut servers = self.mcp.clone();
-        let named = |servers: &[McpServer], flag: &str, name: &str| {
-            let index = servers.iter().position(|s| s.name() == name);
-            index.ok_or_else(|| format!("{flag} {name}=…: no --mcp server is named `{name}`"))
-        };
         for setting in &self.mcp_env {
-            let at = named(&servers, "--mcp-env", &setting.server)?;
-            let McpServer::Stdio { env, .. } = &mut servers[at] else {
+            let McpServer::Stdio { env, .. } = named(&mut servers, "--mcp-env", &setting.server)?
+            else {
                 return Err(format!(
                     "--mcp-env {}=…: that server is reached over HTTP; its headers go in \
                      --mcp-header-env",
@@ -342,14 +346,14 @@ impl ModelArgs {
             env.push((setting.key.clone(), setting.value.clone()));
         }
         for setting in &self.mcp_header_env {
-            let at = named(&servers, "--mcp-header-env", &setting.server)?;
+            let server = named(&mut servers, "--mcp-header-env", &setting.server)?;
             let value = std::env::var(&setting.value).map_err(|_| {
                 format!(
                     "--mcp-header-env {}={}={}: the variable {} is not set",
                     setting.server, setting.key, setting.value, setting.value
                 )
             })?;
-            let McpServer::Http { headers, .. } = &mut servers[at] else {
+            let McpServer::Http { headers, .. } = server else {
                 return Err(format!(
                     "--mcp-header-env {}=…: that server is spawned; its settings go in --mcp-env",
                     setting.server
