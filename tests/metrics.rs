@@ -2,6 +2,8 @@
 //! `prometheus`) and queried through its HTTP API after three runs: one that succeeds, one that
 //! fails, one whose client goes away.
 
+#[path = "support/debian.rs"]
+mod debian;
 #[path = "support/process.rs"]
 mod process;
 
@@ -31,32 +33,9 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// Installs Debian's `prometheus` when it is missing (as `.ci/run` does), so that `cargo test`
-/// works on a fresh machine too.
-fn ensure_prometheus() {
-    let found = std::process::Command::new("prometheus")
-        .arg("--version")
-        .output()
-        .is_ok_and(|output| output.status.success());
-    if found {
-        return;
-    }
-    let installed = std::process::Command::new("sh")
-        .args([
-            "-c",
-            "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus",
-        ])
-        .status()
-        .is_ok_and(|status| status.success());
-    assert!(
-        installed,
-        "this test needs Prometheus: install Debian's package `prometheus`"
-    );
-}
-
 #[tokio::test]
 async fn prometheus_scrapes_runs_by_outcome() {
-    ensure_prometheus();
+    debian::ensure("prometheus", "prometheus");
     let dir = std::env::temp_dir().join(format!("agent-tower-prometheus-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let store = format!("sqlite://{}", dir.join("runs.db").display());

@@ -160,6 +160,9 @@ struct Serve {
     /// An origin browsers may call from (CORS); repeat for several. Off when absent.
     #[arg(long = "allow-origin")]
     allow_origins: Vec<String>,
+    /// Does not serve the development page (a chat with this server at `GET /` in a browser).
+    #[arg(long)]
+    no_ui: bool,
     /// A host name (as in `Host`, without port) the server answers to besides the loopback
     /// names; repeat for several. Bound to a non-loopback address without any, every name is
     /// answered (a warning says so).
@@ -734,6 +737,7 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         .max_live_runs(args.max_live_runs)
         .metrics(agent_tower::metrics::Metrics::new())
         .access_log(true)
+        .dev_page(!args.no_ui)
         .shutdown_token(runs.clone())
         .lease(args.lease);
     // Every setting is checked, and the store opened, before the address is taken.

@@ -76,6 +76,7 @@ mod respond;
 mod routes;
 #[cfg(feature = "fuzzing")]
 pub(crate) use routes::parse_answers;
+pub mod page;
 mod serve;
 pub mod ws;
 
@@ -136,6 +137,7 @@ struct Config {
     guard: BrowserGuardLayer,
     auth: Option<BearerTokens>,
     access_log: bool,
+    dev_page: bool,
 }
 
 impl<A> fmt::Debug for AguiServer<A> {
@@ -173,6 +175,7 @@ where
                 guard: BrowserGuardLayer::new(),
                 auth: None,
                 access_log: false,
+                dev_page: false,
             },
         }
     }
@@ -357,6 +360,14 @@ where
         self
     }
 
+    /// Serves the [development page](page) at `GET /` to browsers (default off): a chat with this
+    /// server over AG-UI, with its tool calls, state, interrupts and events, embedded in the
+    /// binary. It and its two files are public; the runs it starts need a token as any other.
+    pub fn dev_page(mut self, on: bool) -> Self {
+        self.config.dev_page = on;
+        self
+    }
+
     /// The router; it starts the engine's sweeper (on the current tokio runtime) until the
     /// [shutdown token](Self::shutdown_token) fires.
     pub fn into_router(self) -> Router {
@@ -373,9 +384,14 @@ where
                 get(|| async { axum::Json(serde_json::json!({"status": "ok"})) }),
             )
             .route("/ready", get(ready::<A>))
-            .merge(routes::routes::<A>())
-            .fallback(error::not_found)
-            .method_not_allowed_fallback(error::method_not_allowed);
+            .merge(routes::routes::<A>());
+        let router = if state.config.dev_page {
+            router.merge(page::routes(&state.config.path))
+        } else {
+            router
+        }
+        .fallback(error::not_found)
+        .method_not_allowed_fallback(error::method_not_allowed);
         #[cfg(feature = "metrics")]
         let router = if state.runs.metrics_ref().is_some() {
             router.route("/metrics", get(metrics::<A>))
@@ -407,7 +423,9 @@ where
 /// review queue, [`Scope::Run`] for the rest.
 fn route_scope(request: &Request) -> Option<Scope> {
     let path = request.uri().path();
-    if path == "/health" || path == "/ready" {
+    let page = request.method() == axum::http::Method::GET
+        && (path == "/" || path.starts_with(page::ASSETS));
+    if path == "/health" || path == "/ready" || page {
         None
     } else if path == "/interrupts"
         || path == "/metrics"

@@ -15,6 +15,7 @@ async fn install_client(dir: &Path) {
                 "@ag-ui/client",
                 "@agentclientprotocol/sdk",
                 "@modelcontextprotocol/server-everything",
+                "playwright-core",
             ]
             .iter()
             .all(|package| dir.join("node_modules").join(package).exists());

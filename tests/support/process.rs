@@ -17,9 +17,15 @@ pub struct Process {
 impl Process {
     /// Starts `agent-tower serve --addr 127.0.0.1:0` with `args`, and waits until it listens.
     pub async fn serve(args: &[&str]) -> Self {
+        Self::serve_with_env(args, &[]).await
+    }
+
+    /// [`serve`](Self::serve) with these environment variables set.
+    pub async fn serve_with_env(args: &[&str], env: &[(&str, &str)]) -> Self {
         let mut child = tokio::process::Command::new(AGENT)
             .args(["serve", "--addr", "127.0.0.1:0"])
             .args(args)
+            .envs(env.iter().copied())
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

@@ -1,0 +1,484 @@
+// The development page of agent-tower: an AG-UI client in one file, with no dependencies.
+// It keeps the conversation in localStorage (the protocol is stateless: every run carries the
+// messages) and the token in sessionStorage; a run in progress is re-joined after a reload or a
+// dropped connection with `Last-Event-ID: {runId}:{seq}`.
+"use strict";
+
+const RUN_PATH = document.querySelector('meta[name="agent-tower-run-path"]').content;
+const STORE = "agent-tower";
+const MAX_LOGGED = 500;
+const $ = (id) => document.getElementById(id);
+
+/** Everything that survives a reload. */
+let chat = load() ?? fresh();
+/** The request being streamed: its AbortController, or null. */
+let streaming = null;
+/** Whether the user stopped the run (its events are no longer followed). */
+let stopped = false;
+/** Decisions taken on the pending interrupts, by interrupt id. */
+const answers = new Map();
+
+function fresh() {
+  return { threadId: uuid(), messages: [], state: {}, interrupts: [], live: null };
+}
+
+function load() {
+  try {
+    const saved = JSON.parse(localStorage.getItem(STORE));
+    return saved && typeof saved.threadId === "string" ? saved : null;
+  } catch {
+    return null;
+  }
+}
+
+function save() {
+  localStorage.setItem(STORE, JSON.stringify(chat));
+}
+
+function uuid() {
+  if (crypto.randomUUID) return crypto.randomUUID();
+  const b = crypto.getRandomValues(new Uint8Array(16));
+  b[6] = (b[6] & 0x0f) | 0x40;
+  b[8] = (b[8] & 0x3f) | 0x80;
+  const h = [...b].map((x) => x.toString(16).padStart(2, "0")).join("");
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+}
+
+function headers(extra) {
+  const token = sessionStorage.getItem(`${STORE}-token`);
+  return token ? { ...extra, Authorization: `Bearer ${token}` } : extra;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Runs
+
+/** Starts a run on the thread with the conversation so far (and `resume`, when answering). */
+async function startRun(resume) {
+  const runId = uuid();
+  const input = {
+    threadId: chat.threadId,
+    runId,
+    messages: chat.messages.filter((m) => m.role !== "reasoning"),
+    tools: [],
+    context: [],
+    state: chat.state,
+    forwardedProps: {},
+  };
+  if (resume) input.resume = resume;
+  chat.live = { runId, seq: 0 };
+  $("status").dataset.runId = runId;
+  chat.interrupts = [];
+  answers.clear();
+  save();
+  stopped = false;
+  await stream(runId, () =>
+    fetch(RUN_PATH, {
+      method: "POST",
+      headers: headers({ "Content-Type": "application/json", Accept: "text/event-stream" }),
+      body: JSON.stringify(input),
+      signal: streaming.signal,
+    }),
+  );
+  if (chat.live && !stopped) await rejoin(); // the connection dropped before the run ended
+}
+
+/** Follows the live run from the last event seen, until it ends (a few tries on failure). */
+async function rejoin() {
+  for (let attempt = 0; chat.live && attempt < 5; attempt++) {
+    if (attempt > 0) await new Promise((resolve) => setTimeout(resolve, 500 * 2 ** attempt));
+    const { runId, seq } = chat.live;
+    $("status").dataset.runId = runId;
+    await stream(runId, () =>
+      fetch(`/runs/${encodeURIComponent(runId)}/events`, {
+        headers: headers({ Accept: "text/event-stream", "Last-Event-ID": `${runId}:${seq}` }),
+        signal: streaming.signal,
+      }),
+    );
+    if (stopped) return;
+  }
+  if (chat.live) {
+    chat.live = null;
+    fail("the run's events could not be re-joined");
+  }
+}
+
+/** Reads one response's events; leaves `chat.live` set if the stream ended before the run. */
+async function stream(runId, request) {
+  streaming = new AbortController();
+  setStatus(chat.live?.seq ? "re-joining" : "running");
+  showError(null);
+  try {
+    const response = await request();
+    if (response.status === 204) {
+      chat.live = null; // the run ended and every event was seen
+    } else if (!response.ok) {
+      chat.live = null;
+      const body = await response.json().catch(() => ({}));
+      const error = body.error ?? {};
+      fail(`${response.status} ${error.code ?? ""}: ${error.message ?? response.statusText}`);
+      if (response.status === 401) $("token").focus();
+    } else {
+      await readEvents(response.body, runId);
+    }
+  } catch (error) {
+    if (!stopped) showError(`the connection failed: ${error.message}`);
+  } finally {
+    streaming = null;
+    save();
+    render();
+  }
+  if (stopped) return;
+  if (!chat.live && $("status").textContent !== "error") {
+    setStatus(chat.interrupts.length ? "interrupted" : "idle");
+  }
+}
+
+/** Server-sent events: `id: {runId}:{seq}` and `data: {json}`, blocks ended by a blank line. */
+async function readEvents(body, runId) {
+  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += value;
+    let end;
+    while ((end = buffer.search(/\r?\n\r?\n/)) >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end).replace(/^\r?\n\r?\n/, "");
+      let id = null;
+      const data = [];
+      for (const line of block.split(/\r?\n/)) {
+        if (line.startsWith("id:")) id = line.slice(3).trim();
+        else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+      }
+      if (!data.length) continue; // a keep-alive comment
+      const event = JSON.parse(data.join("\n"));
+      if (id && chat.live?.runId === runId) chat.live.seq = Number(id.slice(id.lastIndexOf(":") + 1));
+      apply(event);
+      logEvent(event, id);
+      save();
+      scheduleRender();
+    }
+  }
+}
+
+function stop() {
+  stopped = true;
+  streaming?.abort();
+  chat.live = null;
+  save();
+  setStatus("stopped");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Events into the conversation
+
+function message(id, role) {
+  let found = chat.messages.find((m) => m.id === id);
+  if (!found) {
+    found = { id, role, content: "" };
+    chat.messages.push(found);
+  }
+  return found;
+}
+
+function toolCall(id) {
+  for (const m of chat.messages) {
+    const call = m.toolCalls?.find((c) => c.id === id);
+    if (call) return call;
+  }
+  return null;
+}
+
+function apply(event) {
+  switch (event.type) {
+    case "TEXT_MESSAGE_START":
+    case "TEXT_MESSAGE_CONTENT":
+    case "TEXT_MESSAGE_CHUNK":
+      message(event.messageId, "assistant").content += event.delta ?? "";
+      break;
+    case "REASONING_MESSAGE_START":
+    case "REASONING_MESSAGE_CONTENT":
+    case "REASONING_MESSAGE_CHUNK":
+      message(event.messageId, "reasoning").content += event.delta ?? "";
+      break;
+    case "TOOL_CALL_START":
+    case "TOOL_CALL_CHUNK": {
+      let call = toolCall(event.toolCallId);
+      if (!call) {
+        const parent = message(event.parentMessageId ?? event.toolCallId, "assistant");
+        call = { id: event.toolCallId, type: "function", function: { name: event.toolCallName, arguments: "" } };
+        (parent.toolCalls ??= []).push(call);
+      }
+      call.function.arguments += event.delta ?? "";
+      break;
+    }
+    case "TOOL_CALL_ARGS": {
+      const call = toolCall(event.toolCallId);
+      if (call) call.function.arguments += event.delta;
+      break;
+    }
+    case "TOOL_CALL_RESULT":
+      chat.messages.push({
+        id: event.messageId,
+        role: "tool",
+        toolCallId: event.toolCallId,
+        content: event.content,
+      });
+      break;
+    case "MESSAGES_SNAPSHOT":
+      chat.messages = event.messages;
+      break;
+    case "STATE_SNAPSHOT":
+      chat.state = event.snapshot ?? {};
+      break;
+    case "STATE_DELTA":
+      try {
+        chat.state = patch(chat.state, event.delta);
+      } catch (error) {
+        fail(`a STATE_DELTA did not apply: ${error.message}`);
+      }
+      break;
+    case "RUN_FINISHED":
+      chat.live = null;
+      if (event.outcome?.type === "interrupt") {
+        chat.interrupts = event.outcome.interrupts ?? [];
+        setStatus("interrupted");
+      } else if (event.outcome?.type === "cancelled") {
+        setStatus("cancelled");
+      } else {
+        setStatus("idle");
+      }
+      break;
+    case "RUN_ERROR":
+      chat.live = null;
+      fail(`${event.code ?? "error"}: ${event.message}`);
+      break;
+  }
+}
+
+/** RFC 6902 on a copy of `doc`; throws when an operation fails. */
+function patch(doc, operations) {
+  let root = structuredClone(doc);
+  const parse = (pointer) =>
+    pointer === "" ? [] : pointer.slice(1).split("/").map((t) => t.replace(/~1/g, "/").replace(/~0/g, "~"));
+  const parentOf = (path) => {
+    const tokens = parse(path);
+    const key = tokens.pop();
+    let node = root;
+    for (const t of tokens) {
+      if (node === null || typeof node !== "object" || !(t in node)) throw new Error(`no \`${path}\``);
+      node = node[t];
+    }
+    return [node, key];
+  };
+  const get = (path) => {
+    if (path === "") return root;
+    const [node, key] = parentOf(path);
+    if (node === null || typeof node !== "object" || !(key in node)) throw new Error(`no \`${path}\``);
+    return node[key];
+  };
+  const add = (path, value) => {
+    if (path === "") return void (root = value);
+    const [node, key] = parentOf(path);
+    if (Array.isArray(node)) node.splice(key === "-" ? node.length : Number(key), 0, value);
+    else node[key] = value;
+  };
+  const remove = (path) => {
+    const value = get(path);
+    const [node, key] = parentOf(path);
+    if (Array.isArray(node)) node.splice(Number(key), 1);
+    else delete node[key];
+    return value;
+  };
+  for (const op of operations) {
+    switch (op.op) {
+      case "add": add(op.path, structuredClone(op.value)); break;
+      case "remove": remove(op.path); break;
+      case "replace": remove(op.path); add(op.path, structuredClone(op.value)); break;
+      case "move": add(op.path, remove(op.from)); break;
+      case "copy": add(op.path, structuredClone(get(op.from))); break;
+      case "test":
+        if (JSON.stringify(get(op.path)) !== JSON.stringify(op.value)) throw new Error(`test failed at \`${op.path}\``);
+        break;
+      default: throw new Error(`unknown operation \`${op.op}\``);
+    }
+  }
+  return root;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Interrupts
+
+function answer(interrupt, entry) {
+  answers.set(interrupt.id, { interruptId: interrupt.id, ...entry });
+  render();
+  if (chat.interrupts.every((i) => answers.has(i.id))) {
+    startRun(chat.interrupts.map((i) => answers.get(i.id)));
+  }
+}
+
+function interruptCard(interrupt) {
+  const card = el("div", "interrupt");
+  card.dataset.interruptId = interrupt.id;
+  const meta = interrupt.metadata ?? {};
+  card.append(el("strong", "", interrupt.message ?? `Interrupted: ${interrupt.reason}`));
+  if (interrupt.expiresAt) card.append(el("div", "expires", `answer before ${new Date(interrupt.expiresAt).toLocaleString()}`));
+  const args = el("textarea", "arguments");
+  args.rows = 3;
+  args.spellcheck = false;
+  args.value = JSON.stringify(meta.arguments ?? {}, null, 2);
+  args.setAttribute("aria-label", "arguments");
+  const feedback = el("input", "feedback");
+  feedback.placeholder = "why not (sent to the model when rejecting)";
+  feedback.setAttribute("aria-label", "feedback");
+  const actions = el("div", "actions");
+  const button = (label, decide) => {
+    const b = el("button", "", label);
+    b.type = "button";
+    b.disabled = answers.has(interrupt.id);
+    b.addEventListener("click", decide);
+    actions.append(b);
+  };
+  button("Approve", () => answer(interrupt, { status: "resolved", payload: { approved: true } }));
+  button("Approve edited", () => {
+    let edited;
+    try {
+      edited = JSON.parse(args.value);
+    } catch (error) {
+      return fail(`the arguments are not JSON: ${error.message}`);
+    }
+    answer(interrupt, { status: "resolved", payload: { approved: true, editedArgs: edited } });
+  });
+  button("Reject", () => {
+    const payload = { approved: false };
+    if (feedback.value.trim()) payload.feedback = feedback.value.trim();
+    answer(interrupt, { status: "resolved", payload });
+  });
+  button("Dismiss", () => answer(interrupt, { status: "cancelled" }));
+  card.append(args, feedback, actions);
+  return card;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rendering
+
+function el(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+let renderPending = false;
+function scheduleRender() {
+  if (renderPending) return;
+  renderPending = true;
+  requestAnimationFrame(() => {
+    renderPending = false;
+    render();
+  });
+}
+
+function render() {
+  $("thread").textContent = chat.threadId;
+  const results = new Map(chat.messages.filter((m) => m.role === "tool").map((m) => [m.toolCallId, m]));
+  const items = chat.messages
+    .filter((m) => m.role !== "tool")
+    .map((m) => {
+      const item = el("li", `message ${m.role}`, typeof m.content === "string" ? m.content : JSON.stringify(m.content));
+      item.dataset.messageId = m.id;
+      for (const call of m.toolCalls ?? []) {
+        const card = el("div", "tool-call");
+        card.dataset.toolCallId = call.id;
+        card.append(el("span", "name", call.function.name));
+        card.append(el("pre", "args", call.function.arguments));
+        const result = results.get(call.id);
+        if (!result) card.classList.add("pending");
+        card.append(el("pre", "result", result ? result.content : "…"));
+        item.append(card);
+      }
+      return item;
+    });
+  const transcript = $("transcript");
+  const atBottom = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 40;
+  transcript.replaceChildren(...items);
+  if (atBottom) transcript.scrollTop = transcript.scrollHeight;
+  $("interrupts").replaceChildren(...chat.interrupts.map(interruptCard));
+  $("state").textContent = JSON.stringify(chat.state, null, 2);
+  const busy = Boolean(streaming) || Boolean(chat.live);
+  $("send").disabled = busy || chat.interrupts.length > 0;
+  $("stop").disabled = !busy;
+}
+
+function logEvent(event, id) {
+  const item = el("li");
+  item.append(el("span", "type", event.type), ` ${id ?? ""} ${JSON.stringify(event)}`);
+  const events = $("events");
+  events.prepend(item);
+  while (events.childElementCount > MAX_LOGGED) events.lastElementChild.remove();
+}
+
+function setStatus(text) {
+  const status = $("status");
+  status.textContent = text;
+  status.className = text;
+  render();
+}
+
+function showError(text) {
+  $("error").hidden = !text;
+  $("error").textContent = text ?? "";
+}
+
+function fail(text) {
+  showError(text);
+  setStatus("error");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Wiring
+
+$("composer").addEventListener("submit", (e) => {
+  e.preventDefault();
+  const text = $("message").value.trim();
+  if (!text || $("send").disabled) return;
+  $("message").value = "";
+  chat.messages.push({ id: uuid(), role: "user", content: text });
+  startRun();
+});
+$("message").addEventListener("keydown", (e) => {
+  if (e.key === "Enter" && !e.shiftKey) {
+    e.preventDefault();
+    $("composer").requestSubmit();
+  }
+});
+$("stop").addEventListener("click", stop);
+$("new-thread").addEventListener("click", () => {
+  stopped = true;
+  streaming?.abort();
+  chat = fresh();
+  answers.clear();
+  save();
+  showError(null);
+  setStatus("idle");
+});
+$("token").value = sessionStorage.getItem(`${STORE}-token`) ?? "";
+$("token").addEventListener("change", (e) => {
+  if (e.target.value) sessionStorage.setItem(`${STORE}-token`, e.target.value);
+  else sessionStorage.removeItem(`${STORE}-token`);
+});
+$("set-state").addEventListener("click", () => {
+  try {
+    chat.state = JSON.parse($("state-input").value || "{}");
+    save();
+    render();
+  } catch (error) {
+    fail(`the state is not JSON: ${error.message}`);
+  }
+});
+$("clear-events").addEventListener("click", () => $("events").replaceChildren());
+
+render();
+setStatus(chat.interrupts.length ? "interrupted" : "idle");
+if (chat.live) rejoin();

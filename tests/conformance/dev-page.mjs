@@ -1,0 +1,248 @@
+// The development page of `agent-tower serve` in a real browser (Debian's Chromium, driven by
+// playwright-core), and CORS from a page on another origin.
+//
+//   node dev-page.mjs chat   http://127.0.0.1:PORT [screenshot.png]
+//   node dev-page.mjs rejoin http://127.0.0.1:PORT           (a server with --on-disconnect continue)
+//   node dev-page.mjs cors   http://127.0.0.1:PORT APP_ORIGIN OTHER_ORIGIN TOKEN
+//
+// What the page shows is checked against what the server logged (`GET /runs/{id}/events`), so
+// the page cannot pass by showing something the server never sent. On failure a screenshot and
+// the page's console are saved under target/browser-artifacts/.
+import assert from "node:assert/strict";
+import { mkdirSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+
+const [scenario, base, ...rest] = process.argv.slice(2);
+assert.ok(scenario && base, "usage: node dev-page.mjs chat|rejoin|cors <base url> …");
+const artifacts = join(dirname(fileURLToPath(import.meta.url)), "../../target/browser-artifacts");
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
+  args: ["--no-sandbox", "--disable-dev-shm-usage"],
+});
+const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+const page = await context.newPage();
+const console_ = [];
+page.on("console", (message) => console_.push(`${message.type()}: ${message.text()}`));
+page.on("pageerror", (error) => console_.push(`pageerror: ${error.message}`));
+
+/** Every event the server logged for `runId` (the whole run: it waits for its end). */
+async function logged(runId, headers = {}) {
+  const response = await fetch(`${base}/runs/${runId}/events`, {
+    headers: { Accept: "text/event-stream", ...headers },
+  });
+  assert.equal(response.status, 200, `the server has run ${runId}`);
+  return (await response.text())
+    .split("\n")
+    .filter((line) => line.startsWith("data: "))
+    .map((line) => JSON.parse(line.slice(6)));
+}
+
+const text = (events) =>
+  events
+    .filter((e) => e.type === "TEXT_MESSAGE_CONTENT")
+    .map((e) => e.delta)
+    .join("");
+
+async function send(message) {
+  await page.fill("#message", message);
+  await page.click("#send");
+}
+
+/** Waits until the page is no longer streaming; its status then. */
+async function settled(timeout = 20_000) {
+  const status = page.locator("#status");
+  await page.waitForFunction(
+    () => !["running", "re-joining"].includes(document.getElementById("status").textContent),
+    null,
+    { timeout },
+  );
+  return { status: await status.textContent(), runId: await status.getAttribute("data-run-id") };
+}
+
+const lastAssistant = () => page.locator(".message.assistant").last().evaluate((li) => li.firstChild?.textContent ?? "");
+const shownState = async () => JSON.parse(await page.textContent("#state"));
+
+async function chat(screenshot) {
+  await page.goto(`${base}/`);
+  assert.equal(await page.title(), "agent-tower");
+
+  // Reasoning, then text streamed token by token; what is shown is what the server sent.
+  await send("think about this");
+  let { status, runId } = await settled();
+  assert.equal(status, "idle");
+  const events = await logged(runId);
+  assert.ok(events.filter((e) => e.type === "TEXT_MESSAGE_CONTENT").length > 1, "streamed in pieces");
+  assert.equal(await lastAssistant(), text(events));
+  assert.equal(await lastAssistant(), "You said: think about this");
+  assert.match(await page.locator(".message.reasoning").last().textContent(), /Let me answer briefly/);
+  console.log("ok text and reasoning");
+
+  // A backend tool: its card with the arguments and the result, then the model's answer.
+  await send('add {"a": 1, "b": 2}');
+  ({ status } = await settled());
+  assert.equal(status, "idle");
+  const card = page.locator(".tool-call").last();
+  assert.equal(await card.locator(".name").textContent(), "add");
+  assert.deepEqual(JSON.parse(await card.locator(".args").textContent()), { a: 1, b: 2 });
+  assert.equal(await card.locator(".result").textContent(), "3");
+  assert.match(await lastAssistant(), /returned 3/);
+  console.log("ok backend tool");
+
+  // Interrupts: approved, approved with edited arguments, rejected with feedback.
+  const interrupted = async (message) => {
+    await send(message);
+    assert.equal((await settled()).status, "interrupted");
+    const interrupt = page.locator(".interrupt");
+    assert.equal(await interrupt.count(), 1);
+    return interrupt;
+  };
+  let interrupt = await interrupted('remember {"key": "theme", "value": "dark"}');
+  assert.deepEqual(JSON.parse(await interrupt.locator("textarea").inputValue()), { key: "theme", value: "dark" });
+  assert.ok(await page.locator("#send").isDisabled(), "no new message while an interrupt waits");
+  await interrupt.getByRole("button", { name: "Approve", exact: true }).click();
+  ({ status, runId } = await settled());
+  assert.equal(status, "idle");
+  assert.equal((await shownState()).theme, "dark");
+  assert.equal(await page.locator(".tool-call").last().locator(".result").textContent(), "remembered theme");
+  assert.equal(await page.locator(".interrupt").count(), 0);
+  console.log("ok interrupt approved");
+
+  interrupt = await interrupted('remember {"key": "theme", "value": "dark"}');
+  await interrupt.locator("textarea").fill('{"key": "theme", "value": "light"}');
+  await interrupt.getByRole("button", { name: "Approve edited" }).click();
+  ({ status, runId } = await settled());
+  assert.equal(status, "idle");
+  assert.equal((await shownState()).theme, "light");
+  const finalState = (await logged(runId)).findLast((e) => e.type.startsWith("STATE_"));
+  assert.ok(finalState, "the server sent the state it changed");
+  console.log("ok interrupt edited");
+
+  interrupt = await interrupted('remember {"key": "font", "value": "serif"}');
+  await interrupt.locator("input.feedback").fill("not now");
+  if (screenshot) await page.screenshot({ path: screenshot });
+  await interrupt.getByRole("button", { name: "Reject" }).click();
+  ({ status } = await settled());
+  assert.equal(status, "idle");
+  assert.equal((await shownState()).font, undefined, "the rejected call did not run");
+  assert.match(await page.locator(".tool-call").last().locator(".result").textContent(), /not now/);
+  console.log("ok interrupt rejected");
+
+  // The state set in the page reaches the server with the next run.
+  await page.click("details summary");
+  await page.fill("#state-input", '{"mood": "calm"}');
+  await page.click("#set-state");
+  assert.equal((await shownState()).mood, "calm");
+  await send("hello");
+  ({ status, runId } = await settled());
+  assert.equal(status, "idle");
+  const snapshot = (await logged(runId)).find((e) => e.type === "STATE_SNAPSHOT");
+  assert.deepEqual(snapshot.snapshot, { mood: "calm" }, "the server ran with the page's state");
+  console.log("ok state set from the page");
+
+  // Stop: the run is cancelled on the server, not only hidden.
+  await send("tell me slowly");
+  await page.waitForFunction(() => {
+    const all = document.querySelectorAll(".message.assistant");
+    return all[all.length - 1]?.textContent.split(" ").length > 3;
+  });
+  await page.click("#stop");
+  ({ status, runId } = await settled());
+  assert.equal(status, "stopped");
+  const stoppedRun = await logged(runId);
+  const ended = stoppedRun.at(-1);
+  assert.equal(ended.type, "RUN_FINISHED");
+  assert.deepEqual(ended.outcome, { type: "cancelled" }, "the server cancelled the stopped run");
+  const words = text(stoppedRun).split(" ").length;
+  assert.ok(words < 150, `cancelled early (${words} words of 200)`);
+  console.log(`ok stop: the server cancelled the run after ${words} words`);
+
+  // A new thread starts empty.
+  await page.click("#new-thread");
+  assert.equal(await page.locator(".message").count(), 0);
+}
+
+async function rejoin() {
+  await page.goto(`${base}/`);
+  await send("tell me slowly");
+  await page.waitForFunction(() => document.querySelector(".message.assistant")?.textContent.split(" ").length > 5);
+  const before = await page.locator("#status").getAttribute("data-run-id");
+  await page.reload();
+  const { status, runId } = await settled(30_000);
+  assert.equal(status, "idle");
+  assert.equal(runId, before, "the page followed the same run after the reload");
+  const events = await logged(runId);
+  assert.equal(events.at(-1).type, "RUN_FINISHED", "the run went on while the page reloaded");
+  assert.equal(await lastAssistant(), text(events), "no token lost or shown twice");
+  // After the reload, the first event read is one after those seen before it.
+  const first = await page.locator("#events li").last().textContent();
+  const seq = Number(first.match(new RegExp(`${runId}:(\\d+)`))[1]);
+  assert.ok(seq > 1, `the page re-joined after the events it had (first read: ${seq})`);
+  console.log(`ok re-joined after a reload from event ${seq}`);
+}
+
+async function cors([app, other, token]) {
+  const run = async (origin) => {
+    await page.goto(`${origin}/`);
+    return page.evaluate(
+      async ({ base, token }) => {
+        const auth = { Authorization: `Bearer ${token}` };
+        const runId = crypto.randomUUID();
+        const body = JSON.stringify({
+          threadId: crypto.randomUUID(),
+          runId,
+          messages: [{ id: "u1", role: "user", content: "hello" }],
+          tools: [],
+          context: [],
+          state: {},
+          forwardedProps: {},
+        });
+        try {
+          const started = await fetch(`${base}/`, {
+            method: "POST",
+            headers: { ...auth, "Content-Type": "application/json", Accept: "text/event-stream" },
+            body,
+          });
+          const all = await started.text();
+          const again = await fetch(`${base}/runs/${runId}/events`, {
+            headers: { ...auth, Accept: "text/event-stream", "Last-Event-ID": `${runId}:2` },
+          });
+          return { status: started.status, all, again: again.status, rest: await again.text(), runId };
+        } catch (error) {
+          return { error: String(error) };
+        }
+      },
+      { base, token },
+    );
+  };
+  const allowed = await run(app);
+  assert.equal(allowed.error, undefined, `a page on ${app} may call the server`);
+  assert.equal(allowed.status, 200);
+  assert.match(allowed.all, /RUN_FINISHED/);
+  assert.equal(allowed.again, 200, "Last-Event-ID and Authorization pass the preflight");
+  const ids = [...allowed.rest.matchAll(/^id: .*:(\d+)$/gm)].map((m) => Number(m[1]));
+  assert.equal(ids[0], 3, "the re-join starts after the event named");
+  console.log(`ok ${app} started a run and re-joined it (${ids.length} events after 2)`);
+
+  const refused = await run(other);
+  assert.match(refused.error ?? "", /Failed to fetch/, `a page on ${other} may not`);
+  console.log(`ok ${other} is refused`);
+}
+
+try {
+  if (scenario === "chat") await chat(rest[0]);
+  else if (scenario === "rejoin") await rejoin();
+  else if (scenario === "cors") await cors(rest);
+  else throw new Error(`unknown scenario ${scenario}`);
+  console.log(`${scenario}: passed`);
+} catch (error) {
+  mkdirSync(artifacts, { recursive: true });
+  await page.screenshot({ path: join(artifacts, `${scenario}.png`), fullPage: true }).catch(() => {});
+  console.error(`page console:\n${console_.join("\n")}`);
+  console.error(`screenshot: ${join(artifacts, `${scenario}.png`)}`);
+  throw error;
+} finally {
+  await browser.close();
+}

@@ -1,0 +1,173 @@
+//! The development page of the built `agent-tower serve` in Debian's Chromium (driven by
+//! `playwright-core`, `tests/conformance/dev-page.mjs`): a chat with reasoning, a backend tool,
+//! interrupts approved, edited and rejected, state set from the page, Stop, and a reload that
+//! re-joins the run; and CORS from a page on another origin. Without a browser: what the page
+//! routes answer to other clients, and `--no-ui`.
+
+#[path = "support/debian.rs"]
+mod debian;
+#[path = "support/process.rs"]
+mod process;
+#[path = "support/stores.rs"]
+mod stores;
+mod support;
+
+use process::Process;
+
+/// Runs a scenario of `dev-page.mjs` in Chromium.
+async fn browser(args: &[&str]) -> String {
+    debian::ensure("chromium", "chromium");
+    let out = support::node("dev-page.mjs", args, None).await;
+    println!("{out}");
+    out
+}
+
+#[tokio::test]
+async fn the_page_chats_through_the_server() {
+    let store = stores::sqlite("dev-page");
+    let server = Process::serve(&["--store", &store]).await;
+    let screenshot = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/target/browser-artifacts/dev-page.png"
+    );
+    std::fs::create_dir_all(std::path::Path::new(screenshot).parent().unwrap()).unwrap();
+    let out = browser(&["chat", &server.base, screenshot]).await;
+    for step in [
+        "ok text and reasoning",
+        "ok backend tool",
+        "ok interrupt approved",
+        "ok interrupt edited",
+        "ok interrupt rejected",
+        "ok state set from the page",
+        "ok stop",
+        "chat: passed",
+    ] {
+        assert!(out.contains(step), "{step} missing from:\n{out}");
+    }
+}
+
+#[tokio::test]
+async fn a_reload_rejoins_the_run_where_it_was() {
+    let store = stores::sqlite("dev-page-rejoin");
+    let server = Process::serve(&["--store", &store, "--on-disconnect", "continue"]).await;
+    let out = browser(&["rejoin", &server.base]).await;
+    assert!(out.contains("rejoin: passed"), "{out}");
+}
+
+#[tokio::test]
+async fn pages_on_allowed_origins_start_and_rejoin_runs_with_a_token() {
+    // The page of another application, on another port: another origin.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let app = axum::Router::new().route(
+        "/",
+        axum::routing::get(|| async { axum::response::Html("<!doctype html><title>app</title>") }),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let (app_origin, other_origin) = (
+        format!("http://127.0.0.1:{port}"),
+        format!("http://localhost:{port}"),
+    );
+    let token = "a-token-of-sixteen-bytes-or-more";
+    let server = Process::serve_with_env(
+        &[
+            "--store",
+            "memory",
+            "--allow-origin",
+            &app_origin,
+            "--auth-token-env",
+            "DEV_PAGE_TOKEN",
+        ],
+        &[("DEV_PAGE_TOKEN", token)],
+    )
+    .await;
+    let out = browser(&["cors", &server.base, &app_origin, &other_origin, token]).await;
+    assert!(out.contains("cors: passed"), "{out}");
+}
+
+async fn get(base: &str, path: &str, accept: &str) -> reqwest::Response {
+    reqwest::Client::new()
+        .get(format!("{base}{path}"))
+        .header("accept", accept)
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_page_is_for_browsers_and_holds_nothing_foreign() {
+    let token = "a-token-of-sixteen-bytes-or-more";
+    let server = Process::serve_with_env(
+        &[
+            "--store",
+            "memory",
+            "--path",
+            "/agent",
+            "--auth-token-env",
+            "T",
+        ],
+        &[("T", token)],
+    )
+    .await;
+    // Public (it holds no data), and it knows where runs go.
+    let page = get(
+        &server.base,
+        "/",
+        "text/html,application/xhtml+xml,*/*;q=0.8",
+    )
+    .await;
+    assert_eq!(page.status(), 200);
+    let csp = page.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        csp.contains("default-src 'none'") && csp.contains("connect-src 'self'"),
+        "{csp}"
+    );
+    assert_eq!(page.headers()["x-content-type-options"], "nosniff");
+    let html = page.text().await.unwrap();
+    assert!(html.contains(r#"<meta name="agent-tower-run-path" content="/agent">"#));
+    assert!(
+        !html.contains("http://") && !html.contains("https://"),
+        "nothing loaded from elsewhere"
+    );
+    for (path, content_type) in [
+        ("/ui/app.js", "text/javascript"),
+        ("/ui/app.css", "text/css"),
+    ] {
+        let asset = get(&server.base, path, "*/*").await;
+        assert_eq!(asset.status(), 200, "{path}");
+        assert!(
+            asset.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with(content_type)
+        );
+        let body = asset.text().await.unwrap();
+        assert!(
+            !body.contains("http://") && !body.contains("https://"),
+            "{path} loads nothing"
+        );
+    }
+    // Any other client gets what `GET /` always answered.
+    let json = get(&server.base, "/", "application/json").await;
+    assert_eq!(json.status(), 405);
+    let body: serde_json::Value = json.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "method_not_allowed");
+    // What the page does still needs the token.
+    let run = reqwest::Client::new()
+        .post(format!("{}/agent", server.base))
+        .json(&serde_json::json!({"threadId": "t", "runId": "r", "messages": []}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(run.status(), 401);
+}
+
+#[tokio::test]
+async fn no_ui_serves_no_page() {
+    let server = Process::serve(&["--store", "memory", "--no-ui"]).await;
+    assert_eq!(get(&server.base, "/", "text/html").await.status(), 405);
+    assert_eq!(get(&server.base, "/ui/app.js", "*/*").await.status(), 404);
+}

@@ -1,0 +1,27 @@
+//! Debian packages a test needs, installed when missing (as `.ci/run` does), so that `cargo test`
+//! works on a fresh machine too.
+
+/// Installs Debian's `package` unless `command --version` runs; panics saying what is missing
+/// when it cannot.
+pub fn ensure(command: &str, package: &str) {
+    let found = std::process::Command::new(command)
+        .arg("--version")
+        .output()
+        .is_ok_and(|output| output.status.success());
+    if found {
+        return;
+    }
+    let installed = std::process::Command::new("sh")
+        .args([
+            "-c",
+            &format!(
+                "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq {package}"
+            ),
+        ])
+        .status()
+        .is_ok_and(|status| status.success());
+    assert!(
+        installed,
+        "this test needs `{command}`: install Debian's package `{package}`"
+    );
+}
