@@ -456,6 +456,45 @@ async fn a_client_that_goes_away_cancels_the_run_by_default() {
 }
 
 #[tokio::test]
+async fn clients_before_1_0_get_ends_they_can_parse() {
+    use agent_tower::agui::input::ClientProtocol;
+
+    // Waiting for a client tool: a plain success (0.0.x schemas refuse `pendingToolCallIds`).
+    let mut call = Vec::from(MockItem::tool_call(
+        "fe_1",
+        "change_background",
+        r#"{"color":"blue"}"#,
+    ));
+    call.push(MockItem::tool_calls());
+    let mut req = user("make it blue");
+    req.client_tools = vec![ToolSpec::new(
+        "change_background",
+        "Changes the page colour.",
+    )];
+    req.run.extensions.insert(ClientProtocol::PreV1);
+    let (result, events) = run_with(MockModel::new([call]), ToolRouter::new(), req).await;
+    assert_eq!(result.unwrap().stop, StopReason::ClientToolCalls);
+    assert_eq!(
+        outcome_of(&events),
+        RunFinishedOutcome::Success {
+            pending_tool_call_ids: None
+        }
+    );
+
+    // Cancelled: `RUN_ERROR` with code `cancelled` (0.0.x has no `cancelled` outcome).
+    let model = MockModel::new([vec![MockItem::text("thinking"), MockItem::Pending]]);
+    let mut req = user("hi");
+    req.run.extensions.insert(ClientProtocol::PreV1);
+    req.run.cancel.cancel();
+    let (result, events) = run_with(model, ToolRouter::new(), req).await;
+    assert_eq!(result.unwrap().stop, StopReason::Cancelled);
+    let Some(Event::RunError(error)) = events.last() else {
+        panic!("not RUN_ERROR: {events:?}")
+    };
+    assert_eq!(error.code.as_deref(), Some("cancelled"));
+}
+
+#[tokio::test]
 async fn client_tools_are_streamed_and_left_pending() {
     let mut first = Vec::new();
     first.extend(MockItem::tool_call(

@@ -70,11 +70,13 @@ async fn listen(router: Router) -> SocketAddr {
     addr
 }
 
+/// The input of a 1.0 client.
 fn input(thread: &str, text: &str) -> Value {
     json!({
         "threadId": thread,
         "runId": format!("run-{text}"),
         "messages": [{"id": "m1", "role": "user", "content": text}],
+        "protocolVersion": "1.0",
     })
 }
 

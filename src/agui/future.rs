@@ -16,7 +16,7 @@ use super::{
         ActivityDelta, ActivitySnapshot, BaseEvent, MessagesSnapshot, RunError, RunFinished,
         RunFinishedOutcome, TokenUsage, ToolCallResult, ToolRole,
     },
-    input::ToolContent,
+    input::{ClientProtocol, ToolContent},
 };
 use crate::{
     BoxError,
@@ -208,6 +208,8 @@ impl<F: Future, T: Transport<Event>> fmt::Debug for ToolResponseFuture<F, T> {
 pub(crate) struct RunIds {
     pub(crate) thread_id: ThreadId,
     pub(crate) run_id: RunId,
+    /// Whom the run's events are for: what its `RUN_FINISHED` may say.
+    pub(crate) protocol: ClientProtocol,
 }
 
 pin_project! {
@@ -425,12 +427,30 @@ fn terminal_events(
     events
 }
 
+/// The run's end, as its client's generation can read it (see [`ClientProtocol`]).
 fn run_finished(
     ids: &RunIds,
     outcome: RunFinishedOutcome,
     result: Option<serde_json::Value>,
     usage: Option<Vec<TokenUsage>>,
 ) -> Event {
+    let outcome = match (ids.protocol, outcome) {
+        (ClientProtocol::PreV1, RunFinishedOutcome::Cancelled) => {
+            return RunError {
+                message: "the run was cancelled".to_owned(),
+                code: Some("cancelled".to_owned()),
+                usage,
+                base: BaseEvent::default(),
+            }
+            .into();
+        }
+        (ClientProtocol::PreV1, RunFinishedOutcome::Success { .. }) => {
+            RunFinishedOutcome::Success {
+                pending_tool_call_ids: None,
+            }
+        }
+        (_, outcome) => outcome,
+    };
     RunFinished {
         thread_id: ids.thread_id.clone(),
         run_id: ids.run_id.clone(),

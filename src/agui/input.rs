@@ -46,7 +46,7 @@ pub struct RunAgentInput {
 }
 
 impl RunAgentInput {
-    /// An input for a new run with `messages`.
+    /// An input for a new run with `messages`, from a client of this crate's protocol version.
     pub fn new(thread_id: ThreadId, run_id: RunId, messages: Vec<Message>) -> Self {
         Self {
             thread_id,
@@ -58,15 +58,18 @@ impl RunAgentInput {
             context: Vec::new(),
             forwarded_props: None,
             resume: None,
-            protocol_version: None,
+            protocol_version: Some(super::PROTOCOL_VERSION.to_owned()),
         }
     }
 
     /// The run request this input asks for: messages, client tools, context and state converted;
-    /// `forwardedProps` stored as a [`ForwardedProps`](crate::context::ForwardedProps) extension.
+    /// `forwardedProps` stored as a [`ForwardedProps`](crate::context::ForwardedProps) extension,
+    /// the client's [`ClientProtocol`] as another.
     #[must_use]
     pub fn to_run_request(&self) -> RunRequest {
         let mut run = RunContext::new(self.thread_id.clone(), self.run_id.clone());
+        run.extensions
+            .insert(ClientProtocol::declared(self.protocol_version.as_deref()));
         if let Some(props) = &self.forwarded_props {
             run.extensions
                 .insert(crate::context::ForwardedProps(props.clone()));
@@ -88,6 +91,47 @@ impl RunAgentInput {
                 .collect(),
             state: self.state.clone().filter(|s| !s.is_null()),
             run,
+        }
+    }
+}
+
+/// The AG-UI generation of the client that started a run, read from its input's
+/// `protocolVersion` and kept in [`RunContext::extensions`].
+///
+/// 1.0 clients declare `protocolVersion: "1.0"`; clients before 1.0 declare nothing, and their
+/// schema refuses what 1.0 added to `RUN_FINISHED` (the `cancelled` outcome, `pendingToolCallIds`
+/// on success): CopilotKit 1.x runs on `@ag-ui/client` 0.0.x and fails the run on either. For them
+/// a cancelled run ends with `RUN_ERROR` (code `cancelled`) and a run waiting for client tools with
+/// a plain success (the calls without results are the pending ones). A run with no
+/// `ClientProtocol` (not started from an AG-UI input) speaks 1.0.
+///
+/// ```
+/// use agent_tower::agui::{RunAgentInput, input::ClientProtocol};
+///
+/// let protocol = |input: &RunAgentInput| input.to_run_request().run.extensions.get::<ClientProtocol>().copied();
+/// let mut input = RunAgentInput::new("t".into(), "r".into(), vec![]); // says "1.0"
+/// assert_eq!(protocol(&input), Some(ClientProtocol::V1));
+/// input.protocol_version = None; // what a client before 1.0 sends
+/// assert_eq!(protocol(&input), Some(ClientProtocol::PreV1));
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ClientProtocol {
+    /// AG-UI 1.0 or later.
+    #[default]
+    V1,
+    /// Before 1.0 (0.0.x): no `cancelled` outcome, no `pendingToolCallIds`.
+    PreV1,
+}
+
+impl ClientProtocol {
+    /// The generation of a client that declared `version` (`None`: it declared none).
+    #[must_use]
+    pub fn declared(version: Option<&str>) -> Self {
+        match version {
+            None => Self::PreV1,
+            Some(version) if version.trim().starts_with("0.") => Self::PreV1,
+            Some(_) => Self::V1,
         }
     }
 }

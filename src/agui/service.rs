@@ -189,6 +189,12 @@ where
                 .run_id
                 .clone()
                 .unwrap_or_else(|| req.run.run_id.clone()),
+            protocol: req
+                .run
+                .extensions
+                .get::<super::input::ClientProtocol>()
+                .copied()
+                .unwrap_or_default(),
         };
         outbox.push(
             RunStarted {

@@ -10,31 +10,45 @@ use tokio::io::AsyncWriteExt;
 async fn install_client(dir: &Path) {
     static INSTALLED: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
     INSTALLED
-        .get_or_init(|| async {
-            let installed = [
-                "@ag-ui/client",
-                "@agentclientprotocol/sdk",
-                "@modelcontextprotocol/server-everything",
-                "playwright-core",
-            ]
-            .iter()
-            .all(|package| dir.join("node_modules").join(package).exists());
-            if installed {
-                return;
-            }
-            let out = tokio::process::Command::new("npm")
-                .args(["ci", "--no-audit", "--no-fund"])
-                .current_dir(dir)
-                .output()
-                .await
-                .expect("npm is installed");
-            assert!(
-                out.status.success(),
-                "npm ci in tests/conformance failed:\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+        .get_or_init(|| {
+            npm_ci(
+                dir,
+                &[
+                    "@ag-ui/client",
+                    "@agentclientprotocol/sdk",
+                    "@modelcontextprotocol/server-everything",
+                    "playwright-core",
+                ],
+            )
         })
         .await;
+}
+
+/// `npm ci` in `dir`, unless all of `packages` are installed there.
+pub async fn npm_ci(dir: &Path, packages: &[&str]) {
+    let installed = packages
+        .iter()
+        .all(|package| dir.join("node_modules").join(package).exists());
+    if installed {
+        return;
+    }
+    npm(dir, &["ci", "--no-audit", "--no-fund"]).await;
+}
+
+/// `npm ARGS` in `dir`; panics with its output when it fails.
+pub async fn npm(dir: &Path, args: &[&str]) {
+    let out = tokio::process::Command::new("npm")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .await
+        .expect("npm is installed");
+    assert!(
+        out.status.success(),
+        "npm {args:?} in {} failed:\n{}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// The `node_modules` of `tests/conformance`, with the pinned packages installed.

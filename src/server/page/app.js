@@ -63,6 +63,7 @@ async function startRun(resume) {
     context: [],
     state: chat.state,
     forwardedProps: {},
+    protocolVersion: "1.0",
   };
   if (resume) input.resume = resume;
   chat.live = { runId, seq: 0 };

@@ -1,0 +1,79 @@
+// A CopilotKit page on agent-tower: the chat, a frontend tool run in the page, the shared state
+// shown and set here, and tool calls that wait for approval (`remember`) answered in the chat.
+import { StrictMode, useState } from "react";
+import { createRoot } from "react-dom/client";
+import {
+  CopilotChat,
+  CopilotKit,
+  useAgent,
+  useFrontendTool,
+  useInterrupt,
+} from "@copilotkit/react-core/v2";
+import "@copilotkit/react-core/v2/styles.css";
+import { z } from "zod";
+
+/** `set_background`: a tool the page offers the agent, run here. */
+function useBackgroundTool(setBackground) {
+  useFrontendTool({
+    name: "set_background",
+    description: "Sets the background colour of the page.",
+    parameters: z.object({ color: z.string().describe("a CSS colour") }),
+    handler: async ({ color }) => {
+      setBackground(color);
+      return `background set to ${color}`;
+    },
+  });
+}
+
+/** The approval card of a tool call agent-tower interrupted (approve, edit, reject). */
+function Approval({ interrupt, resolve, cancel }) {
+  const meta = interrupt?.metadata ?? {};
+  const [args, setArgs] = useState(JSON.stringify(meta.arguments ?? {}));
+  const [feedback, setFeedback] = useState("");
+  return (
+    <div className="approval" data-interrupt-id={interrupt?.id}>
+      <p>{interrupt?.message}</p>
+      <textarea aria-label="arguments" value={args} onChange={(e) => setArgs(e.target.value)} />
+      <input aria-label="feedback" value={feedback} onChange={(e) => setFeedback(e.target.value)} />
+      <button onClick={() => resolve({ approved: true })}>Approve</button>
+      <button onClick={() => resolve({ approved: true, editedArgs: JSON.parse(args) })}>
+        Approve edited
+      </button>
+      <button onClick={() => resolve({ approved: false, feedback })}>Reject</button>
+      <button onClick={() => cancel()}>Dismiss</button>
+    </div>
+  );
+}
+
+function App() {
+  const [background, setBackground] = useState("white");
+  const { agent } = useAgent();
+  useBackgroundTool(setBackground);
+  useInterrupt({ render: (props) => <Approval {...props} /> });
+  return (
+    <main style={{ background, display: "flex", height: "100vh" }}>
+      <section style={{ flex: 2, minWidth: 0 }}>
+        <CopilotChat />
+      </section>
+      <aside style={{ flex: 1, padding: "1em" }}>
+        <p>
+          thread <code id="thread">{agent.threadId}</code>
+        </p>
+        <h2>State</h2>
+        <pre id="state">{JSON.stringify(agent.state ?? {}, null, 2)}</pre>
+        <button id="set-mood" onClick={() => agent.setState({ ...agent.state, mood: "calm" })}>
+          Set mood: calm
+        </button>
+        <p id="background">background: {background}</p>
+      </aside>
+    </main>
+  );
+}
+
+createRoot(document.getElementById("root")).render(
+  <StrictMode>
+    <CopilotKit runtimeUrl="/api/copilotkit">
+      <App />
+    </CopilotKit>
+  </StrictMode>,
+);

@@ -1,0 +1,135 @@
+// CopilotKit (react-core 1.74 in Debian's Chromium, runtime 1.75 with the official `HttpAgent`)
+// in front of `agent-tower serve`: the example in examples/copilotkit, driven by playwright-core.
+//
+//   node copilotkit.mjs http://127.0.0.1:PAGE_PORT http://127.0.0.1:AGENT_PORT OPERATOR_TOKEN
+//
+// (Answers are Markdown in the page: `add` shows as "add".) What the page shows is checked against the thread the server kept (`GET /threads/{id}`, with
+// an operator token): chat with reasoning, a backend tool, a frontend tool run in the page and
+// its result read by the model, the state set in the page, interrupts approved, edited and
+// rejected through `useInterrupt`, and Stop cancelling the run on the server. On failure a
+// screenshot and the page's console are saved under target/browser-artifacts/.
+import assert from "node:assert/strict";
+import { mkdirSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+
+const [app, agent, token] = process.argv.slice(2);
+assert.ok(app && agent && token, "usage: node copilotkit.mjs <page url> <agent url> <operator token>");
+const artifacts = join(dirname(fileURLToPath(import.meta.url)), "../../target/browser-artifacts");
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
+  args: ["--no-sandbox", "--disable-dev-shm-usage"],
+});
+const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+const logs = [];
+page.on("console", (message) => logs.push(`${message.type()}: ${message.text()}`));
+page.on("pageerror", (error) => logs.push(`pageerror: ${error.message}`));
+
+/** The thread as the server kept it. */
+async function thread() {
+  const id = await page.textContent("#thread");
+  const response = await fetch(`${agent}/threads/${id}`, { headers: { Authorization: `Bearer ${token}` } });
+  assert.equal(response.status, 200, `the server has thread ${id}`);
+  return response.json();
+}
+
+/** The thread once none of its runs is running: each running run's events are followed to its end. */
+async function settled() {
+  const auth = { Authorization: `Bearer ${token}` };
+  for (const run of (await thread()).runs.filter((r) => r.status === "running")) {
+    await (await fetch(`${agent}/runs/${run.runId}/events`, { headers: auth })).text();
+  }
+  return thread();
+}
+
+const input = page.locator("textarea").first();
+async function say(text, expect) {
+  await input.fill(text);
+  await input.press("Enter");
+  if (expect) await page.getByText(expect).last().waitFor({ timeout: 15_000 });
+}
+
+const toolResult = (seen, content) => seen.messages.some((m) => m.role === "tool" && m.content === content);
+
+try {
+  await page.goto(`${app}/`);
+  await input.waitFor();
+
+  await say("think about this", "You said: think about this");
+  await page.getByText("Let me answer briefly").first().waitFor();
+  console.log("ok chat with reasoning");
+
+  await say('add {"a": 1, "b": 2}', /The add tool returned 3\./);
+  assert.ok(toolResult(await settled(), "3"), "the server ran add");
+  console.log("ok backend tool");
+
+  await say('set_background {"color": "lightblue"}', /The set_background tool returned background set to lightblue\./);
+  assert.equal(await page.textContent("#background"), "background: lightblue", "the tool ran in the page");
+  assert.ok(toolResult(await settled(), "background set to lightblue"), "the page's result reached the server");
+  console.log("ok frontend tool");
+
+  await page.click("#set-mood");
+  await say("hello", "You said: hello");
+  assert.equal((await settled()).state?.mood, "calm", "the state set in the page reached the server");
+  console.log("ok state set in the page");
+
+  const approve = async (message, decide, expect) => {
+    await say(message);
+    const card = page.locator(".approval").last();
+    await card.waitFor();
+    await decide(card);
+    await page.getByText(expect).last().waitFor({ timeout: 15_000 });
+  };
+  await approve(
+    'remember {"key": "theme", "value": "dark"}',
+    (card) => card.getByRole("button", { name: "Approve", exact: true }).click(),
+    /The remember tool returned remembered theme\./,
+  );
+  let seen = await settled();
+  assert.equal(seen.state.theme, "dark");
+  assert.deepEqual(seen.pendingInterrupts, []);
+  await page.getByText('"theme": "dark"').waitFor();
+  console.log("ok interrupt approved");
+
+  await approve(
+    'remember {"key": "theme", "value": "dark"}',
+    async (card) => {
+      await card.getByLabel("arguments").fill('{"key": "theme", "value": "light"}');
+      await card.getByRole("button", { name: "Approve edited" }).click();
+    },
+    /The remember tool returned remembered theme\./,
+  );
+  assert.equal((await settled()).state.theme, "light", "the edited arguments ran");
+  await page.getByText('"theme": "light"').waitFor();
+  console.log("ok interrupt edited");
+
+  await approve(
+    'remember {"key": "font", "value": "serif"}',
+    async (card) => {
+      await card.getByLabel("feedback").fill("not now");
+      await card.getByRole("button", { name: "Reject" }).click();
+    },
+    /The remember tool failed: .*not now/,
+  );
+  seen = await settled();
+  assert.equal(seen.state.font, undefined, "the rejected call did not run");
+  assert.deepEqual(seen.pendingInterrupts, []);
+  console.log("ok interrupt rejected");
+
+  await say("tell me slowly", "lorem");
+  await page.locator("[data-testid=copilot-send-button]").click();
+  const runs = (await settled()).runs;
+  assert.equal(runs.at(-1).status, "cancelled", "Stop cancelled the run on the server");
+  console.log("ok stop cancelled the run on the server");
+  console.log("copilotkit: passed");
+} catch (error) {
+  mkdirSync(artifacts, { recursive: true });
+  await page.screenshot({ path: join(artifacts, "copilotkit.png"), fullPage: true }).catch(() => {});
+  console.error(`page console:\n${logs.join("\n")}`);
+  console.error(`screenshot: ${join(artifacts, "copilotkit.png")}`);
+  throw error;
+} finally {
+  await browser.close();
+}

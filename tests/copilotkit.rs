@@ -1,0 +1,68 @@
+//! The CopilotKit example (`examples/copilotkit`: react-core 1.74 and runtime 1.75, pinned) in
+//! Debian's Chromium, in front of the built `agent-tower serve`; the steps are in
+//! `tests/conformance/copilotkit.mjs`.
+
+#[path = "support/debian.rs"]
+mod debian;
+#[path = "support/process.rs"]
+mod process;
+#[path = "support/stores.rs"]
+mod stores;
+mod support;
+
+use std::{path::Path, process::Stdio};
+
+use process::Process;
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+/// The example's runtime and page (`node server.mjs`), in front of `agent` (reached with
+/// `token`); its address.
+async fn runtime(agent: &str, token: &str) -> (tokio::process::Child, String) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/copilotkit");
+    support::npm_ci(
+        &dir,
+        &["@copilotkit/react-core", "@copilotkit/runtime", "vite"],
+    )
+    .await;
+    support::npm(&dir, &["run", "build"]).await;
+    let mut child = tokio::process::Command::new("node")
+        .arg("server.mjs")
+        .current_dir(&dir)
+        .env("AGENT_URL", format!("{agent}/"))
+        .env("AGENT_TOKEN", token)
+        .env("PORT", "0")
+        .env("COPILOTKIT_TELEMETRY_DISABLED", "true")
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("node is installed");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let line = lines
+        .next_line()
+        .await
+        .unwrap()
+        .expect("the runtime says where it listens");
+    let url = line
+        .split_whitespace()
+        .find(|word| word.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_owned();
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, url)
+}
+
+#[tokio::test]
+async fn copilotkit_chats_calls_tools_shares_state_and_asks_approval() {
+    debian::ensure("chromium", "chromium");
+    let token = "an-operator-token-of-some-length";
+    let store = stores::sqlite("copilotkit");
+    let agent = Process::serve_with_env(
+        &["--store", &store, "--operator-token-env", "OPERATOR_TOKEN"],
+        &[("OPERATOR_TOKEN", token)],
+    )
+    .await;
+    let (_runtime, page) = runtime(&agent.base, token).await;
+    let out = support::node("copilotkit.mjs", &[&page, &agent.base, token], None).await;
+    println!("{out}");
+    assert!(out.contains("copilotkit: passed"), "{out}");
+}
