@@ -59,6 +59,9 @@
 
 mod agent;
 mod approve;
+#[cfg(feature = "acp-client")]
+#[cfg_attr(docsrs, doc(cfg(feature = "acp-client")))]
+pub mod client;
 pub mod content;
 pub mod future;
 mod history;

@@ -160,6 +160,12 @@ struct Serve {
     /// An origin browsers may call from (CORS); repeat for several. Off when absent.
     #[arg(long = "allow-origin")]
     allow_origins: Vec<String>,
+    /// Another agent to serve instead of the model and tools: `acp:<command> [args…]` starts an
+    /// ACP agent (Claude Code's `claude-agent-acp`, `codex-acp`, `gemini --experimental-acp`,
+    /// `agent-tower acp`, …) and bridges it: its messages, thoughts and tool calls become AG-UI
+    /// events, its permission requests go through this server's policy and interrupts.
+    #[arg(long, value_parser = parse_agent)]
+    agent: Option<agent_tower::acp::client::AcpCommand>,
     /// Does not serve the development page (a chat with this server at `GET /` in a browser).
     #[arg(long)]
     no_ui: bool,
@@ -301,6 +307,13 @@ fn parse_mcp_setting(value: &str) -> Result<McpSetting, String> {
 enum ModelChoice {
     Scripted,
     OpenAi(String),
+}
+
+fn parse_agent(value: &str) -> Result<agent_tower::acp::client::AcpCommand, String> {
+    let Some(line) = value.strip_prefix("acp:") else {
+        return Err("`acp:<command> [args…]`".to_owned());
+    };
+    agent_tower::acp::client::AcpCommand::parse(line).map_err(|e| e.to_string())
 }
 
 fn parse_model(value: &str) -> Result<ModelChoice, String> {
@@ -706,15 +719,33 @@ fn store_name(url: &str) -> String {
 async fn run_server(args: Serve) -> Result<(), BoxError> {
     let max_turns =
         std::num::NonZeroU32::new(args.max_turns).ok_or("--max-turns must be at least 1")?;
+    let (model, tools, trace) = match &args.agent {
+        Some(command) => {
+            let bridge = agent_tower::acp::client::AcpBridge::spawn(command.clone()).await?;
+            tracing::info!("serving an ACP agent: {command:?}");
+            (
+                boxed(bridge.model()),
+                ToolRouter::new().fallback(bridge.tools()),
+                agent_tower::trace::TraceLayer::new()
+                    .model("acp")
+                    .provider("acp"),
+            )
+        }
+        None => (
+            args.model.service(),
+            args.model.tools().await?,
+            args.model.trace(),
+        ),
+    };
     // A call of `remember` waits for a person: an interrupt, resumable for --interrupt-ttl.
     let agent = demo::serve::product_agent(
-        args.model.service(),
-        args.model.tools().await?,
+        model,
+        tools,
         max_turns,
         args.error_detail,
         Policy::new().rule("remember", Action::Ask),
         InterruptApprover::new(args.interrupt_ttl),
-        args.model.trace(),
+        trace,
     );
     let runs = CancellationToken::new();
     let mut server = AguiServer::new(agent)

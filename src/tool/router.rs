@@ -21,12 +21,13 @@ type BoxTool = BoxCloneSyncService<ToolCall, ToolOutput, ToolError>;
 ///
 /// # Unknown tools
 ///
-/// A call to a name nobody registered fails with a [`ToolError`] of kind
-/// [`NotFound`](super::ToolErrorKind::NotFound): the agent hands it to the model as an error
-/// result, the run goes on.
+/// A call to a name nobody registered goes to the [fallback](Self::fallback) when there is one;
+/// otherwise it fails with a [`ToolError`] of kind [`NotFound`](super::ToolErrorKind::NotFound):
+/// the agent hands it to the model as an error result, the run goes on.
 #[derive(Clone, Default)]
 pub struct ToolRouter {
     routes: Arc<BTreeMap<String, (ToolSpec, BoxTool)>>,
+    fallback: Option<BoxTool>,
 }
 
 impl ToolRouter {
@@ -51,13 +52,43 @@ impl ToolRouter {
         self
     }
 
-    /// Adds every tool of `other`, replacing tools of the same name.
+    /// Sends calls of tools nobody registered (here or in the run's [`RunTools`]) to `tool`, as
+    /// axum's `Router::fallback` does for paths: for a model whose tools are run elsewhere, such
+    /// as an agent bridged over ACP, whose tools are its own.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use agent_tower::tool::{ToolCall, ToolOutput, ToolRouter};
+    /// use tower::{ServiceExt, service_fn};
+    ///
+    /// let router = ToolRouter::new().fallback(service_fn(|call: ToolCall| async move {
+    ///     Ok::<_, std::convert::Infallible>(ToolOutput::text(format!("ran {}", call.name)))
+    /// }));
+    /// let output = router.oneshot(ToolCall::new("anything", serde_json::json!({}))).await.unwrap();
+    /// assert_eq!(output.content, [agent_tower::message::ContentPart::text("ran anything")]);
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn fallback<S>(mut self, tool: S) -> Self
+    where
+        S: Service<ToolCall, Response = ToolOutput> + Clone + Send + Sync + 'static,
+        S::Error: Into<BoxError>,
+        S::Future: Send + 'static,
+    {
+        let tool = tool.map_err(|e: S::Error| ToolError::from_boxed(e.into()));
+        self.fallback = Some(BoxTool::new(tool));
+        self
+    }
+
+    /// Adds every tool of `other`, replacing tools of the same name (and its fallback, when this
+    /// router has none).
     #[must_use]
     pub fn merge(mut self, other: ToolRouter) -> Self {
         let routes = Arc::make_mut(&mut self.routes);
         for (name, route) in other.routes.iter() {
             routes.insert(name.clone(), route.clone());
         }
+        self.fallback = self.fallback.or(other.fallback);
         self
     }
 
@@ -78,6 +109,7 @@ impl fmt::Debug for ToolRouter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ToolRouter")
             .field("tools", &self.routes.keys().collect::<Vec<_>>())
+            .field("fallback", &self.fallback.is_some())
             .finish()
     }
 }
@@ -124,7 +156,8 @@ impl Service<ToolCall> for ToolRouter {
             .or_else(|| {
                 let run = call.run.extensions.get::<RunTools>()?;
                 run.0.routes.get(&call.name).map(|(_, tool)| tool.clone())
-            });
+            })
+            .or_else(|| self.fallback.clone());
         match tool {
             Some(tool) => future::ResponseFuture::call(tool.oneshot(call)),
             None => future::ResponseFuture::not_found(ToolError::not_found(&call.name)),

@@ -1,0 +1,522 @@
+//! Any ACP agent (Claude Code through `claude-agent-acp`, Codex through `codex-acp`, Gemini CLI,
+//! `agent-tower acp`, …) as a model and a tool service, so that every layer of this crate applies
+//! to it unchanged and `AguiLayer` puts it on the web.
+//!
+//! [`AcpBridge::spawn`] starts the agent (a command, its arguments and environment) and speaks
+//! ACP to it over its stdio with the official SDK. Each thread gets one ACP session
+//! (`session/new`, in the bridge's working directory; a thread new to the bridge sends its earlier
+//! messages as the first prompt's context).
+//!
+//! - [`AcpBridge::model`] is a [`Service<ModelRequest>`](crate::model::ModelRequest): a step
+//!   whose last message is the user's sends `session/prompt`; the agent's message and thought
+//!   chunks stream as text and reasoning deltas. When the agent starts a tool call, the step ends
+//!   with that call (`FinishReason::ToolCalls`), and the next step goes on reading the same turn.
+//!   The turn's end is the last step's end (its stop reason mapped to a finish reason).
+//! - [`AcpBridge::tools`] is a [`Service<ToolCall>`](crate::tool::ToolCall) for those calls: the
+//!   agent runs its tools itself, so calling one *lets it run*: the agent's
+//!   `session/request_permission` for it, if any, is answered "allow", and the service waits
+//!   for the call to complete or fail and returns its content. A call the run never makes (a
+//!   [`PermissionLayer`](crate::permission::PermissionLayer) refused it) is answered "reject"
+//!   when the model is called again. Arguments edited by a person cannot reach the agent: such a
+//!   call is refused with an error the model reads.
+//! - A run cancelled mid-turn sends `session/cancel`.
+//!
+//! The client capabilities it declares are none: no file system, no terminal (an agent asks
+//! its own tools for those).
+
+use std::{
+    collections::HashMap,
+    fmt,
+    path::PathBuf,
+    sync::{Arc, Mutex},
+};
+
+use agent_client_protocol::{
+    AcpAgent, AcpAgentConfig, Agent, Client,
+    schema::ProtocolVersion,
+    v1::{
+        ConnectionTo,
+        schema::{
+            self as acp, CancelNotification, ContentBlock, InitializeRequest, NewSessionRequest,
+            PromptRequest, RequestPermissionRequest, SessionId, SessionNotification, SessionUpdate,
+        },
+    },
+};
+use tokio_util::sync::CancellationToken;
+
+mod model;
+mod tools;
+mod turn;
+
+use self::turn::{Session, Update};
+pub use self::{model::AcpModel, tools::AcpTools};
+use crate::{BoxError, id::ThreadId, message::Message};
+
+/// How to start an ACP agent: its command, arguments and environment, and the working directory
+/// its sessions get.
+#[derive(Debug, Clone)]
+pub struct AcpCommand {
+    config: AcpAgentConfig,
+    cwd: PathBuf,
+}
+
+impl AcpCommand {
+    /// `command` with `args`, in the current directory.
+    #[must_use]
+    pub fn new<I, S>(command: impl Into<PathBuf>, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self {
+            config: AcpAgentConfig::new(command).args(args),
+            cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+        }
+    }
+
+    /// A command line, split as a shell would (`claude-agent-acp --verbose`, quotes allowed).
+    ///
+    /// # Errors
+    ///
+    /// When the line is empty or its quotes do not close.
+    pub fn parse(line: &str) -> Result<Self, BoxError> {
+        let words = shell_words(line)?;
+        let (command, args) = words
+            .split_first()
+            .ok_or("the agent's command line is empty")?;
+        Ok(Self::new(command, args.iter().cloned()))
+    }
+
+    /// Sets a variable of the agent's environment.
+    #[must_use]
+    pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.config = self.config.env(name, value);
+        self
+    }
+
+    /// The directory the agent's sessions work in (default: this process's).
+    #[must_use]
+    pub fn cwd(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cwd = dir.into();
+        self
+    }
+}
+
+/// A running ACP agent, bridged; clones share it. See the [module](self).
+#[derive(Clone)]
+pub struct AcpBridge {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    connection: ConnectionTo<Agent>,
+    cwd: PathBuf,
+    routes: Arc<Routes>,
+    threads: tokio::sync::Mutex<HashMap<ThreadId, Arc<Session>>>,
+    /// Fires when the connection ends (the agent exited).
+    closed: CancellationToken,
+    /// Ends the connection when the last bridge goes.
+    _stop: tokio_util::sync::DropGuard,
+}
+
+/// The sessions, by id, for the connection's handlers.
+#[derive(Default)]
+struct Routes(Mutex<HashMap<SessionId, Arc<Session>>>);
+
+impl Routes {
+    fn get(&self, id: &SessionId) -> Option<Arc<Session>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(id)
+            .cloned()
+    }
+
+    fn insert(&self, session: Arc<Session>) {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(session.id.clone(), session);
+    }
+
+    fn end_all(&self, why: &str) {
+        let sessions: Vec<_> = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
+        for session in sessions {
+            session.end(turn::End::Failed(why.to_owned()));
+        }
+    }
+}
+
+impl fmt::Debug for AcpBridge {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AcpBridge")
+            .field("cwd", &self.inner.cwd)
+            .field("closed", &self.inner.closed.is_cancelled())
+            .finish_non_exhaustive()
+    }
+}
+
+impl AcpBridge {
+    /// Starts the agent and initializes the connection (protocol version 1).
+    ///
+    /// # Errors
+    ///
+    /// When the agent cannot be started or does not answer `initialize`.
+    pub async fn spawn(command: AcpCommand) -> Result<Self, BoxError> {
+        let routes = Arc::new(Routes::default());
+        let closed = CancellationToken::new();
+        let stop = CancellationToken::new();
+        let (ready, connected) = tokio::sync::oneshot::channel();
+        let agent = AcpAgent::new(command.config.clone());
+        tokio::spawn(connect(
+            agent,
+            routes.clone(),
+            ready,
+            closed.clone(),
+            stop.clone(),
+        ));
+        let connection = match connected.await {
+            Ok(connection) => connection,
+            Err(_) => return Err("the ACP agent could not be started".into()),
+        };
+        let init = connection
+            .send_request(InitializeRequest::new(ProtocolVersion::V1))
+            .block_task();
+        tokio::select! {
+            answer = init => { answer.map_err(|e| format!("the ACP agent refused `initialize`: {e}"))?; }
+            () = closed.cancelled() => return Err("the ACP agent exited before answering `initialize`".into()),
+        }
+        Ok(Self {
+            inner: Arc::new(Inner {
+                connection,
+                cwd: command.cwd,
+                routes,
+                threads: tokio::sync::Mutex::new(HashMap::new()),
+                closed,
+                _stop: stop.drop_guard(),
+            }),
+        })
+    }
+
+    /// The model side: one step of the agent's turn per call.
+    #[must_use]
+    pub fn model(&self) -> AcpModel {
+        AcpModel::new(self.clone())
+    }
+
+    /// The tool side: lets the agent run the calls it started.
+    #[must_use]
+    pub fn tools(&self) -> AcpTools {
+        AcpTools::new(self.clone())
+    }
+
+    /// Whether the agent's connection ended.
+    #[must_use]
+    pub fn is_closed(&self) -> bool {
+        self.inner.closed.is_cancelled()
+    }
+
+    /// The session of `thread`, created (with the thread's earlier messages to tell) on first use.
+    async fn session(&self, thread: &ThreadId) -> Result<(Arc<Session>, bool), BoxError> {
+        let mut threads = self.inner.threads.lock().await;
+        if let Some(session) = threads.get(thread) {
+            return Ok((session.clone(), false));
+        }
+        let created = self
+            .inner
+            .connection
+            .send_request(NewSessionRequest::new(self.inner.cwd.clone()))
+            .block_task();
+        let created = tokio::select! {
+            answer = created => answer.map_err(|e| format!("the ACP agent refused `session/new`: {e}"))?,
+            () = self.inner.closed.cancelled() => return Err(exited().into()),
+        };
+        let session = Session::new(created.session_id);
+        self.inner.routes.insert(session.clone());
+        threads.insert(thread.clone(), session.clone());
+        Ok((session, true))
+    }
+
+    async fn existing_session(&self, thread: &ThreadId) -> Option<Arc<Session>> {
+        self.inner.threads.lock().await.get(thread).cloned()
+    }
+
+    /// Starts a turn of `session` with the user messages of `messages` it was not given (and,
+    /// for a new session, the conversation before them), once its last turn ended (cancelled
+    /// if it had not).
+    async fn prompt(&self, session: &Arc<Session>, messages: &[Message], new_session: bool) {
+        if !session.has_ended() {
+            self.cancel(&session.id);
+            let ended = async {
+                loop {
+                    let changed = session.changed.notified();
+                    if session.has_ended() {
+                        return;
+                    }
+                    changed.await;
+                }
+            };
+            if tokio::time::timeout(TURN_END_TIMEOUT, ended).await.is_err() {
+                tracing::warn!("the ACP agent did not end its cancelled turn; prompting anyway");
+            }
+        }
+        session.begin();
+        let request = PromptRequest::new(
+            session.id.clone(),
+            prompt_of(session, messages, new_session),
+        );
+        let answer = self.inner.connection.send_request(request).block_task();
+        let session = session.clone();
+        let closed = self.inner.closed.clone();
+        tokio::spawn(async move {
+            let end = tokio::select! {
+                answer = answer => match answer {
+                    Ok(answer) => turn::End::Stopped(answer.stop_reason),
+                    Err(error) => turn::End::Failed(format!("the ACP agent failed the prompt: {error}")),
+                },
+                () = closed.cancelled() => turn::End::Failed(exited().to_owned()),
+            };
+            session.end(end);
+        });
+    }
+
+    fn cancel(&self, session: &SessionId) {
+        if let Err(error) = self
+            .inner
+            .connection
+            .send_notification(CancelNotification::new(session.clone()))
+        {
+            tracing::debug!(%error, "session/cancel could not be sent");
+        }
+    }
+}
+
+/// How long a new prompt waits for the agent to end the turn it cancelled.
+const TURN_END_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+fn exited() -> &'static str {
+    "the ACP agent exited"
+}
+
+/// Runs the connection: routes the agent's updates and permission requests to their sessions,
+/// until the agent exits or the bridge is dropped.
+async fn connect(
+    agent: AcpAgent,
+    routes: Arc<Routes>,
+    ready: tokio::sync::oneshot::Sender<ConnectionTo<Agent>>,
+    closed: CancellationToken,
+    stop: CancellationToken,
+) {
+    let updates = routes.clone();
+    let asks = routes.clone();
+    let result = Client
+        .v1()
+        .name("agent-tower")
+        .on_receive_notification(
+            async move |notification: SessionNotification, _cx| {
+                if let Some(session) = updates.get(&notification.session_id) {
+                    route(&session, notification.update);
+                }
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .on_receive_request(
+            async move |request: RequestPermissionRequest, responder, _cx| {
+                match asks.get(&request.session_id) {
+                    Some(session) => session.ask(
+                        &request.tool_call.tool_call_id.to_string(),
+                        request.options,
+                        responder,
+                    ),
+                    None => responder.respond(acp::RequestPermissionResponse::new(
+                        acp::RequestPermissionOutcome::Cancelled,
+                    ))?,
+                }
+                Ok(())
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .connect_with(agent, async |connection: ConnectionTo<Agent>| {
+            let _ = ready.send(connection.clone());
+            tokio::select! {
+                () = connection.incoming_closed() => {}
+                () = stop.cancelled() => {}
+            }
+            Ok(())
+        })
+        .await;
+    if let Err(error) = result {
+        tracing::warn!(%error, "the ACP agent's connection ended");
+    }
+    closed.cancel();
+    routes.end_all(exited());
+}
+
+/// One update of the agent, into its session.
+fn route(session: &Session, update: SessionUpdate) {
+    match update {
+        SessionUpdate::AgentMessageChunk(chunk) => {
+            if let ContentBlock::Text(text) = chunk.content {
+                session.push(Update::Text(text.text));
+            }
+        }
+        SessionUpdate::AgentThoughtChunk(chunk) => {
+            if let ContentBlock::Text(text) = chunk.content {
+                session.push(Update::Thought(text.text));
+            }
+        }
+        SessionUpdate::ToolCall(call) => {
+            let id = call.tool_call_id.to_string();
+            session.push(Update::ToolCall {
+                id: id.clone(),
+                name: call.name.unwrap_or(call.title),
+                arguments: call
+                    .raw_input
+                    .unwrap_or_else(|| serde_json::Value::Object(Default::default())),
+            });
+            session.update_call(&id, Some(call.status), Some(call.content));
+        }
+        SessionUpdate::ToolCallUpdate(update) => {
+            session.update_call(
+                &update.tool_call_id.to_string(),
+                update.fields.status,
+                update.fields.content,
+            );
+        }
+        _ => {}
+    }
+}
+
+/// The prompt of a turn: the user's messages since the last answer that the agent was not given
+/// (all of them if it was given every one: a retry); for a session new to the thread, the
+/// conversation before them first, as text.
+fn prompt_of(session: &Session, messages: &[Message], new_session: bool) -> Vec<ContentBlock> {
+    let start = messages
+        .iter()
+        .rposition(|m| !matches!(m, Message::User { .. }))
+        .map_or(0, |at| at + 1);
+    let ids: Vec<_> = messages[start..].iter().map(|m| m.id().clone()).collect();
+    let unsent = session.unsent(&ids);
+    let new: Vec<&Message> = messages[start..]
+        .iter()
+        .filter(|m| unsent.is_empty() || unsent.contains(m.id()))
+        .collect();
+    let mut prompt = Vec::new();
+    if new_session && start > 0 {
+        let earlier: Vec<String> = messages[..start]
+            .iter()
+            .filter(|m| !m.text().is_empty())
+            .map(|m| format!("{}: {}", role(m), m.text()))
+            .collect();
+        if !earlier.is_empty() {
+            prompt.push(ContentBlock::from(format!(
+                "The conversation so far:\n{}",
+                earlier.join("\n")
+            )));
+        }
+    }
+    prompt.extend(new.iter().map(|m| ContentBlock::from(m.text())));
+    prompt
+}
+
+fn role(message: &Message) -> &'static str {
+    match message.role() {
+        crate::message::Role::User => "user",
+        crate::message::Role::Assistant => "assistant",
+        crate::message::Role::Tool => "tool",
+        crate::message::Role::Reasoning => "reasoning",
+        crate::message::Role::System | crate::message::Role::Developer => "instructions",
+    }
+}
+
+/// Splits a command line into words: whitespace separates, single and double quotes group,
+/// a backslash escapes the next character (outside single quotes).
+fn shell_words(line: &str) -> Result<Vec<String>, BoxError> {
+    let mut words = Vec::new();
+    let mut word: Option<String> = None;
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            c if c.is_whitespace() => words.extend(word.take()),
+            '\'' => {
+                let w = word.get_or_insert_with(String::new);
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(c) => w.push(c),
+                        None => return Err("a single quote does not close".into()),
+                    }
+                }
+            }
+            '"' => {
+                let w = word.get_or_insert_with(String::new);
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => w.extend(chars.next()),
+                        Some(c) => w.push(c),
+                        None => return Err("a double quote does not close".into()),
+                    }
+                }
+            }
+            '\\' => word.get_or_insert_with(String::new).extend(chars.next()),
+            c => word.get_or_insert_with(String::new).push(c),
+        }
+    }
+    words.extend(word);
+    Ok(words)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_lines_split_as_a_shell_would() {
+        assert_eq!(
+            shell_words(r#"agent --name "two words" 'it''s' a\ b"#).unwrap(),
+            ["agent", "--name", "two words", "its", "a b"]
+        );
+        assert!(shell_words("agent 'open").is_err());
+        assert!(AcpCommand::parse("   ").is_err());
+    }
+
+    #[test]
+    fn a_prompt_is_the_new_user_messages_and_for_a_new_session_what_came_before() {
+        let messages = [
+            Message::user("first"),
+            Message::assistant("a1".into(), "answer"),
+            Message::user("second"),
+        ];
+        let text = |blocks: Vec<ContentBlock>| -> Vec<String> {
+            blocks
+                .into_iter()
+                .map(|b| match b {
+                    ContentBlock::Text(t) => t.text,
+                    _ => unreachable!(),
+                })
+                .collect()
+        };
+        let session = Session::new(SessionId::new("s"));
+        assert_eq!(text(prompt_of(&session, &messages, false)), ["second"]);
+        let new = text(prompt_of(
+            &Session::new(SessionId::new("s2")),
+            &messages,
+            true,
+        ));
+        assert_eq!(new[1], "second");
+        assert!(new[0].contains("user: first") && new[0].contains("assistant: answer"));
+
+        // After a cancelled turn, the next prompt gives only what the agent was not given.
+        let mut more = messages.to_vec();
+        more.push(Message::user("third"));
+        assert_eq!(text(prompt_of(&session, &more, false)), ["third"]);
+    }
+}

@@ -1,0 +1,75 @@
+//! [`AcpTools`]: lets the bridged agent run the calls it started, and waits for their results.
+
+use std::{
+    fmt,
+    task::{Context, Poll},
+};
+
+use futures_util::future::BoxFuture;
+use tower_service::Service;
+
+use super::{AcpBridge, turn::Verdict};
+use crate::tool::{ToolCall, ToolError, ToolErrorKind, ToolOutput};
+
+/// The tool side of an [`AcpBridge`]: see the [module](super).
+#[derive(Clone)]
+pub struct AcpTools {
+    bridge: AcpBridge,
+}
+
+impl AcpTools {
+    pub(super) fn new(bridge: AcpBridge) -> Self {
+        Self { bridge }
+    }
+}
+
+impl fmt::Debug for AcpTools {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AcpTools")
+            .field("bridge", &self.bridge)
+            .finish()
+    }
+}
+
+impl Service<ToolCall> for AcpTools {
+    type Response = ToolOutput;
+    type Error = ToolError;
+    type Future = BoxFuture<'static, Result<ToolOutput, ToolError>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, call: ToolCall) -> Self::Future {
+        let bridge = self.bridge.clone();
+        Box::pin(async move {
+            let Some(session) = bridge.existing_session(&call.run.thread_id).await else {
+                return Err(ToolError::not_found(&call.name));
+            };
+            let id = call.id.to_string();
+            if session
+                .proposed(&id)
+                .is_some_and(|proposed| proposed != call.arguments)
+            {
+                session.decide(&id, Verdict::Reject);
+                return Ok(ToolOutput::error(
+                    "the agent runs its own tools and cannot take edited arguments: the call was \
+                     refused; ask it again with the arguments you want",
+                ));
+            }
+            session.decide(&id, Verdict::Allow);
+            loop {
+                let changed = session.changed.notified();
+                if let Some(result) = session.result(&id) {
+                    return result.map_err(|why| ToolError::new(ToolErrorKind::Failed, why));
+                }
+                tokio::select! {
+                    () = changed => {}
+                    () = call.run.cancel.cancelled() => {
+                        return Err(ToolError::new(ToolErrorKind::Cancelled, "the run was cancelled"));
+                    }
+                }
+            }
+        })
+    }
+}

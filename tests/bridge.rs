@@ -1,0 +1,94 @@
+//! `agent-tower serve --agent 'acp:…'`: an ACP agent (here the built `agent-tower acp`) bridged to
+//! the web, driven by the official AG-UI client (`tests/conformance/agui-bridge.mjs`); and
+//! bridged agents that fail.
+
+#[path = "support/process.rs"]
+mod process;
+#[path = "support/stores.rs"]
+mod stores;
+mod support;
+
+use std::time::Duration;
+
+use process::Process;
+use serde_json::{Value, json};
+
+const AGENT: &str = env!("CARGO_BIN_EXE_agent-tower");
+
+#[tokio::test]
+async fn the_official_client_runs_a_bridged_acp_agent() {
+    let store = stores::sqlite("bridge");
+    let server = Process::serve(&["--store", &store, "--agent", &format!("acp:{AGENT} acp")]).await;
+    let out = support::node("agui-bridge.mjs", &[&format!("{}/", server.base)], None).await;
+    println!("{out}");
+    assert!(out.contains("all bridge scenarios passed"), "{out}");
+}
+
+/// The events of one run, read to its end within 10 s.
+async fn run(base: &str, text: &str) -> Vec<Value> {
+    let body = reqwest::Client::new()
+        .post(format!("{base}/"))
+        .json(&json!({
+            "threadId": format!("t-{}", uuid::Uuid::now_v7()),
+            "runId": format!("r-{}", uuid::Uuid::now_v7()),
+            "messages": [{"id": "m1", "role": "user", "content": text}],
+            "protocolVersion": "1.0",
+        }))
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .expect("the run ends (no hang)");
+    body.lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .map(|data| serde_json::from_str(data).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn an_agent_that_exits_mid_turn_ends_the_run_with_an_error() {
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/acp/dies_mid_turn.py"
+    );
+    let server = Process::serve(&[
+        "--store",
+        "memory",
+        "--agent",
+        &format!("acp:python3 {script}"),
+    ])
+    .await;
+    let events = run(&server.base, "hello").await;
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "RUN_ERROR", "{events:?}");
+    assert!(
+        last["message"].as_str().unwrap().contains("exited"),
+        "{last}"
+    );
+    // Later runs are refused the same way, at once.
+    let again = run(&server.base, "hello again").await;
+    assert_eq!(again.last().unwrap()["type"], "RUN_ERROR");
+}
+
+#[test]
+fn an_agent_that_cannot_start_stops_the_server_before_it_listens() {
+    let output = std::process::Command::new(AGENT)
+        .args([
+            "serve",
+            "--store",
+            "memory",
+            "--agent",
+            "acp:/nonexistent/agent --flag",
+        ])
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("ACP agent") && !stderr.contains("panicked"),
+        "{stderr}"
+    );
+}
