@@ -719,13 +719,16 @@ fn store_name(url: &str) -> String {
 async fn run_server(args: Serve) -> Result<(), BoxError> {
     let max_turns =
         std::num::NonZeroU32::new(args.max_turns).ok_or("--max-turns must be at least 1")?;
-    let (model, tools, trace) = match &args.agent {
+    // What waits for a person (an interrupt, resumable for --interrupt-ttl): a call of
+    // `remember`, or of a bridged agent what it asks permission for.
+    let (model, tools, policy, trace) = match &args.agent {
         Some(command) => {
             let bridge = agent_tower::acp::client::AcpBridge::spawn(command.clone()).await?;
             tracing::info!("serving an ACP agent: {command:?}");
             (
                 boxed(bridge.model()),
                 ToolRouter::new().fallback(bridge.tools()),
+                Policy::new().ask_if(bridge.asked()),
                 agent_tower::trace::TraceLayer::new()
                     .model("acp")
                     .provider("acp"),
@@ -734,16 +737,16 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         None => (
             args.model.service(),
             args.model.tools().await?,
+            Policy::new().rule("remember", Action::Ask),
             args.model.trace(),
         ),
     };
-    // A call of `remember` waits for a person: an interrupt, resumable for --interrupt-ttl.
     let agent = demo::serve::product_agent(
         model,
         tools,
         max_turns,
         args.error_detail,
-        Policy::new().rule("remember", Action::Ask),
+        policy,
         InterruptApprover::new(args.interrupt_ttl),
         trace,
     );

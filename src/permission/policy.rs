@@ -1,4 +1,4 @@
-use std::collections::HashMap;
+use std::{collections::HashMap, sync::Arc};
 
 use crate::tool::{Access, ToolCall, ToolKind, ToolSpec};
 
@@ -88,6 +88,17 @@ pub struct Policy {
     default: Option<Action>,
     mode: Mode,
     kinds: HashMap<String, ToolKind>,
+    asks: Option<AskIf>,
+}
+
+/// A predicate over calls that asks for the ones it picks.
+#[derive(Clone)]
+struct AskIf(Arc<dyn Fn(&ToolCall) -> bool + Send + Sync>);
+
+impl std::fmt::Debug for AskIf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AskIf(..)")
+    }
 }
 
 impl Policy {
@@ -108,6 +119,29 @@ impl Policy {
     #[must_use]
     pub fn default_action(mut self, action: Action) -> Self {
         self.default = Some(action);
+        self
+    }
+
+    /// Asks about every call `predicate` picks (unless a rule or the mode denies it), whatever
+    /// the rules by name say: for calls whose source knows they need a person, such as an agent
+    /// bridged over ACP that asked permission for them
+    /// ([`AcpBridge::asked`](crate::acp::client::AcpBridge::asked)).
+    ///
+    /// ```
+    /// use agent_tower::permission::{Action, Policy};
+    /// use agent_tower::tool::ToolCall;
+    ///
+    /// let policy = Policy::new().ask_if(|call: &ToolCall| call.arguments["path"] == "/etc/passwd");
+    /// let call = |path: &str| ToolCall::new("read_file", serde_json::json!({"path": path}));
+    /// assert_eq!(policy.decide_for(&call("/etc/passwd")), Action::Ask);
+    /// assert_eq!(policy.decide_for(&call("notes.txt")), Action::Allow);
+    /// ```
+    #[must_use]
+    pub fn ask_if<F>(mut self, predicate: F) -> Self
+    where
+        F: Fn(&ToolCall) -> bool + Send + Sync + 'static,
+    {
+        self.asks = Some(AskIf(Arc::new(predicate)));
         self
     }
 
@@ -154,7 +188,10 @@ impl Policy {
     #[must_use]
     pub fn decide_for(&self, call: &ToolCall) -> Action {
         let mode = call.run.extensions.get::<Mode>().copied();
-        self.decide_in(&call.name, mode.unwrap_or(self.mode))
+        match self.decide_in(&call.name, mode.unwrap_or(self.mode)) {
+            Action::Allow if self.asks.as_ref().is_some_and(|asks| (asks.0)(call)) => Action::Ask,
+            action => action,
+        }
     }
 
     fn decide_in(&self, tool: &str, mode: Mode) -> Action {

@@ -119,34 +119,39 @@ struct Inner {
     _stop: tokio_util::sync::DropGuard,
 }
 
-/// The sessions, by id, for the connection's handlers.
+/// The sessions, by id for the connection's handlers, and by thread for the permission policy.
 #[derive(Default)]
-struct Routes(Mutex<HashMap<SessionId, Arc<Session>>>);
+struct Routes(Mutex<RouteMaps>);
+
+#[derive(Default)]
+struct RouteMaps {
+    by_id: HashMap<SessionId, Arc<Session>>,
+    by_thread: HashMap<ThreadId, Arc<Session>>,
+}
 
 impl Routes {
-    fn get(&self, id: &SessionId) -> Option<Arc<Session>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, RouteMaps> {
         self.0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(id)
-            .cloned()
     }
 
-    fn insert(&self, session: Arc<Session>) {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(session.id.clone(), session);
+    fn get(&self, id: &SessionId) -> Option<Arc<Session>> {
+        self.lock().by_id.get(id).cloned()
+    }
+
+    fn of_thread(&self, thread: &ThreadId) -> Option<Arc<Session>> {
+        self.lock().by_thread.get(thread).cloned()
+    }
+
+    fn insert(&self, thread: ThreadId, session: Arc<Session>) {
+        let mut maps = self.lock();
+        maps.by_id.insert(session.id.clone(), session.clone());
+        maps.by_thread.insert(thread, session);
     }
 
     fn end_all(&self, why: &str) {
-        let sessions: Vec<_> = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .values()
-            .cloned()
-            .collect();
+        let sessions: Vec<_> = self.lock().by_id.values().cloned().collect();
         for session in sessions {
             session.end(turn::End::Failed(why.to_owned()));
         }
@@ -216,6 +221,22 @@ impl AcpBridge {
         AcpTools::new(self.clone())
     }
 
+    /// Picks the calls the agent asked permission for, for
+    /// [`Policy::ask_if`](crate::permission::Policy::ask_if): with it, a
+    /// [`PermissionLayer`](crate::permission::PermissionLayer) asks a person exactly when the
+    /// agent would have asked its editor.
+    ///
+    /// A step holds each tool call until the agent asks about it or starts running it, so that
+    /// the answer is known when the call reaches the permission layer.
+    pub fn asked(&self) -> impl Fn(&crate::tool::ToolCall) -> bool + Send + Sync + 'static {
+        let routes = self.inner.routes.clone();
+        move |call| {
+            routes
+                .of_thread(&call.run.thread_id)
+                .is_some_and(|session| session.was_asked(call.id.as_str()))
+        }
+    }
+
     /// Whether the agent's connection ended.
     #[must_use]
     pub fn is_closed(&self) -> bool {
@@ -238,7 +259,7 @@ impl AcpBridge {
             () = self.inner.closed.cancelled() => return Err(exited().into()),
         };
         let session = Session::new(created.session_id);
-        self.inner.routes.insert(session.clone());
+        self.inner.routes.insert(thread.clone(), session.clone());
         threads.insert(thread.clone(), session.clone());
         Ok((session, true))
     }

@@ -77,6 +77,7 @@ impl Service<ModelRequest> for AcpModel {
                 cancel: req.run.cancel.clone(),
                 cancel_sent: false,
                 queued: VecDeque::new(),
+                held: None,
                 done: false,
             };
             Ok(Box::pin(stream::unfold(step, Step::next).fuse()) as BoxModelStream)
@@ -93,6 +94,8 @@ struct Step {
     cancel: CancellationToken,
     cancel_sent: bool,
     queued: VecDeque<ModelEvent>,
+    /// A tool call read, held until the agent shows whether it asks permission for it.
+    held: Option<(String, String, serde_json::Value)>,
     done: bool,
 }
 
@@ -109,6 +112,14 @@ impl Step {
             }
             let session = self.session.clone();
             let changed = session.changed.notified();
+            if let Some((id, ..)) = &self.held {
+                if session.is_settled(id) {
+                    let (id, name, arguments) = self.held.take().expect("held");
+                    return Some((Ok(self.tool_call(id, name, arguments)), self));
+                }
+                self.wait(&session, changed).await;
+                continue;
+            }
             match session.next() {
                 Some(Ok(update)) => {
                     if let Some(event) = self.event(update) {
@@ -124,23 +135,26 @@ impl Step {
                     let error = ModelError::new(ModelErrorKind::Transport, why);
                     return Some((Err(error.into()), self));
                 }
-                None => {
-                    let cancel = self.cancel.clone();
-                    let cancelled = tokio::select! {
-                        () = changed => false,
-                        () = cancel.cancelled(), if !self.cancel_sent => true,
-                    };
-                    if cancelled {
-                        // The turn ends with the agent's answer (`cancelled`).
-                        self.cancel_sent = true;
-                        self.bridge.cancel(&session.id);
-                    }
-                }
+                None => self.wait(&session, changed).await,
             }
         }
     }
 
-    /// The event of `update`; a tool call ends the step.
+    /// Until the session changes; a cancelled run cancels the turn (which the agent then ends
+    /// with `cancelled`).
+    async fn wait(&mut self, session: &Session, changed: tokio::sync::futures::Notified<'_>) {
+        let cancel = self.cancel.clone();
+        let cancelled = tokio::select! {
+            () = changed => false,
+            () = cancel.cancelled(), if !self.cancel_sent => true,
+        };
+        if cancelled {
+            self.cancel_sent = true;
+            self.bridge.cancel(&session.id);
+        }
+    }
+
+    /// The event of `update` (a tool call is held: see [`Self::tool_call`]).
     fn event(&mut self, update: Update) -> Option<ModelEvent> {
         match update {
             Update::Text(text) if !text.is_empty() => Some(ModelEvent::TextDelta {
@@ -157,19 +171,25 @@ impl Step {
                 name,
                 arguments,
             } => {
-                let id = crate::id::ToolCallId::from(id);
-                self.done = true;
-                self.queued.extend([
-                    ModelEvent::ToolCallArgs {
-                        id: id.clone(),
-                        delta: arguments.to_string().into(),
-                    },
-                    ModelEvent::ToolCallEnd { id: id.clone() },
-                    ModelEvent::Finish(FinishReason::ToolCalls),
-                ]);
-                Some(ModelEvent::ToolCallStart { id, name })
+                self.held = Some((id, name, arguments));
+                None
             }
         }
+    }
+
+    /// The events of a tool call the agent started; it ends the step.
+    fn tool_call(&mut self, id: String, name: String, arguments: serde_json::Value) -> ModelEvent {
+        let id = crate::id::ToolCallId::from(id);
+        self.done = true;
+        self.queued.extend([
+            ModelEvent::ToolCallArgs {
+                id: id.clone(),
+                delta: arguments.to_string().into(),
+            },
+            ModelEvent::ToolCallEnd { id: id.clone() },
+            ModelEvent::Finish(FinishReason::ToolCalls),
+        ]);
+        ModelEvent::ToolCallStart { id, name }
     }
 }
 

@@ -55,6 +55,8 @@ pub(super) struct Call {
     status: Option<ToolCallStatus>,
     content: Vec<ToolCallContent>,
     verdict: Option<Verdict>,
+    /// The agent asked permission for it.
+    asked: bool,
     asking: Option<(
         Responder<RequestPermissionResponse>,
         Vec<acp::PermissionOption>,
@@ -206,6 +208,7 @@ impl Session {
     ) {
         let mut state = self.lock();
         let call = state.calls.entry(id.to_owned()).or_default();
+        call.asked = true;
         match call.verdict {
             Some(verdict) => {
                 drop(state);
@@ -213,6 +216,29 @@ impl Session {
             }
             None => call.asking = Some((responder, options)),
         }
+    }
+
+    /// Whether the agent asked permission for `id`.
+    pub(super) fn was_asked(&self, id: &str) -> bool {
+        self.lock().calls.get(id).is_some_and(|call| call.asked)
+    }
+
+    /// Whether the agent showed what `id` needs: it asked permission for it, or runs or ran it
+    /// (or the turn ended).
+    pub(super) fn is_settled(&self, id: &str) -> bool {
+        let state = self.lock();
+        state.end.is_some()
+            || state.calls.get(id).is_some_and(|call| {
+                call.asked
+                    || matches!(
+                        call.status,
+                        Some(
+                            ToolCallStatus::InProgress
+                                | ToolCallStatus::Completed
+                                | ToolCallStatus::Failed
+                        )
+                    )
+            })
     }
 
     /// The run's decision on `id`; the agent's question, if it asked, is answered.
