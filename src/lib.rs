@@ -150,6 +150,8 @@ pub mod acp;
 #[cfg(feature = "agui")]
 #[cfg_attr(docsrs, doc(cfg(feature = "agui")))]
 pub mod agui;
+#[cfg(any(feature = "acp-client", feature = "agui-client"))]
+mod bridge;
 #[cfg(feature = "demo")]
 #[cfg_attr(docsrs, doc(cfg(feature = "demo")))]
 pub mod demo;

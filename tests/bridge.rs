@@ -1,6 +1,9 @@
-//! `agent-tower serve --agent 'acp:…'`: an ACP agent (here the built `agent-tower acp`) bridged to
-//! the web, driven by the official AG-UI client (`tests/conformance/agui-bridge.mjs`); and
-//! bridged agents that fail.
+//! The bridges, both ways, between the built binary's two sides:
+//!
+//! - `agent-tower serve --agent 'acp:agent-tower acp'`: an ACP agent on the web, driven by the
+//!   official AG-UI client (`tests/conformance/agui-bridge.mjs`), and ACP agents that fail;
+//! - `agent-tower acp --agent agui:<url of agent-tower serve>`: an AG-UI agent in an editor,
+//!   driven by the official TypeScript ACP client (`tests/conformance/acp-bridge.mjs`).
 
 #[path = "support/process.rs"]
 mod process;
@@ -63,8 +66,9 @@ async fn an_agent_that_exits_mid_turn_ends_the_run_with_an_error() {
     let events = run(&server.base, "hello").await;
     let last = events.last().unwrap();
     assert_eq!(last["type"], "RUN_ERROR", "{events:?}");
+    assert_eq!(last["code"], "transport", "{last}");
     assert!(
-        last["message"].as_str().unwrap().contains("exited"),
+        last["message"].as_str().unwrap().contains("ACP agent"),
         "{last}"
     );
     // Later runs are refused the same way, at once.
@@ -91,4 +95,23 @@ fn an_agent_that_cannot_start_stops_the_server_before_it_listens() {
         stderr.contains("ACP agent") && !stderr.contains("panicked"),
         "{stderr}"
     );
+}
+
+#[tokio::test]
+async fn the_official_acp_client_runs_a_bridged_agui_agent() {
+    let server = Process::serve(&["--store", "memory"]).await;
+    let out = support::node(
+        "acp-bridge.mjs",
+        &[
+            AGENT,
+            "--agent",
+            &format!("agui:{}/", server.base),
+            "--store",
+            "none",
+        ],
+        None,
+    )
+    .await;
+    println!("{out}");
+    assert!(out.contains("all bridge scenarios passed"), "{out}");
 }

@@ -63,6 +63,9 @@
 //! Events are sent through the transport's `Sink` half: a client that reads slowly holds the
 //! model stream back. Only the closing events of a dropped stream bypass the bound.
 
+#[cfg(feature = "agui-client")]
+#[cfg_attr(docsrs, doc(cfg(feature = "agui-client")))]
+pub mod client;
 pub mod event;
 pub mod future;
 pub mod input;

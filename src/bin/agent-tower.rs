@@ -114,9 +114,18 @@ struct Acp {
     /// How much of an error the editor sees: `none`, `code`, `message`, `full`.
     #[arg(long, default_value = "message", value_parser = parse_detail)]
     error_detail: Detail,
-    /// The mode new sessions start in.
-    #[arg(long, value_enum, default_value_t = ModeChoice::Ask)]
-    mode: ModeChoice,
+    /// The mode new sessions start in (default: `ask`; with `--agent`, `auto`: the bridged agent
+    /// says what needs asking, and runs its tools itself).
+    #[arg(long, value_enum)]
+    mode: Option<ModeChoice>,
+    /// Another agent to serve instead of the model and tools: `agui:<url>` bridges an AG-UI
+    /// endpoint (LangGraph, CrewAI, Mastra, `agent-tower serve`, …): its text, reasoning and tool
+    /// calls become session updates, its interrupts `session/request_permission`.
+    #[arg(long, value_parser = parse_agui_agent)]
+    agent: Option<String>,
+    /// The environment variable holding the bearer token `--agent agui:` sends (never logged).
+    #[arg(long)]
+    agent_token_env: Option<String>,
     /// Where sessions are kept, so that `session/load` finds them after a restart:
     /// `sqlite://path`, `postgres://…`, or `none` (this process only). Default:
     /// `sessions.db` in `$XDG_DATA_HOME/agent-tower` (`~/.local/share/agent-tower`).
@@ -307,6 +316,14 @@ fn parse_mcp_setting(value: &str) -> Result<McpSetting, String> {
 enum ModelChoice {
     Scripted,
     OpenAi(String),
+}
+
+fn parse_agui_agent(value: &str) -> Result<String, String> {
+    let url = value
+        .strip_prefix("agui:")
+        .ok_or("`agui:<url>` (the URL runs are posted to)")?;
+    agent_tower::agui::client::AguiBridge::new(url).map_err(|e| e.to_string())?;
+    Ok(url.to_owned())
 }
 
 fn parse_agent(value: &str) -> Result<agent_tower::acp::client::AcpCommand, String> {
@@ -660,14 +677,39 @@ async fn run() -> Result<(), BoxError> {
 async fn run_acp(args: Acp) -> Result<(), BoxError> {
     let max_turns =
         std::num::NonZeroU32::new(args.max_turns).ok_or("--max-turns must be at least 1")?;
-    let (agent, approver, tools) = demo::acp::product_agent(
-        args.model.service(),
-        args.model.tools().await?,
-        max_turns,
-        args.error_detail,
-        args.model.trace(),
-    );
-    let mode = match args.mode {
+    let (model, tools, policy, trace) = match &args.agent {
+        Some(url) => {
+            let mut bridge = agent_tower::agui::client::AguiBridge::new(url)?;
+            if let Some(variable) = &args.agent_token_env {
+                let token = std::env::var(variable)
+                    .map_err(|_| format!("--agent-token-env: `{variable}` is not set"))?;
+                bridge = bridge.header("authorization", &format!("Bearer {token}"))?;
+            }
+            tracing::info!(%url, "serving an AG-UI agent");
+            (
+                boxed(bridge.model()),
+                ToolRouter::new().fallback(bridge.tools()),
+                Policy::new().ask_if(bridge.interrupted()),
+                agent_tower::trace::TraceLayer::new()
+                    .model("agui")
+                    .provider("agui"),
+            )
+        }
+        None => (
+            args.model.service(),
+            args.model.tools().await?,
+            Policy::new(),
+            args.model.trace(),
+        ),
+    };
+    let (agent, approver, tools) =
+        demo::acp::product_agent(model, tools, max_turns, args.error_detail, trace, policy);
+    let default_mode = if args.agent.is_some() {
+        ModeChoice::Auto
+    } else {
+        ModeChoice::Ask
+    };
+    let mode = match args.mode.unwrap_or(default_mode) {
         ModeChoice::Ask => Mode::Interactive,
         ModeChoice::Auto => Mode::Agentic,
         ModeChoice::ReadOnly => Mode::ReadOnly,

@@ -53,23 +53,26 @@ pub fn scripted_agent(
         max_turns,
         detail,
         TraceLayer::new().model("scripted"),
+        Policy::new(),
     )
 }
 
 /// The stack of [`scripted_agent`] around any `model` and `tools`: what `agent-tower acp
-/// --model openai:…` runs. `trace` names the spans of the turns (runs), the model and the tools.
+/// --model openai:…` runs. `trace` names the spans of the turns (runs), the model and the tools;
+/// `policy` says what is asked about, in the session's mode (the tools' kinds are added to it).
 pub fn product_agent<M>(
     model: M,
     tools: ToolRouter,
     max_turns: NonZeroU32,
     detail: Detail,
     trace: TraceLayer,
+    policy: Policy,
 ) -> (ProductAgent<M>, AcpApprover, Vec<ToolSpec>) {
     let specs = tools.specs();
     let approver = AcpApprover::new();
     let acp = AcpLayer::new().tools(&specs);
     let errors = MapErrorLayer::new().detail(detail);
-    let permission = PermissionLayer::new(Policy::new().tools(&specs), approver.clone());
+    let permission = PermissionLayer::new(policy.tools(&specs), approver.clone());
     let agent = Agent::new(
         acp.layer(errors.layer(trace.layer(model))),
         acp.layer(permission.layer(trace.layer(tools))),

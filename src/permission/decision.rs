@@ -73,6 +73,12 @@ impl Resolutions {
     }
 }
 
+/// What the approver decided about every call of a step, in the run extensions of each call
+/// that runs after being asked about: for a tool that acts on the step's calls together, such as
+/// an [AG-UI agent bridged](crate::agui::client) whose interrupts must be answered all at once.
+#[derive(Debug, Clone)]
+pub struct StepDecisions(pub Arc<Decisions>);
+
 /// The decisions for a [`PermissionRequest`]: one per call, or one for all.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decisions {

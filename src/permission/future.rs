@@ -211,7 +211,11 @@ where
                                 output: Some(Err(Box::new(ApprovalFailed::new(&reason)))),
                             },
                             Ok(decisions) => {
+                                let mut call = call;
                                 let decision = decisions.get(&call.id).clone();
+                                call.run
+                                    .extensions
+                                    .insert(super::StepDecisions(decisions.clone()));
                                 State::decided(inner, call, policy, decision)
                             }
                         }

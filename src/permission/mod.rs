@@ -76,7 +76,7 @@ pub use self::{
         AlwaysDeny, Approval, ApprovalFuture, Approvals, Approve, AutoApprove, ChannelApprover,
         InterruptApprover,
     },
-    decision::{Decision, Decisions, PendingCall, PermissionRequest, Resolutions},
+    decision::{Decision, Decisions, PendingCall, PermissionRequest, Resolutions, StepDecisions},
     layer::PermissionLayer,
     policy::{Action, Glob, Mode, Policy},
     service::Permission,

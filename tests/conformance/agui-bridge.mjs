@@ -92,11 +92,12 @@ async function answered(agent, interrupt, response) {
 {
   const agent = thread("tell me slowly");
   const controller = new AbortController();
+  const runId = randomUUID();
   const response = await fetch(url, {
     method: "POST",
     headers: { "content-type": "application/json", accept: "text/event-stream" },
     body: JSON.stringify({
-      threadId: agent.threadId, runId: randomUUID(), messages: agent.messages,
+      threadId: agent.threadId, runId, messages: agent.messages,
       tools: [], context: [], state: {}, forwardedProps: {}, protocolVersion: "1.0",
     }),
     signal: controller.signal,
@@ -105,6 +106,10 @@ async function answered(agent, interrupt, response) {
   let seen = "";
   while (!seen.includes("TEXT_MESSAGE_CONTENT")) seen += new TextDecoder().decode((await reader.read()).value);
   controller.abort();
+  // The server ends the run it was left with (the bridged agent's turn cancelled first).
+  const rest = await (await fetch(new URL(`/runs/${runId}/events`, url))).text();
+  const ended = JSON.parse(rest.trim().split("\n").filter((l) => l.startsWith("data: ")).at(-1).slice(6));
+  assert.deepEqual(ended.outcome, { type: "cancelled" });
   agent.addMessage(user("hello"));
   const events = await run(agent);
   assert.equal(text(events), "You said: hello", "the next turn of the thread runs");

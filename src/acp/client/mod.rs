@@ -37,8 +37,8 @@ use agent_client_protocol::{
     v1::{
         ConnectionTo,
         schema::{
-            self as acp, CancelNotification, ContentBlock, InitializeRequest, NewSessionRequest,
-            PromptRequest, RequestPermissionRequest, SessionId, SessionNotification, SessionUpdate,
+            self as acp, ContentBlock, InitializeRequest, NewSessionRequest, PromptRequest,
+            RequestPermissionRequest, SessionId, SessionNotification, SessionUpdate,
         },
     },
 };
@@ -48,9 +48,15 @@ mod model;
 mod tools;
 mod turn;
 
-use self::turn::{Session, Update};
+use self::turn::Session;
 pub use self::{model::AcpModel, tools::AcpTools};
-use crate::{BoxError, id::ThreadId, message::Message};
+use crate::{
+    BoxError,
+    bridge::{End, Turn, Update},
+    id::ThreadId,
+    message::Message,
+    model::FinishReason,
+};
 
 /// How to start an ACP agent: its command, arguments and environment, and the working directory
 /// its sessions get.
@@ -153,7 +159,7 @@ impl Routes {
     fn end_all(&self, why: &str) {
         let sessions: Vec<_> = self.lock().by_id.values().cloned().collect();
         for session in sessions {
-            session.end(turn::End::Failed(why.to_owned()));
+            session.end(End::Failed(why.to_owned()));
         }
     }
 }
@@ -258,7 +264,7 @@ impl AcpBridge {
             answer = created => answer.map_err(|e| format!("the ACP agent refused `session/new`: {e}"))?,
             () = self.inner.closed.cancelled() => return Err(exited().into()),
         };
-        let session = Session::new(created.session_id);
+        let session = Session::new(created.session_id, self.inner.connection.clone());
         self.inner.routes.insert(thread.clone(), session.clone());
         threads.insert(thread.clone(), session.clone());
         Ok((session, true))
@@ -273,7 +279,7 @@ impl AcpBridge {
     /// if it had not).
     async fn prompt(&self, session: &Arc<Session>, messages: &[Message], new_session: bool) {
         if !session.has_ended() {
-            self.cancel(&session.id);
+            session.cancel();
             let ended = async {
                 loop {
                     let changed = session.changed.notified();
@@ -290,7 +296,7 @@ impl AcpBridge {
         session.begin();
         let request = PromptRequest::new(
             session.id.clone(),
-            prompt_of(session, messages, new_session),
+            prompt_of(&session.sent, messages, new_session),
         );
         let answer = self.inner.connection.send_request(request).block_task();
         let session = session.clone();
@@ -298,28 +304,27 @@ impl AcpBridge {
         tokio::spawn(async move {
             let end = tokio::select! {
                 answer = answer => match answer {
-                    Ok(answer) => turn::End::Stopped(answer.stop_reason),
-                    Err(error) => turn::End::Failed(format!("the ACP agent failed the prompt: {error}")),
+                    Ok(answer) => End::Finished(finish(answer.stop_reason)),
+                    Err(error) => End::Failed(format!("the ACP agent failed the prompt: {error}")),
                 },
-                () = closed.cancelled() => turn::End::Failed(exited().to_owned()),
+                () = closed.cancelled() => End::Failed(exited().to_owned()),
             };
             session.end(end);
         });
-    }
-
-    fn cancel(&self, session: &SessionId) {
-        if let Err(error) = self
-            .inner
-            .connection
-            .send_notification(CancelNotification::new(session.clone()))
-        {
-            tracing::debug!(%error, "session/cancel could not be sent");
-        }
     }
 }
 
 /// How long a new prompt waits for the agent to end the turn it cancelled.
 const TURN_END_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The finish reason of a turn the agent ended with `reason`.
+fn finish(reason: acp::StopReason) -> FinishReason {
+    match reason {
+        acp::StopReason::MaxTokens | acp::StopReason::MaxTurnRequests => FinishReason::Length,
+        acp::StopReason::Refusal => FinishReason::ContentFilter,
+        _ => FinishReason::Stop,
+    }
+}
 
 fn exited() -> &'static str {
     "the ACP agent exited"
@@ -418,13 +423,13 @@ fn route(session: &Session, update: SessionUpdate) {
 /// The prompt of a turn: the user's messages since the last answer that the agent was not given
 /// (all of them if it was given every one: a retry); for a session new to the thread, the
 /// conversation before them first, as text.
-fn prompt_of(session: &Session, messages: &[Message], new_session: bool) -> Vec<ContentBlock> {
+fn prompt_of(sent: &turn::Sent, messages: &[Message], new_session: bool) -> Vec<ContentBlock> {
     let start = messages
         .iter()
         .rposition(|m| !matches!(m, Message::User { .. }))
         .map_or(0, |at| at + 1);
     let ids: Vec<_> = messages[start..].iter().map(|m| m.id().clone()).collect();
-    let unsent = session.unsent(&ids);
+    let unsent = sent.unsent(&ids);
     let new: Vec<&Message> = messages[start..]
         .iter()
         .filter(|m| unsent.is_empty() || unsent.contains(m.id()))
@@ -525,19 +530,15 @@ mod tests {
                 })
                 .collect()
         };
-        let session = Session::new(SessionId::new("s"));
-        assert_eq!(text(prompt_of(&session, &messages, false)), ["second"]);
-        let new = text(prompt_of(
-            &Session::new(SessionId::new("s2")),
-            &messages,
-            true,
-        ));
+        let sent = turn::Sent::default();
+        assert_eq!(text(prompt_of(&sent, &messages, false)), ["second"]);
+        let new = text(prompt_of(&turn::Sent::default(), &messages, true));
         assert_eq!(new[1], "second");
         assert!(new[0].contains("user: first") && new[0].contains("assistant: answer"));
 
         // After a cancelled turn, the next prompt gives only what the agent was not given.
         let mut more = messages.to_vec();
         more.push(Message::user("third"));
-        assert_eq!(text(prompt_of(&session, &more, false)), ["third"]);
+        assert_eq!(text(prompt_of(&sent, &more, false)), ["third"]);
     }
 }

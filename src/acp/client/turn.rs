@@ -1,45 +1,27 @@
-//! What the bridge knows of a session's prompt turn: the updates not yet read, the tool calls and
-//! the permissions they wait for, and how the turn ended.
+//! What the bridge knows of a session's prompt turn: the updates not yet read and how the turn
+//! ended ([`Updates`]), the tool calls and the permissions they wait for.
 
 use std::{
-    collections::{HashMap, VecDeque},
+    collections::HashMap,
     sync::{Arc, Mutex, MutexGuard},
 };
 
-use agent_client_protocol::v1::{
-    Responder,
-    schema::{
-        self as acp, PermissionOptionKind, RequestPermissionOutcome, RequestPermissionResponse,
-        SelectedPermissionOutcome, SessionId, ToolCallContent, ToolCallStatus,
+use agent_client_protocol::{
+    Agent,
+    v1::{
+        ConnectionTo, Responder,
+        schema::{
+            self as acp, PermissionOptionKind, RequestPermissionOutcome, RequestPermissionResponse,
+            SelectedPermissionOutcome, SessionId, ToolCallContent, ToolCallStatus,
+        },
     },
 };
 use tokio::sync::Notify;
 
-use crate::tool::ToolOutput;
-
-/// How many updates of a turn may wait for the model stream to read them; past it the oldest
-/// text is dropped (a model stream always reads them as they come, so only a stalled run fills it).
-pub(super) const MAX_PENDING_UPDATES: usize = 4096;
-
-/// What a model stream reads, in order.
-#[derive(Debug)]
-pub(super) enum Update {
-    Text(String),
-    Thought(String),
-    /// A tool call the agent started: its id, name and arguments.
-    ToolCall {
-        id: String,
-        name: String,
-        arguments: serde_json::Value,
-    },
-}
-
-/// How a turn ended: the agent's stop reason, or why there is none.
-#[derive(Debug, Clone)]
-pub(super) enum End {
-    Stopped(acp::StopReason),
-    Failed(String),
-}
+use crate::{
+    bridge::{End, Turn, Update, Updates},
+    tool::ToolOutput,
+};
 
 /// The decision the run took on a call, for the agent's permission request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,27 +48,45 @@ pub(super) struct Call {
 /// One ACP session, the turn running in it, and its calls.
 pub(super) struct Session {
     pub(super) id: SessionId,
+    connection: ConnectionTo<Agent>,
     state: Mutex<State>,
     pub(super) changed: Notify,
-    /// The user messages the agent was given, by id (it keeps its own history).
-    sent: Mutex<std::collections::HashSet<crate::id::MessageId>>,
+    /// The user messages the agent was given (it keeps its own history).
+    pub(super) sent: Sent,
+}
+
+/// The user messages an agent was given, by id.
+#[derive(Default)]
+pub(super) struct Sent(Mutex<std::collections::HashSet<crate::id::MessageId>>);
+
+impl Sent {
+    /// Of `ids`, those not given yet; they count as given from now on.
+    pub(super) fn unsent(&self, ids: &[crate::id::MessageId]) -> Vec<crate::id::MessageId> {
+        let mut sent = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        ids.iter()
+            .filter(|id| sent.insert((*id).clone()))
+            .cloned()
+            .collect()
+    }
 }
 
 #[derive(Default)]
 struct State {
-    open: bool,
-    updates: VecDeque<Update>,
-    end: Option<End>,
+    updates: Updates,
     calls: HashMap<String, Call>,
 }
 
 impl Session {
-    pub(super) fn new(id: SessionId) -> Arc<Self> {
+    pub(super) fn new(id: SessionId, connection: ConnectionTo<Agent>) -> Arc<Self> {
         Arc::new(Self {
             id,
+            connection,
             state: Mutex::new(State::default()),
             changed: Notify::new(),
-            sent: Mutex::new(std::collections::HashSet::new()),
+            sent: Sent::default(),
         })
     }
 
@@ -96,27 +96,15 @@ impl Session {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Whether a turn is open (started and not yet ended, or ended with updates unread).
+    /// Whether a turn is open (started and not yet read to its end).
     pub(super) fn is_open(&self) -> bool {
-        self.lock().open
+        self.lock().updates.is_open()
     }
 
     /// Whether the open turn has ended (the agent answered the prompt).
     pub(super) fn has_ended(&self) -> bool {
         let state = self.lock();
-        !state.open || state.end.is_some()
-    }
-
-    /// Of `ids`, those the agent was not given yet; they count as given from now on.
-    pub(super) fn unsent(&self, ids: &[crate::id::MessageId]) -> Vec<crate::id::MessageId> {
-        let mut sent = self
-            .sent
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        ids.iter()
-            .filter(|id| sent.insert((*id).clone()))
-            .cloned()
-            .collect()
+        !state.updates.is_open() || state.updates.end().is_some()
     }
 
     /// A new turn: what the last one left is forgotten.
@@ -128,7 +116,7 @@ impl Session {
             }
         }
         *state = State {
-            open: true,
+            updates: Updates::begin(),
             ..State::default()
         };
     }
@@ -138,15 +126,7 @@ impl Session {
         if let Update::ToolCall { id, arguments, .. } = &update {
             state.calls.entry(id.clone()).or_default().arguments = Some(arguments.clone());
         }
-        if state.updates.len() >= MAX_PENDING_UPDATES
-            && let Some(at) = state
-                .updates
-                .iter()
-                .position(|u| matches!(u, Update::Text(_) | Update::Thought(_)))
-        {
-            state.updates.remove(at);
-        }
-        state.updates.push_back(update);
+        state.updates.push(update);
         drop(state);
         self.changed.notify_waiters();
     }
@@ -173,7 +153,7 @@ impl Session {
     /// The turn ended (the prompt's answer, or the connection's end).
     pub(super) fn end(&self, end: End) {
         let mut state = self.lock();
-        state.end.get_or_insert(end);
+        state.updates.finish(end);
         for call in state.calls.values_mut() {
             if let Some((responder, _)) = call.asking.take() {
                 let _ = responder.respond(cancelled());
@@ -183,20 +163,14 @@ impl Session {
         self.changed.notify_waiters();
     }
 
-    /// The next update, or how the turn ended once every update is read; `None` while neither.
-    pub(super) fn next(&self) -> Option<Result<Update, End>> {
-        let mut state = self.lock();
-        if let Some(update) = state.updates.pop_front() {
-            return Some(Ok(update));
-        }
-        let end = state.end.clone()?;
-        state.open = false;
-        Some(Err(end))
-    }
-
     /// The arguments the agent proposed for `id`.
     pub(super) fn proposed(&self, id: &str) -> Option<serde_json::Value> {
         self.lock().calls.get(id)?.arguments.clone()
+    }
+
+    /// Whether the agent asked permission for `id`.
+    pub(super) fn was_asked(&self, id: &str) -> bool {
+        self.lock().calls.get(id).is_some_and(|call| call.asked)
     }
 
     /// The agent asks whether `id` may run: answered at once when the run already decided.
@@ -216,29 +190,6 @@ impl Session {
             }
             None => call.asking = Some((responder, options)),
         }
-    }
-
-    /// Whether the agent asked permission for `id`.
-    pub(super) fn was_asked(&self, id: &str) -> bool {
-        self.lock().calls.get(id).is_some_and(|call| call.asked)
-    }
-
-    /// Whether the agent showed what `id` needs: it asked permission for it, or runs or ran it
-    /// (or the turn ended).
-    pub(super) fn is_settled(&self, id: &str) -> bool {
-        let state = self.lock();
-        state.end.is_some()
-            || state.calls.get(id).is_some_and(|call| {
-                call.asked
-                    || matches!(
-                        call.status,
-                        Some(
-                            ToolCallStatus::InProgress
-                                | ToolCallStatus::Completed
-                                | ToolCallStatus::Failed
-                        )
-                    )
-            })
     }
 
     /// The run's decision on `id`; the agent's question, if it asked, is answered.
@@ -289,9 +240,45 @@ impl Session {
             Some(ToolCallStatus::Completed) => Some(Ok(ToolOutput::text(text()))),
             Some(ToolCallStatus::Failed) => Some(Ok(ToolOutput::error(text()))),
             _ => state
-                .end
-                .as_ref()
+                .updates
+                .end()
                 .map(|_| Err("the agent ended its turn before the call finished".to_owned())),
+        }
+    }
+}
+
+impl Turn for Session {
+    fn next(&self) -> Option<Result<Update, End>> {
+        self.lock().updates.next()
+    }
+
+    /// The agent asked permission for the call, or runs or ran it, or the turn ended.
+    fn is_settled(&self, id: &str) -> bool {
+        let state = self.lock();
+        state.updates.end().is_some()
+            || state.calls.get(id).is_some_and(|call| {
+                call.asked
+                    || matches!(
+                        call.status,
+                        Some(
+                            ToolCallStatus::InProgress
+                                | ToolCallStatus::Completed
+                                | ToolCallStatus::Failed
+                        )
+                    )
+            })
+    }
+
+    fn changed(&self) -> &Notify {
+        &self.changed
+    }
+
+    fn cancel(&self) {
+        if let Err(error) = self
+            .connection
+            .send_notification(acp::CancelNotification::new(self.id.clone()))
+        {
+            tracing::debug!(%error, "session/cancel could not be sent");
         }
     }
 }

@@ -1,0 +1,83 @@
+//! [`AguiModel`]: the remote agent's run, a step at a time.
+
+use std::{
+    fmt,
+    task::{Context, Poll},
+};
+
+use futures_util::future::BoxFuture;
+use tower_service::Service;
+
+use super::AguiBridge;
+use crate::{
+    BoxError,
+    message::Message,
+    model::{BoxModelStream, ModelRequest},
+    permission::Decision,
+};
+
+/// The model side of an [`AguiBridge`]: see the [module](super).
+#[derive(Clone)]
+pub struct AguiModel {
+    bridge: AguiBridge,
+}
+
+impl AguiModel {
+    pub(super) fn new(bridge: AguiBridge) -> Self {
+        Self { bridge }
+    }
+}
+
+impl fmt::Debug for AguiModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AguiModel")
+            .field("bridge", &self.bridge)
+            .finish()
+    }
+}
+
+impl Service<ModelRequest> for AguiModel {
+    type Response = BoxModelStream;
+    type Error = BoxError;
+    type Future = BoxFuture<'static, Result<BoxModelStream, BoxError>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: ModelRequest) -> Self::Future {
+        let bridge = self.bridge.clone();
+        Box::pin(async move {
+            let thread = &req.run.thread_id;
+            let remote = bridge.remote(thread);
+            let after_tools = matches!(req.messages.last(), Some(Message::Tool { .. }));
+            let unanswered = if remote.is_open() && after_tools {
+                remote.take_interrupts(None)
+            } else {
+                let messages = req.messages.iter().map(Into::into).collect();
+                bridge.start(&remote, thread, messages, None);
+                Vec::new()
+            };
+            if !unanswered.is_empty() {
+                // No interrupted call ran: every one was refused; the run's tool messages say why.
+                let rejected = |interrupt: &super::input::Interrupt| {
+                    let feedback = req.messages.iter().find_map(|m| match m {
+                        Message::Tool { tool_call_id, .. }
+                            if Some(tool_call_id) == interrupt.tool_call_id.as_ref() =>
+                        {
+                            Some(m.text())
+                        }
+                        _ => None,
+                    });
+                    Decision::Reject(feedback.unwrap_or_default())
+                };
+                bridge.resume(&remote, thread, &unanswered, &rejected);
+            }
+            Ok(crate::bridge::steps(
+                remote,
+                req.run.message_id.clone(),
+                req.run.cancel.clone(),
+            ))
+        })
+    }
+}

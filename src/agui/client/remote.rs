@@ -1,0 +1,265 @@
+//! What the bridge knows of a thread's remote run: the updates not yet read and how the run ended
+//! ([`Updates`]), the tool calls with their results, and the interrupts left to answer.
+
+use std::{
+    collections::HashMap,
+    sync::{Mutex, MutexGuard},
+};
+
+use serde_json::Value;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use super::super::{
+    Event,
+    event::RunFinishedOutcome,
+    input::{self, InputContent, Interrupt, ToolContent},
+};
+use crate::{
+    bridge::{End, Turn, Update, Updates},
+    model::FinishReason,
+    tool::ToolOutput,
+};
+
+#[derive(Default)]
+struct Call {
+    name: String,
+    arguments: String,
+    result: Option<ToolOutput>,
+    interrupt: Option<Interrupt>,
+}
+
+#[derive(Default)]
+struct State {
+    updates: Updates,
+    calls: HashMap<String, Call>,
+    /// The interrupts the last run ended with, until a run answers them.
+    interrupts: Vec<Interrupt>,
+    /// Stops the reader of the run in flight.
+    reader: Option<CancellationToken>,
+    /// The conversation as the remote agent last told it (`MESSAGES_SNAPSHOT`).
+    snapshot: Option<Vec<input::Message>>,
+}
+
+/// One thread's remote runs, one at a time.
+#[derive(Default)]
+pub(super) struct Remote {
+    state: Mutex<State>,
+    changed: Notify,
+}
+
+impl Remote {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn changed_now(&self) {
+        self.changed.notify_waiters();
+    }
+
+    /// Whether a run is open: started and not yet read to its end.
+    pub(super) fn is_open(&self) -> bool {
+        self.lock().updates.is_open()
+    }
+
+    /// A new run, read by a reader that `stop` stops: the last one's reader is stopped, what it
+    /// left is forgotten (the interrupts it ended with are answered by this one).
+    pub(super) fn begin(&self, stop: CancellationToken) {
+        let mut state = self.lock();
+        if let Some(reader) = state.reader.replace(stop) {
+            reader.cancel();
+        }
+        state.updates = Updates::begin();
+    }
+
+    /// The interrupts the last run ended with, to answer now: taken (no one else answers them)
+    /// when `call` is one of them, or for any call when `call` is `None`.
+    pub(super) fn take_interrupts(&self, call: Option<&str>) -> Vec<Interrupt> {
+        let mut state = self.lock();
+        let concerned = call.is_none_or(|call| {
+            state.interrupts.iter().any(|i| {
+                i.tool_call_id
+                    .as_ref()
+                    .is_some_and(|id| id.as_str() == call)
+            })
+        });
+        if concerned {
+            std::mem::take(&mut state.interrupts)
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// The conversation as the remote agent last told it.
+    pub(super) fn snapshot(&self) -> Option<Vec<input::Message>> {
+        self.lock().snapshot.clone()
+    }
+
+    /// Whether `id` is a call the remote agent interrupted for.
+    pub(super) fn is_interrupted(&self, id: &str) -> bool {
+        self.lock()
+            .calls
+            .get(id)
+            .is_some_and(|call| call.interrupt.is_some())
+    }
+
+    /// The result of `id` once the remote agent sent it, or why it will not.
+    pub(super) fn result(&self, id: &str) -> Option<Result<ToolOutput, String>> {
+        let state = self.lock();
+        let call = state.calls.get(id);
+        if let Some(result) = call.and_then(|call| call.result.clone()) {
+            return Some(Ok(result));
+        }
+        let waiting = call.is_some_and(|call| call.interrupt.is_some());
+        match state.updates.end() {
+            Some(_) if !waiting => Some(Err(
+                "the AG-UI agent ended its run without a result for this call (it is left to its \
+                 client, which this bridge is not)"
+                    .to_owned(),
+            )),
+            _ => None,
+        }
+    }
+
+    /// The run ended without its terminal event.
+    pub(super) fn fail(&self, why: String) {
+        self.lock().updates.finish(End::Failed(why));
+        self.changed_now();
+    }
+
+    /// One event of the run; whether it was its last.
+    pub(super) fn apply(&self, event: Event) -> bool {
+        let mut state = self.lock();
+        let mut last = false;
+        match event {
+            Event::TextMessageContent(e) => state.updates.push(Update::Text(e.delta.into())),
+            Event::TextMessageChunk(e) => {
+                if let Some(delta) = e.delta {
+                    state.updates.push(Update::Text(delta));
+                }
+            }
+            Event::ReasoningMessageContent(e) => {
+                state.updates.push(Update::Thought(e.delta.into()));
+            }
+            Event::ReasoningMessageChunk(e) => {
+                if let Some(delta) = e.delta {
+                    state.updates.push(Update::Thought(delta));
+                }
+            }
+            Event::ToolCallStart(e) => {
+                state.calls.insert(
+                    e.tool_call_id.to_string(),
+                    Call {
+                        name: e.tool_call_name,
+                        ..Call::default()
+                    },
+                );
+            }
+            Event::ToolCallArgs(e) => {
+                if let Some(call) = state.calls.get_mut(e.tool_call_id.as_str()) {
+                    call.arguments.push_str(&e.delta);
+                }
+            }
+            Event::ToolCallEnd(e) => {
+                let id = e.tool_call_id.to_string();
+                if let Some(call) = state.calls.get(&id) {
+                    let arguments = serde_json::from_str(&call.arguments)
+                        .unwrap_or_else(|_| Value::Object(Default::default()));
+                    let name = call.name.clone();
+                    state.updates.push(Update::ToolCall {
+                        id,
+                        name,
+                        arguments,
+                    });
+                }
+            }
+            Event::ToolCallResult(e) => {
+                let call = state.calls.entry(e.tool_call_id.to_string()).or_default();
+                call.result = Some(ToolOutput::text(text(&e.content)));
+            }
+            Event::MessagesSnapshot(e) => state.snapshot = Some(e.messages),
+            Event::RunFinished(e) => {
+                last = true;
+                let end = match e.outcome {
+                    Some(RunFinishedOutcome::Interrupt { interrupts }) => {
+                        for interrupt in &interrupts {
+                            if let Some(id) = &interrupt.tool_call_id {
+                                state.calls.entry(id.to_string()).or_default().interrupt =
+                                    Some(interrupt.clone());
+                            }
+                        }
+                        state.interrupts = interrupts;
+                        End::Finished(FinishReason::ToolCalls)
+                    }
+                    Some(RunFinishedOutcome::Cancelled) => {
+                        End::Failed("the AG-UI agent cancelled its run".to_owned())
+                    }
+                    _ => End::Finished(FinishReason::Stop),
+                };
+                state.updates.finish(end);
+            }
+            Event::RunError(e) => {
+                last = true;
+                let code = e.code.map(|code| format!(" ({code})")).unwrap_or_default();
+                state.updates.finish(End::Failed(format!(
+                    "the AG-UI agent failed{code}: {}",
+                    e.message
+                )));
+            }
+            _ => {}
+        }
+        drop(state);
+        self.changed_now();
+        last
+    }
+}
+
+/// The text of a tool result.
+fn text(content: &ToolContent) -> String {
+    match content {
+        ToolContent::Text(text) => text.clone(),
+        ToolContent::Parts(parts) => parts
+            .iter()
+            .filter_map(|part| match part {
+                InputContent::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+    }
+}
+
+impl Turn for Remote {
+    fn next(&self) -> Option<Result<Update, End>> {
+        self.lock().updates.next()
+    }
+
+    /// The remote agent sent the call's result or interrupted for it, or its run ended.
+    fn is_settled(&self, id: &str) -> bool {
+        let state = self.lock();
+        state.updates.end().is_some()
+            || state
+                .calls
+                .get(id)
+                .is_some_and(|call| call.result.is_some() || call.interrupt.is_some())
+    }
+
+    fn changed(&self) -> &Notify {
+        &self.changed
+    }
+
+    /// Drops the connection (an AG-UI server cancels a run its client left).
+    fn cancel(&self) {
+        let mut state = self.lock();
+        if let Some(reader) = state.reader.take() {
+            reader.cancel();
+        }
+        state
+            .updates
+            .finish(End::Failed("the run was cancelled".to_owned()));
+        drop(state);
+        self.changed_now();
+    }
+}

@@ -1,0 +1,235 @@
+//! What the protocol bridges share ([`acp::client`](crate::acp::client),
+//! [`agui::client`](crate::agui::client)): a remote agent's turn read as model steps.
+//!
+//! A bridge keeps one [`Turn`] per thread, fed by its connection: text and thoughts as they come,
+//! the tool calls the remote agent starts (it runs them itself), and how the turn ended. A model
+//! call reads it with [`steps`]: deltas stream, a tool call is held until the remote agent shows
+//! what it needs (it asks permission, runs it, or the turn ends) and then ends the step; the next
+//! model call goes on reading the same turn.
+
+use std::{collections::VecDeque, sync::Arc};
+
+use futures_util::{StreamExt, stream};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    id::{MessageId, ToolCallId},
+    model::{BoxModelStream, FinishReason, ModelError, ModelErrorKind, ModelEvent},
+};
+
+/// How many updates of a turn may wait for a model step to read them; past it the oldest text is
+/// dropped (a step reads them as they come: only a run that stalls fills it).
+const MAX_PENDING_UPDATES: usize = 4096;
+
+/// What a model step reads, in order.
+#[derive(Debug)]
+pub(crate) enum Update {
+    Text(String),
+    Thought(String),
+    /// A tool call the remote agent started: its id, name and arguments.
+    ToolCall {
+        id: String,
+        name: String,
+        arguments: serde_json::Value,
+    },
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone)]
+pub(crate) enum End {
+    Finished(FinishReason),
+    Failed(String),
+}
+
+/// A turn's updates not yet read, and its end.
+#[derive(Debug, Default)]
+pub(crate) struct Updates {
+    open: bool,
+    queue: VecDeque<Update>,
+    end: Option<End>,
+}
+
+impl Updates {
+    /// A new turn's.
+    pub(crate) fn begin() -> Self {
+        Self {
+            open: true,
+            ..Self::default()
+        }
+    }
+
+    /// Whether a turn is open: started, and not yet read to its end.
+    pub(crate) fn is_open(&self) -> bool {
+        self.open
+    }
+
+    pub(crate) fn end(&self) -> Option<&End> {
+        self.end.as_ref()
+    }
+
+    pub(crate) fn push(&mut self, update: Update) {
+        if self.queue.len() >= MAX_PENDING_UPDATES
+            && let Some(at) = self
+                .queue
+                .iter()
+                .position(|u| matches!(u, Update::Text(_) | Update::Thought(_)))
+        {
+            self.queue.remove(at);
+        }
+        self.queue.push_back(update);
+    }
+
+    /// The turn ended (the first end counts).
+    pub(crate) fn finish(&mut self, end: End) {
+        self.end.get_or_insert(end);
+    }
+
+    /// The next update, or the end once every update is read (the turn is then closed).
+    pub(crate) fn next(&mut self) -> Option<Result<Update, End>> {
+        if let Some(update) = self.queue.pop_front() {
+            return Some(Ok(update));
+        }
+        let end = self.end.clone()?;
+        self.open = false;
+        Some(Err(end))
+    }
+}
+
+/// A remote agent's turn, as its bridge keeps it.
+pub(crate) trait Turn: Send + Sync + 'static {
+    /// The next update, or how the turn ended; `None` while neither has come.
+    fn next(&self) -> Option<Result<Update, End>>;
+    /// Whether the remote agent showed what the call `id` needs.
+    fn is_settled(&self, id: &str) -> bool;
+    /// Notified on every change.
+    fn changed(&self) -> &Notify;
+    /// Asks the remote agent to stop the turn (it then ends it).
+    fn cancel(&self);
+}
+
+/// One model step of `turn`: its text and reasoning under `message_id`, ended by a tool call or by
+/// the turn's end. `cancel` (the run's) cancels the turn.
+pub(crate) fn steps(
+    turn: Arc<dyn Turn>,
+    message_id: MessageId,
+    cancel: CancellationToken,
+) -> BoxModelStream {
+    let step = Step {
+        reasoning_id: MessageId::from(format!("{message_id}-reasoning")),
+        message_id,
+        turn,
+        cancel,
+        cancel_sent: false,
+        queued: VecDeque::new(),
+        held: None,
+        done: false,
+    };
+    Box::pin(stream::unfold(step, Step::next).fuse())
+}
+
+struct Step {
+    turn: Arc<dyn Turn>,
+    message_id: MessageId,
+    reasoning_id: MessageId,
+    cancel: CancellationToken,
+    cancel_sent: bool,
+    queued: VecDeque<ModelEvent>,
+    /// A tool call read, held until the remote agent shows what it needs.
+    held: Option<(String, String, serde_json::Value)>,
+    done: bool,
+}
+
+type Item = Result<ModelEvent, crate::BoxError>;
+
+impl Step {
+    async fn next(mut self) -> Option<(Item, Self)> {
+        loop {
+            if let Some(event) = self.queued.pop_front() {
+                return Some((Ok(event), self));
+            }
+            if self.done {
+                return None;
+            }
+            let turn = self.turn.clone();
+            let changed = turn.changed().notified();
+            if let Some((id, ..)) = &self.held {
+                if turn.is_settled(id) {
+                    let (id, name, arguments) = self.held.take().expect("held");
+                    return Some((Ok(self.tool_call(id, name, arguments)), self));
+                }
+                self.wait(turn.as_ref(), changed).await;
+                continue;
+            }
+            match turn.next() {
+                Some(Ok(update)) => {
+                    if let Some(event) = self.event(update) {
+                        return Some((Ok(event), self));
+                    }
+                }
+                Some(Err(End::Finished(reason))) => {
+                    self.done = true;
+                    self.queued.push_back(ModelEvent::Finish(reason));
+                }
+                Some(Err(End::Failed(why))) => {
+                    self.done = true;
+                    let error = ModelError::new(ModelErrorKind::Transport, why);
+                    return Some((Err(error.into()), self));
+                }
+                None => self.wait(turn.as_ref(), changed).await,
+            }
+        }
+    }
+
+    /// Until the turn changes; a cancelled run cancels the turn (which the remote agent then
+    /// ends).
+    async fn wait(&mut self, turn: &dyn Turn, changed: tokio::sync::futures::Notified<'_>) {
+        let cancel = self.cancel.clone();
+        let cancelled = tokio::select! {
+            () = changed => false,
+            () = cancel.cancelled(), if !self.cancel_sent => true,
+        };
+        if cancelled {
+            self.cancel_sent = true;
+            turn.cancel();
+        }
+    }
+
+    /// The event of `update` (a tool call is held: see [`Self::tool_call`]).
+    fn event(&mut self, update: Update) -> Option<ModelEvent> {
+        match update {
+            Update::Text(text) if !text.is_empty() => Some(ModelEvent::TextDelta {
+                message_id: self.message_id.clone(),
+                delta: text.into(),
+            }),
+            Update::Thought(text) if !text.is_empty() => Some(ModelEvent::ReasoningDelta {
+                message_id: self.reasoning_id.clone(),
+                delta: text.into(),
+            }),
+            Update::Text(_) | Update::Thought(_) => None,
+            Update::ToolCall {
+                id,
+                name,
+                arguments,
+            } => {
+                self.held = Some((id, name, arguments));
+                None
+            }
+        }
+    }
+
+    /// The events of a tool call the remote agent started; it ends the step.
+    fn tool_call(&mut self, id: String, name: String, arguments: serde_json::Value) -> ModelEvent {
+        let id = ToolCallId::from(id);
+        self.done = true;
+        self.queued.extend([
+            ModelEvent::ToolCallArgs {
+                id: id.clone(),
+                delta: arguments.to_string().into(),
+            },
+            ModelEvent::ToolCallEnd { id: id.clone() },
+            ModelEvent::Finish(FinishReason::ToolCalls),
+        ]);
+        ModelEvent::ToolCallStart { id, name }
+    }
+}

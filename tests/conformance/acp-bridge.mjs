@@ -1,0 +1,131 @@
+// The official TypeScript ACP client (@agentclientprotocol/sdk) driving `agent-tower acp --agent
+// agui:<url>`: an AG-UI agent (here `agent-tower serve`) in an editor. The agent process is the
+// first argument, started with the arguments after it.
+import { spawn } from "node:child_process";
+import { Readable, Writable } from "node:stream";
+import assert from "node:assert/strict";
+import * as acp from "@agentclientprotocol/sdk";
+
+const [bin, ...agentArgs] = process.argv.slice(2);
+assert.ok(bin, "usage: node acp-bridge.mjs <agent-tower binary> [acp arguments]");
+
+const child = spawn(bin, ["acp", ...agentArgs], { stdio: ["pipe", "pipe", "inherit"] });
+const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
+const editor = {
+  updates: [],
+  asked: [],
+  answer: null,
+  waiters: [],
+  /** Resolves with the first update from index `from` on that `test` accepts. */
+  waitFor(from, test) {
+    const found = this.updates.slice(from).find(test);
+    if (found) return Promise.resolve(found);
+    return new Promise((resolve) => this.waiters.push({ test, resolve }));
+  },
+};
+const client = acp
+  .client({ name: "agent-tower-bridge-e2e" })
+  .onNotification(acp.methods.client.session.update, async ({ params }) => {
+    editor.updates.push(params);
+    editor.waiters = editor.waiters.filter((w) => !(w.test(params) && (w.resolve(params), true)));
+  })
+  .onRequest(acp.methods.client.session.requestPermission, async ({ params }) => {
+    editor.asked.push(params);
+    return editor.answer(params);
+  });
+
+const kind = (u) => u.update.sessionUpdate;
+const text = (updates) =>
+  updates
+    .filter((u) => kind(u) === "agent_message_chunk" && u.update.content.type === "text")
+    .map((u) => u.update.content.text)
+    .join("");
+const allow = () => ({ outcome: { outcome: "selected", optionId: "allow_once" } });
+const reject = () => ({ outcome: { outcome: "selected", optionId: "reject_once" } });
+
+try {
+  await client.connectWith(stream, async (ctx) => {
+    await ctx.request(acp.methods.agent.initialize, {
+      protocolVersion: acp.PROTOCOL_VERSION,
+      clientCapabilities: {},
+      clientInfo: { name: "agent-tower-bridge-e2e", version: "0.0.0" },
+    });
+    const newSession = async () =>
+      (await ctx.request(acp.methods.agent.session.new, { cwd: process.cwd(), mcpServers: [] })).sessionId;
+    /** One prompt; the updates it brought. */
+    const prompt = async (sessionId, words) => {
+      const from = editor.updates.length;
+      const answer = await ctx.request(acp.methods.agent.session.prompt, {
+        sessionId,
+        prompt: [{ type: "text", text: words }],
+      });
+      return { answer, updates: editor.updates.slice(from) };
+    };
+
+    // 1. Reasoning, a tool the AG-UI agent runs itself, and its answer after it.
+    {
+      const sessionId = await newSession();
+      const { answer, updates } = await prompt(sessionId, 'think: add {"a": 2, "b": 40}');
+      assert.equal(answer.stopReason, "end_turn");
+      assert.ok(updates.some((u) => kind(u) === "agent_thought_chunk"), "the agent's thoughts");
+      const call = updates.find((u) => kind(u) === "tool_call");
+      assert.equal(call.update.title, "add");
+      const done = updates.find((u) => kind(u) === "tool_call_update" && u.update.status === "completed");
+      assert.equal(done.update.toolCallId, call.update.toolCallId);
+      assert.equal(done.update.content[0].content.text, "42");
+      assert.equal(text(updates), "The `add` tool returned 42.");
+      assert.equal(editor.asked.length, 0, "nothing to ask about");
+      console.log("ok a turn with reasoning and a tool");
+
+      // The same session goes on: the AG-UI agent gets the whole conversation.
+      const next = await prompt(sessionId, "hello again");
+      assert.equal(text(next.updates), "You said: hello again");
+      console.log("ok the session goes on");
+    }
+
+    // 2. The AG-UI agent interrupts for `remember`: the editor is asked; allowed, it runs.
+    {
+      const sessionId = await newSession();
+      editor.answer = allow;
+      const { answer, updates } = await prompt(sessionId, 'remember {"key": "theme", "value": "dark"}');
+      assert.equal(answer.stopReason, "end_turn");
+      assert.equal(editor.asked.length, 1, "the interrupt became a permission request");
+      assert.equal(editor.asked[0].toolCall.title, "remember");
+      const done = updates.find((u) => kind(u) === "tool_call_update" && u.update.status === "completed");
+      assert.equal(done.update.content[0].content.text, "remembered theme");
+      assert.equal(text(updates), "The `remember` tool returned remembered theme.");
+      console.log("ok an interrupt allowed in the editor");
+    }
+
+    // 3. Rejected in the editor: the AG-UI agent is told, and goes on without the call.
+    {
+      const sessionId = await newSession();
+      editor.answer = reject;
+      const { answer, updates } = await prompt(sessionId, 'remember {"key": "font", "value": "serif"}');
+      assert.equal(answer.stopReason, "end_turn");
+      assert.equal(editor.asked.length, 2);
+      assert.match(text(updates), /failed/, "the agent saw the call refused");
+      assert.ok(!text(updates).includes("remembered"), "the call did not run");
+      console.log("ok an interrupt rejected in the editor");
+    }
+
+    // 4. Cancel while the AG-UI agent streams: the turn ends `cancelled`, the session goes on.
+    {
+      const sessionId = await newSession();
+      const from = editor.updates.length;
+      const answer = ctx.request(acp.methods.agent.session.prompt, {
+        sessionId,
+        prompt: [{ type: "text", text: "tell me slowly" }],
+      });
+      await editor.waitFor(from, (u) => kind(u) === "agent_message_chunk");
+      await ctx.notify(acp.methods.agent.session.cancel, { sessionId });
+      assert.equal((await answer).stopReason, "cancelled");
+      const next = await prompt(sessionId, "hello");
+      assert.equal(text(next.updates), "You said: hello");
+      console.log("ok cancelled mid-stream, the session goes on");
+    }
+  });
+  console.log("all bridge scenarios passed");
+} finally {
+  child.kill("SIGKILL");
+}
