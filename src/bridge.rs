@@ -14,6 +14,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
+    context::{RunContext, SharedState},
     id::{MessageId, ToolCallId},
     model::{BoxModelStream, FinishReason, ModelError, ModelErrorKind, ModelEvent},
 };
@@ -33,6 +34,8 @@ pub(crate) enum Update {
         name: String,
         arguments: serde_json::Value,
     },
+    /// Keys of the run's shared state, set to these values (an ACP agent's plan).
+    State(serde_json::Map<String, serde_json::Value>),
 }
 
 /// How a turn ended.
@@ -108,18 +111,17 @@ pub(crate) trait Turn: Send + Sync + 'static {
     fn cancel(&self);
 }
 
-/// One model step of `turn`: its text and reasoning under `message_id`, ended by a tool call or by
-/// the turn's end. `cancel` (the run's) cancels the turn.
-pub(crate) fn steps(
-    turn: Arc<dyn Turn>,
-    message_id: MessageId,
-    cancel: CancellationToken,
-) -> BoxModelStream {
+/// One model step of `turn` in `run`: its text and reasoning under the step's message id, ended
+/// by a tool call or by the turn's end; state updates go to the run's shared state. The run's
+/// cancellation cancels the turn.
+pub(crate) fn steps(turn: Arc<dyn Turn>, run: &RunContext) -> BoxModelStream {
+    let message_id = run.message_id.clone();
     let step = Step {
         reasoning_id: MessageId::from(format!("{message_id}-reasoning")),
         message_id,
         turn,
-        cancel,
+        state: run.state.clone(),
+        cancel: run.cancel.clone(),
         cancel_sent: false,
         queued: VecDeque::new(),
         held: None,
@@ -130,6 +132,7 @@ pub(crate) fn steps(
 
 struct Step {
     turn: Arc<dyn Turn>,
+    state: Option<SharedState>,
     message_id: MessageId,
     reasoning_id: MessageId,
     cancel: CancellationToken,
@@ -207,6 +210,19 @@ impl Step {
                 delta: text.into(),
             }),
             Update::Text(_) | Update::Thought(_) => None,
+            Update::State(keys) => {
+                if let Some(state) = &self.state {
+                    state.update(|state| {
+                        if !state.is_object() {
+                            *state = serde_json::Value::Object(Default::default());
+                        }
+                        for (key, value) in keys {
+                            state[key] = value;
+                        }
+                    });
+                }
+                None
+            }
             Update::ToolCall {
                 id,
                 name,

@@ -41,7 +41,19 @@ const text = (events) => events.filter((e) => e.type === "TEXT_MESSAGE_CONTENT")
   console.log(`ok a turn with reasoning and a tool: ${events.length} events`);
 }
 
-// 2. The agent asks permission: an AG-UI interrupt; approved, the agent runs the call.
+// 2. The agent's plan: the run's shared state, key `plan`, as the client holds it.
+{
+  const agent = thread('plan {"entries": [{"content": "write the tests", "status": "pending"}]}');
+  const events = await run(agent);
+  assert.ok(events.some((e) => e.type === "STATE_DELTA" || e.type === "STATE_SNAPSHOT"), "the plan went out as state");
+  assert.deepEqual(
+    agent.state.plan.map((e) => [e.content, e.status]),
+    [["write the tests", "pending"]],
+  );
+  console.log("ok the agent's plan in the shared state");
+}
+
+// 3. The agent asks permission: an AG-UI interrupt; approved, the agent runs the call.
 async function interrupted(content) {
   const agent = thread(content);
   const events = await run(agent);
@@ -65,7 +77,7 @@ async function answered(agent, interrupt, response) {
   console.log("ok permission approved");
 }
 
-// 3. Rejected with feedback: the agent is told no, and goes on without the call.
+// 4. Rejected with feedback: the agent is told no, and goes on without the call.
 {
   const { agent, interrupt } = await interrupted('remember {"key": "font", "value": "serif"}');
   const { result, text } = await answered(agent, interrupt, {
@@ -77,7 +89,7 @@ async function answered(agent, interrupt, response) {
   console.log("ok permission rejected");
 }
 
-// 4. Edited arguments cannot reach an agent that runs its own tools: refused, said so.
+// 5. Edited arguments cannot reach an agent that runs its own tools: refused, said so.
 {
   const { agent, interrupt } = await interrupted('remember {"key": "theme", "value": "dark"}');
   const { result } = await answered(agent, interrupt, {
@@ -88,7 +100,7 @@ async function answered(agent, interrupt, response) {
   console.log("ok edited arguments refused");
 }
 
-// 5. Cancel: the client goes away mid-turn; the agent's turn is cancelled, the thread goes on.
+// 6. Cancel: the client goes away mid-turn; the agent's turn is cancelled, the thread goes on.
 {
   const agent = thread("tell me slowly");
   const controller = new AbortController();

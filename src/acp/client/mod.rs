@@ -409,6 +409,13 @@ fn route(session: &Session, update: SessionUpdate) {
             });
             session.update_call(&id, Some(call.status), Some(call.content));
         }
+        SessionUpdate::Plan(plan) => {
+            if let Ok(entries) = serde_json::to_value(&plan.entries) {
+                let mut keys = serde_json::Map::new();
+                keys.insert("plan".to_owned(), entries);
+                session.push(Update::State(keys));
+            }
+        }
         SessionUpdate::ToolCallUpdate(update) => {
             session.update_call(
                 &update.tool_call_id.to_string(),

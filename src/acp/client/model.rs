@@ -61,11 +61,7 @@ impl Service<ModelRequest> for AcpModel {
             } else {
                 bridge.prompt(&session, &req.messages, new_session).await;
             }
-            Ok(crate::bridge::steps(
-                session,
-                req.run.message_id.clone(),
-                req.run.cancel.clone(),
-            ))
+            Ok(crate::bridge::steps(session, &req.run))
         })
     }
 }

@@ -73,11 +73,7 @@ impl Service<ModelRequest> for AguiModel {
                 };
                 bridge.resume(&remote, thread, &unanswered, &rejected);
             }
-            Ok(crate::bridge::steps(
-                remote,
-                req.run.message_id.clone(),
-                req.run.cancel.clone(),
-            ))
+            Ok(crate::bridge::steps(remote, &req.run))
         })
     }
 }
