@@ -17,6 +17,7 @@ use super::super::{
 };
 use crate::{
     bridge::{End, Turn, Update, Updates},
+    context::SharedState,
     model::FinishReason,
     tool::ToolOutput,
 };
@@ -39,6 +40,8 @@ struct State {
     reader: Option<CancellationToken>,
     /// The conversation as the remote agent last told it (`MESSAGES_SNAPSHOT`).
     snapshot: Option<Vec<input::Message>>,
+    /// The remote agent's shared state, as its snapshots and deltas make it.
+    shared: Option<SharedState>,
 }
 
 /// One thread's remote runs, one at a time.
@@ -180,6 +183,25 @@ impl Remote {
                 call.result = Some(ToolOutput::text(text(&e.content)));
             }
             Event::MessagesSnapshot(e) => state.snapshot = Some(e.messages),
+            Event::StateSnapshot(e) => {
+                state.shared = Some(SharedState::new(e.snapshot));
+                state.push_shared();
+            }
+            Event::StateDelta(e) => {
+                let patch = serde_json::from_value::<json_patch::Patch>(Value::Array(e.delta));
+                let shared = state
+                    .shared
+                    .get_or_insert_with(|| SharedState::new(Value::Object(Default::default())));
+                match patch.map(|patch| shared.apply(&patch)) {
+                    Ok(Ok(())) => state.push_shared(),
+                    Ok(Err(error)) => {
+                        tracing::debug!(%error, "an AG-UI agent's STATE_DELTA did not apply")
+                    }
+                    Err(error) => {
+                        tracing::debug!(%error, "an AG-UI agent's STATE_DELTA is not a JSON patch")
+                    }
+                }
+            }
             Event::RunFinished(e) => {
                 last = true;
                 let end = match e.outcome {
@@ -213,6 +235,15 @@ impl Remote {
         drop(state);
         self.changed_now();
         last
+    }
+}
+
+impl State {
+    /// The remote agent's state, into the run's (its top-level keys).
+    fn push_shared(&mut self) {
+        if let Some(serde_json::Value::Object(keys)) = self.shared.as_ref().map(SharedState::get) {
+            self.updates.push(Update::State(keys));
+        }
     }
 }
 
@@ -261,5 +292,68 @@ impl Turn for Remote {
             .finish(End::Failed("the run was cancelled".to_owned()));
         drop(state);
         self.changed_now();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn event(value: Value) -> Event {
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn the_remote_state_reaches_the_run_through_snapshots_and_deltas() {
+        let remote = Remote::default();
+        remote.begin(CancellationToken::new());
+        remote.apply(event(
+            json!({"type": "STATE_SNAPSHOT", "snapshot": {"a": 1}}),
+        ));
+        remote.apply(event(
+            json!({"type": "STATE_DELTA", "delta": [{"op": "add", "path": "/b", "value": 2}]}),
+        ));
+        // A delta that does not apply changes nothing.
+        remote.apply(event(
+            json!({"type": "STATE_DELTA", "delta": [{"op": "remove", "path": "/zz"}]}),
+        ));
+        let states: Vec<_> = std::iter::from_fn(|| match remote.next() {
+            Some(Ok(Update::State(keys))) => Some(Value::Object(keys)),
+            _ => None,
+        })
+        .collect();
+        assert_eq!(states, [json!({"a": 1}), json!({"a": 1, "b": 2})]);
+    }
+
+    #[test]
+    fn an_interrupted_call_waits_and_a_call_without_result_fails_at_the_end() {
+        let remote = Remote::default();
+        remote.begin(CancellationToken::new());
+        for e in [
+            json!({"type": "TOOL_CALL_START", "toolCallId": "c1", "toolCallName": "remember"}),
+            json!({"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": "{\"k\":1}"}),
+            json!({"type": "TOOL_CALL_END", "toolCallId": "c1"}),
+            json!({"type": "TOOL_CALL_START", "toolCallId": "c2", "toolCallName": "client_tool"}),
+            json!({"type": "TOOL_CALL_END", "toolCallId": "c2"}),
+        ] {
+            remote.apply(event(e));
+        }
+        assert!(!remote.is_settled("c1"));
+        let last = remote.apply(event(json!({
+            "type": "RUN_FINISHED", "threadId": "t", "runId": "r",
+            "outcome": {"type": "interrupt", "interrupts": [{"id": "i1", "reason": "tool_call", "toolCallId": "c1"}]},
+        })));
+        assert!(last);
+        assert!(remote.is_interrupted("c1") && remote.is_settled("c1"));
+        assert!(remote.result("c1").is_none(), "it waits for the answer");
+        assert!(
+            remote.result("c2").unwrap().is_err(),
+            "left to a client this bridge is not"
+        );
+        assert_eq!(remote.take_interrupts(Some("c2")), [], "not c2's to answer");
+        assert_eq!(remote.take_interrupts(Some("c1")).len(), 1);
+        assert_eq!(remote.take_interrupts(None), [], "taken once");
     }
 }
