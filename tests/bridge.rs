@@ -115,3 +115,91 @@ async fn the_official_acp_client_runs_a_bridged_agui_agent() {
     println!("{out}");
     assert!(out.contains("all bridge scenarios passed"), "{out}");
 }
+
+/// Posts `input`; the events of the run, read to its end within 10 s.
+async fn post(base: &str, input: Value) -> Vec<Value> {
+    let body = reqwest::Client::new()
+        .post(format!("{base}/"))
+        .json(&input)
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .expect("the run ends (no hang)");
+    body.lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .map(|data| serde_json::from_str(data).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn an_agent_on_the_official_sdk_asks_through_an_interrupt() {
+    let agent = support::node_modules().await.join("../sdk-agent.mjs");
+    let server = Process::serve(&[
+        "--store",
+        "memory",
+        "--agent",
+        &format!("acp:node {}", agent.display()),
+    ])
+    .await;
+    for (answer, result, text) in [
+        (json!({"approved": true}), "wrote notes.txt", "Done."),
+        // Refused: the result is the refusal with the person's feedback (what the model reads);
+        // the agent, told no, goes on.
+        (
+            json!({"approved": false, "feedback": "not today"}),
+            "The user rejected this call of `Edit notes.txt`: not today",
+            "I did not write it.",
+        ),
+    ] {
+        let thread = format!("t-{}", uuid::Uuid::now_v7());
+        let events = post(
+            &server.base,
+            json!({
+                "threadId": thread, "runId": format!("r-{}", uuid::Uuid::now_v7()),
+                "messages": [{"id": "m1", "role": "user", "content": "edit notes.txt"}],
+                "protocolVersion": "1.0",
+            }),
+        )
+        .await;
+        assert!(
+            events
+                .iter()
+                .any(|e| e["type"] == "REASONING_MESSAGE_CONTENT")
+        );
+        let start = events
+            .iter()
+            .find(|e| e["type"] == "TOOL_CALL_START")
+            .unwrap();
+        assert_eq!(start["toolCallName"], "Edit notes.txt");
+        let finished = events.last().unwrap();
+        assert_eq!(finished["outcome"]["type"], "interrupt", "{events:?}");
+        let interrupt = &finished["outcome"]["interrupts"][0];
+        assert_eq!(interrupt["toolCallId"], start["toolCallId"]);
+
+        let resumed = post(
+            &server.base,
+            json!({
+                "threadId": thread, "runId": format!("r-{}", uuid::Uuid::now_v7()),
+                "messages": [],
+                "resume": [{"interruptId": interrupt["id"], "status": "resolved", "payload": answer}],
+                "protocolVersion": "1.0",
+            }),
+        )
+        .await;
+        let got = resumed
+            .iter()
+            .find(|e| e["type"] == "TOOL_CALL_RESULT")
+            .unwrap_or_else(|| panic!("{resumed:?}"));
+        assert_eq!(got["content"], result);
+        let said: String = resumed
+            .iter()
+            .filter(|e| e["type"] == "TEXT_MESSAGE_CONTENT")
+            .map(|e| e["delta"].as_str().unwrap())
+            .collect();
+        assert_eq!(said, text);
+        assert_eq!(resumed.last().unwrap()["outcome"]["type"], "success");
+    }
+}

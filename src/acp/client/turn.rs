@@ -188,8 +188,13 @@ impl Session {
                 drop(state);
                 let _ = responder.respond(answer(verdict, &options));
             }
-            None => call.asking = Some((responder, options)),
+            None => {
+                call.asking = Some((responder, options));
+                drop(state);
+            }
         }
+        // A step holding the call learns it is asked about.
+        self.changed.notify_waiters();
     }
 
     /// The run's decision on `id`; the agent's question, if it asked, is answered.
