@@ -109,7 +109,25 @@ try {
       console.log("ok an interrupt rejected in the editor");
     }
 
-    // 4. Cancel while the AG-UI agent streams: the turn ends `cancelled`, the session goes on.
+    // 4. The session's MCP server lends its tools: offered to the AG-UI agent as client tools, run
+    //    here when it calls them, their results sent back in the next run.
+    {
+      const everything = new URL("./node_modules/@modelcontextprotocol/server-everything/dist/index.js", import.meta.url);
+      const { sessionId } = await ctx.request(acp.methods.agent.session.new, {
+        cwd: process.cwd(),
+        mcpServers: [{ name: "every thing", command: process.execPath, args: [everything.pathname, "stdio"], env: [] }],
+      });
+      const { answer, updates } = await prompt(sessionId, 'every_thing__echo {"message": "from the editor"}');
+      assert.equal(answer.stopReason, "end_turn");
+      const call = updates.find((u) => kind(u) === "tool_call");
+      assert.equal(call.update.title, "every_thing__echo");
+      const done = updates.find((u) => kind(u) === "tool_call_update" && u.update.status === "completed");
+      assert.match(done.update.content[0].content.text, /Echo: from the editor/);
+      assert.match(text(updates), /The `every_thing__echo` tool returned Echo: from the editor/);
+      console.log("ok an MCP tool of the session as the AG-UI agent's client tool");
+    }
+
+    // 5. Cancel while the AG-UI agent streams: the turn ends `cancelled`, the session goes on.
     {
       const sessionId = await newSession();
       const from = editor.updates.length;

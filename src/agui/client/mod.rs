@@ -21,7 +21,10 @@
 //!   re-joined once with `Last-Event-ID` at `/runs/{runId}/events` (agent-tower's route), else
 //!   the step fails.
 //!
-//! The bridge offers the remote agent no client tools of its own.
+//! The tools the model is offered (the run's own: an ACP session's MCP servers, the tools of the
+//! stack) are offered to the remote agent as client tools: it calls them, its run ends waiting
+//! for their results, the run's tools run them, and the next step sends the results in a new
+//! remote run.
 
 use std::{
     collections::HashMap,
@@ -148,18 +151,21 @@ impl AguiBridge {
             .clone()
     }
 
-    /// Starts a run of `thread` with `messages` (and `resume`), read into `remote`.
+    /// Starts a run of `thread` with `messages`, offering `tools` (and answering with `resume`),
+    /// read into `remote`.
     fn start(
         &self,
         remote: &Arc<Remote>,
         thread: &ThreadId,
         messages: Vec<input::Message>,
+        tools: Vec<input::Tool>,
         resume: Option<Vec<ResumeEntry>>,
     ) {
         let mut input = RunAgentInput::new(thread.clone(), RunId::new(), messages);
+        input.tools = tools.clone();
         input.resume = resume;
         let stop = CancellationToken::new();
-        remote.begin(stop.clone());
+        remote.begin(stop.clone(), tools);
         tokio::spawn(read(self.clone(), remote.clone(), input, stop));
     }
 
@@ -177,7 +183,7 @@ impl AguiBridge {
             .map(|interrupt| resume_entry(interrupt, decisions(interrupt)))
             .collect();
         let messages = remote.snapshot().unwrap_or_default();
-        self.start(remote, thread, messages, Some(entries));
+        self.start(remote, thread, messages, remote.offered(), Some(entries));
     }
 }
 

@@ -16,6 +16,16 @@ use crate::{
     permission::Decision,
 };
 
+/// `spec` as a client tool of an AG-UI run.
+fn offered(spec: &crate::tool::ToolSpec) -> super::input::Tool {
+    super::input::Tool {
+        name: spec.name.clone(),
+        description: spec.description.clone(),
+        parameters: Some(spec.parameters.clone()),
+        metadata: None,
+    }
+}
+
 /// The model side of an [`AguiBridge`]: see the [module](super).
 #[derive(Clone)]
 pub struct AguiModel {
@@ -51,11 +61,9 @@ impl Service<ModelRequest> for AguiModel {
             let thread = &req.run.thread_id;
             let remote = bridge.remote(thread);
             let after_tools = matches!(req.messages.last(), Some(Message::Tool { .. }));
-            let unanswered = if remote.is_open() && after_tools {
+            let unanswered = if after_tools {
                 remote.take_interrupts(None)
             } else {
-                let messages = req.messages.iter().map(Into::into).collect();
-                bridge.start(&remote, thread, messages, None);
                 Vec::new()
             };
             if !unanswered.is_empty() {
@@ -72,6 +80,11 @@ impl Service<ModelRequest> for AguiModel {
                     Decision::Reject(feedback.unwrap_or_default())
                 };
                 bridge.resume(&remote, thread, &unanswered, &rejected);
+            } else if !(after_tools && remote.is_open() && !remote.awaits_client()) {
+                // A new turn, or the results of the client tools the remote agent called.
+                let messages = req.messages.iter().map(Into::into).collect();
+                let tools = req.tools.iter().map(offered).collect();
+                bridge.start(&remote, thread, messages, tools, None);
             }
             Ok(crate::bridge::steps(remote, &req.run))
         })

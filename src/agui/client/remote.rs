@@ -42,6 +42,8 @@ struct State {
     snapshot: Option<Vec<input::Message>>,
     /// The remote agent's shared state, as its snapshots and deltas make it.
     shared: Option<SharedState>,
+    /// The client tools offered to the remote agent.
+    offered: Vec<input::Tool>,
 }
 
 /// One thread's remote runs, one at a time.
@@ -67,10 +69,11 @@ impl Remote {
         self.lock().updates.is_open()
     }
 
-    /// A new run, read by a reader that `stop` stops: the last one's reader is stopped, what it
-    /// left is forgotten (the interrupts it ended with are answered by this one).
-    pub(super) fn begin(&self, stop: CancellationToken) {
+    /// A new run offered `tools`, read by a reader that `stop` stops: the last one's reader is
+    /// stopped, what it left is forgotten (the interrupts it ended with are answered by this one).
+    pub(super) fn begin(&self, stop: CancellationToken, tools: Vec<input::Tool>) {
         let mut state = self.lock();
+        state.offered = tools;
         if let Some(reader) = state.reader.replace(stop) {
             reader.cancel();
         }
@@ -93,6 +96,21 @@ impl Remote {
         } else {
             Vec::new()
         }
+    }
+
+    /// The client tools the last run was offered.
+    pub(super) fn offered(&self) -> Vec<input::Tool> {
+        self.lock().offered.clone()
+    }
+
+    /// Whether the remote run ended waiting for client tools: calls of the tools it was offered
+    /// that have no result (the run's tools ran them; a new run brings their results).
+    pub(super) fn awaits_client(&self) -> bool {
+        let state = self.lock();
+        state.updates.end().is_some()
+            && state.calls.values().any(|call| {
+                call.result.is_none() && state.offered.iter().any(|tool| tool.name == call.name)
+            })
     }
 
     /// The conversation as the remote agent last told it.
@@ -308,7 +326,7 @@ mod tests {
     #[test]
     fn the_remote_state_reaches_the_run_through_snapshots_and_deltas() {
         let remote = Remote::default();
-        remote.begin(CancellationToken::new());
+        remote.begin(CancellationToken::new(), Vec::new());
         remote.apply(event(
             json!({"type": "STATE_SNAPSHOT", "snapshot": {"a": 1}}),
         ));
@@ -330,7 +348,7 @@ mod tests {
     #[test]
     fn an_interrupted_call_waits_and_a_call_without_result_fails_at_the_end() {
         let remote = Remote::default();
-        remote.begin(CancellationToken::new());
+        remote.begin(CancellationToken::new(), Vec::new());
         for e in [
             json!({"type": "TOOL_CALL_START", "toolCallId": "c1", "toolCallName": "remember"}),
             json!({"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": "{\"k\":1}"}),
