@@ -203,3 +203,28 @@ async fn an_agent_on_the_official_sdk_asks_through_an_interrupt() {
         assert_eq!(resumed.last().unwrap()["outcome"]["type"], "success");
     }
 }
+
+#[tokio::test]
+async fn the_official_python_acp_client_runs_an_agent_of_the_official_python_agui_sdk() {
+    let mut server = support::python_command("agui_server.py")
+        .await
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("python starts");
+    let mut lines =
+        tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(server.stdout.take().unwrap()));
+    let line = lines
+        .next_line()
+        .await
+        .unwrap()
+        .expect("the server says where it listens");
+    let url = line.trim_start_matches("listening on ");
+    let out = support::python(
+        "acp_bridge.py",
+        &[AGENT, "--agent", &format!("agui:{url}"), "--store", "none"],
+    )
+    .await;
+    println!("{out}");
+    assert!(out.contains("all python bridge scenarios passed"), "{out}");
+}

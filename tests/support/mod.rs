@@ -133,6 +133,14 @@ async fn python_env(dir: &Path) -> std::path::PathBuf {
     .clone()
 }
 
+/// A Python script of `tests/conformance` with the official packages installed, to spawn.
+pub async fn python_command(script: &str) -> tokio::process::Command {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance");
+    let mut command = tokio::process::Command::new(python_env(&dir).await);
+    command.arg(dir.join(script)).current_dir(&dir);
+    command
+}
+
 /// Runs a Python script with the official packages installed; panics with its output when it
 /// fails.
 pub async fn python(script: &str, args: &[&str]) -> String {
