@@ -228,3 +228,56 @@ async fn the_official_python_acp_client_runs_an_agent_of_the_official_python_agu
     println!("{out}");
     assert!(out.contains("all python bridge scenarios passed"), "{out}");
 }
+
+#[tokio::test]
+async fn an_approval_after_a_restart_of_the_bridge_runs_the_call() {
+    let store = stores::sqlite("bridge-restart");
+    let args = [
+        "--store",
+        &store,
+        "--agent",
+        &format!("acp:{AGENT} acp --store none"),
+    ];
+    let server = Process::serve(&args).await;
+    let thread = format!("t-{}", uuid::Uuid::now_v7());
+    let events = post(
+        &server.base,
+        json!({
+            "threadId": thread, "runId": format!("r-{}", uuid::Uuid::now_v7()),
+            "messages": [{"id": "m1", "role": "user", "content": "remember {\"key\": \"theme\", \"value\": \"dark\"}"}],
+            "protocolVersion": "1.0",
+        }),
+    )
+    .await;
+    let interrupt = events.last().unwrap()["outcome"]["interrupts"][0].clone();
+    assert!(interrupt["id"].is_string(), "{events:?}");
+    // The bridge and its agent go down hard; another starts on the same run log.
+    server.kill().await;
+    let server = Process::serve(&args).await;
+    let resumed = post(
+        &server.base,
+        json!({
+            "threadId": thread, "runId": format!("r-{}", uuid::Uuid::now_v7()),
+            "messages": [],
+            "resume": [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"approved": true}}],
+            "protocolVersion": "1.0",
+        }),
+    )
+    .await;
+    let result = resumed
+        .iter()
+        .find(|e| e["type"] == "TOOL_CALL_RESULT")
+        .unwrap_or_else(|| panic!("{resumed:?}"));
+    assert_eq!(
+        result["toolCallId"], interrupt["toolCallId"],
+        "under the approved call's id"
+    );
+    assert_eq!(result["content"], "remembered theme");
+    let said: String = resumed
+        .iter()
+        .filter(|e| e["type"] == "TEXT_MESSAGE_CONTENT")
+        .map(|e| e["delta"].as_str().unwrap())
+        .collect();
+    assert_eq!(said, "The `remember` tool returned remembered theme.");
+    assert_eq!(resumed.last().unwrap()["outcome"]["type"], "success");
+}

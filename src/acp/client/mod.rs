@@ -249,11 +249,11 @@ impl AcpBridge {
         self.inner.closed.is_cancelled()
     }
 
-    /// The session of `thread`, created (with the thread's earlier messages to tell) on first use.
-    async fn session(&self, thread: &ThreadId) -> Result<(Arc<Session>, bool), BoxError> {
+    /// The session of `thread`, created on first use.
+    async fn session(&self, thread: &ThreadId) -> Result<Arc<Session>, BoxError> {
         let mut threads = self.inner.threads.lock().await;
         if let Some(session) = threads.get(thread) {
-            return Ok((session.clone(), false));
+            return Ok(session.clone());
         }
         let created = self
             .inner
@@ -267,17 +267,21 @@ impl AcpBridge {
         let session = Session::new(created.session_id, self.inner.connection.clone());
         self.inner.routes.insert(thread.clone(), session.clone());
         threads.insert(thread.clone(), session.clone());
-        Ok((session, true))
+        Ok(session)
     }
 
     async fn existing_session(&self, thread: &ThreadId) -> Option<Arc<Session>> {
         self.inner.threads.lock().await.get(thread).cloned()
     }
 
-    /// Starts a turn of `session` with the user messages of `messages` it was not given (and,
-    /// for a new session, the conversation before them), once its last turn ended (cancelled
-    /// if it had not).
-    async fn prompt(&self, session: &Arc<Session>, messages: &[Message], new_session: bool) {
+    /// Starts a turn of `session` with `prompt`, once its last turn ended (cancelled if it had
+    /// not); `expect` (a call approved before a restart) is expected in it.
+    async fn prompt(
+        &self,
+        session: &Arc<Session>,
+        prompt: Vec<ContentBlock>,
+        expect: Option<(String, serde_json::Value, String)>,
+    ) {
         if !session.has_ended() {
             session.cancel();
             let ended = async {
@@ -294,10 +298,10 @@ impl AcpBridge {
             }
         }
         session.begin();
-        let request = PromptRequest::new(
-            session.id.clone(),
-            prompt_of(&session.sent, messages, new_session),
-        );
+        if let Some((name, arguments, approved)) = expect {
+            session.expect(name, arguments, approved);
+        }
+        let request = PromptRequest::new(session.id.clone(), prompt);
         let answer = self.inner.connection.send_request(request).block_task();
         let session = session.clone();
         let closed = self.inner.closed.clone();
@@ -427,10 +431,19 @@ fn route(session: &Session, update: SessionUpdate) {
     }
 }
 
+/// The prompt that asks the agent, in a session new after a restart, to make again the call
+/// `name` with `arguments` that a person approved (the session's first prompt, before its
+/// conversation).
+fn replay_prompt(name: &str, arguments: &serde_json::Value) -> Vec<ContentBlock> {
+    vec![ContentBlock::from(format!(
+        "Approved by the user before a restart; make this call again now: {name} {arguments}"
+    ))]
+}
+
 /// The prompt of a turn: the user's messages since the last answer that the agent was not given
 /// (all of them if it was given every one: a retry); for a session new to the thread, the
 /// conversation before them first, as text.
-fn prompt_of(sent: &turn::Sent, messages: &[Message], new_session: bool) -> Vec<ContentBlock> {
+fn prompt_of(sent: &turn::Sent, messages: &[Message]) -> Vec<ContentBlock> {
     let start = messages
         .iter()
         .rposition(|m| !matches!(m, Message::User { .. }))
@@ -442,7 +455,7 @@ fn prompt_of(sent: &turn::Sent, messages: &[Message], new_session: bool) -> Vec<
         .filter(|m| unsent.is_empty() || unsent.contains(m.id()))
         .collect();
     let mut prompt = Vec::new();
-    if new_session && start > 0 {
+    if sent.history_due() && start > 0 {
         let earlier: Vec<String> = messages[..start]
             .iter()
             .filter(|m| !m.text().is_empty())
@@ -538,14 +551,15 @@ mod tests {
                 .collect()
         };
         let sent = turn::Sent::default();
-        assert_eq!(text(prompt_of(&sent, &messages, false)), ["second"]);
-        let new = text(prompt_of(&turn::Sent::default(), &messages, true));
+        assert!(sent.history_due(), "the first time only");
+        assert_eq!(text(prompt_of(&sent, &messages)), ["second"]);
+        let new = text(prompt_of(&turn::Sent::default(), &messages));
         assert_eq!(new[1], "second");
         assert!(new[0].contains("user: first") && new[0].contains("assistant: answer"));
 
         // After a cancelled turn, the next prompt gives only what the agent was not given.
         let mut more = messages.to_vec();
         more.push(Message::user("third"));
-        assert_eq!(text(prompt_of(&sent, &more, false)), ["third"]);
+        assert_eq!(text(prompt_of(&sent, &more)), ["third"]);
     }
 }

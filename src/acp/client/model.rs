@@ -50,7 +50,7 @@ impl Service<ModelRequest> for AcpModel {
             if bridge.is_closed() {
                 return Err(ModelError::new(ModelErrorKind::Transport, super::exited()).into());
             }
-            let (session, new_session) = bridge
+            let session = bridge
                 .session(&req.run.thread_id)
                 .await
                 .map_err(|e| ModelError::new(ModelErrorKind::Transport, e.to_string()))?;
@@ -59,7 +59,8 @@ impl Service<ModelRequest> for AcpModel {
                 // The turn goes on; calls the run did not make are refused.
                 session.reject_undecided();
             } else {
-                bridge.prompt(&session, &req.messages, new_session).await;
+                let prompt = super::prompt_of(&session.sent, &req.messages);
+                bridge.prompt(&session, prompt, None).await;
             }
             Ok(crate::bridge::steps(session, &req.run))
         })

@@ -31,6 +31,42 @@ impl fmt::Debug for AcpTools {
     }
 }
 
+/// The call made again by the agent in a new turn, and its result.
+async fn replay(bridge: &AcpBridge, call: &ToolCall) -> Result<ToolOutput, ToolError> {
+    let failed = |why: String| ToolError::new(ToolErrorKind::Failed, why);
+    let session = bridge
+        .session(&call.run.thread_id)
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+    let approved = call.id.to_string();
+    let prompt = super::replay_prompt(&call.name, &call.arguments);
+    let expect = (call.name.clone(), call.arguments.clone(), approved.clone());
+    bridge.prompt(&session, prompt, Some(expect)).await;
+    loop {
+        let changed = session.changed.notified();
+        match session.replayed(&approved) {
+            Some(id) => {
+                if let Some(result) = session.result(&id) {
+                    return result.map_err(failed);
+                }
+            }
+            None if session.has_ended() => {
+                return Err(failed(format!(
+                    "the agent did not make the approved call of `{}` again after a restart",
+                    call.name
+                )));
+            }
+            None => {}
+        }
+        tokio::select! {
+            () = changed => {}
+            () = call.run.cancel.cancelled() => {
+                return Err(ToolError::new(ToolErrorKind::Cancelled, "the run was cancelled"));
+            }
+        }
+    }
+}
+
 impl Service<ToolCall> for AcpTools {
     type Response = ToolOutput;
     type Error = ToolError;
@@ -43,10 +79,13 @@ impl Service<ToolCall> for AcpTools {
     fn call(&mut self, call: ToolCall) -> Self::Future {
         let bridge = self.bridge.clone();
         Box::pin(async move {
-            let Some(session) = bridge.existing_session(&call.run.thread_id).await else {
-                return Err(ToolError::not_found(&call.name));
-            };
             let id = call.id.to_string();
+            let session = match bridge.existing_session(&call.run.thread_id).await {
+                Some(session) if session.knows(&id) => session,
+                // Approved after this bridge (and its agent) started again: the agent's turn
+                // that asked is gone; a new one makes the call again.
+                _ => return replay(&bridge, &call).await,
+            };
             if session
                 .proposed(&id)
                 .is_some_and(|proposed| proposed != call.arguments)

@@ -55,11 +55,20 @@ pub(super) struct Session {
     pub(super) sent: Sent,
 }
 
-/// The user messages an agent was given, by id.
+/// The user messages an agent was given, by id, and whether it was told the conversation before
+/// them (a session new to its thread is, once).
 #[derive(Default)]
-pub(super) struct Sent(Mutex<std::collections::HashSet<crate::id::MessageId>>);
+pub(super) struct Sent(
+    Mutex<std::collections::HashSet<crate::id::MessageId>>,
+    std::sync::atomic::AtomicBool,
+);
 
 impl Sent {
+    /// Whether the conversation before the new messages is due (the first time only).
+    pub(super) fn history_due(&self) -> bool {
+        !self.1.swap(true, std::sync::atomic::Ordering::AcqRel)
+    }
+
     /// Of `ids`, those not given yet; they count as given from now on.
     pub(super) fn unsent(&self, ids: &[crate::id::MessageId]) -> Vec<crate::id::MessageId> {
         let mut sent = self
@@ -77,6 +86,10 @@ impl Sent {
 struct State {
     updates: Updates,
     calls: HashMap<String, Call>,
+    /// Calls approved before a restart, asked again: (name, arguments, the approved call's id).
+    expected: Vec<(String, serde_json::Value, String)>,
+    /// The calls that made them again, by the approved call's id.
+    replayed: HashMap<String, String>,
 }
 
 impl Session {
@@ -123,8 +136,32 @@ impl Session {
 
     pub(super) fn push(&self, update: Update) {
         let mut state = self.lock();
-        if let Update::ToolCall { id, arguments, .. } = &update {
-            state.calls.entry(id.clone()).or_default().arguments = Some(arguments.clone());
+        if let Update::ToolCall {
+            id,
+            name,
+            arguments,
+        } = &update
+        {
+            let replay = state
+                .expected
+                .iter()
+                .position(|(n, a, _)| n == name && a == arguments);
+            let call = state.calls.entry(id.clone()).or_default();
+            call.arguments = Some(arguments.clone());
+            if let Some(at) = replay {
+                // The approved call, made again: allowed (the agent may have asked already), and
+                // not a new call of the run.
+                call.verdict = Some(Verdict::Allow);
+                let asking = call.asking.take();
+                let (.., approved) = state.expected.remove(at);
+                state.replayed.insert(approved, id.clone());
+                drop(state);
+                if let Some((responder, options)) = asking {
+                    let _ = responder.respond(answer(Verdict::Allow, &options));
+                }
+                self.changed.notify_waiters();
+                return;
+            }
         }
         state.updates.push(update);
         drop(state);
@@ -161,6 +198,22 @@ impl Session {
         }
         drop(state);
         self.changed.notify_waiters();
+    }
+
+    /// Expects the agent to make the call `approved` (of `name` with `arguments`, approved before
+    /// a restart) again in the next turn.
+    pub(super) fn expect(&self, name: String, arguments: serde_json::Value, approved: String) {
+        self.lock().expected.push((name, arguments, approved));
+    }
+
+    /// The call that made `approved` again, once the agent made it.
+    pub(super) fn replayed(&self, approved: &str) -> Option<String> {
+        self.lock().replayed.get(approved).cloned()
+    }
+
+    /// Whether `id` is a call of this session's turns.
+    pub(super) fn knows(&self, id: &str) -> bool {
+        self.lock().calls.contains_key(id)
     }
 
     /// The arguments the agent proposed for `id`.
