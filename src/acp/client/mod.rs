@@ -20,6 +20,9 @@
 //!   when the model is called again. Arguments edited by a person cannot reach the agent: such a
 //!   call is refused with an error the model reads.
 //! - A run cancelled mid-turn sends `session/cancel`.
+//! - A call approved after the bridge started again (an interrupt answered after a restart: the
+//!   agent's turn that asked is gone) is asked of the agent again in a new turn; its permission
+//!   request for the same tool and arguments is allowed, and its result is the approved call's.
 //!
 //! The client capabilities it declares are none: no file system, no terminal (an agent asks
 //! its own tools for those).
