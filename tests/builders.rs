@@ -81,3 +81,12 @@ fn every_service_gives_access_to_the_one_it_wraps() {
         std::time::Duration::from_secs(1)
     ));
 }
+
+#[test]
+fn a_policy_with_a_predicate_stays_unwind_safe() {
+    fn unwind_safe<T: std::panic::UnwindSafe + std::panic::RefUnwindSafe>(_: &T) {}
+    let shared = std::sync::Arc::new(std::sync::Mutex::new(0));
+    let policy =
+        agent_tower::permission::Policy::new().ask_if(move |_| *shared.lock().unwrap() > 0);
+    unwind_safe(&policy);
+}

@@ -91,9 +91,10 @@ pub struct Policy {
     asks: Option<AskIf>,
 }
 
-/// A predicate over calls that asks for the ones it picks.
+/// A predicate over calls that asks for the ones it picks. It is only ever called, never left
+/// half-changed by a panic: the policy stays unwind-safe whatever it captures.
 #[derive(Clone)]
-struct AskIf(Arc<dyn Fn(&ToolCall) -> bool + Send + Sync>);
+struct AskIf(Arc<dyn Fn(&ToolCall) -> bool + Send + Sync + std::panic::RefUnwindSafe>);
 
 impl std::fmt::Debug for AskIf {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -141,7 +142,11 @@ impl Policy {
     where
         F: Fn(&ToolCall) -> bool + Send + Sync + 'static,
     {
-        self.asks = Some(AskIf(Arc::new(predicate)));
+        let predicate = std::panic::AssertUnwindSafe(predicate);
+        self.asks = Some(AskIf(Arc::new(move |call: &ToolCall| {
+            let predicate = &predicate; // the whole wrapper, not its field
+            (predicate.0)(call)
+        })));
         self
     }
 
