@@ -19,6 +19,32 @@ use crate::{
     model::{BoxModelStream, FinishReason, ModelError, ModelErrorKind, ModelEvent},
 };
 
+/// A side of a bridge (its model or its tools): a service holding the bridge, built by it.
+macro_rules! side {
+    ($(#[$doc:meta])* $name:ident($bridge:ty)) => {
+        $(#[$doc])*
+        #[derive(Clone)]
+        pub struct $name {
+            bridge: $bridge,
+        }
+
+        impl $name {
+            pub(super) fn new(bridge: $bridge) -> Self {
+                Self { bridge }
+            }
+        }
+
+        impl std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($name))
+                    .field("bridge", &self.bridge)
+                    .finish()
+            }
+        }
+    };
+}
+pub(crate) use side;
+
 /// How many updates of a turn may wait for a model step to read them; past it the oldest text is
 /// dropped (a step reads them as they come: only a run that stalls fills it).
 const MAX_PENDING_UPDATES: usize = 4096;

@@ -27,27 +27,18 @@ async fn the_official_client_runs_a_bridged_acp_agent() {
     assert!(out.contains("all bridge scenarios passed"), "{out}");
 }
 
-/// The events of one run, read to its end within 10 s.
+/// The events of a new run of `text`, read to its end within 10 s.
 async fn run(base: &str, text: &str) -> Vec<Value> {
-    let body = reqwest::Client::new()
-        .post(format!("{base}/"))
-        .json(&json!({
+    post(
+        base,
+        json!({
             "threadId": format!("t-{}", uuid::Uuid::now_v7()),
             "runId": format!("r-{}", uuid::Uuid::now_v7()),
             "messages": [{"id": "m1", "role": "user", "content": text}],
             "protocolVersion": "1.0",
-        }))
-        .timeout(Duration::from_secs(10))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .expect("the run ends (no hang)");
-    body.lines()
-        .filter_map(|line| line.strip_prefix("data: "))
-        .map(|data| serde_json::from_str(data).unwrap())
-        .collect()
+        }),
+    )
+    .await
 }
 
 #[tokio::test]

@@ -11,7 +11,7 @@ use agent_tower::{
     permission::{Action, InterruptApprover, Mode, Policy},
     server::{AguiServer, BearerTokens, BusyThread, Connections, Scope},
     tool::{
-        ToolRouter,
+        ToolCall, ToolRouter,
         demo::demo_tools,
         mcp::{McpConnection, McpServer},
     },
@@ -686,14 +686,7 @@ async fn run_acp(args: Acp) -> Result<(), BoxError> {
                 bridge = bridge.header("authorization", &format!("Bearer {token}"))?;
             }
             tracing::info!(%url, "serving an AG-UI agent");
-            (
-                boxed(bridge.model()),
-                ToolRouter::new().fallback(bridge.tools()),
-                Policy::new().ask_if(bridge.interrupted()),
-                agent_tower::trace::TraceLayer::new()
-                    .model("agui")
-                    .provider("agui"),
-            )
+            bridged(bridge.model(), bridge.tools(), bridge.interrupted(), "agui")
         }
         None => (
             args.model.service(),
@@ -758,6 +751,37 @@ fn store_name(url: &str) -> String {
     }
 }
 
+/// What a command serves: the model, the tools, what is asked about, and the spans' names.
+type Stack = (BoxModel, ToolRouter, Policy, agent_tower::trace::TraceLayer);
+
+/// The stack of an agent bridged over `protocol` (`--agent`): its model side, its tool side (for
+/// every call), and a person asked about the calls `asks` picks.
+fn bridged<M, T, F>(model: M, tools: T, asks: F, protocol: &'static str) -> Stack
+where
+    M: agent_tower::model::ModelService + Clone + Send + Sync + 'static,
+    M::Error: Into<BoxError>,
+    M::Future: Send + 'static,
+    M::Events: Send + 'static,
+    M::StreamError: Into<BoxError>,
+    T: tower::Service<ToolCall, Response = agent_tower::tool::ToolOutput>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    T::Error: Into<BoxError>,
+    T::Future: Send + 'static,
+    F: Fn(&ToolCall) -> bool + Send + Sync + 'static,
+{
+    (
+        boxed(model),
+        ToolRouter::new().fallback(tools),
+        Policy::new().ask_if(asks),
+        agent_tower::trace::TraceLayer::new()
+            .model(protocol)
+            .provider(protocol),
+    )
+}
+
 async fn run_server(args: Serve) -> Result<(), BoxError> {
     let max_turns =
         std::num::NonZeroU32::new(args.max_turns).ok_or("--max-turns must be at least 1")?;
@@ -767,14 +791,7 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         Some(command) => {
             let bridge = agent_tower::acp::client::AcpBridge::spawn(command.clone()).await?;
             tracing::info!("serving an ACP agent: {command:?}");
-            (
-                boxed(bridge.model()),
-                ToolRouter::new().fallback(bridge.tools()),
-                Policy::new().ask_if(bridge.asked()),
-                agent_tower::trace::TraceLayer::new()
-                    .model("acp")
-                    .provider("acp"),
-            )
+            bridged(bridge.model(), bridge.tools(), bridge.asked(), "acp")
         }
         None => (
             args.model.service(),

@@ -5,41 +5,15 @@ import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 import assert from "node:assert/strict";
 import * as acp from "@agentclientprotocol/sdk";
+import { editorClient, kind, text } from "./acp-editor.mjs";
 
 const [bin, ...agentArgs] = process.argv.slice(2);
 assert.ok(bin, "usage: node acp-bridge.mjs <agent-tower binary> [acp arguments]");
 
 const child = spawn(bin, ["acp", ...agentArgs], { stdio: ["pipe", "pipe", "inherit"] });
 const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
-const editor = {
-  updates: [],
-  asked: [],
-  answer: null,
-  waiters: [],
-  /** Resolves with the first update from index `from` on that `test` accepts. */
-  waitFor(from, test) {
-    const found = this.updates.slice(from).find(test);
-    if (found) return Promise.resolve(found);
-    return new Promise((resolve) => this.waiters.push({ test, resolve }));
-  },
-};
-const client = acp
-  .client({ name: "agent-tower-bridge-e2e" })
-  .onNotification(acp.methods.client.session.update, async ({ params }) => {
-    editor.updates.push(params);
-    editor.waiters = editor.waiters.filter((w) => !(w.test(params) && (w.resolve(params), true)));
-  })
-  .onRequest(acp.methods.client.session.requestPermission, async ({ params }) => {
-    editor.asked.push(params);
-    return editor.answer(params);
-  });
+const { editor, client } = editorClient("agent-tower-bridge-e2e");
 
-const kind = (u) => u.update.sessionUpdate;
-const text = (updates) =>
-  updates
-    .filter((u) => kind(u) === "agent_message_chunk" && u.update.content.type === "text")
-    .map((u) => u.update.content.text)
-    .join("");
 const allow = () => ({ outcome: { outcome: "selected", optionId: "allow_once" } });
 const reject = () => ({ outcome: { outcome: "selected", optionId: "reject_once" } });
 
@@ -135,7 +109,7 @@ try {
         sessionId,
         prompt: [{ type: "text", text: "tell me slowly" }],
       });
-      await editor.waitFor(from, (u) => kind(u) === "agent_message_chunk");
+      await editor.waitFor((u) => kind(u) === "agent_message_chunk", from);
       await ctx.notify(acp.methods.agent.session.cancel, { sessionId });
       assert.equal((await answer).stopReason, "cancelled");
       const next = await prompt(sessionId, "hello");

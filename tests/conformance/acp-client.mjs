@@ -7,6 +7,7 @@ import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 import assert from "node:assert/strict";
 import * as acp from "@agentclientprotocol/sdk";
+import { editorClient, kind, text } from "./acp-editor.mjs";
 
 const [bin, ...agentArgs] = process.argv.slice(2);
 if (!bin) throw new Error("usage: node acp-client.mjs <agent-tower binary> [acp arguments]");
@@ -15,29 +16,7 @@ if (!bin) throw new Error("usage: node acp-client.mjs <agent-tower binary> [acp 
 async function withAgent(run) {
   const child = spawn(bin, ["acp", ...agentArgs], { stdio: ["pipe", "pipe", "inherit"] });
   const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
-  const editor = {
-    updates: [],
-    waiters: [],
-    // How the next permission requests are answered: a function of (params, signal).
-    answer: () => ({ outcome: { outcome: "selected", optionId: "allow_once" } }),
-    asked: [],
-    /** Resolves with the first update (from now on or already here) that `test` accepts. */
-    waitFor(test) {
-      const found = this.updates.find(test);
-      if (found) return Promise.resolve(found);
-      return new Promise((resolve) => this.waiters.push({ test, resolve }));
-    },
-  };
-  const client = acp
-    .client({ name: "agent-tower-e2e" })
-    .onNotification(acp.methods.client.session.update, async ({ params }) => {
-      editor.updates.push(params);
-      editor.waiters = editor.waiters.filter((w) => !(w.test(params) && (w.resolve(params), true)));
-    })
-    .onRequest(acp.methods.client.session.requestPermission, async ({ params, signal }) => {
-      editor.asked.push(params);
-      return editor.answer(params, signal);
-    });
+  const { editor, client } = editorClient("agent-tower-e2e");
   try {
     return await client.connectWith(stream, (ctx) => run(ctx, editor));
   } finally {
@@ -45,12 +24,6 @@ async function withAgent(run) {
   }
 }
 
-const kind = (u) => u.update.sessionUpdate;
-const text = (updates) =>
-  updates
-    .filter((u) => kind(u) === "agent_message_chunk" && u.update.content.type === "text")
-    .map((u) => u.update.content.text)
-    .join("");
 const statusOf = (updates, status) =>
   updates.filter((u) => kind(u) === "tool_call_update" && u.update.status === status);
 

@@ -19,6 +19,7 @@ import { fileURLToPath } from "node:url";
 import { readFileSync } from "node:fs";
 import assert from "node:assert/strict";
 import * as acp from "@agentclientprotocol/sdk";
+import { serveAgent } from "./acp-agent-side.mjs";
 
 /** "You said: a b c" in the chunks our scripted model streams: each word with its following space. */
 function chunksOf(words) {
@@ -39,27 +40,16 @@ function cpuMicros(pid) {
 }
 
 if (process.argv[2] === "agent") {
-  let sessions = 0;
-  const stream = acp.ndJsonStream(Writable.toWeb(process.stdout), Readable.toWeb(process.stdin));
-  const connection = acp
-    .agent({ name: "sdk-agent" })
-    .onRequest(acp.methods.agent.initialize, async () => ({
-      protocolVersion: acp.PROTOCOL_VERSION,
-      agentCapabilities: {},
-    }))
-    .onRequest(acp.methods.agent.session.new, async () => ({ sessionId: `s${++sessions}` }))
-    .onRequest(acp.methods.agent.session.prompt, async ({ params, client }) => {
-      const words = params.prompt.map((block) => block.text).join("");
-      for (const chunk of chunksOf(words)) {
-        await client.notify(acp.methods.client.session.update, {
-          sessionId: params.sessionId,
-          update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: chunk } },
-        });
-      }
-      return { stopReason: "end_turn" };
-    })
-    .connect(stream);
-  await connection.closed;
+  await serveAgent("sdk-agent", async ({ params, client }) => {
+    const words = params.prompt.map((block) => block.text).join("");
+    for (const chunk of chunksOf(words)) {
+      await client.notify(acp.methods.client.session.update, {
+        sessionId: params.sessionId,
+        update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: chunk } },
+      });
+    }
+    return { stopReason: "end_turn" };
+  });
 } else {
   const [words, rounds, ...command] = process.argv.slice(2);
   if (!command.length) throw new Error("usage: node acp-updates.mjs <words> <rounds> <agent command…>");

@@ -2,57 +2,46 @@
 // shaped like a coding agent: to a prompt `edit <file>` it thinks, starts an `edit` tool call,
 // asks the client's permission, and writes (nothing: it says so) or does not. Anything else is
 // echoed. For `agent-tower serve --agent 'acp:node sdk-agent.mjs'` (tests/bridge.rs).
-import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk";
+import { serveAgent } from "./acp-agent-side.mjs";
 
-let sessions = 0;
 let calls = 0;
-const stream = acp.ndJsonStream(Writable.toWeb(process.stdout), Readable.toWeb(process.stdin));
-const connection = acp
-  .agent({ name: "sdk-agent" })
-  .onRequest(acp.methods.agent.initialize, async () => ({
-    protocolVersion: acp.PROTOCOL_VERSION,
-    agentCapabilities: {},
-  }))
-  .onRequest(acp.methods.agent.session.new, async () => ({ sessionId: `s${++sessions}` }))
-  .onRequest(acp.methods.agent.session.prompt, async ({ params, client }) => {
-    const { sessionId } = params;
-    const update = (update) => client.notify(acp.methods.client.session.update, { sessionId, update });
-    const say = (text) => update({ sessionUpdate: "agent_message_chunk", content: { type: "text", text } });
-    const words = params.prompt.map((block) => block.text ?? "").join(" ").trim();
-    const file = /^edit (\S+)$/.exec(words)?.[1];
-    if (!file) {
-      await say(`Echo: ${words}`);
-      return { stopReason: "end_turn" };
-    }
-    await update({ sessionUpdate: "agent_thought_chunk", content: { type: "text", text: `I will edit ${file}.` } });
-    const toolCallId = `edit-${++calls}`;
-    await update({
-      sessionUpdate: "tool_call",
-      toolCallId,
-      title: `Edit ${file}`,
-      kind: "edit",
-      status: "pending",
-      rawInput: { path: file, content: "hello" },
-    });
-    const answer = await client.request(acp.methods.client.session.requestPermission, {
-      sessionId,
-      toolCall: { toolCallId },
-      options: [
-        { optionId: "yes", name: "Allow", kind: "allow_once" },
-        { optionId: "no", name: "Reject", kind: "reject_once" },
-      ],
-    });
-    const allowed = answer.outcome.outcome === "selected" && answer.outcome.optionId === "yes";
-    const result = allowed ? `wrote ${file}` : `not allowed to write ${file}`;
-    await update({
-      sessionUpdate: "tool_call_update",
-      toolCallId,
-      status: allowed ? "completed" : "failed",
-      content: [{ type: "content", content: { type: "text", text: result } }],
-    });
-    await say(allowed ? "Done." : "I did not write it.");
+await serveAgent("sdk-agent", async ({ params, client }) => {
+  const { sessionId } = params;
+  const update = (update) => client.notify(acp.methods.client.session.update, { sessionId, update });
+  const say = (text) => update({ sessionUpdate: "agent_message_chunk", content: { type: "text", text } });
+  const words = params.prompt.map((block) => block.text ?? "").join(" ").trim();
+  const file = /^edit (\S+)$/.exec(words)?.[1];
+  if (!file) {
+    await say(`Echo: ${words}`);
     return { stopReason: "end_turn" };
-  })
-  .connect(stream);
-await connection.closed;
+  }
+  await update({ sessionUpdate: "agent_thought_chunk", content: { type: "text", text: `I will edit ${file}.` } });
+  const toolCallId = `edit-${++calls}`;
+  await update({
+    sessionUpdate: "tool_call",
+    toolCallId,
+    title: `Edit ${file}`,
+    kind: "edit",
+    status: "pending",
+    rawInput: { path: file, content: "hello" },
+  });
+  const answer = await client.request(acp.methods.client.session.requestPermission, {
+    sessionId,
+    toolCall: { toolCallId },
+    options: [
+      { optionId: "yes", name: "Allow", kind: "allow_once" },
+      { optionId: "no", name: "Reject", kind: "reject_once" },
+    ],
+  });
+  const allowed = answer.outcome.outcome === "selected" && answer.outcome.optionId === "yes";
+  const result = allowed ? `wrote ${file}` : `not allowed to write ${file}`;
+  await update({
+    sessionUpdate: "tool_call_update",
+    toolCallId,
+    status: allowed ? "completed" : "failed",
+    content: [{ type: "content", content: { type: "text", text: result } }],
+  });
+  await say(allowed ? "Done." : "I did not write it.");
+  return { stopReason: "end_turn" };
+});

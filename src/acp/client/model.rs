@@ -1,9 +1,6 @@
 //! [`AcpModel`]: the bridged agent's turn, a step at a time.
 
-use std::{
-    fmt,
-    task::{Context, Poll},
-};
+use std::task::{Context, Poll};
 
 use futures_util::future::BoxFuture;
 use tower_service::Service;
@@ -15,24 +12,9 @@ use crate::{
     model::{BoxModelStream, ModelError, ModelErrorKind, ModelRequest},
 };
 
-/// The model side of an [`AcpBridge`]: see the [module](super).
-#[derive(Clone)]
-pub struct AcpModel {
-    bridge: AcpBridge,
-}
-
-impl AcpModel {
-    pub(super) fn new(bridge: AcpBridge) -> Self {
-        Self { bridge }
-    }
-}
-
-impl fmt::Debug for AcpModel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AcpModel")
-            .field("bridge", &self.bridge)
-            .finish()
-    }
+crate::bridge::side! {
+    /// The model side of an [`AcpBridge`]: see the [module](super).
+    AcpModel(AcpBridge)
 }
 
 impl Service<ModelRequest> for AcpModel {

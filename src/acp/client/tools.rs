@@ -1,9 +1,6 @@
 //! [`AcpTools`]: lets the bridged agent run the calls it started, and waits for their results.
 
-use std::{
-    fmt,
-    task::{Context, Poll},
-};
+use std::task::{Context, Poll};
 
 use futures_util::future::BoxFuture;
 use tower_service::Service;
@@ -11,24 +8,9 @@ use tower_service::Service;
 use super::{AcpBridge, turn::Verdict};
 use crate::tool::{ToolCall, ToolError, ToolErrorKind, ToolOutput};
 
-/// The tool side of an [`AcpBridge`]: see the [module](super).
-#[derive(Clone)]
-pub struct AcpTools {
-    bridge: AcpBridge,
-}
-
-impl AcpTools {
-    pub(super) fn new(bridge: AcpBridge) -> Self {
-        Self { bridge }
-    }
-}
-
-impl fmt::Debug for AcpTools {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AcpTools")
-            .field("bridge", &self.bridge)
-            .finish()
-    }
+crate::bridge::side! {
+    /// The tool side of an [`AcpBridge`]: see the [module](super).
+    AcpTools(AcpBridge)
 }
 
 /// The call made again by the agent in a new turn, and its result.

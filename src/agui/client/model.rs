@@ -1,9 +1,6 @@
 //! [`AguiModel`]: the remote agent's run, a step at a time.
 
-use std::{
-    fmt,
-    task::{Context, Poll},
-};
+use std::task::{Context, Poll};
 
 use futures_util::future::BoxFuture;
 use tower_service::Service;
@@ -26,24 +23,9 @@ fn offered(spec: &crate::tool::ToolSpec) -> super::input::Tool {
     }
 }
 
-/// The model side of an [`AguiBridge`]: see the [module](super).
-#[derive(Clone)]
-pub struct AguiModel {
-    bridge: AguiBridge,
-}
-
-impl AguiModel {
-    pub(super) fn new(bridge: AguiBridge) -> Self {
-        Self { bridge }
-    }
-}
-
-impl fmt::Debug for AguiModel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AguiModel")
-            .field("bridge", &self.bridge)
-            .finish()
-    }
+crate::bridge::side! {
+    /// The model side of an [`AguiBridge`]: see the [module](super).
+    AguiModel(AguiBridge)
 }
 
 impl Service<ModelRequest> for AguiModel {

@@ -1,9 +1,6 @@
 //! [`AguiTools`]: the results of the remote agent's calls, and the answers to its interrupts.
 
-use std::{
-    fmt,
-    task::{Context, Poll},
-};
+use std::task::{Context, Poll};
 
 use futures_util::future::BoxFuture;
 use tower_service::Service;
@@ -14,24 +11,9 @@ use crate::{
     tool::{ToolCall, ToolError, ToolErrorKind, ToolOutput},
 };
 
-/// The tool side of an [`AguiBridge`]: see the [module](super).
-#[derive(Clone)]
-pub struct AguiTools {
-    bridge: AguiBridge,
-}
-
-impl AguiTools {
-    pub(super) fn new(bridge: AguiBridge) -> Self {
-        Self { bridge }
-    }
-}
-
-impl fmt::Debug for AguiTools {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AguiTools")
-            .field("bridge", &self.bridge)
-            .finish()
-    }
+crate::bridge::side! {
+    /// The tool side of an [`AguiBridge`]: see the [module](super).
+    AguiTools(AguiBridge)
 }
 
 impl Service<ToolCall> for AguiTools {

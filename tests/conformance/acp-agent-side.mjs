@@ -1,0 +1,21 @@
+// The agent side of the official TypeScript ACP SDK (@agentclientprotocol/sdk) on this process's
+// stdio, for agents written in the test scripts: `initialize` and `session/new` answered, every
+// `session/prompt` handed to `prompt({ params, client })`.
+import { Readable, Writable } from "node:stream";
+import * as acp from "@agentclientprotocol/sdk";
+
+/** Serves `prompt` as the agent `name` until the client goes away. */
+export async function serveAgent(name, prompt) {
+  let sessions = 0;
+  const stream = acp.ndJsonStream(Writable.toWeb(process.stdout), Readable.toWeb(process.stdin));
+  const connection = acp
+    .agent({ name })
+    .onRequest(acp.methods.agent.initialize, async () => ({
+      protocolVersion: acp.PROTOCOL_VERSION,
+      agentCapabilities: {},
+    }))
+    .onRequest(acp.methods.agent.session.new, async () => ({ sessionId: `s${++sessions}` }))
+    .onRequest(acp.methods.agent.session.prompt, prompt)
+    .connect(stream);
+  await connection.closed;
+}

@@ -1,0 +1,42 @@
+// The editor side of the ACP client scripts: an official TypeScript ACP client
+// (@agentclientprotocol/sdk) that records the session updates it gets and answers permission
+// requests with `editor.answer(params, signal)`.
+import * as acp from "@agentclientprotocol/sdk";
+
+/** A client named `name`, and the editor state its handlers fill. */
+export function editorClient(name) {
+  const editor = {
+    updates: [],
+    waiters: [],
+    // How the next permission requests are answered: a function of (params, signal).
+    answer: () => ({ outcome: { outcome: "selected", optionId: "allow_once" } }),
+    asked: [],
+    /** Resolves with the first update, from index `from` on (already here or to come), that `test` accepts. */
+    waitFor(test, from = 0) {
+      const found = this.updates.slice(from).find(test);
+      if (found) return Promise.resolve(found);
+      return new Promise((resolve) => this.waiters.push({ test, resolve }));
+    },
+  };
+  const client = acp
+    .client({ name })
+    .onNotification(acp.methods.client.session.update, async ({ params }) => {
+      editor.updates.push(params);
+      editor.waiters = editor.waiters.filter((w) => !(w.test(params) && (w.resolve(params), true)));
+    })
+    .onRequest(acp.methods.client.session.requestPermission, async ({ params, signal }) => {
+      editor.asked.push(params);
+      return editor.answer(params, signal);
+    });
+  return { editor, client };
+}
+
+/** The kind of a session update (`agent_message_chunk`, `tool_call`, …). */
+export const kind = (u) => u.update.sessionUpdate;
+
+/** The text of the agent's message chunks among `updates`. */
+export const text = (updates) =>
+  updates
+    .filter((u) => kind(u) === "agent_message_chunk" && u.update.content.type === "text")
+    .map((u) => u.update.content.text)
+    .join("");
