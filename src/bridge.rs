@@ -52,8 +52,10 @@ const MAX_PENDING_UPDATES: usize = 4096;
 /// What a model step reads, in order.
 #[derive(Debug)]
 pub(crate) enum Update {
-    Text(String),
-    Thought(String),
+    /// A piece of the remote agent's message (under its id, when it gives one).
+    Text(Option<MessageId>, String),
+    /// A piece of its reasoning (likewise).
+    Thought(Option<MessageId>, String),
     /// A tool call the remote agent started: its id, name and arguments.
     ToolCall {
         id: String,
@@ -102,7 +104,7 @@ impl Updates {
             && let Some(at) = self
                 .queue
                 .iter()
-                .position(|u| matches!(u, Update::Text(_) | Update::Thought(_)))
+                .position(|u| matches!(u, Update::Text(..) | Update::Thought(..)))
         {
             self.queue.remove(at);
         }
@@ -149,6 +151,7 @@ pub(crate) fn steps(turn: Arc<dyn Turn>, run: &RunContext) -> BoxModelStream {
         state: run.state.clone(),
         cancel: run.cancel.clone(),
         cancel_sent: false,
+        named: false,
         queued: VecDeque::new(),
         held: None,
         done: false,
@@ -163,6 +166,8 @@ struct Step {
     reasoning_id: MessageId,
     cancel: CancellationToken,
     cancel_sent: bool,
+    /// Whether the step's message has its id (from its first text).
+    named: bool,
     queued: VecDeque<ModelEvent>,
     /// A tool call read, held until the remote agent shows what it needs.
     held: Option<(String, String, serde_json::Value)>,
@@ -227,15 +232,24 @@ impl Step {
     /// The event of `update` (a tool call is held: see [`Self::tool_call`]).
     fn event(&mut self, update: Update) -> Option<ModelEvent> {
         match update {
-            Update::Text(text) if !text.is_empty() => Some(ModelEvent::TextDelta {
-                message_id: self.message_id.clone(),
+            Update::Text(id, text) if !text.is_empty() => {
+                // The step's message takes the remote agent's id for it, once.
+                if !self.named {
+                    self.named = true;
+                    if let Some(id) = id {
+                        self.message_id = id;
+                    }
+                }
+                Some(ModelEvent::TextDelta {
+                    message_id: self.message_id.clone(),
+                    delta: text.into(),
+                })
+            }
+            Update::Thought(id, text) if !text.is_empty() => Some(ModelEvent::ReasoningDelta {
+                message_id: id.unwrap_or_else(|| self.reasoning_id.clone()),
                 delta: text.into(),
             }),
-            Update::Thought(text) if !text.is_empty() => Some(ModelEvent::ReasoningDelta {
-                message_id: self.reasoning_id.clone(),
-                delta: text.into(),
-            }),
-            Update::Text(_) | Update::Thought(_) => None,
+            Update::Text(..) | Update::Thought(..) => None,
             Update::State(keys) => {
                 if let Some(state) = &self.state {
                     state.update(|state| {

@@ -36,7 +36,14 @@ impl Step {
 
     fn push(&mut self, event: ModelEvent) {
         match event {
-            ModelEvent::TextDelta { delta, .. } => self.text.push_str(&delta),
+            ModelEvent::TextDelta { message_id, delta } => {
+                // The model names its message with its first text (a bridged agent keeps its own
+                // ids); by default that is the step's id.
+                if self.text.is_empty() {
+                    self.message_id = message_id;
+                }
+                self.text.push_str(&delta);
+            }
             ModelEvent::ReasoningDelta { message_id, delta } => {
                 match self.reasoning.iter_mut().find(|(id, _)| *id == message_id) {
                     Some((_, content)) => content.push_str(&delta),
@@ -68,7 +75,8 @@ impl Step {
         self.text.is_empty() && self.reasoning.is_empty() && self.tool_calls.is_empty()
     }
 
-    /// The step's messages: its reasoning, then the assistant message under the step's id.
+    /// The step's messages: its reasoning, then the assistant message under the id of its text
+    /// (the step's id unless the model named its text otherwise).
     pub(super) fn messages(&self) -> Vec<Message> {
         let mut messages: Vec<Message> = self
             .reasoning

@@ -34,7 +34,9 @@ pub type ResponseStream<St, T> = Tee<St, T, ModelEncoder>;
 #[derive(Debug)]
 pub struct ModelEncoder {
     step_name: String,
+    /// The step's message: its id, or the id the model gave its first text.
     parent_message_id: MessageId,
+    named: bool,
     text: Option<MessageId>,
     reasoning: Option<MessageId>,
     tool_calls: Vec<ToolCallId>,
@@ -55,6 +57,7 @@ impl ModelEncoder {
             Self {
                 step_name,
                 parent_message_id: message_id,
+                named: false,
                 text: None,
                 reasoning: None,
                 tool_calls: Vec::new(),
@@ -105,6 +108,10 @@ impl<E> Encode<Result<ModelEvent, E>> for ModelEncoder {
         };
         match event {
             ModelEvent::TextDelta { message_id, delta } => {
+                if !self.named {
+                    self.named = true;
+                    self.parent_message_id = message_id.clone();
+                }
                 self.close_reasoning(out);
                 if self.text.as_ref() != Some(message_id) {
                     self.close_text(out);

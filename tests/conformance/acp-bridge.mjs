@@ -51,6 +51,17 @@ try {
       assert.equal(editor.asked.length, 0, "nothing to ask about");
       console.log("ok a turn with reasoning and a tool");
 
+      // The ids the editor saw are the AG-UI agent's own: its thread (the session) holds them.
+      const agentUrl = agentArgs[agentArgs.indexOf("--agent") + 1].replace(/^agui:/, "");
+      const remote = await (await fetch(new URL(`/threads/${sessionId}`, agentUrl))).json();
+      const remoteCall = remote.messages.find((m) => m.toolCalls?.length).toolCalls[0];
+      assert.equal(call.update.toolCallId, remoteCall.id, "the tool call's id");
+      const said = updates.filter((u) => kind(u) === "agent_message_chunk").map((u) => u.update.messageId);
+      const answer_ = remote.messages.at(-1);
+      assert.equal(answer_.role, "assistant");
+      assert.deepEqual([...new Set(said)], [answer_.id], "the answer's message id");
+      console.log("ok the AG-UI agent's message and tool call ids, end to end");
+
       // The same session goes on: the AG-UI agent gets the whole conversation.
       const next = await prompt(sessionId, "hello again");
       assert.equal(text(next.updates), "You said: hello again");

@@ -397,12 +397,12 @@ fn route(session: &Session, update: SessionUpdate) {
     match update {
         SessionUpdate::AgentMessageChunk(chunk) => {
             if let ContentBlock::Text(text) = chunk.content {
-                session.push(Update::Text(text.text));
+                session.push(Update::Text(message_id(chunk.message_id), text.text));
             }
         }
         SessionUpdate::AgentThoughtChunk(chunk) => {
             if let ContentBlock::Text(text) = chunk.content {
-                session.push(Update::Thought(text.text));
+                session.push(Update::Thought(message_id(chunk.message_id), text.text));
             }
         }
         SessionUpdate::ToolCall(call) => {
@@ -432,6 +432,11 @@ fn route(session: &Session, update: SessionUpdate) {
         }
         _ => {}
     }
+}
+
+/// The id the agent gave its message, as ours.
+fn message_id(id: Option<acp::MessageId>) -> Option<crate::id::MessageId> {
+    id.map(|id| crate::id::MessageId::from(id.to_string()))
 }
 
 /// The prompt that asks the agent, in a session new after a restart, to make again the call

@@ -155,18 +155,24 @@ impl Remote {
         let mut state = self.lock();
         let mut last = false;
         match event {
-            Event::TextMessageContent(e) => state.updates.push(Update::Text(e.delta.into())),
+            Event::TextMessageContent(e) => {
+                state
+                    .updates
+                    .push(Update::Text(Some(e.message_id), e.delta.into()));
+            }
             Event::TextMessageChunk(e) => {
                 if let Some(delta) = e.delta {
-                    state.updates.push(Update::Text(delta));
+                    state.updates.push(Update::Text(e.message_id, delta));
                 }
             }
             Event::ReasoningMessageContent(e) => {
-                state.updates.push(Update::Thought(e.delta.into()));
+                state
+                    .updates
+                    .push(Update::Thought(Some(e.message_id), e.delta.into()));
             }
             Event::ReasoningMessageChunk(e) => {
                 if let Some(delta) = e.delta {
-                    state.updates.push(Update::Thought(delta));
+                    state.updates.push(Update::Thought(e.message_id, delta));
                 }
             }
             Event::ToolCallStart(e) => {
