@@ -45,6 +45,57 @@ macro_rules! side {
 }
 pub(crate) use side;
 
+/// How many threads a bridge keeps (a session or a remote run each); past it, the oldest one with
+/// no turn open is forgotten (its thread starts a new one, told the conversation, if it comes
+/// back).
+pub(crate) const MAX_THREADS: usize = 1024;
+
+/// The bridge's threads, in the order they came, bounded by [`MAX_THREADS`].
+#[derive(Debug)]
+pub(crate) struct Threads<V> {
+    map: std::collections::HashMap<crate::id::ThreadId, V>,
+    order: VecDeque<crate::id::ThreadId>,
+}
+
+impl<V> Default for Threads<V> {
+    fn default() -> Self {
+        Self {
+            map: std::collections::HashMap::new(),
+            order: VecDeque::new(),
+        }
+    }
+}
+
+impl<V: Clone> Threads<V> {
+    pub(crate) fn get(&self, thread: &crate::id::ThreadId) -> Option<V> {
+        self.map.get(thread).cloned()
+    }
+
+    /// Keeps `value` for `thread`; returns what was forgotten to make room (the oldest thread
+    /// `idle` says has no turn open), if anything was.
+    pub(crate) fn insert(
+        &mut self,
+        thread: crate::id::ThreadId,
+        value: V,
+        idle: impl Fn(&V) -> bool,
+    ) -> Option<V> {
+        let mut forgotten = None;
+        if self.map.len() >= MAX_THREADS
+            && let Some(at) = self
+                .order
+                .iter()
+                .position(|t| self.map.get(t).is_some_and(&idle))
+        {
+            let old = self.order.remove(at).expect("a position in the order");
+            forgotten = self.map.remove(&old);
+        }
+        if self.map.insert(thread.clone(), value).is_none() {
+            self.order.push_back(thread);
+        }
+        forgotten
+    }
+}
+
 /// How many updates of a turn may wait for a model step to read them; past it the oldest text is
 /// dropped (a step reads them as they come: only a run that stalls fills it).
 const MAX_PENDING_UPDATES: usize = 4096;
@@ -287,5 +338,30 @@ impl Step {
             ModelEvent::Finish(FinishReason::ToolCalls),
         ]);
         ModelEvent::ToolCallStart { id, name }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn threads_forget_the_oldest_idle_one_past_the_bound() {
+        let mut threads = Threads::default();
+        for n in 0..MAX_THREADS {
+            assert!(
+                threads
+                    .insert(format!("t{n}").into(), n, |_| true)
+                    .is_none()
+            );
+        }
+        // t0 is busy (a turn open): t1 is the oldest idle one.
+        let forgotten = threads.insert("new".into(), MAX_THREADS, |&n| n != 0);
+        assert_eq!(forgotten, Some(1));
+        assert_eq!(threads.get(&"t0".into()), Some(0));
+        assert_eq!(threads.get(&"t1".into()), None);
+        assert_eq!(threads.map.len(), MAX_THREADS);
+        // None idle: kept anyway (a busy thread is never dropped).
+        assert_eq!(threads.insert("more".into(), 0, |_| false), None);
     }
 }

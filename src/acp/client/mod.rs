@@ -55,7 +55,7 @@ use self::turn::Session;
 pub use self::{model::AcpModel, tools::AcpTools};
 use crate::{
     BoxError,
-    bridge::{End, Turn, Update},
+    bridge::{End, Threads, Turn, Update},
     id::ThreadId,
     message::Message,
     model::FinishReason,
@@ -121,7 +121,8 @@ struct Inner {
     connection: ConnectionTo<Agent>,
     cwd: PathBuf,
     routes: Arc<Routes>,
-    threads: tokio::sync::Mutex<HashMap<ThreadId, Arc<Session>>>,
+    /// Held while a thread's session is created, so that a thread gets one.
+    creating: tokio::sync::Mutex<()>,
     /// Fires when the connection ends (the agent exited).
     closed: CancellationToken,
     /// Ends the connection when the last bridge goes.
@@ -135,7 +136,7 @@ struct Routes(Mutex<RouteMaps>);
 #[derive(Default)]
 struct RouteMaps {
     by_id: HashMap<SessionId, Arc<Session>>,
-    by_thread: HashMap<ThreadId, Arc<Session>>,
+    by_thread: Threads<Arc<Session>>,
 }
 
 impl Routes {
@@ -150,13 +151,15 @@ impl Routes {
     }
 
     fn of_thread(&self, thread: &ThreadId) -> Option<Arc<Session>> {
-        self.lock().by_thread.get(thread).cloned()
+        self.lock().by_thread.get(thread)
     }
 
     fn insert(&self, thread: ThreadId, session: Arc<Session>) {
         let mut maps = self.lock();
         maps.by_id.insert(session.id.clone(), session.clone());
-        maps.by_thread.insert(thread, session);
+        if let Some(old) = maps.by_thread.insert(thread, session, |s| !s.is_open()) {
+            maps.by_id.remove(&old.id);
+        }
     }
 
     fn end_all(&self, why: &str) {
@@ -211,7 +214,7 @@ impl AcpBridge {
                 connection,
                 cwd: command.cwd,
                 routes,
-                threads: tokio::sync::Mutex::new(HashMap::new()),
+                creating: tokio::sync::Mutex::new(()),
                 closed,
                 _stop: stop.drop_guard(),
             }),
@@ -254,9 +257,9 @@ impl AcpBridge {
 
     /// The session of `thread`, created on first use.
     async fn session(&self, thread: &ThreadId) -> Result<Arc<Session>, BoxError> {
-        let mut threads = self.inner.threads.lock().await;
-        if let Some(session) = threads.get(thread) {
-            return Ok(session.clone());
+        let _creating = self.inner.creating.lock().await;
+        if let Some(session) = self.inner.routes.of_thread(thread) {
+            return Ok(session);
         }
         let created = self
             .inner
@@ -269,12 +272,11 @@ impl AcpBridge {
         };
         let session = Session::new(created.session_id, self.inner.connection.clone());
         self.inner.routes.insert(thread.clone(), session.clone());
-        threads.insert(thread.clone(), session.clone());
         Ok(session)
     }
 
-    async fn existing_session(&self, thread: &ThreadId) -> Option<Arc<Session>> {
-        self.inner.threads.lock().await.get(thread).cloned()
+    fn existing_session(&self, thread: &ThreadId) -> Option<Arc<Session>> {
+        self.inner.routes.of_thread(thread)
     }
 
     /// Starts a turn of `session` with `prompt`, once its last turn ended (cancelled if it had

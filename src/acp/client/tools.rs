@@ -62,7 +62,7 @@ impl Service<ToolCall> for AcpTools {
         let bridge = self.bridge.clone();
         Box::pin(async move {
             let id = call.id.to_string();
-            let session = match bridge.existing_session(&call.run.thread_id).await {
+            let session = match bridge.existing_session(&call.run.thread_id) {
                 Some(session) if session.knows(&id) => session,
                 // Approved after this bridge (and its agent) started again: the agent's turn
                 // that asked is gone; a new one makes the call again.

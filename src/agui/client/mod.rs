@@ -27,7 +27,6 @@
 //! remote run.
 
 use std::{
-    collections::HashMap,
     fmt,
     sync::{Arc, Mutex},
     time::Duration,
@@ -51,6 +50,7 @@ use super::{
 };
 use crate::{
     BoxError,
+    bridge::Threads,
     id::{RunId, ThreadId},
     permission::{Decision, Decisions},
 };
@@ -70,7 +70,7 @@ struct Inner {
     url: reqwest::Url,
     client: reqwest::Client,
     headers: HeaderMap,
-    remotes: Arc<Mutex<HashMap<ThreadId, Arc<Remote>>>>,
+    remotes: Arc<Mutex<Threads<Arc<Remote>>>>,
 }
 
 impl fmt::Debug for AguiBridge {
@@ -142,13 +142,17 @@ impl AguiBridge {
     }
 
     fn remote(&self, thread: &ThreadId) -> Arc<Remote> {
-        self.inner
+        let mut remotes = self
+            .inner
             .remotes
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .entry(thread.clone())
-            .or_default()
-            .clone()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(remote) = remotes.get(thread) {
+            return remote;
+        }
+        let remote = Arc::<Remote>::default();
+        remotes.insert(thread.clone(), remote.clone(), |r| !r.is_open());
+        remote
     }
 
     /// Starts a run of `thread` with `messages`, offering `tools` (and answering with `resume`),
