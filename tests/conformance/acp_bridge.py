@@ -8,9 +8,13 @@ import os
 import sys
 
 from acp import PROTOCOL_VERSION, spawn_agent_process, text_block
-from acp.schema import AllowedOutcome, RequestPermissionResponse
+from acp.schema import AllowedOutcome, McpServerStdio, RequestPermissionResponse
 
 BIN, *ARGS = sys.argv[1:]
+EVERYTHING = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)),
+    "node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+)
 
 
 class Editor:
@@ -18,6 +22,7 @@ class Editor:
         self.updates = []
         self.asked = []
         self.choice = "allow_once"
+        self.changed = asyncio.Event()
 
     async def request_permission(self, session_id, tool_call, options, **kwargs):
         self.asked.append(tool_call.title)
@@ -25,6 +30,12 @@ class Editor:
 
     async def session_update(self, session_id, update, **kwargs):
         self.updates.append(update.model_dump(mode="json", by_alias=True, exclude_none=True))
+        self.changed.set()
+
+    async def wait_for(self, start, kind):
+        while not self.since(start, kind):
+            self.changed.clear()
+            await asyncio.wait_for(self.changed.wait(), 20)
 
     def since(self, start, kind):
         return [u for u in self.updates[start:] if u["sessionUpdate"] == kind]
@@ -61,6 +72,25 @@ async def scenarios(conn, editor):
     assert editor.asked == ["delete_file notes.txt"] * 2, editor.asked
     assert editor.text(start).strip() == "Left it.", editor.text(start)
     print("ok - an interrupt rejected in the editor")
+
+    # The session's MCP server lends a tool, offered to the AG-UI agent as a client tool.
+    everything = McpServerStdio(name="every thing", command="node", args=[EVERYTHING, "stdio"], env=[])
+    sid = (await conn.new_session(cwd=os.getcwd(), mcp_servers=[everything])).session_id
+    start = await prompt(sid, 'every_thing__echo {"message": "from python"}')
+    done = [u for u in editor.since(start, "tool_call_update") if u.get("status") == "completed"]
+    assert done and "Echo: from python" in done[0]["content"][0]["content"]["text"], editor.updates[start:]
+    assert editor.text(start).strip() == "Got Echo: from python.", editor.text(start)
+    print("ok - an MCP tool of the session as the AG-UI agent's client tool")
+
+    # Cancel while the AG-UI agent streams: the turn ends `cancelled`, the session goes on.
+    start = len(editor.updates)
+    turn = asyncio.create_task(conn.prompt(session_id=sid, prompt=[text_block("slowly")]))
+    await editor.wait_for(start, "agent_message_chunk")
+    await conn.cancel(session_id=sid)
+    assert (await turn).stop_reason == "cancelled"
+    start = await prompt(sid, "hello again")
+    assert editor.text(start).strip() == "Python says: hello again", editor.text(start)
+    print("ok - cancelled mid-stream, the session goes on")
 
 
 async def main():

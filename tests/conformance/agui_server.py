@@ -7,11 +7,12 @@
   interrupt); the resume answers it (`approved`, `feedback`): deleted, or not.
 - a message naming a client tool of the input: a call of it, left to the client
   (`pendingToolCallIds`); after its result: "Got <the result>."
+- `slowly`: 200 words, one every 50 ms (to cancel);
 - anything else: a thought, then "Python says: <the words>", a word at a time.
 """
 
 import json
-import sys
+import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -47,10 +48,11 @@ def run(input: RunAgentInput):
     ids = {"thread_id": input.thread_id, "run_id": input.run_id}
     yield RunStartedEvent(type=EventType.RUN_STARTED, **ids)
 
-    def say(text):
+    def say(text, pause=0.0):
         message_id = str(uuid.uuid4())
         yield TextMessageStartEvent(type=EventType.TEXT_MESSAGE_START, message_id=message_id, role="assistant")
         for word in text.split(" "):
+            time.sleep(pause)
             yield TextMessageContentEvent(type=EventType.TEXT_MESSAGE_CONTENT, message_id=message_id, delta=word + " ")
         yield TextMessageEndEvent(type=EventType.TEXT_MESSAGE_END, message_id=message_id)
 
@@ -79,6 +81,10 @@ def run(input: RunAgentInput):
         return
 
     words = text_of(last)
+    if words == "slowly":
+        yield from say(" ".join(["lorem"] * 200), pause=0.05)
+        yield RunFinishedEvent(type=EventType.RUN_FINISHED, outcome={"type": "success"}, **ids)
+        return
     if words.startswith("delete "):
         call_id = f"call-{uuid.uuid4()}"
         yield from call(call_id, "delete_file", {"path": words.removeprefix("delete ")})
@@ -120,9 +126,12 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", encoder.get_content_type())
         self.send_header("Connection", "close")
         self.end_headers()
-        for event in run(input):
-            self.wfile.write(encoder.encode(event).encode())
-            self.wfile.flush()
+        try:
+            for event in run(input):
+                self.wfile.write(encoder.encode(event).encode())
+                self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client went away: the run stops here
 
     def log_message(self, *args):
         pass
