@@ -302,7 +302,7 @@ impl AcpBridge {
                 tracing::warn!("the ACP agent did not end its cancelled turn; prompting anyway");
             }
         }
-        session.begin();
+        let turn = session.begin();
         if let Some((name, arguments, approved)) = expect {
             session.expect(name, arguments, approved);
         }
@@ -318,7 +318,7 @@ impl AcpBridge {
                 },
                 () = closed.cancelled() => End::Failed(exited().to_owned()),
             };
-            session.end(end);
+            session.end_turn(turn, end);
         });
     }
 }

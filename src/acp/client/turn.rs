@@ -90,6 +90,8 @@ struct State {
     expected: Vec<(String, serde_json::Value, String)>,
     /// The calls that made them again, by the approved call's id.
     replayed: HashMap<String, String>,
+    /// The number of the current turn.
+    turn: u64,
 }
 
 impl Session {
@@ -120,18 +122,30 @@ impl Session {
         !state.updates.is_open() || state.updates.end().is_some()
     }
 
-    /// A new turn: what the last one left is forgotten.
-    pub(super) fn begin(&self) {
+    /// A new turn: what the last one left is forgotten. Returns the turn's number, for
+    /// [`end_turn`](Self::end_turn).
+    pub(super) fn begin(&self) -> u64 {
         let mut state = self.lock();
         for (_, call) in state.calls.drain() {
             if let Some((responder, _)) = call.asking {
                 let _ = responder.respond(cancelled());
             }
         }
+        let turn = state.turn + 1;
         *state = State {
             updates: Updates::begin(),
+            turn,
             ..State::default()
         };
+        turn
+    }
+
+    /// Turn `turn` ended (the prompt's answer), if it is still the session's (an answer that
+    /// comes after the next turn began ends nothing).
+    pub(super) fn end_turn(&self, turn: u64, end: End) {
+        if self.lock().turn == turn {
+            self.end(end);
+        }
     }
 
     pub(super) fn push(&self, update: Update) {
