@@ -169,8 +169,8 @@ impl AguiBridge {
         input.tools = tools.clone();
         input.resume = resume;
         let stop = CancellationToken::new();
-        remote.begin(stop.clone(), tools);
-        tokio::spawn(read(self.clone(), remote.clone(), input, stop));
+        let run = remote.begin(stop.clone(), tools);
+        tokio::spawn(read(self.clone(), remote.clone(), run, input, stop));
     }
 
     /// Answers `interrupts` (every one `remote`'s last run ended with) with `decisions`, in a new
@@ -247,6 +247,7 @@ const BUSY_RETRY_LIMIT: Duration = Duration::from_secs(2);
 async fn read(
     bridge: AguiBridge,
     remote: Arc<Remote>,
+    run: u64,
     input: RunAgentInput,
     stop: CancellationToken,
 ) {
@@ -291,15 +292,19 @@ async fn read(
                 let body = response.text().await.unwrap_or_default();
                 let body: String = body.chars().take(500).collect();
                 if attempt == 0 {
-                    remote.fail(format!(
-                        "the AG-UI agent refused the run ({status}): {body}"
-                    ));
+                    remote.fail(
+                        run,
+                        format!("the AG-UI agent refused the run ({status}): {body}"),
+                    );
                     return;
                 }
                 break;
             }
             Err(error) if attempt == 0 => {
-                remote.fail(format!("the AG-UI agent could not be reached: {error}"));
+                remote.fail(
+                    run,
+                    format!("the AG-UI agent could not be reached: {error}"),
+                );
                 return;
             }
             Err(_) => break,
@@ -321,13 +326,14 @@ async fn read(
                     let event = match serde_json::from_str::<Event>(&sse.data) {
                         Ok(event) => event,
                         Err(error) => {
-                            remote.fail(format!(
-                                "the AG-UI agent sent an event that is not AG-UI: {error}"
-                            ));
+                            remote.fail(
+                                run,
+                                format!("the AG-UI agent sent an event that is not AG-UI: {error}"),
+                            );
                             return;
                         }
                     };
-                    if remote.apply(event) {
+                    if remote.apply(run, event) {
                         return;
                     }
                 }
@@ -336,7 +342,10 @@ async fn read(
         }
         tracing::debug!(%run_id, ?last_seq, "the AG-UI agent's stream dropped before the run's end");
     }
-    remote.fail("the connection to the AG-UI agent dropped before the run's end".to_owned());
+    remote.fail(
+        run,
+        "the connection to the AG-UI agent dropped before the run's end".to_owned(),
+    );
 }
 
 #[cfg(test)]

@@ -44,6 +44,8 @@ struct State {
     shared: Option<SharedState>,
     /// The client tools offered to the remote agent.
     offered: Vec<input::Tool>,
+    /// The number of the run being read.
+    run: u64,
 }
 
 /// One thread's remote runs, one at a time.
@@ -71,13 +73,15 @@ impl Remote {
 
     /// A new run offered `tools`, read by a reader that `stop` stops: the last one's reader is
     /// stopped, what it left is forgotten (the interrupts it ended with are answered by this one).
-    pub(super) fn begin(&self, stop: CancellationToken, tools: Vec<input::Tool>) {
+    pub(super) fn begin(&self, stop: CancellationToken, tools: Vec<input::Tool>) -> u64 {
         let mut state = self.lock();
+        state.run += 1;
         state.offered = tools;
         if let Some(reader) = state.reader.replace(stop) {
             reader.cancel();
         }
         state.updates = Updates::begin();
+        state.run
     }
 
     /// The interrupts the last run ended with, to answer now: taken (no one else answers them)
@@ -144,15 +148,23 @@ impl Remote {
         }
     }
 
-    /// The run ended without its terminal event.
-    pub(super) fn fail(&self, why: String) {
-        self.lock().updates.finish(End::Failed(why));
+    /// Run `run` ended without its terminal event (nothing, if another run began since).
+    pub(super) fn fail(&self, run: u64, why: String) {
+        let mut state = self.lock();
+        if state.run == run {
+            state.updates.finish(End::Failed(why));
+        }
+        drop(state);
         self.changed_now();
     }
 
-    /// One event of the run; whether it was its last.
-    pub(super) fn apply(&self, event: Event) -> bool {
+    /// One event of run `run`; whether the reading is over (its last event, or another run
+    /// began since).
+    pub(super) fn apply(&self, run: u64, event: Event) -> bool {
         let mut state = self.lock();
+        if state.run != run {
+            return true;
+        }
         let mut last = false;
         match event {
             Event::TextMessageContent(e) => {
@@ -332,17 +344,22 @@ mod tests {
     #[test]
     fn the_remote_state_reaches_the_run_through_snapshots_and_deltas() {
         let remote = Remote::default();
-        remote.begin(CancellationToken::new(), Vec::new());
-        remote.apply(event(
-            json!({"type": "STATE_SNAPSHOT", "snapshot": {"a": 1}}),
-        ));
-        remote.apply(event(
-            json!({"type": "STATE_DELTA", "delta": [{"op": "add", "path": "/b", "value": 2}]}),
-        ));
+        let run = remote.begin(CancellationToken::new(), Vec::new());
+        remote.apply(
+            run,
+            event(json!({"type": "STATE_SNAPSHOT", "snapshot": {"a": 1}})),
+        );
+        remote.apply(
+            run,
+            event(
+                json!({"type": "STATE_DELTA", "delta": [{"op": "add", "path": "/b", "value": 2}]}),
+            ),
+        );
         // A delta that does not apply changes nothing.
-        remote.apply(event(
-            json!({"type": "STATE_DELTA", "delta": [{"op": "remove", "path": "/zz"}]}),
-        ));
+        remote.apply(
+            run,
+            event(json!({"type": "STATE_DELTA", "delta": [{"op": "remove", "path": "/zz"}]})),
+        );
         let states: Vec<_> = std::iter::from_fn(|| match remote.next() {
             Some(Ok(Update::State(keys))) => Some(Value::Object(keys)),
             _ => None,
@@ -354,7 +371,7 @@ mod tests {
     #[test]
     fn an_interrupted_call_waits_and_a_call_without_result_fails_at_the_end() {
         let remote = Remote::default();
-        remote.begin(CancellationToken::new(), Vec::new());
+        let run = remote.begin(CancellationToken::new(), Vec::new());
         for e in [
             json!({"type": "TOOL_CALL_START", "toolCallId": "c1", "toolCallName": "remember"}),
             json!({"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": "{\"k\":1}"}),
@@ -362,10 +379,10 @@ mod tests {
             json!({"type": "TOOL_CALL_START", "toolCallId": "c2", "toolCallName": "client_tool"}),
             json!({"type": "TOOL_CALL_END", "toolCallId": "c2"}),
         ] {
-            remote.apply(event(e));
+            remote.apply(run, event(e));
         }
         assert!(!remote.is_settled("c1"));
-        let last = remote.apply(event(json!({
+        let last = remote.apply(run, event(json!({
             "type": "RUN_FINISHED", "threadId": "t", "runId": "r",
             "outcome": {"type": "interrupt", "interrupts": [{"id": "i1", "reason": "tool_call", "toolCallId": "c1"}]},
         })));
@@ -379,5 +396,18 @@ mod tests {
         assert_eq!(remote.take_interrupts(Some("c2")), [], "not c2's to answer");
         assert_eq!(remote.take_interrupts(Some("c1")).len(), 1);
         assert_eq!(remote.take_interrupts(None), [], "taken once");
+    }
+
+    #[test]
+    fn a_run_left_behind_changes_nothing() {
+        let remote = Remote::default();
+        let old = remote.begin(CancellationToken::new(), Vec::new());
+        let new = remote.begin(CancellationToken::new(), Vec::new());
+        let text = json!({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "late"});
+        assert!(remote.apply(old, event(text.clone())), "its reader stops");
+        remote.fail(old, "dropped".to_owned());
+        assert!(remote.next().is_none(), "nothing of the old run");
+        assert!(!remote.apply(new, event(text)));
+        assert!(matches!(remote.next(), Some(Ok(Update::Text(_, t))) if t == "late"));
     }
 }
