@@ -67,6 +67,30 @@ async fn an_agent_that_exits_mid_turn_ends_the_run_with_an_error() {
     assert_eq!(again.last().unwrap()["type"], "RUN_ERROR");
 }
 
+#[tokio::test]
+async fn an_agent_that_goes_silent_ends_the_run_at_the_idle_timeout() {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/acp/silent.py");
+    let server = Process::serve(&[
+        "--store",
+        "memory",
+        "--idle-timeout",
+        "1s",
+        "--agent",
+        &format!("acp:python3 {script}"),
+    ])
+    .await;
+    let events = run(&server.base, "hello").await;
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "RUN_ERROR", "{events:?}");
+    assert!(
+        last["message"]
+            .as_str()
+            .unwrap()
+            .contains("sent nothing for 1s"),
+        "{last}"
+    );
+}
+
 #[test]
 fn an_agent_that_cannot_start_stops_the_server_before_it_listens() {
     let output = std::process::Command::new(AGENT)

@@ -271,7 +271,8 @@ struct ModelArgs {
     /// How long the model may take to start answering, per attempt.
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     model_timeout: Duration,
-    /// How long the model's stream may stay silent once it has started.
+    /// How long the model's stream may stay silent once it has started (a bridged agent's
+    /// too, between its messages; its tools run as long as they take).
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     idle_timeout: Duration,
     /// Retries of a call that failed before its first token (rate limited, server error,
@@ -686,7 +687,13 @@ async fn run_acp(args: Acp) -> Result<(), BoxError> {
                 bridge = bridge.header("authorization", &format!("Bearer {token}"))?;
             }
             tracing::info!(%url, "serving an AG-UI agent");
-            bridged(bridge.model(), bridge.tools(), bridge.interrupted(), "agui")
+            bridged(
+                bridge.model(),
+                bridge.tools(),
+                bridge.interrupted(),
+                "agui",
+                args.model.idle_timeout,
+            )
         }
         None => (
             args.model.service(),
@@ -754,9 +761,10 @@ fn store_name(url: &str) -> String {
 /// What a command serves: the model, the tools, what is asked about, and the spans' names.
 type Stack = (BoxModel, ToolRouter, Policy, agent_tower::trace::TraceLayer);
 
-/// The stack of an agent bridged over `protocol` (`--agent`): its model side, its tool side (for
-/// every call), and a person asked about the calls `asks` picks.
-fn bridged<M, T, F>(model: M, tools: T, asks: F, protocol: &'static str) -> Stack
+/// The stack of an agent bridged over `protocol` (`--agent`): its model side (silent for at most
+/// `idle` while it streams), its tool side (for every call), and a person asked about the calls
+/// `asks` picks.
+fn bridged<M, T, F>(model: M, tools: T, asks: F, protocol: &'static str, idle: Duration) -> Stack
 where
     M: agent_tower::model::ModelService + Clone + Send + Sync + 'static,
     M::Error: Into<BoxError>,
@@ -773,7 +781,11 @@ where
     F: Fn(&ToolCall) -> bool + Send + Sync + 'static,
 {
     (
-        boxed(model),
+        boxed(
+            tower::ServiceBuilder::new()
+                .layer(IdleTimeoutLayer::new(idle))
+                .service(model),
+        ),
         ToolRouter::new().fallback(tools),
         Policy::new().ask_if(asks),
         agent_tower::trace::TraceLayer::new()
@@ -791,7 +803,13 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         Some(command) => {
             let bridge = agent_tower::acp::client::AcpBridge::spawn(command.clone()).await?;
             tracing::info!("serving an ACP agent: {command:?}");
-            bridged(bridge.model(), bridge.tools(), bridge.asked(), "acp")
+            bridged(
+                bridge.model(),
+                bridge.tools(),
+                bridge.asked(),
+                "acp",
+                args.model.idle_timeout,
+            )
         }
         None => (
             args.model.service(),
