@@ -27,13 +27,17 @@ async fn the_official_client_runs_a_bridged_acp_agent() {
     assert!(out.contains("all bridge scenarios passed"), "{out}");
 }
 
-/// The events of a new run of `text`, read to its end within 10 s.
+/// The events of a new run of `text` on a new thread, read to its end within 10 s.
 async fn run(base: &str, text: &str) -> Vec<Value> {
+    start(base, &format!("t-{}", uuid::Uuid::now_v7()), text).await
+}
+
+/// The events of a new run of `text` on `thread`.
+async fn start(base: &str, thread: &str, text: &str) -> Vec<Value> {
     post(
         base,
         json!({
-            "threadId": format!("t-{}", uuid::Uuid::now_v7()),
-            "runId": format!("r-{}", uuid::Uuid::now_v7()),
+            "threadId": thread, "runId": format!("r-{}", uuid::Uuid::now_v7()),
             "messages": [{"id": "m1", "role": "user", "content": text}],
             "protocolVersion": "1.0",
         }),
@@ -41,17 +45,37 @@ async fn run(base: &str, text: &str) -> Vec<Value> {
     .await
 }
 
+/// The events of the run that answers `interrupt` of `thread` with `payload`.
+async fn resume(base: &str, thread: &str, interrupt: &Value, payload: Value) -> Vec<Value> {
+    post(
+        base,
+        json!({
+            "threadId": thread, "runId": format!("r-{}", uuid::Uuid::now_v7()),
+            "messages": [],
+            "resume": [{"interruptId": interrupt["id"], "status": "resolved", "payload": payload}],
+            "protocolVersion": "1.0",
+        }),
+    )
+    .await
+}
+
+/// The text the run's events said.
+fn said(events: &[Value]) -> String {
+    events
+        .iter()
+        .filter(|e| e["type"] == "TEXT_MESSAGE_CONTENT")
+        .map(|e| e["delta"].as_str().unwrap())
+        .collect()
+}
+
 #[tokio::test]
 async fn an_agent_that_exits_mid_turn_ends_the_run_with_an_error() {
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/acp/dies_mid_turn.py"
-    );
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/acp/broken.py");
     let server = Process::serve(&[
         "--store",
         "memory",
         "--agent",
-        &format!("acp:python3 {script}"),
+        &format!("acp:python3 {script} dies"),
     ])
     .await;
     let events = run(&server.base, "hello").await;
@@ -69,14 +93,14 @@ async fn an_agent_that_exits_mid_turn_ends_the_run_with_an_error() {
 
 #[tokio::test]
 async fn an_agent_that_goes_silent_ends_the_run_at_the_idle_timeout() {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/acp/silent.py");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/acp/broken.py");
     let server = Process::serve(&[
         "--store",
         "memory",
         "--idle-timeout",
         "1s",
         "--agent",
-        &format!("acp:python3 {script}"),
+        &format!("acp:python3 {script} silent"),
     ])
     .await;
     let events = run(&server.base, "hello").await;
@@ -170,15 +194,7 @@ async fn an_agent_on_the_official_sdk_asks_through_an_interrupt() {
         ),
     ] {
         let thread = format!("t-{}", uuid::Uuid::now_v7());
-        let events = post(
-            &server.base,
-            json!({
-                "threadId": thread, "runId": format!("r-{}", uuid::Uuid::now_v7()),
-                "messages": [{"id": "m1", "role": "user", "content": "edit notes.txt"}],
-                "protocolVersion": "1.0",
-            }),
-        )
-        .await;
+        let events = start(&server.base, &thread, "edit notes.txt").await;
         assert!(
             events
                 .iter()
@@ -194,27 +210,13 @@ async fn an_agent_on_the_official_sdk_asks_through_an_interrupt() {
         let interrupt = &finished["outcome"]["interrupts"][0];
         assert_eq!(interrupt["toolCallId"], start["toolCallId"]);
 
-        let resumed = post(
-            &server.base,
-            json!({
-                "threadId": thread, "runId": format!("r-{}", uuid::Uuid::now_v7()),
-                "messages": [],
-                "resume": [{"interruptId": interrupt["id"], "status": "resolved", "payload": answer}],
-                "protocolVersion": "1.0",
-            }),
-        )
-        .await;
+        let resumed = resume(&server.base, &thread, interrupt, answer).await;
         let got = resumed
             .iter()
             .find(|e| e["type"] == "TOOL_CALL_RESULT")
             .unwrap_or_else(|| panic!("{resumed:?}"));
         assert_eq!(got["content"], result);
-        let said: String = resumed
-            .iter()
-            .filter(|e| e["type"] == "TEXT_MESSAGE_CONTENT")
-            .map(|e| e["delta"].as_str().unwrap())
-            .collect();
-        assert_eq!(said, text);
+        assert_eq!(said(&resumed), text);
         assert_eq!(resumed.last().unwrap()["outcome"]["type"], "success");
     }
 }
@@ -255,30 +257,14 @@ async fn an_approval_after_a_restart_of_the_bridge_runs_the_call() {
     ];
     let server = Process::serve(&args).await;
     let thread = format!("t-{}", uuid::Uuid::now_v7());
-    let events = post(
-        &server.base,
-        json!({
-            "threadId": thread, "runId": format!("r-{}", uuid::Uuid::now_v7()),
-            "messages": [{"id": "m1", "role": "user", "content": "remember {\"key\": \"theme\", \"value\": \"dark\"}"}],
-            "protocolVersion": "1.0",
-        }),
-    )
-    .await;
+    let remember = r#"remember {"key": "theme", "value": "dark"}"#;
+    let events = start(&server.base, &thread, remember).await;
     let interrupt = events.last().unwrap()["outcome"]["interrupts"][0].clone();
     assert!(interrupt["id"].is_string(), "{events:?}");
     // The bridge and its agent go down hard; another starts on the same run log.
     server.kill().await;
     let server = Process::serve(&args).await;
-    let resumed = post(
-        &server.base,
-        json!({
-            "threadId": thread, "runId": format!("r-{}", uuid::Uuid::now_v7()),
-            "messages": [],
-            "resume": [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"approved": true}}],
-            "protocolVersion": "1.0",
-        }),
-    )
-    .await;
+    let resumed = resume(&server.base, &thread, &interrupt, json!({"approved": true})).await;
     let result = resumed
         .iter()
         .find(|e| e["type"] == "TOOL_CALL_RESULT")
@@ -288,11 +274,9 @@ async fn an_approval_after_a_restart_of_the_bridge_runs_the_call() {
         "under the approved call's id"
     );
     assert_eq!(result["content"], "remembered theme");
-    let said: String = resumed
-        .iter()
-        .filter(|e| e["type"] == "TEXT_MESSAGE_CONTENT")
-        .map(|e| e["delta"].as_str().unwrap())
-        .collect();
-    assert_eq!(said, "The `remember` tool returned remembered theme.");
+    assert_eq!(
+        said(&resumed),
+        "The `remember` tool returned remembered theme."
+    );
     assert_eq!(resumed.last().unwrap()["outcome"]["type"], "success");
 }
