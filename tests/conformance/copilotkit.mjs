@@ -44,10 +44,17 @@ async function settled() {
   return thread();
 }
 
-const input = page.locator("textarea").first();
+// The chat's own input (approval cards have text areas too).
+const input = page.locator("[data-testid=copilot-chat-textarea]");
+const send = page.locator("[data-testid=copilot-send-button]");
+
+/** Sends `text` once the chat can take it (its button enabled), and sees it taken (the input empty). */
 async function say(text, expect) {
   await input.fill(text);
-  await input.press("Enter");
+  await send.click(); // waits until the button is enabled: the chat is ready to send
+  await page.waitForFunction(
+    () => document.querySelector("[data-testid=copilot-chat-textarea]").value === "",
+  );
   if (expect) await page.getByText(expect).last().waitFor({ timeout: 15_000 });
 }
 
@@ -55,6 +62,8 @@ const toolResult = (seen, content) => seen.messages.some((m) => m.role === "tool
 
 try {
   await page.goto(`${app}/`);
+  // The agent is the runtime's, not a stand-in while it connects (`useAgent().isReady`).
+  await page.locator('main[data-ready="true"]').waitFor();
   await input.waitFor();
 
   await say("think about this", "You said: think about this");
@@ -119,7 +128,7 @@ try {
   console.log("ok interrupt rejected");
 
   await say("tell me slowly", "lorem");
-  await page.locator("[data-testid=copilot-send-button]").click();
+  await send.click(); // the same button stops a run in flight
   const runs = (await settled()).runs;
   assert.equal(runs.at(-1).status, "cancelled", "Stop cancelled the run on the server");
   console.log("ok stop cancelled the run on the server");

@@ -47,11 +47,11 @@ function Approval({ interrupt, resolve, cancel }) {
 
 function App() {
   const [background, setBackground] = useState("white");
-  const { agent } = useAgent();
+  const { agent, isReady } = useAgent();
   useBackgroundTool(setBackground);
   useInterrupt({ render: (props) => <Approval {...props} /> });
   return (
-    <main style={{ background, display: "flex", height: "100vh" }}>
+    <main data-ready={isReady} style={{ background, display: "flex", height: "100vh" }}>
       <section style={{ flex: 2, minWidth: 0 }}>
         <CopilotChat />
       </section>
