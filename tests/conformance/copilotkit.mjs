@@ -48,14 +48,18 @@ async function settled() {
 const input = page.locator("[data-testid=copilot-chat-textarea]");
 const send = page.locator("[data-testid=copilot-send-button]");
 
+/** Waits for one more of `locator` than there were `before` (an earlier one may look the same). */
+const another = (locator, before) => locator.nth(before).waitFor({ timeout: 15_000 });
+
 /** Sends `text` once the chat can take it (its button enabled), and sees it taken (the input empty). */
 async function say(text, expect) {
+  const before = expect ? await page.getByText(expect).count() : 0;
   await input.fill(text);
   await send.click(); // waits until the button is enabled: the chat is ready to send
   await page.waitForFunction(
     () => document.querySelector("[data-testid=copilot-chat-textarea]").value === "",
   );
-  if (expect) await page.getByText(expect).last().waitFor({ timeout: 15_000 });
+  if (expect) await another(page.getByText(expect), before);
 }
 
 const toolResult = (seen, content) => seen.messages.some((m) => m.role === "tool" && m.content === content);
@@ -85,11 +89,13 @@ try {
   console.log("ok state set in the page");
 
   const approve = async (message, decide, expect) => {
+    const cards = await page.locator(".approval").count();
+    const answers = await page.getByText(expect).count();
     await say(message);
-    const card = page.locator(".approval").last();
+    const card = page.locator(".approval").nth(cards);
     await card.waitFor();
     await decide(card);
-    await page.getByText(expect).last().waitFor({ timeout: 15_000 });
+    await another(page.getByText(expect), answers);
   };
   await approve(
     'remember {"key": "theme", "value": "dark"}',
@@ -127,7 +133,7 @@ try {
   assert.deepEqual(seen.pendingInterrupts, []);
   console.log("ok interrupt rejected");
 
-  await say("tell me slowly", "lorem");
+  await say("tell me slowly", /^lorem elit/);
   await send.click(); // the same button stops a run in flight
   const runs = (await settled()).runs;
   assert.equal(runs.at(-1).status, "cancelled", "Stop cancelled the run on the server");
