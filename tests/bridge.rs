@@ -219,6 +219,26 @@ async fn an_agent_on_the_official_sdk_asks_through_an_interrupt() {
         assert_eq!(said(&resumed), text);
         assert_eq!(resumed.last().unwrap()["outcome"]["type"], "success");
     }
+
+    // Approved "always": the agent is answered with its own "allow always", and does not ask
+    // about its next edit in the thread (another file: another title, so not the layer's memory).
+    let thread = format!("t-{}", uuid::Uuid::now_v7());
+    let events = start(&server.base, &thread, "edit notes.txt").await;
+    let interrupt = &events.last().unwrap()["outcome"]["interrupts"][0];
+    let always = json!({"approved": true, "always": true});
+    let resumed = resume(&server.base, &thread, interrupt, always).await;
+    assert_eq!(said(&resumed), "Done.", "{resumed:?}");
+    let next = start(&server.base, &thread, "edit todo.txt").await;
+    assert_eq!(
+        next.last().unwrap()["outcome"]["type"],
+        "success",
+        "not asked: {next:?}"
+    );
+    let got = next
+        .iter()
+        .find(|e| e["type"] == "TOOL_CALL_RESULT")
+        .unwrap_or_else(|| panic!("{next:?}"));
+    assert_eq!(got["content"], "wrote todo.txt");
 }
 
 #[tokio::test]

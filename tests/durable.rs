@@ -236,6 +236,45 @@ async fn an_interrupted_run_is_resumed_by_the_next_run_once() {
     }
 }
 
+/// `{"approved": true, "always": true}`: the next call of the tool in the thread runs unasked;
+/// another thread is asked.
+#[tokio::test]
+async fn an_answer_given_always_decides_the_tools_later_calls_in_the_thread() {
+    for (name, server) in servers("always").await {
+        let thread = format!("t-{}", uuid::Uuid::now_v7());
+        let (id, _) = interrupt_of(&server.run(remember(&thread, "a1")).await);
+        let always = json!([{
+            "interruptId": id, "status": "resolved", "payload": {"approved": true, "always": true},
+        }]);
+        let resumed = server.run(resume(&thread, "a2", always)).await;
+        assert_eq!(
+            resumed.last().unwrap().1["outcome"]["type"],
+            "success",
+            "{name}"
+        );
+
+        let next = server
+            .run(json!({
+                "threadId": thread, "runId": "a3",
+                "messages": [{"id": "u2", "role": "user", "content": r#"remember {"key": "font", "value": "serif"}"#}],
+            }))
+            .await;
+        let (_, end) = next.last().unwrap();
+        assert_eq!(end["outcome"]["type"], "success", "{name}: {end}");
+        assert!(types(&next).contains(&"TOOL_CALL_RESULT"), "{name}");
+        let thread_view: Value = server
+            .get(&format!("/threads/{thread}"))
+            .await
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(thread_view["state"]["font"], "serif", "{name}");
+
+        let other = format!("t-{}", uuid::Uuid::now_v7());
+        interrupt_of(&server.run(remember(&other, "b1")).await);
+    }
+}
+
 #[tokio::test]
 async fn the_review_queue_resolves_out_of_band_and_anyone_can_watch() {
     for (name, server) in servers("queue").await {

@@ -402,3 +402,99 @@ async fn an_interrupt_ends_the_run_and_the_next_run_applies_the_decision() {
     );
     assert_eq!(second.messages.last().unwrap().text(), "done");
 }
+
+/// "Always" answers decide the later calls of that tool in that thread, through the layer they
+/// were given to: approved ones run, rejected ones get the feedback, and another thread is asked.
+#[tokio::test]
+async fn always_answers_decide_the_tools_later_calls_in_the_thread() {
+    let (tx, mut ran) = mpsc::unbounded_channel();
+    let (approver, mut approvals) = ChannelApprover::new(8);
+    let router = tools(tx);
+    let policy = Policy::new()
+        .rule("delete_*", Action::Ask)
+        .rule("write_*", Action::Ask)
+        .tools(&router.specs());
+    // One layer for every run, as in a server.
+    let permission = PermissionLayer::new(policy, approver);
+    let turn = |calls: &[(&str, &str)]| {
+        let mut items = Vec::new();
+        for (id, name) in calls {
+            items.extend(MockItem::tool_call(id, name, "{}"));
+        }
+        items.push(MockItem::tool_calls());
+        [items, vec![MockItem::text("done"), MockItem::stop()]]
+    };
+    let model = MockModel::new(
+        [
+            turn(&[("c1", "delete_file")]),
+            turn(&[("c2", "delete_file"), ("c3", "write_file")]),
+            turn(&[("c4", "delete_file"), ("c5", "write_file")]),
+            turn(&[("c6", "delete_file")]),
+        ]
+        .into_iter()
+        .flatten(),
+    );
+    let run = |thread: &str| {
+        let ui = Recording::new();
+        let agui = AguiLayer::new().transport(ui.clone());
+        let tools = agui.layer(permission.layer(router.clone()));
+        let agent = agui.layer(Agent::new(agui.layer(model.clone()), tools));
+        let mut req = RunRequest::new(vec![Message::user("go")]);
+        req.run.thread_id = thread.into();
+        (tokio::spawn(agent.oneshot(req)), ui)
+    };
+    let asked = |approval: &Approval| -> Vec<String> {
+        approval
+            .request
+            .calls
+            .iter()
+            .map(|c| c.id.to_string())
+            .collect()
+    };
+
+    // Thread t: the delete is approved "always".
+    let (first, _) = run("t");
+    let approval = approvals.recv().await.unwrap();
+    assert_eq!(asked(&approval), ["c1"]);
+    approval
+        .decide(Decisions::all(Decision::ApproveAlways))
+        .unwrap();
+    first.await.unwrap().unwrap();
+    assert_eq!(ran.try_recv().unwrap(), "delete_file {}");
+
+    // Thread t again: only the write is asked about, rejected "always"; the delete runs unasked,
+    // with the turn's decisions.
+    let (second, _) = run("t");
+    let approval = approvals.recv().await.unwrap();
+    assert_eq!(
+        asked(&approval),
+        ["c3"],
+        "the remembered call is not asked about"
+    );
+    approval
+        .decide(Decisions::all(Decision::RejectAlways("never write".into())))
+        .unwrap();
+    second.await.unwrap().unwrap();
+    assert_eq!(ran.try_recv().unwrap(), "delete_file {}");
+    assert!(ran.try_recv().is_err(), "the write did not run");
+
+    // Thread t a third time: nobody is asked; the write gets the feedback given then.
+    let (third, ui) = run("t");
+    third.await.unwrap().unwrap();
+    assert_eq!(ran.try_recv().unwrap(), "delete_file {}");
+    assert!(ran.try_recv().is_err(), "the write did not run");
+    let shown = serde_json::to_string(&result_of(&ui.events(), "c5").content).unwrap();
+    assert!(shown.contains("never write"), "{shown}");
+    assert!(
+        futures_util::FutureExt::now_or_never(approvals.recv()).is_none(),
+        "nobody was asked"
+    );
+
+    // Another thread is asked.
+    let (fourth, _) = run("u");
+    let approval = approvals.recv().await.unwrap();
+    assert_eq!(asked(&approval), ["c6"]);
+    approval.decide(Decisions::all(Decision::Approve)).unwrap();
+    fourth.await.unwrap().unwrap();
+    assert_eq!(ran.try_recv().unwrap(), "delete_file {}");
+}

@@ -1,7 +1,6 @@
 use std::{
-    collections::HashMap,
     fmt,
-    sync::{Arc, Mutex, OnceLock, PoisonError},
+    sync::{Arc, OnceLock},
     task::{Context, Poll},
 };
 
@@ -41,26 +40,18 @@ const OPTIONS: [(&str, &str, PermissionOptionKind); 4] = [
     ),
 ];
 
-/// What the user chose for every later call of a tool in a session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Always {
-    Allow,
-    Reject,
-}
-
 #[derive(Default)]
 struct Inner {
     connection: OnceLock<ConnectionTo<Client>>,
-    /// By (session, tool).
-    always: Mutex<HashMap<(String, String), Always>>,
 }
 
 /// An [`Approve`](crate::permission::Approve)r that asks the editor: `session/request_permission`
 /// for each call, with the options allow once, always allow, reject, always reject (in that
 /// order).
 ///
-/// - "Always" answers are remembered per session and tool: later calls of that tool in that
-///   session are decided without asking.
+/// - "Always" answers are [`Decision::ApproveAlways`] and [`Decision::RejectAlways`]: the
+///   [`PermissionLayer`](crate::permission::PermissionLayer) decides later calls of that tool in
+///   that session without asking.
 /// - A `cancelled` outcome cancels the turn (the client answers so once the user cancelled).
 /// - The session is the request's thread id: the ACP agent runs each session's turns on the
 ///   thread of the session's id.
@@ -72,7 +63,7 @@ struct Inner {
 pub struct AcpApprover(Arc<Inner>);
 
 impl AcpApprover {
-    /// An approver with no connection yet and nothing remembered.
+    /// An approver with no connection yet.
     #[must_use]
     pub fn new() -> Self {
         Self::default()
@@ -83,30 +74,11 @@ impl AcpApprover {
         let _ = self.0.connection.set(connection);
     }
 
-    /// Forgets what was remembered for `session` (it closed).
-    pub fn forget(&self, session: &str) {
-        self.always().retain(|(s, _), _| s != session);
-    }
-
-    fn always(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Always>> {
-        self.0.always.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn remembered(&self, session: &str, tool: &str) -> Option<Always> {
-        self.always()
-            .get(&(session.to_owned(), tool.to_owned()))
-            .copied()
-    }
-
     async fn decide(self, request: PermissionRequest) -> Result<Decisions, BoxError> {
         let session = request.thread_id.to_string();
         let mut decisions = Decisions::all(Decision::Cancel);
         for call in request.calls {
-            let decision = match self.remembered(&session, &call.name) {
-                Some(Always::Allow) => Decision::Approve,
-                Some(Always::Reject) => rejected(&call),
-                None => self.ask(&session, &call).await?,
-            };
+            let decision = self.ask(&session, &call).await?;
             let cancel = decision == Decision::Cancel;
             decisions = decisions.with(call.id.clone(), decision);
             if cancel {
@@ -146,35 +118,24 @@ impl AcpApprover {
             RequestPermissionOutcome::Selected(selected) => selected.option_id.0,
             _ => return Ok(Decision::Cancel),
         };
-        let remember = |always| {
-            self.always()
-                .insert((session.to_owned(), call.name.clone()), always);
-        };
         Ok(match &*chosen {
             "allow_once" => Decision::Approve,
-            "allow_always" => {
-                remember(Always::Allow);
-                Decision::Approve
-            }
-            "reject_once" => rejected(call),
-            "reject_always" => {
-                remember(Always::Reject);
-                rejected(call)
-            }
+            "allow_always" => Decision::ApproveAlways,
+            "reject_once" => Decision::Reject(declined(call)),
+            "reject_always" => Decision::RejectAlways(declined(call)),
             other => return Err(format!("the client chose an unknown option `{other}`").into()),
         })
     }
 }
 
-fn rejected(call: &PendingCall) -> Decision {
-    Decision::Reject(format!("the user declined `{}` in the editor", call.name))
+fn declined(call: &PendingCall) -> String {
+    format!("the user declined `{}` in the editor", call.name)
 }
 
 impl fmt::Debug for AcpApprover {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AcpApprover")
             .field("connected", &self.0.connection.get().is_some())
-            .field("remembered", &self.always().len())
             .finish()
     }
 }

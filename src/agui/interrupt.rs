@@ -8,7 +8,14 @@
 //! {"approved": true}                                  approve
 //! {"approved": true, "editedArgs": {"path": "b.txt"}} approve with these arguments instead
 //! {"approved": false, "feedback": "not that file"}    reject; the model reads the feedback
+//! {"approved": true, "always": true}                  approve, and every later call of the
+//!                                                     tool in the thread without asking
+//! {"approved": false, "always": true}                 reject, and every later call of it
 //! ```
+//!
+//! (An edit applies to its call only: `always` with `editedArgs` is refused. "Always" is
+//! remembered by the [`PermissionLayer`](crate::permission::PermissionLayer) of the process that
+//! applies it; see [`Decision::ApproveAlways`].)
 //!
 //! A resume entry with `status: "cancelled"` dismisses the call: a rejection.
 //!
@@ -46,7 +53,8 @@ pub fn response_schema() -> Value {
         "properties": {
             "approved": {"type": "boolean"},
             "editedArgs": {"type": "object"},
-            "feedback": {"type": "string"}
+            "feedback": {"type": "string"},
+            "always": {"type": "boolean"}
         },
         "required": ["approved"],
         "additionalProperties": false
@@ -93,6 +101,8 @@ struct Payload {
     approved: bool,
     edited_args: Option<Map<String, Value>>,
     feedback: Option<String>,
+    #[serde(default)]
+    always: bool,
 }
 
 /// The decision a resume entry carries.
@@ -110,15 +120,27 @@ pub fn decision(entry: &ResumeEntry) -> Result<Decision, InvalidPayload> {
         .ok_or_else(|| InvalidPayload("a resolved interrupt needs a payload".to_owned()))?;
     let payload: Payload =
         serde_json::from_value(payload).map_err(|e| InvalidPayload(e.to_string()))?;
-    Ok(match (payload.approved, payload.edited_args) {
-        (true, Some(arguments)) => Decision::Edit(Value::Object(arguments)),
-        (true, None) => Decision::Approve,
-        (false, _) => Decision::Reject(
-            payload
-                .feedback
-                .unwrap_or_else(|| "The user did not approve this call.".to_owned()),
-        ),
-    })
+    let feedback = || {
+        payload
+            .feedback
+            .clone()
+            .unwrap_or_else(|| "The user did not approve this call.".to_owned())
+    };
+    Ok(
+        match (payload.approved, payload.edited_args, payload.always) {
+            (true, Some(_), true) => {
+                return Err(InvalidPayload(
+                    "edited arguments apply to one call: `always` cannot go with `editedArgs`"
+                        .to_owned(),
+                ));
+            }
+            (true, Some(arguments), false) => Decision::Edit(Value::Object(arguments)),
+            (true, None, false) => Decision::Approve,
+            (true, None, true) => Decision::ApproveAlways,
+            (false, _, false) => Decision::Reject(feedback()),
+            (false, _, true) => Decision::RejectAlways(feedback()),
+        },
+    )
 }
 
 #[cfg(test)]
@@ -142,6 +164,18 @@ mod tests {
             resolved(json!({"approved": false, "feedback": "no"})),
             Ok(Decision::Reject("no".into()))
         );
+        assert_eq!(
+            resolved(json!({"approved": true, "always": true})),
+            Ok(Decision::ApproveAlways)
+        );
+        assert_eq!(
+            resolved(json!({"approved": false, "always": true, "feedback": "never"})),
+            Ok(Decision::RejectAlways("never".into()))
+        );
+        assert_eq!(
+            resolved(json!({"approved": true, "always": false})),
+            Ok(Decision::Approve)
+        );
         assert!(matches!(
             decision(&entry(ResumeStatus::Cancelled, None)),
             Ok(Decision::Reject(_))
@@ -151,6 +185,8 @@ mod tests {
             json!({"approved": "yes"}),
             json!({"approved": true, "editedArgs": [1]}),
             json!({"approved": true, "extra": 1}),
+            json!({"approved": true, "always": "yes"}),
+            json!({"approved": true, "always": true, "editedArgs": {"path": "b"}}),
         ] {
             assert!(resolved(bad.clone()).is_err(), "{bad} is refused");
         }

@@ -12,8 +12,16 @@ use futures_util::{
 };
 use tower::ServiceExt;
 
-use super::{Action, Approve, Decisions, PendingCall, PermissionRequest, Policy};
-use crate::{BoxError, id::RunId, run::TurnCalls, tool::ToolCall};
+use super::{
+    Action, Approve, Decision, Decisions, PendingCall, PermissionRequest, Policy,
+    remember::Remembered,
+};
+use crate::{
+    BoxError,
+    id::{RunId, ToolCallId},
+    run::TurnCalls,
+    tool::ToolCall,
+};
 
 pub(crate) type SharedDecisions = Shared<BoxFuture<'static, Result<Arc<Decisions>, Arc<str>>>>;
 
@@ -67,12 +75,15 @@ impl Drop for Ticket {
 }
 
 impl Batches {
-    /// The decisions for `call`'s turn: the pending request if one exists, else a new request
-    /// listing every call of the turn the policy asks about.
+    /// The decisions for `call`'s turn: the pending request if one exists, else a new one. The
+    /// approver is asked about every call of the turn the policy asks about and no "always"
+    /// answer covers (not at all if there is none); the remembered answers join its decisions,
+    /// so that the turn's decisions are complete.
     pub(crate) fn join<A>(
         &self,
         call: &ToolCall,
         policy: &Policy,
+        remembered: &Remembered,
         approver: &A,
     ) -> (SharedDecisions, Ticket)
     where
@@ -83,7 +94,7 @@ impl Batches {
         let key = (call.run.run_id.clone(), call.run.turn);
         let mut batches = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         let batch = batches.entry(key.clone()).or_insert_with(|| Batch {
-            decisions: ask(request(call, policy), approver.clone()),
+            decisions: ask(request(call, policy, remembered), approver.clone()),
             holders: 0,
         });
         batch.holders += 1;
@@ -108,36 +119,64 @@ fn pending(call: &ToolCall, policy: &Policy) -> PendingCall {
     }
 }
 
-/// Every call of the turn the policy asks about (just this one without [`TurnCalls`]).
-fn request(call: &ToolCall, policy: &Policy) -> PermissionRequest {
-    let calls = match call.run.extensions.get::<TurnCalls>() {
+/// What to ask about `call`'s turn: the calls the policy asks about (just this one without
+/// [`TurnCalls`]), less those an "always" answer decides, which come apart.
+struct Request {
+    ask: PermissionRequest,
+    remembered: Vec<(ToolCallId, Decision)>,
+}
+
+fn request(call: &ToolCall, policy: &Policy, remembered: &Remembered) -> Request {
+    let asked: Vec<&ToolCall> = match call.run.extensions.get::<TurnCalls>() {
         Some(TurnCalls(turn)) => turn
             .iter()
             .filter(|c| policy.decide_for(c) == Action::Ask)
-            .map(|c| pending(c, policy))
             .collect(),
-        None => vec![pending(call, policy)],
+        None => vec![call],
     };
-    PermissionRequest {
-        thread_id: call.run.thread_id.clone(),
-        run_id: call.run.run_id.clone(),
-        turn: call.run.turn,
-        calls,
+    let mut calls = Vec::new();
+    let mut known = Vec::new();
+    for c in asked {
+        match remembered.decision(c) {
+            Some(decision) => known.push((c.id.clone(), decision)),
+            None => calls.push(pending(c, policy)),
+        }
+    }
+    Request {
+        ask: PermissionRequest {
+            thread_id: call.run.thread_id.clone(),
+            run_id: call.run.run_id.clone(),
+            turn: call.run.turn,
+            calls,
+        },
+        remembered: known,
     }
 }
 
-fn ask<A>(request: PermissionRequest, approver: A) -> SharedDecisions
+fn ask<A>(request: Request, approver: A) -> SharedDecisions
 where
     A: Approve + Send + 'static,
     A::Error: Into<BoxError>,
     A::Future: Send + 'static,
 {
     async move {
-        approver
-            .oneshot(request)
-            .await
-            .map(Arc::new)
-            .map_err(|e| Arc::<str>::from(e.into().to_string()))
+        let Request { ask, remembered } = request;
+        let decisions = if ask.calls.is_empty() {
+            // Nothing left to ask: every call of the turn is remembered (listed below).
+            Decisions::all(Decision::Cancel)
+        } else {
+            approver
+                .oneshot(ask)
+                .await
+                .map_err(|e| Arc::<str>::from(e.into().to_string()))?
+        };
+        Ok(Arc::new(
+            remembered
+                .into_iter()
+                .fold(decisions, |decisions, (call, decision)| {
+                    decisions.with(call, decision)
+                }),
+        ))
     }
     .boxed()
     .shared()

@@ -38,10 +38,20 @@ pub struct PermissionRequest {
 pub enum Decision {
     /// Run it as it is.
     Approve,
+    /// Run it, and every later call of the same tool in the same thread without asking.
+    ///
+    /// The [`PermissionLayer`](super::PermissionLayer) that applies it remembers it, in memory,
+    /// for up to 4,096 (thread, tool) pairs, the oldest forgotten first: after a restart, or on
+    /// another instance, the person is asked again. The policy still comes first: a call it
+    /// denies stays denied.
+    ApproveAlways,
     /// Run it with these arguments instead (a full replacement, checked by the policy again).
     Edit(Value),
     /// Do not run it; the model receives the feedback as the call's result and can re-plan.
     Reject(String),
+    /// Do not run it nor any later call of the same tool in the same thread; the model receives
+    /// the feedback each time. Remembered like [`ApproveAlways`](Self::ApproveAlways).
+    RejectAlways(String),
     /// Stop the run (its outcome is cancelled).
     Cancel,
     /// Decide later: the call does not run, the run ends with it as an

@@ -17,6 +17,7 @@ use super::{
     Action, Decision, Policy,
     batch::{SharedDecisions, Ticket},
     error::{ApprovalFailed, Cancelled},
+    remember::Remembered,
 };
 use crate::{
     BoxError,
@@ -40,6 +41,7 @@ pin_project! {
             call: Option<ToolCall>,
             inner: Option<S>,
             policy: Arc<Policy>,
+            remembered: Remembered,
         },
         Running { #[pin] call: Oneshot<S, ToolCall> },
     }
@@ -49,13 +51,20 @@ impl<S> State<S>
 where
     S: Service<ToolCall, Response = ToolOutput>,
 {
-    /// What a decision about `call` leads to.
-    fn decided(inner: S, mut call: ToolCall, policy: &Policy, decision: Decision) -> Self {
+    /// What a decision about `call` leads to; an "always" answer is remembered.
+    fn decided(
+        inner: S,
+        mut call: ToolCall,
+        policy: &Policy,
+        remembered: &Remembered,
+        decision: Decision,
+    ) -> Self {
         let done = |output| State::Done {
             output: Some(output),
         };
+        remembered.note(&call, &decision);
         match decision {
-            Decision::Approve => State::run(inner, call),
+            Decision::Approve | Decision::ApproveAlways => State::run(inner, call),
             Decision::Edit(arguments) => {
                 call.arguments = arguments;
                 if policy.decide_for(&call) == Action::Deny {
@@ -64,10 +73,9 @@ where
                     State::run(inner, call)
                 }
             }
-            Decision::Reject(feedback) => done(Ok(refusal(format!(
-                "The user rejected this call of `{}`: {feedback}",
-                call.name
-            )))),
+            Decision::Reject(feedback) | Decision::RejectAlways(feedback) => done(Ok(refusal(
+                format!("The user rejected this call of `{}`: {feedback}", call.name),
+            ))),
             Decision::Cancel => {
                 call.run.cancel.cancel();
                 done(Err(Box::new(Cancelled::new())))
@@ -140,9 +148,15 @@ where
     }
 
     /// A call decided before it was made (an answer to an earlier run's interrupt).
-    pub(crate) fn decided(inner: S, call: ToolCall, policy: &Policy, decision: Decision) -> Self {
+    pub(crate) fn decided(
+        inner: S,
+        call: ToolCall,
+        policy: &Policy,
+        remembered: &Remembered,
+        decision: Decision,
+    ) -> Self {
         Self {
-            state: State::decided(inner, call, policy, decision),
+            state: State::decided(inner, call, policy, remembered, decision),
         }
     }
 
@@ -150,6 +164,7 @@ where
         inner: S,
         call: ToolCall,
         policy: Arc<Policy>,
+        remembered: Remembered,
         decisions: SharedDecisions,
         ticket: Ticket,
     ) -> Self {
@@ -161,6 +176,7 @@ where
                 call: Some(call),
                 inner: Some(inner),
                 policy,
+                remembered,
             },
         }
     }
@@ -194,6 +210,7 @@ where
                     call,
                     inner,
                     policy,
+                    remembered,
                 } => {
                     // A cancelled run gives up on the decision at once.
                     if cancelled.poll(cx).is_ready() {
@@ -216,7 +233,7 @@ where
                                 call.run
                                     .extensions
                                     .insert(super::StepDecisions(decisions.clone()));
-                                State::decided(inner, call, policy, decision)
+                                State::decided(inner, call, policy, remembered, decision)
                             }
                         }
                     }

@@ -2,7 +2,7 @@ use std::{fmt, sync::Arc};
 
 use tower_layer::Layer;
 
-use super::{Permission, Policy, batch::Batches};
+use super::{Permission, Policy, batch::Batches, remember::Remembered};
 
 /// Checks tool calls against a policy and asks an approver; see the [module docs](super).
 #[derive(Clone)]
@@ -11,6 +11,7 @@ pub struct PermissionLayer<A> {
     policy: Arc<Policy>,
     approver: A,
     batches: Batches,
+    remembered: Remembered,
 }
 
 impl<A> PermissionLayer<A> {
@@ -20,6 +21,7 @@ impl<A> PermissionLayer<A> {
             policy: Arc::new(policy),
             approver,
             batches: Batches::default(),
+            remembered: Remembered::default(),
         }
     }
 }
@@ -29,6 +31,7 @@ impl<A> fmt::Debug for PermissionLayer<A> {
         f.debug_struct("PermissionLayer")
             .field("policy", &self.policy)
             .field("approver", &std::any::type_name::<A>())
+            .field("remembered", &self.remembered)
             .finish()
     }
 }
@@ -42,6 +45,7 @@ impl<S, A: Clone> Layer<S> for PermissionLayer<A> {
             self.policy.clone(),
             self.approver.clone(),
             self.batches.clone(),
+            self.remembered.clone(),
         )
     }
 }

@@ -9,7 +9,9 @@
 //!
 //! A [`Decision`] approves, approves with edited arguments (a full replacement, checked by the
 //! policy again), rejects with feedback (the model receives it as the call's result and can
-//! re-plan) or cancels the run.
+//! re-plan) or cancels the run. Approving or rejecting can be *always*: the layer then decides
+//! the later calls of that tool in that thread the same way without asking (see
+//! [`Decision::ApproveAlways`]).
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), agent_tower::BoxError> {
@@ -51,6 +53,9 @@
 //!   forgotten when its last call goes.
 //! - When decided: the tool runs (its result becomes `TOOL_CALL_RESULT` through `AguiLayer`), or
 //!   the refusal or rejection becomes the result, or the run is cancelled.
+//! - When an earlier answer was *always* ([`Decision::ApproveAlways`], [`Decision::RejectAlways`]):
+//!   the call is not asked about; it is decided as then, together with the turn's other calls
+//!   (a turn's decisions are taken at once, so such a call waits for those that are asked about).
 //! - When the decision is deferred ([`Decision::Interrupt`], what [`InterruptApprover`] answers):
 //!   the call answers [`Interrupted`](crate::run::Interrupted) and the agent ends the run with an
 //!   interrupt. Nothing waits in memory: the next run on the thread carries the decision as
@@ -69,6 +74,7 @@ mod decision;
 pub mod future;
 mod layer;
 mod policy;
+mod remember;
 mod service;
 
 pub use self::{

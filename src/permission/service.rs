@@ -6,7 +6,7 @@ use std::{
 
 use tower_service::Service;
 
-use super::{Action, Approve, Policy, Resolutions, batch::Batches, future};
+use super::{Action, Approve, Policy, Resolutions, batch::Batches, future, remember::Remembered};
 use crate::{
     BoxError,
     tool::{Started, ToolCall, ToolOutput},
@@ -19,15 +19,23 @@ pub struct Permission<S, A> {
     policy: Arc<Policy>,
     approver: A,
     batches: Batches,
+    remembered: Remembered,
 }
 
 impl<S, A> Permission<S, A> {
-    pub(crate) fn new(inner: S, policy: Arc<Policy>, approver: A, batches: Batches) -> Self {
+    pub(crate) fn new(
+        inner: S,
+        policy: Arc<Policy>,
+        approver: A,
+        batches: Batches,
+        remembered: Remembered,
+    ) -> Self {
         Self {
             inner,
             policy,
             approver,
             batches,
+            remembered,
         }
     }
 
@@ -40,6 +48,7 @@ impl<S: fmt::Debug, A> fmt::Debug for Permission<S, A> {
             .field("inner", &self.inner)
             .field("policy", &self.policy)
             .field("batches", &self.batches)
+            .field("remembered", &self.remembered)
             .finish()
     }
 }
@@ -70,10 +79,11 @@ where
             .get::<Resolutions>()
             .and_then(|resolutions| resolutions.get(&call.id))
             .cloned();
+        let remembered = &self.remembered;
         match (self.policy.decide_for(&call), resolved) {
             (Action::Deny, _) => future::ResponseFuture::denied(&call.name),
             (_, Some(decision)) => {
-                future::ResponseFuture::decided(inner, call, &self.policy, decision)
+                future::ResponseFuture::decided(inner, call, &self.policy, remembered, decision)
             }
             (Action::Allow, None) => future::ResponseFuture::run(inner, call),
             (Action::Ask, None) => {
@@ -81,8 +91,17 @@ where
                 if let Some(started) = call.run.extensions.get::<Started>() {
                     started.hold();
                 }
-                let (decisions, ticket) = self.batches.join(&call, &self.policy, &self.approver);
-                future::ResponseFuture::waiting(inner, call, self.policy.clone(), decisions, ticket)
+                let (decisions, ticket) =
+                    self.batches
+                        .join(&call, &self.policy, remembered, &self.approver);
+                future::ResponseFuture::waiting(
+                    inner,
+                    call,
+                    self.policy.clone(),
+                    remembered.clone(),
+                    decisions,
+                    ticket,
+                )
             }
         }
     }

@@ -639,7 +639,7 @@ mod bound {
             tracing::error!(interrupt = %record.id, "the conversation does not hold the interrupted call as it was asked about");
         }
         match decision {
-            Decision::Approve if !bound => Decision::Reject(
+            Decision::Approve | Decision::ApproveAlways if !bound => Decision::Reject(
                 "The call changed after it was approved; it was not run.".to_owned(),
             ),
             other => other,

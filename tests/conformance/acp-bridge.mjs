@@ -94,7 +94,25 @@ try {
       console.log("ok an interrupt rejected in the editor");
     }
 
-    // 4. The session's MCP server lends its tools: offered to the AG-UI agent as client tools, run
+    // 4. "Always allow" in the editor: the AG-UI agent's later interrupts for that tool in the
+    //    session are answered without asking.
+    {
+      const sessionId = await newSession();
+      editor.answer = () => ({ outcome: { outcome: "selected", optionId: "allow_always" } });
+      const before = editor.asked.length;
+      let { updates } = await prompt(sessionId, 'remember {"key": "mood", "value": "calm"}');
+      assert.equal(editor.asked.length, before + 1, "asked once");
+      assert.equal(text(updates), "The `remember` tool returned remembered mood.");
+      ({ updates } = await prompt(sessionId, 'remember {"key": "mood", "value": "bright"}'));
+      assert.equal(editor.asked.length, before + 1, "not asked again in the session");
+      assert.equal(text(updates), "The `remember` tool returned remembered mood.");
+      const agentUrl = agentArgs[agentArgs.indexOf("--agent") + 1].replace(/^agui:/, "");
+      const remote = await (await fetch(new URL(`/threads/${sessionId}`, agentUrl))).json();
+      assert.equal(remote.state.mood, "bright", "the second call ran on the AG-UI agent");
+      console.log("ok always allowed in the editor: the next interrupt is answered unasked");
+    }
+
+    // 5. The session's MCP server lends its tools: offered to the AG-UI agent as client tools, run
     //    here when it calls them, their results sent back in the next run.
     {
       const everything = new URL("./node_modules/@modelcontextprotocol/server-everything/dist/index.js", import.meta.url);
@@ -112,7 +130,7 @@ try {
       console.log("ok an MCP tool of the session as the AG-UI agent's client tool");
     }
 
-    // 5. Cancel while the AG-UI agent streams: the turn ends `cancelled`, the session goes on.
+    // 6. Cancel while the AG-UI agent streams: the turn ends `cancelled`, the session goes on.
     {
       const sessionId = await newSession();
       const from = editor.updates.length;

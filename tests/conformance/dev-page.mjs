@@ -123,12 +123,25 @@ async function chat(screenshot) {
   interrupt = await interrupted('remember {"key": "font", "value": "serif"}');
   await interrupt.locator("input.feedback").fill("not now");
   if (screenshot) await page.screenshot({ path: screenshot });
-  await interrupt.getByRole("button", { name: "Reject" }).click();
+  await interrupt.getByRole("button", { name: "Reject", exact: true }).click();
   ({ status } = await settled());
   assert.equal(status, "idle");
   assert.equal((await shownState()).font, undefined, "the rejected call did not run");
   assert.match(await page.locator(".tool-call").last().locator(".result").textContent(), /not now/);
   console.log("ok interrupt rejected");
+
+  // Approved "always": the tool's next call in this conversation runs without asking.
+  interrupt = await interrupted('remember {"key": "font", "value": "serif"}');
+  await interrupt.getByRole("button", { name: "Always approve" }).click();
+  assert.equal((await settled()).status, "idle");
+  assert.equal((await shownState()).font, "serif");
+  await send('remember {"key": "font", "value": "mono"}');
+  ({ status, runId } = await settled());
+  assert.equal(status, "idle", "not asked again");
+  assert.equal(await page.locator(".interrupt").count(), 0);
+  assert.equal((await shownState()).font, "mono");
+  assert.ok((await logged(runId)).some((e) => e.type === "TOOL_CALL_RESULT"), "the call ran on the server");
+  console.log("ok interrupt approved always");
 
   // The state set in the page reaches the server with the next run.
   await page.click("details summary");

@@ -1,11 +1,13 @@
 // An ACP agent written with the official TypeScript SDK's agent side (@agentclientprotocol/sdk),
 // shaped like a coding agent: to a prompt `edit <file>` it thinks, starts an `edit` tool call,
-// asks the client's permission, and writes (nothing: it says so) or does not. Anything else is
+// asks the client's permission (unless allowed "always" in the session), and writes (nothing: it says so) or does not. Anything else is
 // echoed. For `agent-tower serve --agent 'acp:node sdk-agent.mjs'` (tests/bridge.rs).
 import * as acp from "@agentclientprotocol/sdk";
 import { serveAgent } from "./acp-agent-side.mjs";
 
 let calls = 0;
+/** The sessions whose user allowed editing "always": not asked again. */
+const alwaysAllowed = new Set();
 await serveAgent("sdk-agent", async ({ params, client }) => {
   const { sessionId } = params;
   const update = (update) => client.notify(acp.methods.client.session.update, { sessionId, update });
@@ -26,15 +28,21 @@ await serveAgent("sdk-agent", async ({ params, client }) => {
     status: "pending",
     rawInput: { path: file, content: "hello" },
   });
-  const answer = await client.request(acp.methods.client.session.requestPermission, {
-    sessionId,
-    toolCall: { toolCallId },
-    options: [
-      { optionId: "yes", name: "Allow", kind: "allow_once" },
-      { optionId: "no", name: "Reject", kind: "reject_once" },
-    ],
-  });
-  const allowed = answer.outcome.outcome === "selected" && answer.outcome.optionId === "yes";
+  let allowed = alwaysAllowed.has(sessionId);
+  if (!allowed) {
+    const answer = await client.request(acp.methods.client.session.requestPermission, {
+      sessionId,
+      toolCall: { toolCallId },
+      options: [
+        { optionId: "yes", name: "Allow", kind: "allow_once" },
+        { optionId: "always", name: "Always allow", kind: "allow_always" },
+        { optionId: "no", name: "Reject", kind: "reject_once" },
+      ],
+    });
+    const chosen = answer.outcome.outcome === "selected" ? answer.outcome.optionId : "";
+    if (chosen === "always") alwaysAllowed.add(sessionId);
+    allowed = chosen === "yes" || chosen === "always";
+  }
   const result = allowed ? `wrote ${file}` : `not allowed to write ${file}`;
   await update({
     sessionUpdate: "tool_call_update",

@@ -269,9 +269,6 @@ where
         if !closed {
             return responder.respond_with_error(not_found(&req.session_id));
         }
-        if let Some(approver) = &self.config.approver {
-            approver.forget(&req.session_id.0);
-        }
         responder.respond(CloseSessionResponse::new())
     }
 

@@ -14,7 +14,8 @@
 //!   The turn's end is the last step's end (its stop reason mapped to a finish reason).
 //! - [`AcpBridge::tools`] is a [`Service<ToolCall>`](crate::tool::ToolCall) for those calls: the
 //!   agent runs its tools itself, so calling one *lets it run*: the agent's
-//!   `session/request_permission` for it, if any, is answered "allow", and the service waits
+//!   `session/request_permission` for it, if any, is answered "allow" (its "allow always" option
+//!   when the person approved *always*: what that covers is the agent's to say), and the service waits
 //!   for the call to complete or fail and returns its content. A call the run never makes (a
 //!   [`PermissionLayer`](crate::permission::PermissionLayer) refused it) is answered "reject"
 //!   when the model is called again. Arguments edited by a person cannot reach the agent: such a

@@ -6,7 +6,10 @@ use futures_util::future::BoxFuture;
 use tower_service::Service;
 
 use super::{AcpBridge, turn::Verdict};
-use crate::tool::{ToolCall, ToolError, ToolErrorKind, ToolOutput};
+use crate::{
+    permission::{Decision, Resolutions, StepDecisions},
+    tool::{ToolCall, ToolError, ToolErrorKind, ToolOutput},
+};
 
 crate::bridge::side! {
     /// The tool side of an [`AcpBridge`]: see the [module](super).
@@ -49,6 +52,26 @@ async fn replay(bridge: &AcpBridge, call: &ToolCall) -> Result<ToolOutput, ToolE
     }
 }
 
+/// How the person allowed `call`: "always" is passed on to the agent, which knows what its own
+/// "allow always" covers (the permission layer also remembers it, for the call's title).
+fn allowed(call: &ToolCall) -> Verdict {
+    let decided = call
+        .run
+        .extensions
+        .get::<StepDecisions>()
+        .map(|StepDecisions(decisions)| decisions.get(&call.id))
+        .or_else(|| {
+            call.run
+                .extensions
+                .get::<Resolutions>()
+                .and_then(|resolutions| resolutions.get(&call.id))
+        });
+    match decided {
+        Some(Decision::ApproveAlways) => Verdict::AllowAlways,
+        _ => Verdict::Allow,
+    }
+}
+
 impl Service<ToolCall> for AcpTools {
     type Response = ToolOutput;
     type Error = ToolError;
@@ -78,7 +101,7 @@ impl Service<ToolCall> for AcpTools {
                      refused; ask it again with the arguments you want",
                 ));
             }
-            session.decide(&id, Verdict::Allow);
+            session.decide(&id, allowed(&call));
             loop {
                 let changed = session.changed.notified();
                 if let Some(result) = session.result(&id) {

@@ -27,6 +27,8 @@ use crate::{
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Verdict {
     Allow,
+    /// Allowed "always": the agent's own "allow always" option, if it offers one.
+    AllowAlways,
     Reject,
 }
 
@@ -365,6 +367,10 @@ fn answer(verdict: Verdict, options: &[acp::PermissionOption]) -> RequestPermiss
         Verdict::Allow => [
             PermissionOptionKind::AllowOnce,
             PermissionOptionKind::AllowAlways,
+        ],
+        Verdict::AllowAlways => [
+            PermissionOptionKind::AllowAlways,
+            PermissionOptionKind::AllowOnce,
         ],
         Verdict::Reject => [
             PermissionOptionKind::RejectOnce,

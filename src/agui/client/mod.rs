@@ -195,12 +195,16 @@ impl AguiBridge {
 /// `responseSchema`: `approved`, `editedArgs`, `feedback`).
 fn resume_entry(interrupt: &input::Interrupt, decision: Decision) -> ResumeEntry {
     let (status, payload) = match decision {
-        Decision::Approve => (ResumeStatus::Resolved, Some(json!({"approved": true}))),
+        // "Always" is kept by this side's permission layer, which answers the remote agent's
+        // later interrupts of the tool itself.
+        Decision::Approve | Decision::ApproveAlways => {
+            (ResumeStatus::Resolved, Some(json!({"approved": true})))
+        }
         Decision::Edit(arguments) => (
             ResumeStatus::Resolved,
             Some(json!({"approved": true, "editedArgs": arguments})),
         ),
-        Decision::Reject(feedback) => (
+        Decision::Reject(feedback) | Decision::RejectAlways(feedback) => (
             ResumeStatus::Resolved,
             Some(json!({"approved": false, "feedback": feedback})),
         ),

@@ -341,7 +341,18 @@ function interruptCard(interrupt) {
     b.addEventListener("click", decide);
     actions.append(b);
   };
+  // "Always": the server decides the tool's later calls in this thread the same way.
+  const always = interrupt.responseSchema?.properties?.always !== undefined;
+  const rejection = (more) => {
+    const payload = { approved: false, ...more };
+    if (feedback.value.trim()) payload.feedback = feedback.value.trim();
+    answer(interrupt, { status: "resolved", payload });
+  };
   button("Approve", () => answer(interrupt, { status: "resolved", payload: { approved: true } }));
+  if (always) {
+    button("Always approve", () =>
+      answer(interrupt, { status: "resolved", payload: { approved: true, always: true } }));
+  }
   button("Approve edited", () => {
     let edited;
     try {
@@ -351,11 +362,8 @@ function interruptCard(interrupt) {
     }
     answer(interrupt, { status: "resolved", payload: { approved: true, editedArgs: edited } });
   });
-  button("Reject", () => {
-    const payload = { approved: false };
-    if (feedback.value.trim()) payload.feedback = feedback.value.trim();
-    answer(interrupt, { status: "resolved", payload });
-  });
+  button("Reject", () => rejection({}));
+  if (always) button("Always reject", () => rejection({ always: true }));
   button("Dismiss", () => answer(interrupt, { status: "cancelled" }));
   card.append(args, feedback, actions);
   return card;
