@@ -133,6 +133,20 @@ try {
   assert.deepEqual(seen.pendingInterrupts, []);
   console.log("ok interrupt rejected");
 
+  await approve(
+    'remember {"key": "font", "value": "serif"}',
+    (card) => card.getByRole("button", { name: "Always approve" }).click(),
+    /The remember tool returned remembered font\./,
+  );
+  assert.equal((await settled()).state.font, "serif");
+  const cards = await page.locator(".approval").count();
+  await say('remember {"key": "font", "value": "mono"}', /The remember tool returned remembered font\./);
+  seen = await settled();
+  assert.equal(seen.state.font, "mono", "the next call ran");
+  assert.deepEqual(seen.pendingInterrupts, []);
+  assert.equal(await page.locator(".approval").count(), cards, "without asking");
+  console.log("ok interrupt approved always");
+
   await say("tell me slowly", /^lorem elit/);
   await send.click(); // the same button stops a run in flight
   const runs = (await settled()).runs;

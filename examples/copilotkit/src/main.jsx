@@ -25,7 +25,7 @@ function useBackgroundTool(setBackground) {
   });
 }
 
-/** The approval card of a tool call agent-tower interrupted (approve, edit, reject). */
+/** The approval card of a tool call agent-tower interrupted (approve, always, edit, reject). */
 function Approval({ interrupt, resolve, cancel }) {
   const meta = interrupt?.metadata ?? {};
   const [args, setArgs] = useState(JSON.stringify(meta.arguments ?? {}));
@@ -36,6 +36,8 @@ function Approval({ interrupt, resolve, cancel }) {
       <textarea aria-label="arguments" value={args} onChange={(e) => setArgs(e.target.value)} />
       <input aria-label="feedback" value={feedback} onChange={(e) => setFeedback(e.target.value)} />
       <button onClick={() => resolve({ approved: true })}>Approve</button>
+      {/* agent-tower then runs the tool's later calls in this thread without asking */}
+      <button onClick={() => resolve({ approved: true, always: true })}>Always approve</button>
       <button onClick={() => resolve({ approved: true, editedArgs: JSON.parse(args) })}>
         Approve edited
       </button>
