@@ -101,6 +101,15 @@ impl Server {
             .unwrap()
     }
 
+    /// `GET /threads/{thread}`.
+    async fn thread(&self, thread: &str) -> Value {
+        self.get(&format!("/threads/{thread}"))
+            .await
+            .json()
+            .await
+            .unwrap()
+    }
+
     async fn get(&self, path: &str) -> reqwest::Response {
         self.http
             .get(format!("{}{path}", self.base))
@@ -211,12 +220,7 @@ async fn an_interrupted_run_is_resumed_by_the_next_run_once() {
             .await;
         assert_eq!(resolve.status(), 409, "{name}");
 
-        let thread_view: Value = server
-            .get(&format!("/threads/{thread}"))
-            .await
-            .json()
-            .await
-            .unwrap();
+        let thread_view = server.thread(&thread).await;
         let statuses: Vec<&str> = thread_view["runs"]
             .as_array()
             .unwrap()
@@ -262,12 +266,7 @@ async fn an_answer_given_always_decides_the_tools_later_calls_in_the_thread() {
         let (_, end) = next.last().unwrap();
         assert_eq!(end["outcome"]["type"], "success", "{name}: {end}");
         assert!(types(&next).contains(&"TOOL_CALL_RESULT"), "{name}");
-        let thread_view: Value = server
-            .get(&format!("/threads/{thread}"))
-            .await
-            .json()
-            .await
-            .unwrap();
+        let thread_view = server.thread(&thread).await;
         assert_eq!(thread_view["state"]["font"], "serif", "{name}");
 
         let other = format!("t-{}", uuid::Uuid::now_v7());
@@ -398,12 +397,7 @@ async fn two_instances_on_one_postgres_store_act_as_one() {
     // A streams a run; its client leaves and re-joins on B while A is still streaming.
     let thread = format!("t-{}", uuid::Uuid::now_v7());
     let seen = a.watch_then_leave(&thread, "k1", 5).await;
-    let view: Value = b
-        .get(&format!("/threads/{thread}"))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let view = b.thread(&thread).await;
     assert_eq!(view["runs"][0]["status"], "running", "A is still streaming");
     let rest = b.rejoin("k1", &seen.last().unwrap().0).await;
     assert_eq!(rest.status(), 200);
