@@ -498,3 +498,65 @@ async fn always_answers_decide_the_tools_later_calls_in_the_thread() {
     fourth.await.unwrap().unwrap();
     assert_eq!(ran.try_recv().unwrap(), "delete_file {}");
 }
+
+/// Retries every failed call up to twice: an error-handling layer a user may put anywhere.
+#[derive(Clone)]
+struct RetryFailures(usize);
+
+impl<Res, E> tower::retry::Policy<ToolCall, Res, E> for RetryFailures {
+    type Future = std::future::Ready<()>;
+
+    fn retry(&mut self, _: &mut ToolCall, result: &mut Result<Res, E>) -> Option<Self::Future> {
+        (result.is_err() && self.0 > 0).then(|| {
+            self.0 -= 1;
+            std::future::ready(())
+        })
+    }
+
+    fn clone_request(&mut self, call: &ToolCall) -> Option<ToolCall> {
+        Some(call.clone())
+    }
+}
+
+/// "Ask a person" is the tool stack's answer, not a failure: a `MapErrorLayer` (which turns every
+/// failure into a result the model reads) and a retry layer stacked outside the permission layer
+/// leave the interrupt alone; the run stops at it, and the model is not asked again.
+#[tokio::test]
+async fn error_handling_layers_outside_the_permission_layer_keep_the_interrupt() {
+    use agent_tower::{map_error::MapErrorLayer, permission::InterruptApprover};
+
+    let (tx, mut ran) = mpsc::unbounded_channel();
+    let router = tools(tx);
+    let policy = asks_deletes().tools(&router.specs());
+    let ui = Recording::new();
+    let agui = AguiLayer::new().transport(ui.clone());
+    let tools = ServiceBuilder::new()
+        .layer(agui.clone())
+        .layer(MapErrorLayer::new())
+        .layer(tower::retry::RetryLayer::new(RetryFailures(2)))
+        .layer(PermissionLayer::new(
+            policy,
+            InterruptApprover::new(Duration::from_secs(60)),
+        ))
+        .service(router);
+    let model = model(&[("c1", "delete_file", r#"{"path":"a"}"#)]);
+    let agent = agui.layer(Agent::new(agui.layer(model.clone()), tools));
+    let outcome = agent
+        .oneshot(RunRequest::new(vec![Message::user("go")]))
+        .await
+        .unwrap();
+
+    assert_eq!(outcome.stop, StopReason::Interrupted);
+    assert_eq!(outcome.interrupts.len(), 1);
+    assert_eq!(outcome.interrupts[0].tool_call_id.as_str(), "c1");
+    assert!(ran.try_recv().is_err(), "the delete did not run");
+    assert_eq!(model.requests().len(), 1, "the model was not told the call failed");
+    let events = ui.events();
+    verify(&events).unwrap();
+    assert!(
+        events
+            .iter()
+            .all(|e| !matches!(e, Event::ToolCallResult(r) if r.tool_call_id == "c1")),
+        "no result for a call that did not run"
+    );
+}

@@ -18,7 +18,7 @@ use crate::{
     id::ToolCallId,
     message::ContentPart,
     stream::{Outbox, TeeFuture},
-    tool::{Progress, Started, ToolOutput},
+    tool::{Progress, Started, ToolReply},
     transport::Transport,
 };
 
@@ -43,10 +43,19 @@ impl Lifecycle {
         self.update(ToolCallUpdateFields::new().status(status))
     }
 
-    /// The final update: completed with the UI's copy of the result, or failed with why.
-    fn finished<E: fmt::Display>(&self, output: &Result<ToolOutput, E>) -> SessionUpdate {
+    /// The final update: completed with the UI's copy of the result, or failed with why (a call
+    /// that stopped at an interrupt did not run: it failed, saying so).
+    fn finished<R: ToolReply, E: fmt::Display>(&self, output: &Result<R, E>) -> SessionUpdate {
         let (parts, failed) = match output {
-            Ok(out) => (out.ui_content().to_vec(), out.is_error),
+            Ok(reply) => match (reply.output(), reply.interrupt()) {
+                (Some(out), _) => (out.ui_content().to_vec(), out.is_error),
+                (None, interrupt) => (
+                    vec![ContentPart::text(
+                        interrupt.map(ToString::to_string).unwrap_or_default(),
+                    )],
+                    true,
+                ),
+            },
             Err(error) => (vec![ContentPart::text(error.to_string())], true),
         };
         let content = tool_content(&parts);
@@ -133,13 +142,14 @@ where
     }
 }
 
-impl<F, E, T> Future for ToolResponseFuture<F, T>
+impl<F, R, E, T> Future for ToolResponseFuture<F, T>
 where
-    F: Future<Output = Result<ToolOutput, E>>,
+    F: Future<Output = Result<R, E>>,
+    R: ToolReply,
     E: fmt::Display,
     T: Transport<SessionUpdate>,
 {
-    type Output = Result<ToolOutput, E>;
+    type Output = Result<R, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();

@@ -16,7 +16,7 @@ use crate::{
     context::RunContext,
     model::{ModelRequest, ModelService},
     stream::Outbox,
-    tool::{Progress, Started, ToolCall, ToolOutput},
+    tool::{Progress, Started, ToolCall, ToolReply},
     transport::{Route, Transport},
 };
 
@@ -102,11 +102,12 @@ where
 
 impl<S, T> Service<ToolCall> for Acp<S, T>
 where
-    S: Service<ToolCall, Response = ToolOutput>,
+    S: Service<ToolCall>,
+    S::Response: ToolReply,
     S::Error: fmt::Display,
     T: Transport<SessionUpdate> + Clone + Send + Sync + 'static,
 {
-    type Response = ToolOutput;
+    type Response = S::Response;
     type Error = S::Error;
     type Future = future::ToolResponseFuture<S::Future, Sink<T>>;
 

@@ -42,8 +42,9 @@
 //!
 //! # Interrupts
 //!
-//! A tool stack may answer a call with [`Interrupted`]: the call needs a decision nobody has given
-//! yet (the AG-UI approver of the permission layer does this). The other calls of the turn
+//! A tool stack may answer a call with an [`Interrupt`]
+//! ([`ToolResponse::Interrupted`](crate::tool::ToolResponse)): the call needs a decision nobody
+//! has given yet (the AG-UI approver of the permission layer does this). The other calls of the turn
 //! finish, and the run ends with [`StopReason::Interrupted`] and the interrupts in
 //! [`RunOutcome::interrupts`]; no task waits for the person.
 //!
@@ -83,8 +84,8 @@ use crate::{
     id::{MessageId, ToolCallId},
     message::{Message, ToolCallRequest},
     model::{ModelOptions, ModelRequest, ModelService, Usage},
-    run::{ContextEntry, Interrupt, Interrupted, RunOutcome, RunRequest, StopReason, TurnCalls},
-    tool::{RunTools, ToolCall, ToolError, ToolOutput, ToolSpec},
+    run::{ContextEntry, RunOutcome, RunRequest, StopReason, TurnCalls},
+    tool::{Interrupt, RunTools, ToolCall, ToolError, ToolOutput, ToolReply, ToolResponse, ToolSpec},
 };
 
 /// Builds, from the run's current state, a message the model reads before the conversation.
@@ -214,7 +215,8 @@ where
     M::Events: Send,
     M::Error: Into<BoxError>,
     M::StreamError: Into<BoxError>,
-    T: Service<ToolCall, Response = ToolOutput> + Clone + Send + 'static,
+    T: Service<ToolCall> + Clone + Send + 'static,
+    T::Response: ToolReply,
     T::Future: Send,
     T::Error: Into<BoxError>,
 {
@@ -288,7 +290,8 @@ where
     M: ModelService,
     M::Error: Into<BoxError>,
     M::StreamError: Into<BoxError>,
-    T: Service<ToolCall, Response = ToolOutput> + Clone,
+    T: Service<ToolCall> + Clone,
+    T::Response: ToolReply,
     T::Error: Into<BoxError>,
 {
     let RunRequest {
@@ -461,7 +464,8 @@ async fn run_calls<T>(
     calls: Vec<ToolCallRequest>,
 ) -> Option<TurnResults>
 where
-    T: Service<ToolCall, Response = ToolOutput> + Clone,
+    T: Service<ToolCall> + Clone,
+    T::Response: ToolReply,
     T::Error: Into<BoxError>,
 {
     let runs = tool_runs(&tools, run, turn, calls);
@@ -521,7 +525,8 @@ fn tool_runs<T>(
     requests: Vec<ToolCallRequest>,
 ) -> Vec<impl Future<Output = Result<Message, Interrupt>>>
 where
-    T: Service<ToolCall, Response = ToolOutput> + Clone,
+    T: Service<ToolCall> + Clone,
+    T::Response: ToolReply,
     T::Error: Into<BoxError>,
 {
     let prepared: Vec<Result<ToolCall, (ToolCallRequest, ToolError)>> = requests
@@ -569,21 +574,19 @@ where
 /// Runs one tool call; a tool error or panic becomes an error result, an interrupt stays one.
 async fn call_tool<T>(tools: T, call: ToolCall) -> Result<Message, Interrupt>
 where
-    T: Service<ToolCall, Response = ToolOutput>,
+    T: Service<ToolCall>,
+    T::Response: ToolReply,
     T::Error: Into<BoxError>,
 {
     let message_id = call.run.message_id.clone();
     let tool_call_id = call.id.clone();
     let name = call.name.clone();
     let output = match AssertUnwindSafe(tools.oneshot(call)).catch_unwind().await {
-        Ok(Ok(output)) => output,
-        Ok(Err(error)) => {
-            let error: BoxError = error.into();
-            if let Some(interrupt) = Interrupted::find(&error) {
-                return Err(interrupt.clone());
-            }
-            ToolOutput::error(ToolError::from_boxed(error).to_string())
-        }
+        Ok(Ok(reply)) => match reply.into_response() {
+            ToolResponse::Output(output) => output,
+            ToolResponse::Interrupted(interrupt) => return Err(interrupt),
+        },
+        Ok(Err(error)) => ToolOutput::error(ToolError::from_boxed(error.into()).to_string()),
         Err(_panic) => {
             tracing::error!("tool panicked");
             ToolOutput::error(format!("tool `{name}` panicked"))

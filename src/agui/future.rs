@@ -22,9 +22,9 @@ use crate::{
     BoxError,
     context::SharedState,
     id::{MessageId, RunId, ThreadId, ToolCallId},
-    run::{Interrupted, RunOutcome, StopReason},
+    run::{RunOutcome, StopReason},
     stream::{Outbox, TeeFuture},
-    tool::{Progress, ToolCall, ToolOutput},
+    tool::{Progress, ToolCall, ToolReply},
     transport::Transport,
 };
 
@@ -133,13 +133,14 @@ where
     }
 }
 
-impl<F, E, T> Future for ToolResponseFuture<F, T>
+impl<F, R, E, T> Future for ToolResponseFuture<F, T>
 where
-    F: Future<Output = Result<ToolOutput, E>>,
+    F: Future<Output = Result<R, E>>,
+    R: ToolReply,
     E: fmt::Display + 'static,
     T: Transport<Event>,
 {
-    type Output = Result<ToolOutput, E>;
+    type Output = Result<R, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
@@ -151,12 +152,15 @@ where
             let output = ready!(this.inner.poll(cx));
             // A call that stopped at an interrupt has no result yet: the run that resumes it
             // reports it, under the same tool call id.
-            let interrupted = matches!(&output, Err(error) if Interrupted::find(error).is_some());
             let (content, failed) = match &output {
-                Ok(out) => (ToolContent::from_parts(out.ui_content()), out.is_error),
-                Err(error) => (ToolContent::Text(error.to_string()), true),
+                Ok(reply) => match reply.output() {
+                    Some(out) => (Some(ToolContent::from_parts(out.ui_content())), out.is_error),
+                    None => (None, false),
+                },
+                Err(error) => (Some(ToolContent::Text(error.to_string())), true),
             };
-            if this.result.emit && !interrupted {
+            let interrupted = content.is_none();
+            if let Some(content) = content.filter(|_| this.result.emit) {
                 this.outbox.push(
                     ToolCallResult {
                         message_id: this.result.message_id.clone(),

@@ -19,7 +19,7 @@ use crate::{
     model::{ModelRequest, ModelService},
     run::{RunOutcome, RunRequest},
     stream::Outbox,
-    tool::{Progress, ToolCall, ToolOutput},
+    tool::{Progress, ToolCall, ToolReply},
     transport::{Channel, Route, Transport},
 };
 
@@ -113,11 +113,12 @@ where
 
 impl<S, T> Service<ToolCall> for Agui<S, T>
 where
-    S: Service<ToolCall, Response = ToolOutput>,
+    S: Service<ToolCall>,
+    S::Response: ToolReply,
     S::Error: fmt::Display + 'static,
     T: Transport<Event> + Clone + Send + Sync + 'static,
 {
-    type Response = ToolOutput;
+    type Response = S::Response;
     type Error = S::Error;
     type Future = future::ToolResponseFuture<S::Future, Sink<T>>;
 

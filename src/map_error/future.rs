@@ -11,7 +11,10 @@ use std::{
 use pin_project_lite::pin_project;
 
 use super::{ClassifyError, Mapper, ResponseStream};
-use crate::{BoxError, tool::ToolOutput};
+use crate::{
+    BoxError,
+    tool::{ToolOutput, ToolReply},
+};
 
 pin_project! {
     /// An agent's result, its error classified.
@@ -96,7 +99,8 @@ impl<F, C> fmt::Debug for ModelResponseFuture<F, C> {
 }
 
 pin_project! {
-    /// A tool's result; a failure becomes an error result the model reads.
+    /// A tool's answer; a failure becomes an error result the model reads (an interrupt is an
+    /// answer, and stays one).
     pub struct ToolResponseFuture<F, C> {
         #[pin]
         inner: F,
@@ -110,13 +114,14 @@ impl<F, C> ToolResponseFuture<F, C> {
     }
 }
 
-impl<F, E, C> Future for ToolResponseFuture<F, C>
+impl<F, R, E, C> Future for ToolResponseFuture<F, C>
 where
-    F: Future<Output = Result<ToolOutput, E>>,
+    F: Future<Output = Result<R, E>>,
+    R: ToolReply,
     E: Into<BoxError>,
     C: ClassifyError,
 {
-    type Output = Result<ToolOutput, BoxError>;
+    type Output = Result<R, BoxError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
@@ -125,7 +130,7 @@ where
             Err(error) => {
                 let class = this.mapper.classifier.classify(&*error.into());
                 let (_, message) = class.run_error(this.mapper.detail);
-                ToolOutput::error(message)
+                R::from(ToolOutput::error(message))
             }
         }))
     }

@@ -11,7 +11,7 @@ use crate::{
     BoxError,
     model::{ModelRequest, ModelService},
     run::{RunOutcome, RunRequest},
-    tool::{ToolCall, ToolOutput},
+    tool::{ToolCall, ToolReply},
 };
 
 /// A service wrapped by [`MapErrorLayer`](super::MapErrorLayer).
@@ -91,11 +91,12 @@ where
 
 impl<S, C> Service<ToolCall> for MapError<S, C>
 where
-    S: Service<ToolCall, Response = ToolOutput>,
+    S: Service<ToolCall>,
+    S::Response: ToolReply,
     S::Error: Into<BoxError>,
     C: ClassifyError,
 {
-    type Response = ToolOutput;
+    type Response = S::Response;
     type Error = BoxError;
     type Future = future::ToolResponseFuture<S::Future, C>;
 

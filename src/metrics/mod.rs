@@ -21,7 +21,7 @@
 //! | `agent_tower_run_first_event_seconds` | histogram | |
 //! | `agent_tower_run_duration_seconds` | histogram | `outcome` |
 //! | `agent_tower_model_tokens_total` | counter | `type` (`input`, `output`) |
-//! | `agent_tower_tool_calls_total` | counter | `tool`, `outcome` (`ok`, `error`: a result marked as an error, `failed`: no result) (counted by [`MetricsLayer`]) |
+//! | `agent_tower_tool_calls_total` | counter | `tool`, `outcome` (`ok`, `error`: a result marked as an error, `failed`: no result, `interrupted`: waits for a decision) (counted by [`MetricsLayer`]) |
 //! | `agent_tower_followers` | gauge | |
 //! | `agent_tower_interrupts_pending` | gauge | (read from the run log when scraped) |
 //! | `agent_tower_store_commit_seconds` | histogram | (a `RunStore`'s group commits) |
@@ -353,9 +353,10 @@ pub struct Counted<S> {
 
 impl<S> tower_service::Service<crate::tool::ToolCall> for Counted<S>
 where
-    S: tower_service::Service<crate::tool::ToolCall, Response = crate::tool::ToolOutput>,
+    S: tower_service::Service<crate::tool::ToolCall>,
+    S::Response: crate::tool::ToolReply,
 {
-    type Response = crate::tool::ToolOutput;
+    type Response = S::Response;
     type Error = S::Error;
     type Future = CountedFuture<S::Future>;
 
@@ -388,9 +389,10 @@ pin_project_lite::pin_project! {
     }
 }
 
-impl<F, E> std::future::Future for CountedFuture<F>
+impl<F, R, E> std::future::Future for CountedFuture<F>
 where
-    F: std::future::Future<Output = Result<crate::tool::ToolOutput, E>>,
+    F: std::future::Future<Output = Result<R, E>>,
+    R: crate::tool::ToolReply,
 {
     type Output = F::Output;
 
@@ -401,9 +403,10 @@ where
         let this = self.project();
         let output = std::task::ready!(this.inner.poll(cx));
         if let Some((metrics, tool)) = this.counted.take() {
-            let outcome = match &output {
-                Ok(out) if out.is_error => "error",
-                Ok(_) => "ok",
+            let outcome = match output.as_ref().map(|reply| reply.output()) {
+                Ok(Some(out)) if out.is_error => "error",
+                Ok(Some(_)) => "ok",
+                Ok(None) => "interrupted",
                 Err(_) => "failed",
             };
             metrics.tool_call(&tool, outcome);

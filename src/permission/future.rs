@@ -22,9 +22,7 @@ use super::{
 use crate::{
     BoxError,
     id::InterruptId,
-    message::ContentPart,
-    run::{Interrupt, Interrupted},
-    tool::{Started, ToolCall, ToolOutput},
+    tool::{Interrupt, Started, ToolCall, ToolOutput, ToolReply, ToolResponse},
 };
 
 pin_project! {
@@ -33,7 +31,7 @@ pin_project! {
     where
         S: Service<ToolCall>,
     {
-        Done { output: Option<Result<ToolOutput, BoxError>> },
+        Done { output: Option<Result<ToolResponse, BoxError>> },
         Waiting {
             #[pin] decisions: SharedDecisions,
             #[pin] cancelled: WaitForCancellationFutureOwned,
@@ -49,7 +47,8 @@ pin_project! {
 
 impl<S> State<S>
 where
-    S: Service<ToolCall, Response = ToolOutput>,
+    S: Service<ToolCall>,
+    S::Response: ToolReply,
 {
     /// What a decision about `call` leads to; an "always" answer is remembered.
     fn decided(
@@ -59,8 +58,8 @@ where
         remembered: &Remembered,
         decision: Decision,
     ) -> Self {
-        let done = |output| State::Done {
-            output: Some(output),
+        let done = |output: Result<ToolOutput, BoxError>| State::Done {
+            output: Some(output.map(ToolResponse::Output)),
         };
         remembered.note(&call, &decision);
         match decision {
@@ -80,13 +79,15 @@ where
                 call.run.cancel.cancel();
                 done(Err(Box::new(Cancelled::new())))
             }
-            Decision::Interrupt { expires_at } => done(Err(Box::new(Interrupted(Interrupt {
-                id: InterruptId::new(),
-                tool_call_id: call.id,
-                tool_name: call.name,
-                arguments: call.arguments,
-                expires_at,
-            })))),
+            Decision::Interrupt { expires_at } => State::Done {
+                output: Some(Ok(ToolResponse::Interrupted(Interrupt {
+                    id: InterruptId::new(),
+                    tool_call_id: call.id,
+                    tool_name: call.name,
+                    arguments: call.arguments,
+                    expires_at,
+                }))),
+            },
         }
     }
 
@@ -102,7 +103,8 @@ where
 }
 
 pin_project! {
-    /// Allowed: the tool's call. Denied: a result saying so. Asked: the decision, then as decided.
+    /// Allowed: the tool's call. Denied: a result saying so. Asked: the decision, then as decided
+    /// (deferred: the [`Interrupt`], as the answer).
     pub struct ResponseFuture<S>
     where
         S: Service<ToolCall>,
@@ -114,11 +116,7 @@ pin_project! {
 
 /// What the model reads when a call does not run.
 fn refusal(text: String) -> ToolOutput {
-    ToolOutput {
-        content: vec![ContentPart::text(text)],
-        is_error: true,
-        display: None,
-    }
+    ToolOutput::error(text)
 }
 
 fn denial(tool: &str) -> ToolOutput {
@@ -129,7 +127,8 @@ fn denial(tool: &str) -> ToolOutput {
 
 impl<S> ResponseFuture<S>
 where
-    S: Service<ToolCall, Response = ToolOutput>,
+    S: Service<ToolCall>,
+    S::Response: ToolReply,
 {
     pub(crate) fn run(inner: S, call: ToolCall) -> Self {
         Self {
@@ -142,7 +141,7 @@ where
     pub(crate) fn denied(tool: &str) -> Self {
         Self {
             state: State::Done {
-                output: Some(Ok(denial(tool))),
+                output: Some(Ok(ToolResponse::Output(denial(tool)))),
             },
         }
     }
@@ -184,10 +183,11 @@ where
 
 impl<S> Future for ResponseFuture<S>
 where
-    S: Service<ToolCall, Response = ToolOutput>,
+    S: Service<ToolCall>,
+    S::Response: ToolReply,
     S::Error: Into<BoxError>,
 {
-    type Output = Result<ToolOutput, BoxError>;
+    type Output = Result<ToolResponse, BoxError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
@@ -201,7 +201,9 @@ where
                     );
                 }
                 StateProj::Running { call } => {
-                    return call.poll(cx).map_err(Into::into);
+                    return call
+                        .poll(cx)
+                        .map(|output| output.map(ToolReply::into_response).map_err(Into::into));
                 }
                 StateProj::Waiting {
                     decisions,

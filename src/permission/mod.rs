@@ -57,8 +57,10 @@
 //!   the call is not asked about; it is decided as then, together with the turn's other calls
 //!   (a turn's decisions are taken at once, so such a call waits for those that are asked about).
 //! - When the decision is deferred ([`Decision::Interrupt`], what [`InterruptApprover`] answers):
-//!   the call answers [`Interrupted`](crate::run::Interrupted) and the agent ends the run with an
-//!   interrupt. Nothing waits in memory: the next run on the thread carries the decision as
+//!   the call's answer is the [`Interrupt`](crate::tool::Interrupt)
+//!   ([`ToolResponse::Interrupted`](crate::tool::ToolResponse::Interrupted), an answer, not an
+//!   error: no error-handling layer stacked outside can swallow it) and the agent ends the run
+//!   with it. Nothing waits in memory: the next run on the thread carries the decision as
 //!   [`Resolutions`] in its extensions, and the layer applies it to the same call (by id) without
 //!   asking. This is how AG-UI's interrupts and `resume[]` work (see `server`'s durable mode).
 //!

@@ -9,7 +9,7 @@ use tower_service::Service;
 use super::{Action, Approve, Policy, Resolutions, batch::Batches, future, remember::Remembered};
 use crate::{
     BoxError,
-    tool::{Started, ToolCall, ToolOutput},
+    tool::{Started, ToolCall, ToolReply, ToolResponse},
 };
 
 /// A tool service wrapped by [`PermissionLayer`](super::PermissionLayer).
@@ -55,13 +55,14 @@ impl<S: fmt::Debug, A> fmt::Debug for Permission<S, A> {
 
 impl<S, A> Service<ToolCall> for Permission<S, A>
 where
-    S: Service<ToolCall, Response = ToolOutput> + Clone,
+    S: Service<ToolCall> + Clone,
+    S::Response: ToolReply,
     S::Error: Into<BoxError>,
     A: Approve + Clone + Send + 'static,
     A::Error: Into<BoxError>,
     A::Future: Send + 'static,
 {
-    type Response = ToolOutput;
+    type Response = ToolResponse;
     type Error = BoxError;
     type Future = future::ResponseFuture<S>;
 

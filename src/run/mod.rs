@@ -2,16 +2,15 @@
 //! runs itself, the [`RunContext`] every step sees) and what it gives back ([`RunOutcome`]: the new
 //! messages, why it stopped, the interrupts it waits on, usage).
 
-mod interrupt;
 mod invalid;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use self::{
-    interrupt::{Interrupt, Interrupted},
-    invalid::InvalidRequest,
-};
+pub use self::invalid::InvalidRequest;
+/// The tool call a run stopped at; defined with the tool stack's answer,
+/// [`ToolResponse`](crate::tool::ToolResponse).
+pub use crate::tool::Interrupt;
 
 use crate::{context::RunContext, id::ToolCallId, message::Message, model::Usage, tool::ToolSpec};
 

@@ -12,7 +12,7 @@ use pin_project_lite::pin_project;
 use serde_json::Value;
 
 use super::{FromResult, Hooks, ResponseStream};
-use crate::{context::SharedState, tool::ToolOutput};
+use crate::{context::SharedState, tool::ToolReply};
 
 pin_project! {
     /// Resolves to the model's stream, watched for complete tool arguments.
@@ -64,19 +64,21 @@ impl<F> ToolResponseFuture<F> {
     }
 }
 
-impl<F, E> Future for ToolResponseFuture<F>
+impl<F, R, E> Future for ToolResponseFuture<F>
 where
-    F: Future<Output = Result<ToolOutput, E>>,
+    F: Future<Output = Result<R, E>>,
+    R: ToolReply,
 {
-    type Output = Result<ToolOutput, E>;
+    type Output = Result<R, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        let output = ready!(this.inner.poll(cx))?;
-        if let Some((hook, state, arguments)) = this.pending.take() {
-            state.update(|state| hook(&arguments, &output, state));
+        let reply = ready!(this.inner.poll(cx))?;
+        // A call that stopped at an interrupt has no result to take the state from.
+        if let (Some(output), Some((hook, state, arguments))) = (reply.output(), this.pending.take()) {
+            state.update(|state| hook(&arguments, output, state));
         }
-        Poll::Ready(Ok(output))
+        Poll::Ready(Ok(reply))
     }
 }
 

@@ -68,7 +68,7 @@ use tower_service::Service;
 pub use self::stream::ResponseStream;
 use crate::{
     model::{ModelRequest, ModelService},
-    tool::{ToolCall, ToolOutput},
+    tool::{ToolCall, ToolOutput, ToolReply},
 };
 
 type FromArgs = Arc<dyn Fn(&Value, &mut Value) + Send + Sync>;
@@ -175,9 +175,10 @@ where
 
 impl<S> Service<ToolCall> for State<S>
 where
-    S: Service<ToolCall, Response = ToolOutput>,
+    S: Service<ToolCall>,
+    S::Response: ToolReply,
 {
-    type Response = ToolOutput;
+    type Response = S::Response;
     type Error = S::Error;
     type Future = future::ToolResponseFuture<S::Future>;
 

@@ -26,6 +26,7 @@ pub mod demo;
 #[cfg_attr(docsrs, doc(cfg(feature = "mcp")))]
 pub mod mcp;
 mod progress;
+mod response;
 pub mod router;
 mod started;
 
@@ -44,6 +45,7 @@ use crate::{
 
 pub use self::{
     progress::Progress,
+    response::{Interrupt, ToolReply, ToolResponse},
     router::{RunTools, ToolRouter},
     started::Started,
 };

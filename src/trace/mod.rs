@@ -43,7 +43,7 @@ use crate::{
     map_error::{ClassifyError, DefaultClassifier},
     model::{ModelEvent, ModelRequest, ModelService},
     run::{RunOutcome, RunRequest},
-    tool::{ToolCall, ToolOutput},
+    tool::{ToolCall, ToolOutput, ToolResponse},
 };
 
 /// The most bytes of content recorded on a span when content is recorded.
@@ -207,10 +207,11 @@ where
 
 impl<S> Service<ToolCall> for Trace<S>
 where
-    S: Service<ToolCall, Response = ToolOutput>,
+    S: Service<ToolCall>,
+    S::Response: Traced,
     S::Error: Into<BoxError>,
 {
-    type Response = ToolOutput;
+    type Response = S::Response;
     type Error = BoxError;
     type Future = TraceFuture<S::Future>;
 
@@ -313,6 +314,16 @@ impl Traced for ToolOutput {
         if self.is_error {
             span.record("otel.status_code", "ERROR");
             span.record("error.type", "tool_error");
+        }
+    }
+}
+
+/// A call that stopped at an interrupt did not run and did not fail: its span records nothing
+/// more.
+impl Traced for ToolResponse {
+    fn record(&self, span: &Span) {
+        if let Self::Output(output) = self {
+            output.record(span);
         }
     }
 }

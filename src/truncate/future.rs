@@ -11,7 +11,7 @@ use std::{
 use pin_project_lite::pin_project;
 
 use super::{ResponseStream, bound, layer::Config};
-use crate::tool::ToolOutput;
+use crate::tool::ToolReply;
 
 pin_project! {
     /// Resolves to the model's stream with large deltas split.
@@ -64,17 +64,20 @@ impl<F> ToolResponseFuture<F> {
     }
 }
 
-impl<F, E> Future for ToolResponseFuture<F>
+impl<F, R, E> Future for ToolResponseFuture<F>
 where
-    F: Future<Output = Result<ToolOutput, E>>,
+    F: Future<Output = Result<R, E>>,
+    R: ToolReply,
 {
-    type Output = Result<ToolOutput, E>;
+    type Output = Result<R, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        let mut output = ready!(this.inner.poll(cx))?;
-        bound(&mut output, this.config);
-        Poll::Ready(Ok(output))
+        let mut reply = ready!(this.inner.poll(cx))?;
+        if let Some(output) = reply.output_mut() {
+            bound(output, this.config);
+        }
+        Poll::Ready(Ok(reply))
     }
 }
 

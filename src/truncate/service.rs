@@ -9,11 +9,11 @@ use tower_service::Service;
 use super::{future, layer::Config};
 use crate::{
     model::{ModelRequest, ModelService},
-    tool::{ToolCall, ToolOutput},
+    tool::{ToolCall, ToolReply},
 };
 
 /// A service wrapped by [`TruncateLayer`](super::TruncateLayer): a model whose large deltas are
-/// split, or a tool whose large results get a bounded [`display`](ToolOutput::display) copy.
+/// split, or a tool whose large results get a bounded [`display`](crate::tool::ToolOutput::display) copy.
 pub struct Truncate<S> {
     inner: S,
     config: Arc<Config>,
@@ -64,9 +64,10 @@ where
 
 impl<S> Service<ToolCall> for Truncate<S>
 where
-    S: Service<ToolCall, Response = ToolOutput>,
+    S: Service<ToolCall>,
+    S::Response: ToolReply,
 {
-    type Response = ToolOutput;
+    type Response = S::Response;
     type Error = S::Error;
     type Future = future::ToolResponseFuture<S::Future>;
 

@@ -1,0 +1,132 @@
+//! What a tool stack answers: the tool's output, or an interrupt.
+
+use std::{fmt, time::SystemTime};
+
+use serde_json::Value;
+
+use super::ToolOutput;
+use crate::id::{InterruptId, ToolCallId};
+
+/// A tool call a run stopped at: it needs a decision nobody has given yet, so the run ended
+/// ([`StopReason::Interrupted`](crate::run::StopReason::Interrupted)) and a later run on the
+/// thread resumes it with the answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Interrupt {
+    /// The interrupt.
+    pub id: InterruptId,
+    /// The call waiting.
+    pub tool_call_id: ToolCallId,
+    /// The tool it calls.
+    pub tool_name: String,
+    /// Its arguments, as the model gave them.
+    pub arguments: Value,
+    /// After this, the interrupt can no longer be resumed.
+    pub expires_at: SystemTime,
+}
+
+impl fmt::Display for Interrupt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "the call `{}` of `{}` waits for a decision (interrupt `{}`)",
+            self.tool_call_id, self.tool_name, self.id
+        )
+    }
+}
+
+/// What a tool stack that may ask a person answers for one call: the call's output, or the
+/// [`Interrupt`] it stopped at (it did not run, nothing was decided).
+///
+/// "Ask a person later" is an answer, not a failure: no layer that handles errors (mapping them
+/// to results, retrying, timing out, falling back) can turn it into a failed call. A
+/// [`PermissionLayer`](crate::permission::PermissionLayer) answers this type; the layers
+/// around it pass it through (see [`ToolReply`]) and the [`Agent`](crate::agent::Agent) ends the
+/// run with the interrupts of the turn.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolResponse {
+    /// The call ran, or was answered without running (a refusal the model reads).
+    Output(ToolOutput),
+    /// The call waits for a decision.
+    Interrupted(Interrupt),
+}
+
+impl From<ToolOutput> for ToolResponse {
+    fn from(output: ToolOutput) -> Self {
+        Self::Output(output)
+    }
+}
+
+impl From<Interrupt> for ToolResponse {
+    fn from(interrupt: Interrupt) -> Self {
+        Self::Interrupted(interrupt)
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::ToolOutput {}
+    impl Sealed for super::ToolResponse {}
+}
+
+/// The answer of a tool stack: a [`ToolOutput`] (a tool's, or a stack that never interrupts) or a
+/// [`ToolResponse`] (a stack with a permission layer inside). Layers that look at results are
+/// generic over it and answer what their inner service answers, so that a layer works on either
+/// side of a [`PermissionLayer`](crate::permission::PermissionLayer).
+pub trait ToolReply: From<ToolOutput> + sealed::Sealed {
+    /// The output, unless the call stopped at an interrupt.
+    fn output(&self) -> Option<&ToolOutput>;
+
+    /// The output, mutably, unless the call stopped at an interrupt.
+    fn output_mut(&mut self) -> Option<&mut ToolOutput>;
+
+    /// The interrupt the call stopped at, if it did.
+    fn interrupt(&self) -> Option<&Interrupt>;
+
+    /// As a [`ToolResponse`].
+    fn into_response(self) -> ToolResponse;
+}
+
+impl ToolReply for ToolOutput {
+    fn output(&self) -> Option<&ToolOutput> {
+        Some(self)
+    }
+
+    fn output_mut(&mut self) -> Option<&mut ToolOutput> {
+        Some(self)
+    }
+
+    fn interrupt(&self) -> Option<&Interrupt> {
+        None
+    }
+
+    fn into_response(self) -> ToolResponse {
+        ToolResponse::Output(self)
+    }
+}
+
+impl ToolReply for ToolResponse {
+    fn output(&self) -> Option<&ToolOutput> {
+        match self {
+            Self::Output(output) => Some(output),
+            Self::Interrupted(_) => None,
+        }
+    }
+
+    fn output_mut(&mut self) -> Option<&mut ToolOutput> {
+        match self {
+            Self::Output(output) => Some(output),
+            Self::Interrupted(_) => None,
+        }
+    }
+
+    fn interrupt(&self) -> Option<&Interrupt> {
+        match self {
+            Self::Output(_) => None,
+            Self::Interrupted(interrupt) => Some(interrupt),
+        }
+    }
+
+    fn into_response(self) -> ToolResponse {
+        self
+    }
+}
