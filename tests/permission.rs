@@ -550,7 +550,11 @@ async fn error_handling_layers_outside_the_permission_layer_keep_the_interrupt()
     assert_eq!(outcome.interrupts.len(), 1);
     assert_eq!(outcome.interrupts[0].tool_call_id.as_str(), "c1");
     assert!(ran.try_recv().is_err(), "the delete did not run");
-    assert_eq!(model.requests().len(), 1, "the model was not told the call failed");
+    assert_eq!(
+        model.requests().len(),
+        1,
+        "the model was not told the call failed"
+    );
     let events = ui.events();
     verify(&events).unwrap();
     assert!(

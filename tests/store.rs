@@ -14,14 +14,15 @@ use std::{
 use agent_tower::{
     id::{InterruptId, RunId, ThreadId},
     message::Message,
+    permission::Decision,
     run::Interrupt,
     runs::{
         InterruptStatus, Interrupts, LogError, LoggedEvent, MemoryLog, RunEnd, RunLog, RunStatus,
-        Start, StartError, args_hash,
+        Start, StartError,
     },
     store::RunStore,
 };
-use serde_json::{Value, json};
+use serde_json::json;
 
 fn ids() -> (ThreadId, RunId) {
     (ThreadId::new(), RunId::new())
@@ -60,7 +61,7 @@ fn interrupt(call: &str, expires_in: Duration) -> Interrupt {
     }
 }
 
-fn start(thread: &ThreadId, run: &RunId, resume: Vec<(InterruptId, Value)>) -> Start {
+fn start(thread: &ThreadId, run: &RunId, resume: Vec<(InterruptId, Decision)>) -> Start {
     let mut start = Start::new(thread.clone(), run.clone());
     start.request_hash = format!("hash-of-{run}-{}", resume.len());
     start.resume = resume;
@@ -235,9 +236,13 @@ async fn interrupts_are_resumed_completely_and_once() {
             .await
             .unwrap();
         assert_eq!(pending.len(), 2, "{name}");
-        assert_eq!(pending[0].args_hash, args_hash(&json!({"path": "a"})));
-        let yes = json!({"status": "resolved", "payload": {"approved": true}});
-        let try_start = |resume: Vec<(InterruptId, Value)>| {
+        // SHA-256 of `{"path":"a"}`, the arguments' canonical JSON.
+        assert_eq!(
+            pending[0].args_hash,
+            "fde64ffe7a4a0bbd5d2fe2c294b795808c14bcb57a1d08f1c9dcd59871a020f4"
+        );
+        let yes = Decision::Approve;
+        let try_start = |resume: Vec<(InterruptId, Decision)>| {
             let (log, thread) = (log.clone(), thread.clone());
             async move { log.start(&start(&thread, &RunId::new(), resume)).await }
         };
@@ -325,7 +330,7 @@ async fn an_expired_interrupt_cannot_be_resumed() {
     for (name, log) in each_log("expired").await {
         let late = interrupt("a", Duration::ZERO);
         let (thread, _) = interrupted(&*log, vec![late.clone()]).await;
-        let resume = vec![(late.id.clone(), json!({"status": "resolved"}))];
+        let resume = vec![(late.id.clone(), Decision::Approve)];
         let err = log
             .start(&start(&thread, &RunId::new(), resume))
             .await
@@ -339,8 +344,7 @@ async fn an_interrupted_run_resumed_under_its_own_id_goes_on() {
     for (name, log) in each_log("continue").await {
         let asked = interrupt("a", Duration::from_secs(60));
         let (thread, run) = interrupted(&*log, vec![asked.clone()]).await;
-        let yes = json!({"status": "resolved", "payload": {"approved": true}});
-        let resume = start(&thread, &run, vec![(asked.id.clone(), yes)]);
+        let resume = start(&thread, &run, vec![(asked.id.clone(), Decision::Approve)]);
         let lease = log.start(&resume).await.unwrap();
         assert_eq!(
             lease.last_seq, 2,
@@ -374,7 +378,7 @@ async fn an_interrupted_run_resumed_under_its_own_id_goes_on() {
         let other = interrupt("b", Duration::from_secs(60));
         let (thread, first) = interrupted(&*log, vec![other.clone()]).await;
         let (_, stranger) = interrupted(&*log, vec![]).await;
-        let answer = vec![(other.id.clone(), json!({"status": "resolved"}))];
+        let answer = vec![(other.id.clone(), Decision::Approve)];
         let err = log
             .start(&start(&thread, &stranger, answer))
             .await

@@ -85,7 +85,9 @@ use crate::{
     message::{Message, ToolCallRequest},
     model::{ModelOptions, ModelRequest, ModelService, Usage},
     run::{ContextEntry, RunOutcome, RunRequest, StopReason, TurnCalls},
-    tool::{Interrupt, RunTools, ToolCall, ToolError, ToolOutput, ToolReply, ToolResponse, ToolSpec},
+    tool::{
+        Interrupt, RunTools, ToolCall, ToolError, ToolOutput, ToolReply, ToolResponse, ToolSpec,
+    },
 };
 
 /// Builds, from the run's current state, a message the model reads before the conversation.

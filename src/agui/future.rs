@@ -154,7 +154,10 @@ where
             // reports it, under the same tool call id.
             let (content, failed) = match &output {
                 Ok(reply) => match reply.output() {
-                    Some(out) => (Some(ToolContent::from_parts(out.ui_content())), out.is_error),
+                    Some(out) => (
+                        Some(ToolContent::from_parts(out.ui_content())),
+                        out.is_error,
+                    ),
                     None => (None, false),
                 },
                 Err(error) => (Some(ToolContent::Text(error.to_string())), true),

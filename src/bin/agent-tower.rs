@@ -828,6 +828,7 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         trace,
     );
     let runs = CancellationToken::new();
+    let metrics = agent_tower::metrics::Metrics::new();
     let mut server = AguiServer::new(agent)
         .path(args.path.clone())
         .keep_alive(Duration::from_secs(args.keep_alive.max(1)))
@@ -846,7 +847,7 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         .allow_hosts(&args.allow_hosts)?
         .max_run(args.max_run_events, args.max_run_bytes)
         .max_live_runs(args.max_live_runs)
-        .metrics(agent_tower::metrics::Metrics::new())
+        .metrics(metrics.clone())
         .access_log(true)
         .dev_page(!args.no_ui)
         .shutdown_token(runs.clone())
@@ -858,6 +859,7 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
     } else {
         let store = agent_tower::store::RunStore::open(&args.store).await?;
         tracing::info!(store = %store_name(&args.store), "runs are kept in the store");
+        store.on_commit(metrics.store_commits());
         server = server.store(store);
     }
     let listener = tokio::net::TcpListener::bind(args.addr.as_str())

@@ -5,7 +5,7 @@
 //! use agent_tower::metrics::Metrics;
 //!
 //! let metrics = Metrics::new();
-//! // Runs::metrics(metrics.clone()) or AguiServer::metrics(metrics.clone()) feeds it;
+//! // Runs::observer(metrics.clone()) or AguiServer::metrics(metrics.clone()) feeds it;
 //! // AguiServer serves it on `GET /metrics`.
 //! let text = metrics.encode();
 //! assert!(text.contains("# TYPE agent_tower_runs_started counter"));
@@ -24,7 +24,7 @@
 //! | `agent_tower_tool_calls_total` | counter | `tool`, `outcome` (`ok`, `error`: a result marked as an error, `failed`: no result, `interrupted`: waits for a decision) (counted by [`MetricsLayer`]) |
 //! | `agent_tower_followers` | gauge | |
 //! | `agent_tower_interrupts_pending` | gauge | (read from the run log when scraped) |
-//! | `agent_tower_store_commit_seconds` | histogram | (a `RunStore`'s group commits) |
+//! | `agent_tower_store_commit_seconds` | histogram | (a `RunStore`'s group commits, given [`store_commits`](Metrics::store_commits)) |
 
 use std::{
     sync::{
@@ -34,6 +34,10 @@ use std::{
     time::Duration,
 };
 
+use crate::{
+    run::{RunRequest, StopReason},
+    runs::{Ended, Logged, RunObserver, RunSummary},
+};
 use prometheus_client::{
     encoding::EncodeLabelSet,
     metrics::{
@@ -47,7 +51,7 @@ use prometheus_client::{
 
 /// How a run ended, as the `outcome` label says it.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
-pub(crate) enum Outcome {
+enum Outcome {
     Success,
     Interrupted,
     Cancelled,
@@ -58,6 +62,20 @@ pub(crate) enum Outcome {
 }
 
 impl Outcome {
+    /// The outcome of a run that ended so (`failed`: a `RUN_ERROR` ended it).
+    fn of(end: &Ended, failed: bool) -> Self {
+        match end {
+            Ended::Detached(end) => Self::of(end, failed),
+            Ended::Disconnected => Self::Disconnected,
+            Ended::LogFailed(_) => Self::Stopped,
+            Ended::Failed(_) | Ended::Refused(_) => Self::Error,
+            _ if failed => Self::Error,
+            Ended::Finished(StopReason::Interrupted) => Self::Interrupted,
+            Ended::Finished(StopReason::Cancelled) => Self::Cancelled,
+            Ended::Finished(_) => Self::Success,
+        }
+    }
+
     fn as_str(self) -> &'static str {
         match self {
             Self::Success => "success",
@@ -111,17 +129,7 @@ struct Inner {
     followers: Gauge,
     #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pending: Gauge,
-    #[cfg_attr(not(feature = "store"), allow(dead_code))]
     commits: Histogram,
-}
-
-/// A follower counted in `agent_tower_followers` while it lives.
-pub(crate) struct Following(Metrics);
-
-impl Drop for Following {
-    fn drop(&mut self) {
-        self.0.0.followers.dec();
-    }
 }
 
 /// Counters, gauges and histograms of runs, shared by the engine that feeds them and the
@@ -229,25 +237,6 @@ impl Metrics {
         text
     }
 
-    pub(crate) fn run_started(&self) {
-        self.0.started.inc();
-        self.0.active.inc();
-    }
-
-    /// `events` were logged (`first`: the run's first write, this long after its start); `usage` is what the terminal event among them counted.
-    pub(crate) fn written(
-        &self,
-        events: u64,
-        usage: Option<&[crate::agui::event::TokenUsage]>,
-        first: Option<Duration>,
-    ) {
-        if let Some(elapsed) = first {
-            self.0.first_event.observe(elapsed.as_secs_f64());
-        }
-        self.usage(usage);
-        self.0.events.inc_by(events);
-    }
-
     fn tool_call(&self, tool: &str, outcome: &'static str) {
         let mut label = ToolLabel {
             tool: tool.to_owned(),
@@ -277,32 +266,11 @@ impl Metrics {
         }
     }
 
-    pub(crate) fn run_ended(&self, outcome: Outcome, code: Option<&str>, duration: Duration) {
-        self.0.active.dec();
-        let outcome = outcome.as_str();
-        self.0
-            .ended
-            .get_or_create(&EndLabels {
-                outcome,
-                code: code.unwrap_or_default().to_owned(),
-            })
-            .inc();
-        self.0
-            .duration
-            .get_or_create(&OutcomeLabel { outcome })
-            .observe(duration.as_secs_f64());
-    }
-
-    /// A group of writes committed to the store in `took`.
-    #[cfg_attr(not(feature = "store"), allow(dead_code))]
-    pub(crate) fn committed(&self, took: Duration) {
-        self.0.commits.observe(took.as_secs_f64());
-    }
-
-    /// Counts a follower until the guard is dropped.
-    pub(crate) fn following(&self) -> Following {
-        self.0.followers.inc();
-        Following(self.clone())
+    /// A callback for [`RunStore::on_commit`](crate::store::RunStore::on_commit): the store's
+    /// group commits, timed in `agent_tower_store_commit_seconds`.
+    pub fn store_commits(&self) -> impl Fn(Duration) + Send + Sync + 'static {
+        let metrics = self.clone();
+        move |took| metrics.0.commits.observe(took.as_secs_f64())
     }
 
     #[cfg_attr(not(feature = "server"), allow(dead_code))]
@@ -313,8 +281,57 @@ impl Metrics {
     }
 }
 
+/// The engine's runs, counted.
+impl RunObserver for Metrics {
+    fn on_start(&self) {
+        self.0.started.inc();
+        self.0.active.inc();
+    }
+
+    fn on_request(&self, request: &mut RunRequest) {
+        // For the layers that count what happens inside the run (`MetricsLayer`).
+        request.run.extensions.insert(self.clone());
+    }
+
+    fn on_logged(&self, logged: &Logged<'_>) {
+        if let Some(elapsed) = logged.first {
+            self.0.first_event.observe(elapsed.as_secs_f64());
+        }
+        self.usage(logged.usage);
+        self.0.events.inc_by(logged.events);
+    }
+
+    fn on_end(&self, summary: &RunSummary) {
+        if matches!(summary.end, Ended::Refused(_)) {
+            // Refused at its start: it was never launched.
+            self.on_start();
+        }
+        self.0.active.dec();
+        let outcome = Outcome::of(&summary.end, summary.code.is_some()).as_str();
+        self.0
+            .ended
+            .get_or_create(&EndLabels {
+                outcome,
+                code: summary.code.clone().unwrap_or_default(),
+            })
+            .inc();
+        self.0
+            .duration
+            .get_or_create(&OutcomeLabel { outcome })
+            .observe(summary.duration.as_secs_f64());
+    }
+
+    fn on_follower(&self, joined: bool) {
+        if joined {
+            self.0.followers.inc();
+        } else {
+            self.0.followers.dec();
+        }
+    }
+}
+
 /// Counts tool calls by tool and outcome in the [`Metrics`] of the run they belong to (the run
-/// engine puts its metrics in each run's context, [`Runs::metrics`](crate::runs::Runs::metrics));
+/// engine's [observer](crate::runs::Runs::observer) puts them in each run's context);
 /// calls of runs without metrics pass uncounted.
 ///
 /// ```

@@ -1,5 +1,6 @@
 use std::{collections::HashMap, sync::Arc, time::SystemTime};
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::{
@@ -34,7 +35,10 @@ pub struct PermissionRequest {
 }
 
 /// What the approver decided about one call.
-#[derive(Debug, Clone, PartialEq)]
+///
+/// It serializes as a run log keeps it: `"approve"`, `{"edit": {…}}`, `{"reject": "…"}`, …
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Decision {
     /// Run it as it is.
     Approve,

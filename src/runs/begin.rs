@@ -3,14 +3,15 @@
 use std::{fmt, sync::Arc};
 use tokio::sync::OwnedSemaphorePermit;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tower::Service;
 
 use super::{
-    BusyThread, Inner, InterruptStatus, Interrupts, LogError, LoggedEvent, RunLog, RunStatus, Runs,
-    Start, StartError, args_hash,
+    BusyThread, Inner, InterruptStatus, Interrupts, LogError, LoggedEvent, RunStatus, Runs, Start,
+    StartError, args_hash,
     driver::{Ended, Launch},
+    request::kept,
 };
 use crate::{
     BoxError,
@@ -211,30 +212,32 @@ struct Prepared {
     invalid: Option<String>,
 }
 
-/// The JSON an answer is stored (and compared) as.
-fn answer_json(status: ResumeStatus, payload: Option<&Value>) -> Value {
-    json!({"status": status, "payload": payload})
-}
-
 fn prepare(input: RunAgentInput) -> Prepared {
-    let resume = input.resume.clone().unwrap_or_default();
+    let resume = input.resume.as_deref().unwrap_or_default();
     let mut invalid = None;
     let mut answers = Vec::with_capacity(resume.len());
-    for entry in &resume {
-        if let Err(why) = interrupt::decision(entry) {
+    for entry in resume {
+        let id = InterruptId::from(entry.interrupt_id.as_str());
+        let problem = match interrupt::decision(entry) {
+            _ if answers.iter().any(|(answered, _)| answered == &id) => {
+                Some("it is answered twice".to_owned())
+            }
+            Ok(decision) => {
+                answers.push((id, decision));
+                None
+            }
+            Err(why) => Some(why.to_string()),
+        };
+        if let Some(why) = problem {
             invalid.get_or_insert_with(|| {
                 format!("the answer to interrupt `{}`: {why}", entry.interrupt_id)
             });
         }
-        answers.push((
-            InterruptId::from(entry.interrupt_id.as_str()),
-            answer_json(entry.status, entry.payload.as_ref()),
-        ));
     }
     let as_json = serde_json::to_value(&input).unwrap_or(Value::Null);
     // A run that applies decisions keeps what it needs to run again (its conversation is the
     // thread's).
-    let request = (!answers.is_empty()).then(|| kept(&input));
+    let request = (!resume.is_empty()).then(|| kept(&input));
     Prepared {
         start: Start {
             thread_id: input.thread_id.clone(),
@@ -246,17 +249,6 @@ fn prepare(input: RunAgentInput) -> Prepared {
         input,
         invalid,
     }
-}
-
-/// What a run keeps of its request ([`RunRecord::request`](super::RunRecord::request)): all
-/// but the conversation (the thread's is used) and the answers (the interrupts' are used).
-pub(super) fn kept(input: &RunAgentInput) -> Value {
-    let mut kept = serde_json::to_value(input).unwrap_or(Value::Null);
-    kept["messages"] = json!([]);
-    if let Some(kept) = kept.as_object_mut() {
-        kept.remove("resume");
-    }
-    kept
 }
 
 /// The answer to a request whose run id is taken: the run the same request started, replayed
@@ -523,7 +515,7 @@ where
         ];
         match self.log.refuse(start, &events).await {
             Ok(()) => {
-                self.log.hub().wake(&start.run_id);
+                self.hub.wake(&start.run_id);
                 self.ended(
                     &start.thread_id,
                     &start.run_id,
@@ -548,7 +540,7 @@ where
 
     /// Waits until `run` is no longer running.
     async fn until_ended(&self, run: &RunId) -> Result<(), LogError> {
-        let topic = self.log.hub().watch(run);
+        let topic = self.hub.watch(run);
         loop {
             let woken = topic.notified();
             let mut woken = std::pin::pin!(woken);
@@ -557,92 +549,6 @@ where
                 Some(record) if record.status == RunStatus::Running => woken.await,
                 _ => return Ok(()),
             }
-        }
-    }
-}
-
-/// The run `input` asks for, continuing the thread's stored conversation when it applies
-/// decisions: each decision (read back from the interrupts it resolved) bound to the very call
-/// it was asked about.
-pub(super) async fn run_request(
-    log: &dyn RunLog,
-    input: &RunAgentInput,
-    continues: bool,
-) -> Result<RunRequest, LogError> {
-    let mut req = input.to_run_request();
-    if !continues {
-        return Ok(req);
-    }
-    // A resume continues the stored conversation, never the client's copy of it.
-    if let Some(thread) = log.thread(&input.thread_id).await? {
-        req.messages = thread.messages;
-        req.state = thread.state.or(req.state);
-    }
-    let resolved = log
-        .interrupts(Interrupts::ResolvedBy(&input.run_id))
-        .await?;
-    let mut by_call = std::collections::HashMap::new();
-    for record in resolved
-        .into_iter()
-        .filter(|r| r.status == InterruptStatus::Resolved)
-    {
-        let answer = record.resolution.clone().unwrap_or(Value::Null);
-        let entry = ResumeEntry {
-            interrupt_id: record.id.to_string(),
-            status: serde_json::from_value(answer["status"].clone())
-                .unwrap_or(ResumeStatus::Cancelled),
-            payload: Some(answer["payload"].clone()).filter(|p| !p.is_null()),
-            metadata: None,
-        };
-        let decision = interrupt::decision(&entry)
-            .map_err(|e| LogError::Corrupt(format!("answer to interrupt `{}` ({e})", record.id)))?;
-        let decision = bound::decision_for(&record, decision, &req.messages);
-        by_call.insert(record.tool_call_id, decision);
-    }
-    req.run
-        .extensions
-        .insert(crate::permission::Resolutions::new(by_call));
-    Ok(req)
-}
-
-/// Decisions bound to the call they were asked about.
-mod bound {
-    use serde_json::Value;
-
-    use crate::{
-        message::Message,
-        permission::Decision,
-        runs::{InterruptRecord, args_hash},
-    };
-
-    /// The interrupted call's arguments, as the conversation holds them.
-    fn call_arguments(record: &InterruptRecord, messages: &[Message]) -> Option<Value> {
-        messages.iter().rev().find_map(|message| match message {
-            Message::Assistant { tool_calls, .. } => tool_calls
-                .iter()
-                .find(|call| call.id == record.tool_call_id)
-                .map(|call| serde_json::from_str(&call.arguments).unwrap_or(Value::Null)),
-            _ => None,
-        })
-    }
-
-    /// The decision to apply: an approval of a call whose arguments are not the ones asked about
-    /// is refused (the model is told).
-    pub(super) fn decision_for(
-        record: &InterruptRecord,
-        decision: Decision,
-        messages: &[Message],
-    ) -> Decision {
-        let bound = call_arguments(record, messages)
-            .is_some_and(|args| args_hash(&args) == record.args_hash);
-        if !bound {
-            tracing::error!(interrupt = %record.id, "the conversation does not hold the interrupted call as it was asked about");
-        }
-        match decision {
-            Decision::Approve | Decision::ApproveAlways if !bound => Decision::Reject(
-                "The call changed after it was approved; it was not run.".to_owned(),
-            ),
-            other => other,
         }
     }
 }

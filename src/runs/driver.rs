@@ -12,8 +12,9 @@ use tokio_util::sync::CancellationToken;
 use tower::{Service, ServiceExt};
 
 use super::{
-    Inner, Lease, LogError, LoggedEvent, LostRun, OnRunEnd, RunEnd, RunRecord, RunStatus, Topic,
-    begin::{kept, run_request},
+    Inner, Lease, LogError, Logged, LoggedEvent, LostRun, OnRunEnd, RunEnd, RunRecord, RunStatus,
+    hub::Topic,
+    request::{kept, run_request},
 };
 use crate::{
     BoxError,
@@ -112,22 +113,6 @@ pub(super) fn log_run_end() -> OnRunEnd {
     })
 }
 
-/// The `outcome` label of a run that ended so (`failed`: a `RUN_ERROR` ended it).
-#[cfg(feature = "metrics")]
-fn outcome(end: &Ended, failed: bool) -> crate::metrics::Outcome {
-    use crate::metrics::Outcome;
-    match end {
-        Ended::Detached(end) => outcome(end, failed),
-        Ended::Disconnected => Outcome::Disconnected,
-        Ended::LogFailed(_) => Outcome::Stopped,
-        Ended::Failed(_) | Ended::Refused(_) => Outcome::Error,
-        _ if failed => Outcome::Error,
-        Ended::Finished(StopReason::Interrupted) => Outcome::Interrupted,
-        Ended::Finished(StopReason::Cancelled) => Outcome::Cancelled,
-        Ended::Finished(_) => Outcome::Success,
-    }
-}
-
 /// A run this instance holds the lease of, to drive.
 pub(super) struct Launch {
     pub(super) lease: Lease,
@@ -159,18 +144,7 @@ impl<A> Inner<A> {
             end,
             code,
         };
-        #[cfg(feature = "metrics")]
-        if let Some(metrics) = &self.config.metrics {
-            if matches!(summary.end, Ended::Refused(_)) {
-                // Refused at its start: it was never launched.
-                metrics.run_started();
-            }
-            metrics.run_ended(
-                outcome(&summary.end, summary.code.is_some()),
-                summary.code.as_deref(),
-                duration,
-            );
-        }
+        self.config.observer.on_end(&summary);
         (self.config.on_run_end)(&summary);
     }
 }
@@ -183,12 +157,9 @@ where
     /// Drives `launch` in a task of its own; returns the run's cancellation token. Followers in
     /// this process read the run's events from memory from now on.
     pub(super) fn launch(self: &Arc<Self>, launch: Launch) -> CancellationToken {
-        #[cfg(feature = "metrics")]
-        if let Some(metrics) = &self.config.metrics {
-            metrics.run_started();
-        }
+        self.config.observer.on_start();
         let cancel = self.config.shutdown.child_token();
-        let topic = self.log.hub().watch(&launch.lease.run_id);
+        let topic = self.hub.watch(&launch.lease.run_id);
         topic.drive(launch.lease.last_seq, cancel.clone());
         let driver = Driver {
             next_seq: launch.lease.last_seq + 1,
@@ -256,21 +227,19 @@ type Write = BoxFuture<'static, (Vec<LoggedEvent>, Result<(), LogError>)>;
 /// What a run's terminal event says that the driver reports once it is logged.
 struct Ending {
     code: Option<String>,
-    #[cfg(feature = "metrics")]
     usage: Option<Vec<crate::agui::event::TokenUsage>>,
 }
 
 impl Ending {
     fn of(event: &Event) -> Option<Self> {
-        let (code, _usage) = match event {
+        let (code, usage) = match event {
             Event::RunFinished(finished) => (None, &finished.usage),
             Event::RunError(error) => (error.code.clone(), &error.usage),
             _ => return None,
         };
         Some(Self {
             code,
-            #[cfg(feature = "metrics")]
-            usage: _usage.as_deref().map(<[_]>::to_vec),
+            usage: usage.as_deref().map(<[_]>::to_vec),
         })
     }
 }
@@ -295,11 +264,7 @@ where
             // The driver reads every event: the run never loses its sink to a viewer leaving.
             req.run.sinks.on_disconnect = Some(OnDisconnect::Continue);
             req.run.cancel = self.cancel.clone();
-            #[cfg(feature = "metrics")]
-            if let Some(metrics) = &self.inner.config.metrics {
-                // For the layers that count what happens inside the run (`MetricsLayer`).
-                req.run.extensions.insert(metrics.clone());
-            }
+            self.inner.config.observer.on_request(&mut req);
             let agent = self.inner.agent.clone();
             Some(AssertUnwindSafe(agent.oneshot(req)).catch_unwind().boxed())
         };
@@ -453,12 +418,11 @@ where
             .last()
             .filter(|last| last.is_terminal())
             .and_then(|_| self.ending.take());
-        #[cfg(feature = "metrics")]
-        if let Some(metrics) = &self.inner.config.metrics {
-            let first = (self.logged == 0).then(|| self.started.elapsed());
-            let usage = ending.as_ref().and_then(|ending| ending.usage.as_deref());
-            metrics.written(events.len() as u64, usage, first);
-        }
+        self.inner.config.observer.on_logged(&Logged {
+            events: events.len() as u64,
+            first: (self.logged == 0).then(|| self.started.elapsed()),
+            usage: ending.as_ref().and_then(|ending| ending.usage.as_deref()),
+        });
         if let Some(ending) = ending {
             self.code = ending.code;
         }

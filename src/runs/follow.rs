@@ -11,7 +11,10 @@ use std::{
 use futures_core::Stream;
 use futures_util::{FutureExt, future::BoxFuture};
 
-use super::{LoggedEvent, RunLog, RunStatus, hub::TailRead, hub::Topic};
+use super::{
+    Hub, LoggedEvent, RunLog, RunObserver, RunStatus,
+    hub::{TailRead, Topic},
+};
 use crate::{
     agui::{
         Event,
@@ -48,9 +51,8 @@ pub struct Follow {
     done: bool,
     /// What dropping this follower before the run's end does to the run.
     on_drop: Option<OnDisconnect>,
-    /// Counted among the followers while it lives.
-    #[cfg(feature = "metrics")]
-    _counted: Option<crate::metrics::Following>,
+    /// Told when this follower comes and goes.
+    observer: Arc<dyn RunObserver>,
 }
 
 /// What one step of following found.
@@ -61,9 +63,16 @@ enum Step {
 }
 
 impl Follow {
-    pub(crate) fn new(log: Arc<dyn RunLog>, run_id: RunId, after: u64) -> Self {
+    pub(crate) fn new(
+        log: Arc<dyn RunLog>,
+        hub: &Hub,
+        observer: Arc<dyn RunObserver>,
+        run_id: RunId,
+        after: u64,
+    ) -> Self {
+        observer.on_follower(true);
         Self {
-            topic: log.hub().watch(&run_id),
+            topic: hub.watch(&run_id),
             log,
             run_id,
             after,
@@ -71,16 +80,8 @@ impl Follow {
             next: None,
             done: false,
             on_drop: None,
-            #[cfg(feature = "metrics")]
-            _counted: None,
+            observer,
         }
-    }
-
-    /// Counted in `metrics` while it lives.
-    #[cfg(feature = "metrics")]
-    pub(crate) fn counted(mut self, metrics: Option<&crate::metrics::Metrics>) -> Self {
-        self._counted = metrics.map(crate::metrics::Metrics::following);
-        self
     }
 
     /// Makes this follower the run's viewer: when it is dropped before the run's end (its client
@@ -115,6 +116,7 @@ impl Drop for Follow {
         if let Some(policy) = self.on_drop {
             self.topic.viewer_left(policy == OnDisconnect::Cancel);
         }
+        self.observer.on_follower(false);
     }
 }
 

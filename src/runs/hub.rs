@@ -22,11 +22,11 @@ const TAIL: usize = 4096;
 /// process drives it, its recent events. Wake-ups are hints: a follower reads (the tail or the
 /// log) after each one. Clones share the same hub.
 #[derive(Clone, Default)]
-pub struct Hub(Arc<Mutex<HashMap<RunId, Weak<Topic>>>>);
+pub(crate) struct Hub(Arc<Mutex<HashMap<RunId, Weak<Topic>>>>);
 
 /// One run's wake-up and tail.
 #[derive(Default)]
-pub struct Topic {
+pub(crate) struct Topic {
     notify: Notify,
     live: Mutex<Option<Tail>>,
     /// The viewer that started the run went away before its end.
@@ -71,13 +71,13 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Hub {
     /// A hub with nobody in it.
     #[must_use]
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// The topic of `run` (shared by everyone watching it while one does).
     #[must_use]
-    pub fn watch(&self, run: &RunId) -> Arc<Topic> {
+    pub(crate) fn watch(&self, run: &RunId) -> Arc<Topic> {
         let mut topics = lock(&self.0);
         if let Some(topic) = topics.get(run).and_then(Weak::upgrade) {
             return topic;
@@ -96,14 +96,14 @@ impl Hub {
 
     /// Wakes `run`'s followers: its log may have grown or its run ended (another instance wrote
     /// it).
-    pub fn wake(&self, run: &RunId) {
+    pub(crate) fn wake(&self, run: &RunId) {
         if let Some(topic) = self.topic(run) {
             topic.notify.notify_waiters();
         }
     }
 
     /// Wakes every follower: wake-ups may have been missed (a lost notification connection).
-    pub fn wake_all(&self) {
+    pub(crate) fn wake_all(&self) {
         let topics: Vec<_> = lock(&self.0).values().filter_map(Weak::upgrade).collect();
         for topic in topics {
             topic.notify.notify_waiters();
@@ -111,7 +111,7 @@ impl Hub {
     }
 
     /// Cancels `run` if this process drives it; `false` otherwise.
-    pub fn cancel(&self, run: &RunId) -> bool {
+    pub(crate) fn cancel(&self, run: &RunId) -> bool {
         let Some(topic) = self.topic(run) else {
             return false;
         };
@@ -121,7 +121,7 @@ impl Hub {
 
     /// Whether this process drives `run` and it has not ended.
     #[must_use]
-    pub fn is_driven(&self, run: &RunId) -> bool {
+    pub(crate) fn is_driven(&self, run: &RunId) -> bool {
         self.topic(run).is_some_and(|topic| {
             lock(&topic.live)
                 .as_ref()
@@ -131,17 +131,11 @@ impl Hub {
 
     /// The number of runs watched or driven here.
     #[must_use]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         lock(&self.0)
             .values()
             .filter(|weak| weak.strong_count() > 0)
             .count()
-    }
-
-    /// Whether no run is watched or driven here.
-    #[must_use]
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
@@ -154,7 +148,7 @@ impl fmt::Debug for Hub {
 impl Topic {
     /// Resolves at the next wake-up; enable it (or poll it once) before reading, so that a
     /// wake-up that comes while reading is not missed.
-    pub fn notified(&self) -> tokio::sync::futures::Notified<'_> {
+    pub(crate) fn notified(&self) -> tokio::sync::futures::Notified<'_> {
         self.notify.notified()
     }
 
@@ -286,7 +280,7 @@ mod tests {
         assert!(hub.cancel(&run));
         drop(topic);
         assert!(!hub.cancel(&run), "forgotten once nobody holds it");
-        assert!(hub.is_empty());
+        assert_eq!(hub.len(), 0);
     }
 
     #[test]

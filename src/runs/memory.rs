@@ -1,7 +1,7 @@
 //! [`MemoryLog`]: the run log of one process, bounded.
 
 use std::{
-    collections::{HashMap, HashSet, VecDeque},
+    collections::{HashMap, VecDeque},
     fmt,
     sync::{Mutex, MutexGuard, PoisonError},
     time::{Duration, SystemTime},
@@ -11,8 +11,9 @@ use futures_util::{FutureExt, future::BoxFuture};
 use serde_json::Value;
 
 use super::{
-    Hub, InterruptRecord, InterruptStatus, Interrupts, Lease, LogError, LoggedEvent, LostRun, Page,
-    Recovered, RunEnd, RunLog, RunRecord, RunStatus, Start, StartError, ThreadRecord, args_hash,
+    InterruptRecord, InterruptStatus, Interrupts, Lease, LogError, LoggedEvent, LostRun, Page,
+    Recovered, RunEnd, RunLog, RunRecord, RunStatus, Start, StartError, ThreadRecord,
+    rules::{self, ExistingRun, Plan, ThreadView},
 };
 use crate::{
     id::{InterruptId, RunId, ThreadId},
@@ -43,7 +44,6 @@ const OWNER: &str = "this-process";
 /// ```
 pub struct MemoryLog {
     state: Mutex<State>,
-    hub: Hub,
     max_runs: usize,
     max_bytes: usize,
 }
@@ -98,7 +98,6 @@ impl MemoryLog {
     pub fn new() -> Self {
         Self {
             state: Mutex::default(),
-            hub: Hub::new(),
             max_runs: 10_000,
             max_bytes: 256 * 1024 * 1024,
         }
@@ -142,103 +141,58 @@ impl fmt::Debug for MemoryLog {
 }
 
 impl State {
-    /// Checks `start` and, if it may start, writes it.
-    fn start(&mut self, start: &Start, now: SystemTime) -> Result<Lease, StartError> {
-        let continued = match self.runs.get(&start.run_id) {
-            Some(run) if run.request_hash == start.request_hash => {
-                return Err(StartError::Exists {
-                    run: start.run_id.clone(),
-                    same: true,
-                    from: run.segment_start,
-                });
-            }
-            // The interrupted run itself, resumed under its own id.
-            Some(run)
-                if run.record.status == RunStatus::Interrupted
-                    && !start.resume.is_empty()
-                    && start.resume.iter().all(|(id, _)| {
-                        self.interrupts
-                            .get(id)
-                            .is_some_and(|i| i.run_id == start.run_id)
-                    }) =>
-            {
-                Some(run.record.last_seq)
-            }
-            Some(_) => {
-                return Err(StartError::Exists {
-                    run: start.run_id.clone(),
-                    same: false,
-                    from: 0,
-                });
-            }
-            None => None,
-        };
-        if let Some(active) = self
-            .threads
-            .get(&start.thread_id)
-            .and_then(|t| t.active.clone())
-        {
-            return Err(StartError::Busy {
-                thread: start.thread_id.clone(),
-                active: Some(active),
-            });
+    /// What the rules of a start read here.
+    fn view(&self, start: &Start) -> ThreadView {
+        let answered = |id: &InterruptId| start.resume.iter().any(|(answer, _)| answer == id);
+        ThreadView {
+            run: self.runs.get(&start.run_id).map(|run| ExistingRun {
+                status: run.record.status,
+                request_hash: run.request_hash.clone(),
+                segment_start: run.segment_start,
+                last_seq: run.record.last_seq,
+            }),
+            active: self
+                .threads
+                .get(&start.thread_id)
+                .and_then(|thread| thread.active.clone()),
+            interrupts: self
+                .interrupts
+                .values()
+                .filter(|i| {
+                    (i.thread_id == start.thread_id && i.status == InterruptStatus::Pending)
+                        || answered(&i.id)
+                })
+                .cloned()
+                .collect(),
         }
-        for (id, _) in &start.resume {
-            let record = match self.interrupts.get(id) {
-                Some(record) if record.thread_id == start.thread_id => record,
-                _ => return Err(StartError::UnknownInterrupt(id.clone())),
-            };
-            if record.status == InterruptStatus::Resolved {
-                return Err(StartError::AlreadyResolved {
-                    id: id.clone(),
-                    by_run: record
-                        .resolved_by_run
-                        .clone()
-                        .unwrap_or_else(|| record.run_id.clone()),
-                });
-            }
-            if record.expires_at <= now {
-                return Err(StartError::Expired(id.clone()));
-            }
-        }
-        let answered: HashSet<&InterruptId> = start.resume.iter().map(|(id, _)| id).collect();
-        let mut missing: Vec<InterruptId> = self
-            .interrupts
-            .values()
-            .filter(|i| {
-                i.thread_id == start.thread_id
-                    && i.status == InterruptStatus::Pending
-                    && !answered.contains(&i.id)
-            })
-            .map(|i| i.id.clone())
-            .collect();
-        if !missing.is_empty() {
-            missing.sort();
-            return Err(if start.resume.is_empty() {
-                StartError::InterruptsPending(missing)
-            } else {
-                StartError::ResumeMissing(missing)
-            });
-        }
+    }
 
-        for (id, answer) in &start.resume {
-            let record = self.interrupts.get_mut(id).expect("checked above");
-            record.status = InterruptStatus::Resolved;
-            record.resolution = Some(answer.clone());
-            record.resolved_by_run = Some(start.run_id.clone());
+    /// Starts `start` if the rules let it: the plan written under the lock.
+    fn start(&mut self, start: &Start, now: SystemTime) -> Result<Lease, StartError> {
+        let plan = rules::plan(start, &self.view(start), now)?;
+        for (id, decision) in &start.resume {
+            if let Some(record) = self.interrupts.get_mut(id) {
+                record.status = InterruptStatus::Resolved;
+                record.resolution = Some(decision.clone());
+                record.resolved_by_run = Some(start.run_id.clone());
+            }
         }
-        let last_seq = continued.unwrap_or(0);
-        match self.runs.get_mut(&start.run_id) {
-            Some(run) => {
+        let lease = plan.lease(start);
+        match plan {
+            Plan::Continue { .. } => {
+                let run = self
+                    .runs
+                    .get_mut(&start.run_id)
+                    .expect("a continued run is in the view");
                 run.record.status = RunStatus::Running;
                 run.record.owner = OWNER.to_owned();
                 run.record.updated_at = now;
                 run.request_hash.clone_from(&start.request_hash);
                 run.record.request.clone_from(&start.request);
-                run.segment_start = last_seq;
+                run.segment_start = lease.last_seq;
                 self.ended.retain(|id| id != &start.run_id);
             }
-            None => {
+            Plan::New => {
                 self.runs.insert(
                     start.run_id.clone(),
                     RunEntry {
@@ -269,11 +223,7 @@ impl State {
             .entry(start.thread_id.clone())
             .or_default()
             .active = Some(start.run_id.clone());
-        Ok(Lease {
-            run_id: start.run_id.clone(),
-            thread_id: start.thread_id.clone(),
-            last_seq,
-        })
+        Ok(lease)
     }
 
     fn write(
@@ -328,20 +278,7 @@ impl State {
         for interrupt in &end.interrupts {
             self.interrupts.insert(
                 interrupt.id.clone(),
-                InterruptRecord {
-                    id: interrupt.id.clone(),
-                    thread_id: lease.thread_id.clone(),
-                    run_id: lease.run_id.clone(),
-                    tool_call_id: interrupt.tool_call_id.clone(),
-                    tool_name: interrupt.tool_name.clone(),
-                    arguments: interrupt.arguments.clone(),
-                    args_hash: args_hash(&interrupt.arguments),
-                    created_at: now,
-                    expires_at: interrupt.expires_at,
-                    status: InterruptStatus::Pending,
-                    resolution: None,
-                    resolved_by_run: None,
-                },
+                InterruptRecord::pending(interrupt, &lease.thread_id, &lease.run_id, now),
             );
         }
         self.ended.push_back(lease.run_id.clone());
@@ -424,13 +361,9 @@ impl RunLog for MemoryLog {
         events: &'a [LoggedEvent],
     ) -> BoxFuture<'a, Result<(), StartError>> {
         let mut state = self.lock();
-        let refused = match state.runs.get(&start.run_id) {
-            Some(run) => Err(StartError::Exists {
-                run: start.run_id.clone(),
-                same: run.request_hash == start.request_hash,
-                from: run.segment_start,
-            }),
-            None => {
+        let refused = match rules::refusal(start, &state.view(start)) {
+            Err(taken) => Err(taken),
+            Ok(()) => {
                 let now = SystemTime::now();
                 let bytes = size(events);
                 state.runs.insert(
@@ -482,10 +415,6 @@ impl RunLog for MemoryLog {
             }
         });
         std::future::ready(Ok(page)).boxed()
-    }
-
-    fn hub(&self) -> &Hub {
-        &self.hub
     }
 
     fn owner(&self) -> &str {

@@ -83,10 +83,15 @@
 
 mod begin;
 mod driver;
+mod error;
 mod follow;
 mod hub;
 mod log;
 mod memory;
+mod observe;
+mod record;
+mod request;
+pub mod rules;
 mod sweep;
 
 use std::{
@@ -100,15 +105,17 @@ use tokio_util::sync::CancellationToken;
 pub use self::{
     begin::{BeginError, Begun, ResumeError, Resumed},
     driver::{Ended, RunSummary},
+    error::{LogError, StartError},
     follow::{Follow, STORE_UNAVAILABLE},
-    hub::{Hub, Topic},
-    log::{
-        InterruptRecord, InterruptStatus, Interrupts, Lease, LogError, LoggedEvent, LostRun, Page,
-        Recovered, RunEnd, RunLog, RunRecord, RunStatus, Start, StartError, ThreadRecord,
-        args_hash, from_millis, millis,
-    },
+    log::{Changed, Interrupts, OnChange, RunLog},
     memory::MemoryLog,
+    observe::{Logged, RunObserver},
+    record::{
+        InterruptRecord, InterruptStatus, Lease, LoggedEvent, LostRun, Page, Recovered, RunEnd,
+        RunRecord, RunStatus, Start, ThreadRecord,
+    },
 };
+pub(crate) use self::{hub::Hub, record::args_hash};
 #[cfg(doc)]
 use crate::run::RunOutcome;
 
@@ -135,6 +142,8 @@ pub struct Runs<A> {
 struct Inner<A> {
     agent: A,
     log: Arc<dyn RunLog>,
+    /// Where this engine's writers meet its followers.
+    hub: Hub,
     config: Config,
     /// Whether the sweeper was started.
     sweeping: Arc<AtomicBool>,
@@ -152,8 +161,7 @@ struct Config {
     /// Permits of live runs, `max_live` in all.
     live: Arc<tokio::sync::Semaphore>,
     max_live: usize,
-    #[cfg(feature = "metrics")]
-    metrics: Option<crate::metrics::Metrics>,
+    observer: Arc<dyn RunObserver>,
 }
 
 /// How many runs may be live at once by default.
@@ -174,6 +182,7 @@ impl<A> Runs<A> {
             inner: Arc::new(Inner {
                 agent,
                 log: Arc::new(MemoryLog::new()),
+                hub: Hub::new(),
                 config: Config {
                     busy_thread: BusyThread::Reject,
                     channel_capacity: 256,
@@ -187,8 +196,7 @@ impl<A> Runs<A> {
                     },
                     live: Arc::new(tokio::sync::Semaphore::new(DEFAULT_MAX_LIVE)),
                     max_live: DEFAULT_MAX_LIVE,
-                    #[cfg(feature = "metrics")]
-                    metrics: None,
+                    observer: Arc::new(()),
                 },
                 sweeping: Arc::new(AtomicBool::new(false)),
             }),
@@ -202,27 +210,20 @@ impl<A> Runs<A> {
         Arc::make_mut(&mut self.inner)
     }
 
-    /// Keeps runs in `log` (a `RunStore` for SQLite or PostgreSQL, your own [`RunLog`]).
+    /// Keeps runs in `log` (a `RunStore` for SQLite or PostgreSQL, your own [`RunLog`]); the
+    /// followers of runs other instances write to it are woken by its
+    /// [changes](RunLog::on_change).
     #[must_use]
     pub fn log(mut self, log: impl RunLog) -> Self
     where
         A: Clone,
     {
-        #[cfg(feature = "metrics")]
-        if let Some(metrics) = &self.inner.config.metrics {
-            log.observe(metrics);
-        }
+        let hub = self.inner.hub.clone();
+        log.on_change(Arc::new(move |changed| match changed {
+            Changed::Run(run) => hub.wake(run),
+            Changed::Any => hub.wake_all(),
+        }));
         self.inner_mut().log = Arc::new(log);
-        self
-    }
-
-    /// Keeps runs in a log shared with others (an ACP agent keeping sessions in the same store).
-    #[must_use]
-    pub fn shared_log(mut self, log: Arc<dyn RunLog>) -> Self
-    where
-        A: Clone,
-    {
-        self.inner_mut().log = log;
         self
     }
 
@@ -274,24 +275,16 @@ impl<A> Runs<A> {
         self
     }
 
-    /// Counts runs, events, tokens, tool calls and followers in `metrics` (see
-    /// [`metrics`](crate::metrics) for the list).
-    #[cfg(feature = "metrics")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+    /// Tells `observer` of every run's start, writes, end and followers (a
+    /// [`Metrics`](crate::metrics::Metrics) counts them for Prometheus; a pair `(a, b)` tells
+    /// both).
     #[must_use]
-    pub fn metrics(mut self, metrics: crate::metrics::Metrics) -> Self
+    pub fn observer(mut self, observer: impl RunObserver) -> Self
     where
         A: Clone,
     {
-        self.inner.log.observe(&metrics);
-        self.inner_mut().config.metrics = Some(metrics);
+        self.inner_mut().config.observer = Arc::new(observer);
         self
-    }
-
-    /// The metrics the engine feeds, if any.
-    #[cfg(all(feature = "metrics", feature = "server"))]
-    pub(crate) fn metrics_ref(&self) -> Option<&crate::metrics::Metrics> {
-        self.inner.config.metrics.as_ref()
     }
 
     /// Called once per run when it ends (default: one `tracing` line at INFO).
@@ -357,16 +350,20 @@ impl<A> Runs<A> {
     /// the run has ended and its log is read to the end.
     #[must_use]
     pub fn follow(&self, run: RunId, after: u64) -> Follow {
-        let follow = Follow::new(self.inner.log.clone(), run, after);
-        #[cfg(feature = "metrics")]
-        let follow = follow.counted(self.inner.config.metrics.as_ref());
-        follow
+        let inner = &self.inner;
+        Follow::new(
+            inner.log.clone(),
+            &inner.hub,
+            inner.config.observer.clone(),
+            run,
+            after,
+        )
     }
 
     /// Cancels `run` if this instance drives it (its terminal event says so); `false` when it
     /// does not.
     pub fn cancel(&self, run: &RunId) -> bool {
-        self.inner.log.hub().cancel(run)
+        self.inner.hub.cancel(run)
     }
 }
 

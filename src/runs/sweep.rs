@@ -105,7 +105,7 @@ where
     /// run that applies decisions and has attempts left runs again, here.
     pub(super) async fn recover(self: &Arc<Self>, lost: &LostRun) -> Result<(), LogError> {
         let run = &lost.record.run_id;
-        if self.log.hub().is_driven(run) {
+        if self.hub.is_driven(run) {
             // Started again here meanwhile (the same request retried): nothing is lost.
             return Ok(());
         }
@@ -138,7 +138,7 @@ where
         let Some(recovered) = self.log.recover(lost, &terminal, input.is_some()).await? else {
             return Ok(());
         };
-        self.log.hub().wake(run);
+        self.hub.wake(run);
         match (recovered.lease, input) {
             (Some(lease), Some(input)) => {
                 tracing::warn!(run_id = %run, attempt = lost.attempts + 1, "a run that applies decisions runs again");

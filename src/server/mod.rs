@@ -138,6 +138,9 @@ struct Config {
     auth: Option<BearerTokens>,
     access_log: bool,
     dev_page: bool,
+    /// Served on `GET /metrics`, fed by the engine.
+    #[cfg(feature = "metrics")]
+    metrics: Option<crate::metrics::Metrics>,
 }
 
 impl<A> fmt::Debug for AguiServer<A> {
@@ -176,6 +179,8 @@ where
                 auth: None,
                 access_log: false,
                 dev_page: false,
+                #[cfg(feature = "metrics")]
+                metrics: None,
             },
         }
     }
@@ -336,7 +341,8 @@ where
     #[cfg(feature = "metrics")]
     #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
     pub fn metrics(mut self, metrics: crate::metrics::Metrics) -> Self {
-        self.runs = self.runs.metrics(metrics);
+        self.runs = self.runs.observer(metrics.clone());
+        self.config.metrics = Some(metrics);
         self
     }
 
@@ -393,7 +399,7 @@ where
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed);
         #[cfg(feature = "metrics")]
-        let router = if state.runs.metrics_ref().is_some() {
+        let router = if state.config.metrics.is_some() {
             router.route("/metrics", get(metrics::<A>))
         } else {
             router
@@ -480,7 +486,7 @@ where
     A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
     A::Future: Send + 'static,
 {
-    let Some(metrics) = server.runs.metrics_ref() else {
+    let Some(metrics) = &server.config.metrics else {
         return StatusCode::NOT_FOUND.into_response();
     };
     let pending = server

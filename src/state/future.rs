@@ -75,7 +75,9 @@ where
         let this = self.project();
         let reply = ready!(this.inner.poll(cx))?;
         // A call that stopped at an interrupt has no result to take the state from.
-        if let (Some(output), Some((hook, state, arguments))) = (reply.output(), this.pending.take()) {
+        if let (Some(output), Some((hook, state, arguments))) =
+            (reply.output(), this.pending.take())
+        {
             state.update(|state| hook(&arguments, output, state));
         }
         Poll::Ready(Ok(reply))

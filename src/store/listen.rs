@@ -1,16 +1,16 @@
 //! Other instances' writes, as PostgreSQL notifications forwarded to this process's followers.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use sqlx::postgres::PgListener;
 
-use super::{CHANNEL, StoreError};
-use crate::{id::RunId, runs::Hub};
+use super::{CHANNEL, Observers, StoreError};
+use crate::{id::RunId, runs::Changed};
 
-/// Listens on the store's channel and wakes `hub`'s followers of each run another instance wrote,
-/// for as long as the hub is in use. A notification is a hint: the followers read the log. When
-/// the connection drops, what was sent meanwhile is lost, so every follower is woken to read.
-pub(super) async fn forward(url: &str, hub: Hub) -> Result<(), StoreError> {
+/// Listens on the store's channel and tells `observers` of each run another instance wrote. A
+/// notification is a hint: the followers read the log. When the connection drops, what was sent
+/// meanwhile is lost, so they are told that anything may have changed.
+pub(super) async fn forward(url: &str, observers: Arc<Observers>) -> Result<(), StoreError> {
     let mut listener = PgListener::connect(url).await?;
     listener.listen(CHANNEL).await?;
     tokio::spawn(async move {
@@ -22,16 +22,16 @@ pub(super) async fn forward(url: &str, hub: Hub) -> Result<(), StoreError> {
                     // A line `seq:run` for each run whose log changed.
                     for line in notification.payload().lines() {
                         if let Some((_, run)) = line.split_once(':') {
-                            hub.wake(&RunId::from(run));
+                            observers.changed(Changed::Run(&RunId::from(run)));
                         }
                     }
                 }
                 // The connection was lost (the next call reconnects): whatever was notified
                 // meanwhile is gone.
-                Ok(None) => hub.wake_all(),
+                Ok(None) => observers.changed(Changed::Any),
                 Err(error) => {
                     tracing::warn!(%error, "store notifications interrupted");
-                    hub.wake_all();
+                    observers.changed(Changed::Any);
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(Duration::from_secs(5));
                 }

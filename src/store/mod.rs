@@ -54,13 +54,51 @@
 mod chunk;
 mod conn;
 mod listen;
+mod rows;
 mod sql;
 mod writer;
 
-use std::{fmt, time::Duration};
+use std::{
+    fmt,
+    sync::{Arc, PoisonError, RwLock},
+    time::Duration,
+};
 
 pub use self::sql::RunStore;
-use crate::runs::LogError;
+use crate::runs::{Changed, LogError, OnChange};
+
+/// A callback of [`RunStore::on_commit`].
+type OnCommit = Arc<dyn Fn(Duration) + Send + Sync>;
+
+/// Whom the store tells of what it sees: other instances' writes, its own commits.
+#[derive(Default)]
+struct Observers {
+    changed: RwLock<Vec<OnChange>>,
+    committed: RwLock<Option<OnCommit>>,
+}
+
+impl Observers {
+    fn changed(&self, change: Changed<'_>) {
+        for callback in self
+            .changed
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+        {
+            callback(change);
+        }
+    }
+
+    fn committed(&self, took: Duration) {
+        if let Some(callback) = &*self
+            .committed
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+        {
+            callback(took);
+        }
+    }
+}
 
 /// The store could not be opened.
 #[derive(Debug)]

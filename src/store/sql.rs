@@ -10,21 +10,23 @@ use std::{
 
 use futures_util::{FutureExt, future::BoxFuture};
 use serde_json::Value;
-use sqlx::{
-    AnyPool, Row,
-    any::{AnyPoolOptions, AnyRow},
-    sqlite::SqliteConnectOptions,
-};
+use sqlx::{AnyPool, Row, any::AnyPoolOptions, sqlite::SqliteConnectOptions};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{ACQUIRE_TIMEOUT, Backend, StoreError, chunk, conn::Columns, writer};
+use super::{
+    ACQUIRE_TIMEOUT, Backend, Observers, StoreError, chunk,
+    rows::{
+        INTERRUPT_COLUMNS, RUN_COLUMNS, interrupt_record, json, millis, number, run_record, seq,
+        signed, text,
+    },
+    writer,
+};
 use crate::{
     id::{RunId, ThreadId},
     message::Message,
     runs::{
-        Hub, InterruptRecord, InterruptStatus, Interrupts, Lease, LogError, LoggedEvent, LostRun,
-        Page, Recovered, RunEnd, RunLog, RunRecord, RunStatus, Start, StartError, ThreadRecord,
-        from_millis, millis,
+        InterruptRecord, Interrupts, Lease, LogError, LoggedEvent, LostRun, OnChange, Page,
+        Recovered, RunEnd, RunLog, RunRecord, Start, StartError, ThreadRecord,
     },
 };
 
@@ -36,9 +38,7 @@ pub(super) struct Inner {
     jobs: mpsc::Sender<writer::Job>,
     pub(super) backend: Backend,
     owner: String,
-    hub: Hub,
-    #[cfg(feature = "metrics")]
-    metrics: writer::Observed,
+    observers: Arc<Observers>,
 }
 
 /// The run log on SQLite or PostgreSQL; see the [module docs](super). Clones share the
@@ -53,67 +53,6 @@ impl fmt::Debug for RunStore {
             .field("owner", &self.0.owner)
             .finish_non_exhaustive()
     }
-}
-
-pub(super) fn text(row: &impl Columns, column: &str) -> Result<String, LogError> {
-    row.text(column)
-}
-
-pub(super) fn number(row: &impl Columns, column: &str) -> Result<i64, LogError> {
-    row.number(column)
-}
-
-fn json<T: serde::de::DeserializeOwned>(raw: &str, what: &str) -> Result<T, LogError> {
-    serde_json::from_str(raw).map_err(|e| LogError::Corrupt(format!("{what} ({e})")))
-}
-
-pub(super) fn seq(n: i64) -> u64 {
-    u64::try_from(n).unwrap_or(0)
-}
-
-pub(super) fn signed(n: u64) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
-}
-
-pub(super) const RUN_COLUMNS: &str =
-    "run_id, thread_id, status, owner, last_seq, created_at, updated_at, request";
-
-pub(super) fn run_record(row: &AnyRow) -> Result<RunRecord, LogError> {
-    let request: Option<String> = row.try_get("request")?;
-    Ok(RunRecord {
-        run_id: text(row, "run_id")?.into(),
-        thread_id: text(row, "thread_id")?.into(),
-        status: RunStatus::parse(&text(row, "status")?)?,
-        owner: text(row, "owner")?,
-        last_seq: seq(number(row, "last_seq")?),
-        created_at: from_millis(number(row, "created_at")?),
-        updated_at: from_millis(number(row, "updated_at")?),
-        request: request.map(|r| json(&r, "run's request")).transpose()?,
-    })
-}
-
-pub(super) const INTERRUPT_COLUMNS: &str = "interrupt_id, thread_id, run_id, tool_call_id, \
-     tool_name, arguments, args_hash, created_at, expires_at, status, resolution, resolved_by_run";
-
-pub(super) fn interrupt_record(row: &impl Columns) -> Result<InterruptRecord, LogError> {
-    let resolution = row.optional_text("resolution")?;
-    let resolved_by = row.optional_text("resolved_by_run")?;
-    Ok(InterruptRecord {
-        id: text(row, "interrupt_id")?.into(),
-        thread_id: text(row, "thread_id")?.into(),
-        run_id: text(row, "run_id")?.into(),
-        tool_call_id: text(row, "tool_call_id")?.into(),
-        tool_name: text(row, "tool_name")?,
-        arguments: json(&text(row, "arguments")?, "interrupt's arguments")?,
-        args_hash: text(row, "args_hash")?,
-        created_at: from_millis(number(row, "created_at")?),
-        expires_at: from_millis(number(row, "expires_at")?),
-        status: InterruptStatus::parse(&text(row, "status")?)?,
-        resolution: resolution
-            .map(|r| json(&r, "interrupt's resolution"))
-            .transpose()?,
-        resolved_by_run: resolved_by.map(RunId::from),
-    })
 }
 
 /// A `sqlite:` URL gets `mode=rwc` (create if missing).
@@ -211,9 +150,7 @@ impl RunStore {
                 })
         };
         let owner = format!("instance-{}", uuid::Uuid::now_v7());
-        #[cfg(feature = "metrics")]
-        let metrics = writer::Observed::default();
-        let hub = Hub::new();
+        let observers = Arc::new(Observers::default());
         let (reader, jobs) = match backend {
             Backend::Sqlite => {
                 let path = SqliteConnectOptions::from_str(&url)?
@@ -234,8 +171,7 @@ impl RunStore {
                 let jobs = writer::spawn(
                     writer::Target::Sqlite(opened),
                     owner.clone(),
-                    #[cfg(feature = "metrics")]
-                    metrics.clone(),
+                    observers.clone(),
                 )
                 .map_err(|e| StoreError::Open {
                     path,
@@ -248,12 +184,11 @@ impl RunStore {
                 // One writer connection: the writer task commits every run's writes in groups.
                 let writer = options().max_connections(1).connect(&url).await?;
                 MIGRATOR.run(&writer).await?;
-                super::listen::forward(&url, hub.clone()).await?;
+                super::listen::forward(&url, observers.clone()).await?;
                 let jobs = writer::spawn(
                     writer::Target::Postgres(writer),
                     owner.clone(),
-                    #[cfg(feature = "metrics")]
-                    metrics.clone(),
+                    observers.clone(),
                 )
                 .expect("a task spawns");
                 (options().max_connections(16).connect(&url).await?, jobs)
@@ -264,9 +199,7 @@ impl RunStore {
             jobs,
             backend,
             owner,
-            hub,
-            #[cfg(feature = "metrics")]
-            metrics,
+            observers,
         }));
         store
             .heartbeat(Duration::from_secs(30))
@@ -285,6 +218,25 @@ impl RunStore {
     #[must_use]
     pub fn owner(&self) -> &str {
         &self.0.owner
+    }
+
+    /// Calls `callback` with the time each group commit took (a group carries the writes of many
+    /// runs, in one transaction); it replaces the one given before.
+    ///
+    /// ```
+    /// # #[cfg(feature = "metrics")]
+    /// # async fn wire(store: agent_tower::store::RunStore) {
+    /// let metrics = agent_tower::metrics::Metrics::new();
+    /// store.on_commit(metrics.store_commits());
+    /// # }
+    /// ```
+    pub fn on_commit(&self, callback: impl Fn(Duration) + Send + Sync + 'static) {
+        *self
+            .0
+            .observers
+            .committed
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::new(callback));
     }
 
     /// Sends a job to the writer and waits for its answer.
@@ -505,10 +457,6 @@ impl RunLog for RunStore {
         .boxed()
     }
 
-    fn hub(&self) -> &Hub {
-        &self.0.hub
-    }
-
     fn owner(&self) -> &str {
         &self.0.owner
     }
@@ -566,10 +514,14 @@ impl RunLog for RunStore {
         .boxed()
     }
 
-    #[cfg(feature = "metrics")]
-    fn observe(&self, metrics: &crate::metrics::Metrics) {
-        // The first metrics given are the store's.
-        let _ = self.0.metrics.set(metrics.clone());
+    fn on_change(&self, changed: OnChange) {
+        // Only PostgreSQL is shared with other instances; a SQLite file has one writer.
+        self.0
+            .observers
+            .changed
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(changed);
     }
 
     fn recover<'a>(

@@ -6,8 +6,7 @@
 //! jobs, which then fail their runs.
 
 use std::{
-    collections::HashSet,
-    sync::LazyLock,
+    sync::{Arc, LazyLock},
     time::{Duration, SystemTime},
 };
 
@@ -17,17 +16,18 @@ use sqlx::AnyPool;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{
-    Backend, CHANNEL, COMMIT_TIMEOUT,
+    Backend, CHANNEL, COMMIT_TIMEOUT, Observers,
     chunk::{self, Chunk},
     conn::{Arg, Conn, DbError, Row, Sqlite},
-    sql::{INTERRUPT_COLUMNS, interrupt_record, number, seq, signed, text},
+    rows::{INTERRUPT_COLUMNS, decision_text, interrupt_record, millis, number, seq, signed, text},
 };
 use crate::{
-    id::{InterruptId, RunId, ThreadId},
+    id::{RunId, ThreadId},
     message::Message,
     runs::{
-        InterruptStatus, Lease, LogError, LoggedEvent, LostRun, Recovered, RunEnd, RunStatus,
-        Start, StartError, args_hash, millis,
+        Lease, LogError, LoggedEvent, LostRun, Recovered, RunEnd, RunStatus, Start, StartError,
+        args_hash,
+        rules::{self, ExistingRun, Plan, ThreadView},
     },
 };
 
@@ -84,33 +84,8 @@ pub(super) enum Job {
 struct Writer {
     backend: Backend,
     owner: String,
-    /// Where commit times go, once the store is observed.
-    #[cfg(feature = "metrics")]
-    metrics: Observed,
-}
-
-/// The metrics a store reports to, set once they are known.
-#[cfg(feature = "metrics")]
-pub(super) type Observed = std::sync::Arc<std::sync::OnceLock<crate::metrics::Metrics>>;
-
-impl Writer {
-    fn new(backend: Backend, owner: String, #[cfg(feature = "metrics")] metrics: Observed) -> Self {
-        Self {
-            backend,
-            owner,
-            #[cfg(feature = "metrics")]
-            metrics,
-        }
-    }
-
-    /// `group` took `took` to commit.
-    fn committed(&self, took: Duration) {
-        #[cfg(feature = "metrics")]
-        if let Some(metrics) = self.metrics.get() {
-            metrics.committed(took);
-        }
-        let _ = took;
-    }
+    /// Told how long each commit took.
+    observers: Arc<Observers>,
 }
 
 /// Where the writer writes.
@@ -125,17 +100,16 @@ pub(super) enum Target {
 pub(super) fn spawn(
     target: Target,
     owner: String,
-    #[cfg(feature = "metrics")] metrics: Observed,
+    observers: Arc<Observers>,
 ) -> std::io::Result<mpsc::Sender<Job>> {
     let (jobs, mut queue) = mpsc::channel(QUEUE);
     match target {
         Target::Postgres(pool) => {
-            let writer = Writer::new(
-                Backend::Postgres,
+            let writer = Writer {
+                backend: Backend::Postgres,
                 owner,
-                #[cfg(feature = "metrics")]
-                metrics,
-            );
+                observers,
+            };
             tokio::spawn(async move {
                 let mut group = Vec::with_capacity(MAX_GROUP);
                 while queue.recv_many(&mut group, MAX_GROUP).await > 0 {
@@ -146,12 +120,11 @@ pub(super) fn spawn(
             });
         }
         Target::Sqlite(conn) => {
-            let writer = Writer::new(
-                Backend::Sqlite,
+            let writer = Writer {
+                backend: Backend::Sqlite,
                 owner,
-                #[cfg(feature = "metrics")]
-                metrics,
-            );
+                observers,
+            };
             let mut conn = Sqlite::new(conn);
             std::thread::Builder::new()
                 .name("agent-tower-sqlite-writer".into())
@@ -258,7 +231,7 @@ impl Writer {
                 COMMIT_TIMEOUT.as_secs()
             )),
         };
-        self.committed(started.elapsed());
+        self.observers.committed(started.elapsed());
         answer(done, failed);
     }
 
@@ -285,7 +258,7 @@ impl Writer {
             let _ = conn.batch("ROLLBACK");
             format!("the store failed: {error}")
         });
-        self.committed(started.elapsed());
+        self.observers.committed(started.elapsed());
         answer(done, failed);
     }
 
@@ -304,19 +277,12 @@ impl Writer {
         for job in group {
             let (answer, error) = match job {
                 Job::Start { start, reply } => {
-                    let (result, error) = match self.start_plain(tx, &start, now).await {
-                        Ok(Some(lease)) => (Ok(lease), None),
-                        Ok(None) => {
-                            // Not a plain start: checked and written in a savepoint.
-                            savepoint(tx).await?;
-                            let (result, error) = split(self.start(tx, &start, now).await);
-                            if error.is_none() {
-                                end_savepoint(tx, result.is_ok()).await?;
-                            }
-                            (result, error)
-                        }
-                        Err(error) => split(Err(error)),
+                    let started = match self.start_plain(tx, &start, now).await {
+                        Ok(Some(lease)) => Ok(lease),
+                        Ok(None) => self.start(tx, &start, now).await,
+                        Err(error) => Err(error),
                     };
+                    let (result, error) = split(started);
                     (Done::Start(reply, result), error)
                 }
                 Job::Refuse {
@@ -324,11 +290,7 @@ impl Writer {
                     events,
                     reply,
                 } => {
-                    savepoint(tx).await?;
                     let (result, error) = split(self.refuse(tx, &start, &events, now).await);
-                    if error.is_none() {
-                        end_savepoint(tx, result.is_ok()).await?;
-                    }
                     (Done::Refuse(reply, result), error)
                 }
                 Job::Write {
@@ -408,8 +370,9 @@ impl Writer {
     }
 
     /// The common start, in two statements and no savepoint: a new run with nothing to resume,
-    /// on a thread with no active run and no pending interrupt. `None` when it is not one (nothing
-    /// is left written): [`start`](Self::start) then checks everything.
+    /// on a thread with no active run and no pending interrupt, which is what the rules plan for
+    /// the empty view; the insert holds only when the log's view is that empty one. `None` when
+    /// it is not (nothing is left written): [`start`](Self::start) then plans with the view.
     async fn start_plain(
         &self,
         tx: &mut impl Conn,
@@ -419,8 +382,11 @@ impl Writer {
         if !start.resume.is_empty() {
             return Ok(None);
         }
-        // On SQLite this connection is the only writer: the check of the thread's interrupts can
-        // be part of the insert. On PostgreSQL a run of the thread that ends meanwhile could add
+        let plan = rules::plan(start, &ThreadView::default(), now).map_err(Failure::Refused)?;
+        // The guards of the empty view: no run under this id and no active run on the thread
+        // (the primary key and the unique index of running runs: `ON CONFLICT DO NOTHING`), no
+        // pending interrupt. On SQLite this connection is the only writer: the last check can be
+        // part of the insert. On PostgreSQL a run of the thread that ends meanwhile could add
         // interrupts the insert's snapshot does not see: they are read after it, below.
         let sql = match self.backend {
             Backend::Sqlite => {
@@ -442,11 +408,7 @@ impl Writer {
             Err(e) if e.is_unique_violation() => return Ok(None),
             Err(e) => return Err(e.into()),
         }
-        let started = Lease {
-            run_id: start.run_id.clone(),
-            thread_id: start.thread_id.clone(),
-            last_seq: 0,
-        };
+        let started = plan.lease(start);
         if self.backend == Backend::Sqlite {
             return Ok(Some(started));
         }
@@ -470,48 +432,96 @@ impl Writer {
         Ok(None)
     }
 
-    /// See [`RunLog::start`](crate::runs::RunLog::start).
+    /// What the rules read of the log for `start`.
+    async fn view(&self, tx: &mut impl Conn, start: &Start) -> Result<ThreadView, Failure> {
+        let run = first(
+            tx.fetch(
+                "SELECT status, request_hash, segment_start, last_seq FROM runs WHERE run_id = $1",
+                &[Arg::from(start.run_id.as_str())],
+            )
+            .await?,
+        )
+        .map(|row| {
+            Ok::<_, LogError>(ExistingRun {
+                status: RunStatus::parse(&text(&row, "status")?)?,
+                request_hash: text(&row, "request_hash")?,
+                segment_start: seq(number(&row, "segment_start")?),
+                last_seq: seq(number(&row, "last_seq")?),
+            })
+        })
+        .transpose()?;
+        let active = first(
+            tx.fetch(
+                "SELECT run_id FROM runs WHERE thread_id = $1 AND status = 'running'",
+                &[Arg::from(start.thread_id.as_str())],
+            )
+            .await?,
+        )
+        .map(|row| text(&row, "run_id").map(RunId::from))
+        .transpose()?;
+        Ok(ThreadView {
+            run,
+            active,
+            interrupts: self.interrupts(tx, start).await?,
+        })
+    }
+
+    /// The interrupts the rules read for `start`: its thread's pending ones, and those it answers.
+    async fn interrupts(
+        &self,
+        tx: &mut impl Conn,
+        start: &Start,
+    ) -> Result<Vec<crate::runs::InterruptRecord>, Failure> {
+        let mut sql = format!(
+            "SELECT {INTERRUPT_COLUMNS} FROM interrupts WHERE (thread_id = $1 AND status = 'pending')"
+        );
+        let mut args = vec![Arg::from(start.thread_id.as_str())];
+        for (n, (id, _)) in start.resume.iter().enumerate() {
+            sql.push_str(&format!(" OR interrupt_id = ${}", n + 2));
+            args.push(Arg::from(id.as_str()));
+        }
+        Ok(tx
+            .fetch(&sql, &args)
+            .await?
+            .iter()
+            .map(interrupt_record)
+            .collect::<Result<_, _>>()?)
+    }
+
+    /// See [`RunLog::start`](crate::runs::RunLog::start): the plan of the rules for the log's
+    /// view, written in a savepoint, rolled back when refused.
     async fn start(
         &self,
         tx: &mut impl Conn,
         start: &Start,
         now: SystemTime,
     ) -> Result<Lease, Failure> {
-        let existing = first(
-            tx.fetch(
-                "SELECT status, request_hash, segment_start, last_seq FROM runs WHERE run_id = $1",
-                &[Arg::from(start.run_id.as_str())],
-            )
-            .await?,
-        );
-        let continued = match existing {
-            None => None,
-            Some(row) => {
-                let status = RunStatus::parse(&text(&row, "status")?)?;
-                if text(&row, "request_hash")? == start.request_hash {
-                    return Err(refused(StartError::Exists {
-                        run: start.run_id.clone(),
-                        same: true,
-                        from: seq(number(&row, "segment_start")?),
-                    }));
-                }
-                let own = status == RunStatus::Interrupted
-                    && !start.resume.is_empty()
-                    && self.resumes_own_interrupts(tx, start).await?;
-                if !own {
-                    return Err(refused(StartError::Exists {
-                        run: start.run_id.clone(),
-                        same: false,
-                        from: 0,
-                    }));
-                }
-                Some(seq(number(&row, "last_seq")?))
-            }
-        };
+        savepoint(tx).await?;
+        let claimed = self.claim(tx, start, now).await;
+        if let Err(Failure::Store(error)) = claimed {
+            // The group fails: nothing to roll back to.
+            return Err(Failure::Store(error));
+        }
+        end_savepoint(tx, matches!(claimed, Ok(Ok(_)))).await?;
+        match claimed? {
+            Ok(lease) => Ok(lease),
+            Err(Guarded) => Err(self.explain(tx, start, now).await),
+        }
+    }
+
+    /// The plan of the rules for the log's view, written; [`Guarded`] when a guard found that
+    /// another writer got in between.
+    async fn claim(
+        &self,
+        tx: &mut impl Conn,
+        start: &Start,
+        now: SystemTime,
+    ) -> Result<Result<Lease, Guarded>, Failure> {
+        let view = self.view(tx, start).await?;
+        let plan = rules::plan(start, &view, now).map_err(Failure::Refused)?;
         let request = start.request.as_ref().map(Value::to_string);
-        let written = match continued {
-            // The interrupted run itself, resumed under its own id: its log goes on.
-            Some(_) => {
+        let claimed = match plan {
+            Plan::Continue { .. } => {
                 tx.execute(
                     "UPDATE runs SET status = 'running', owner = $1, lease_expires_at = 0, \
                      request_hash = $2, request = $3, segment_start = last_seq, attempts = 1, \
@@ -526,163 +536,65 @@ impl Writer {
                 )
                 .await
             }
-            None => {
+            Plan::New => {
                 self.insert_run(tx, INSERT_RUN, start, request.as_deref(), now)
                     .await
             }
         };
-        let written = match written {
-            Ok(done) => done,
-            // The thread's active run is somebody else's (the unique index of running runs).
-            Err(e) if e.is_unique_violation() => 0,
+        match claimed {
+            Ok(1) => {}
+            // The run id, or the thread's place of its active run, was taken meanwhile.
+            Ok(_) => return Ok(Err(Guarded)),
+            Err(e) if e.is_unique_violation() => return Ok(Err(Guarded)),
             Err(e) => return Err(e.into()),
-        };
-        if written == 0 {
-            return Err(self.not_started(tx, start).await?);
         }
-        let pending: HashSet<InterruptId> = tx
-            .fetch(
-                "SELECT interrupt_id FROM interrupts WHERE thread_id = $1 AND status = 'pending'",
-                &[Arg::from(start.thread_id.as_str())],
-            )
-            .await?
-            .iter()
-            .map(|row| text(row, "interrupt_id").map(InterruptId::from))
-            .collect::<Result<_, _>>()?;
-        for (id, answer) in &start.resume {
-            self.resolve(tx, start, id, answer, now).await?;
+        if self.backend == Backend::Postgres {
+            // An interrupt of a run that ended between the view and the claim is seen now: the
+            // claim waited for that run's end.
+            let view = ThreadView {
+                interrupts: self.interrupts(tx, start).await?,
+                ..view
+            };
+            rules::plan(start, &view, now).map_err(Failure::Refused)?;
         }
-        let answered: HashSet<&InterruptId> = start.resume.iter().map(|(id, _)| id).collect();
-        let mut missing: Vec<InterruptId> = pending
-            .iter()
-            .filter(|id| !answered.contains(id))
-            .cloned()
-            .collect();
-        if !missing.is_empty() {
-            missing.sort();
-            return Err(refused(if start.resume.is_empty() {
-                StartError::InterruptsPending(missing)
-            } else {
-                StartError::ResumeMissing(missing)
-            }));
-        }
-        Ok(Lease {
-            run_id: start.run_id.clone(),
-            thread_id: start.thread_id.clone(),
-            last_seq: continued.unwrap_or(0),
-        })
-    }
-
-    /// Whether every interrupt `start` resumes is one its own run stopped at.
-    async fn resumes_own_interrupts(
-        &self,
-        tx: &mut impl Conn,
-        start: &Start,
-    ) -> Result<bool, Failure> {
-        for (id, _) in &start.resume {
-            let owner = first(
-                tx.fetch(
-                    "SELECT run_id FROM interrupts WHERE interrupt_id = $1",
-                    &[Arg::from(id.as_str())],
+        for (id, decision) in &start.resume {
+            let resolved = tx
+                .execute(
+                    "UPDATE interrupts SET status = 'resolved', resolution = $1, \
+                     resolved_by_run = $2, resolved_at = $3 \
+                     WHERE interrupt_id = $4 AND status = 'pending' AND expires_at > $3",
+                    &[
+                        Arg::from(&decision_text(decision)),
+                        Arg::from(start.run_id.as_str()),
+                        Arg::from(millis(now)),
+                        Arg::from(id.as_str()),
+                    ],
                 )
-                .await?,
-            );
-            match owner {
-                Some(row) if text(&row, "run_id")? == start.run_id.as_str() => {}
-                _ => return Ok(false),
+                .await?;
+            if resolved == 0 {
+                // Another start resolved it meanwhile.
+                return Ok(Err(Guarded));
             }
         }
-        Ok(true)
+        Ok(Ok(plan.lease(start)))
     }
 
-    /// Why a start wrote nothing: the run exists, or the thread is busy.
-    async fn not_started(&self, tx: &mut impl Conn, start: &Start) -> Result<Failure, Failure> {
-        let exists = first(
-            tx.fetch(
-                "SELECT request_hash, segment_start FROM runs WHERE run_id = $1",
-                &[Arg::from(start.run_id.as_str())],
-            )
-            .await?,
-        );
-        if let Some(row) = exists {
-            let same = text(&row, "request_hash")? == start.request_hash;
-            return Ok(refused(StartError::Exists {
-                run: start.run_id.clone(),
-                same,
-                from: if same {
-                    seq(number(&row, "segment_start")?)
-                } else {
-                    0
+    /// Why a start whose guard failed (another writer got in between) is refused: the rules
+    /// for the view as it is now.
+    async fn explain(&self, tx: &mut impl Conn, start: &Start, now: SystemTime) -> Failure {
+        match self.view(tx, start).await {
+            Ok(view) => Failure::Refused(rules::plan(start, &view, now).err().unwrap_or(
+                // What got in between is gone again: the start may be tried again.
+                StartError::Busy {
+                    thread: start.thread_id.clone(),
+                    active: view.active,
                 },
-            }));
+            )),
+            Err(failure) => failure,
         }
-        let active = first(
-            tx.fetch(
-                "SELECT run_id FROM runs WHERE thread_id = $1 AND status = 'running'",
-                &[Arg::from(start.thread_id.as_str())],
-            )
-            .await?,
-        )
-        .map(|row| text(&row, "run_id").map(RunId::from))
-        .transpose()?;
-        Ok(refused(StartError::Busy {
-            thread: start.thread_id.clone(),
-            active,
-        }))
     }
 
-    /// Resolves one interrupt for `start`: pending, this thread's, not expired; exactly once.
-    async fn resolve(
-        &self,
-        tx: &mut impl Conn,
-        start: &Start,
-        id: &InterruptId,
-        answer: &Value,
-        now: SystemTime,
-    ) -> Result<(), Failure> {
-        let row = first(
-            tx.fetch(
-                &format!("SELECT {INTERRUPT_COLUMNS} FROM interrupts WHERE interrupt_id = $1"),
-                &[Arg::from(id.as_str())],
-            )
-            .await?,
-        );
-        let record = match row.as_ref().map(interrupt_record).transpose()? {
-            Some(record) if record.thread_id == start.thread_id => record,
-            _ => return Err(refused(StartError::UnknownInterrupt(id.clone()))),
-        };
-        if record.status == InterruptStatus::Resolved {
-            return Err(refused(StartError::AlreadyResolved {
-                id: id.clone(),
-                by_run: record.resolved_by_run.unwrap_or(record.run_id),
-            }));
-        }
-        if record.expires_at <= now {
-            return Err(refused(StartError::Expired(id.clone())));
-        }
-        let resolved = tx
-            .execute(
-                "UPDATE interrupts SET status = 'resolved', resolution = $1, \
-             resolved_by_run = $2, resolved_at = $3 \
-             WHERE interrupt_id = $4 AND status = 'pending' AND expires_at > $3",
-                &[
-                    Arg::from(&answer.to_string()),
-                    Arg::from(start.run_id.as_str()),
-                    Arg::from(millis(now)),
-                    Arg::from(id.as_str()),
-                ],
-            )
-            .await?;
-        if resolved == 0 {
-            return Err(refused(StartError::AlreadyResolved {
-                id: id.clone(),
-                by_run: record.run_id,
-            }));
-        }
-        Ok(())
-    }
-
-    /// See [`RunLog::refuse`](crate::runs::RunLog::refuse).
+    /// See [`RunLog::refuse`](crate::runs::RunLog::refuse): recorded unless the rules refuse it.
     async fn refuse(
         &self,
         tx: &mut impl Conn,
@@ -706,7 +618,18 @@ impl Writer {
             )
             .await?;
         if inserted == 0 {
-            return Err(self.not_started(tx, start).await?);
+            // The primary key held: the id is taken, as the rules say (unless the run that took
+            // it is gone again, when the id is as good as taken for this refusal).
+            let view = self.view(tx, start).await?;
+            return Err(Failure::Refused(
+                rules::refusal(start, &view)
+                    .err()
+                    .unwrap_or(StartError::Exists {
+                        run: start.run_id.clone(),
+                        same: false,
+                        from: 0,
+                    }),
+            ));
         }
         let mut chunks = Vec::new();
         chunk::cut(&start.run_id, events, &mut chunks);
@@ -886,9 +809,10 @@ enum Failure {
     Store(DbError),
 }
 
-fn refused(error: StartError) -> Failure {
-    Failure::Refused(error)
-}
+/// A guard of the log (a unique index, a conditional update) found that another writer got in
+/// between the view a plan was made for and its writes.
+#[derive(Debug)]
+struct Guarded;
 
 impl From<DbError> for Failure {
     fn from(e: DbError) -> Self {
