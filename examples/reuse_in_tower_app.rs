@@ -141,7 +141,7 @@ async fn main() -> Result<(), BoxError> {
     let mut req = RunRequest::new(vec![Message::user(
         r#"think, then call get_time and add {"a": 2, "b": 40}"#,
     )]);
-    req.run.sinks.agui = Some(tx);
+    req.run.sinks.insert(tx);
     let printer = tokio::spawn(rx.for_each(|event| async move {
         println!(
             "data: {}\n",

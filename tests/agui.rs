@@ -348,7 +348,7 @@ async fn cancellation_finishes_with_a_cancelled_outcome() {
     let agui = AguiLayer::new();
     let agent = agui.layer(Agent::new(agui.layer(model), agui.layer(ToolRouter::new())));
     let mut req = user("hi");
-    req.run.sinks.agui = Some(tx);
+    req.run.sinks.insert(tx);
     let cancel = req.run.cancel.clone();
     let run = tokio::spawn(agent.oneshot(req));
 
@@ -449,7 +449,7 @@ async fn a_client_that_goes_away_cancels_the_run_by_default() {
         let agui = AguiLayer::new().on_disconnect(policy);
         let agent = agui.layer(Agent::new(agui.layer(model), agui.layer(ToolRouter::new())));
         let mut req = user("hi");
-        req.run.sinks.agui = Some(tx);
+        req.run.sinks.insert(tx);
         let outcome = agent.oneshot(req).await.unwrap();
         assert_eq!(outcome.stop, expected, "{policy:?}");
     }
@@ -941,7 +941,7 @@ async fn a_runs_own_sink_wins_over_the_layers_transport() {
     let agent = agui.layer(Agent::new(agui.layer(model), agui.layer(ToolRouter::new())));
     let (tx, rx) = Channel::<Event>::bounded(64);
     let mut req = user("hi");
-    req.run.sinks.agui = Some(tx);
+    req.run.sinks.insert(tx);
     agent.oneshot(req).await.unwrap();
     let events: Vec<Event> = futures_util::StreamExt::collect(rx).await;
     verify(&events).unwrap();

@@ -36,7 +36,7 @@ async fn a_run_with_a_tool_call_is_a_tree_of_genai_spans() {
 
     let (tx, rx) = Channel::<Event>::bounded(256);
     let mut request = RunRequest::new(vec![Message::user(r#"add {"a": 1, "b": 2}"#)]);
-    request.run.sinks.agui = Some(tx);
+    request.run.sinks.insert(tx);
     let thread = request.run.thread_id.clone();
     let agent = scripted_agent(NonZeroU32::new(8).unwrap(), Detail::Message);
     let outcome = agent.oneshot(request).await.unwrap();

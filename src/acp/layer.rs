@@ -14,8 +14,8 @@ pub(crate) struct Config {
 
 /// Sends ACP session updates for model steps and tool calls; see the [module docs](super).
 ///
-/// A turn's updates go to its own [`Notifier`] ([`Sinks::acp`](crate::context::Sinks::acp), what the
-/// ACP agent sets for each turn) when it has one, else to the layer's default transport `T` (set
+/// A turn's updates go to its own [`Notifier`] (in its [`Sinks`](crate::context::Sinks), what
+/// the ACP agent sets for each turn) when it has one, else to the layer's default transport `T` (set
 /// with [`transport`](AcpLayer::transport)); with neither, nothing is sent.
 #[must_use]
 pub struct AcpLayer<T = Notifier> {

@@ -53,7 +53,7 @@ where
     fn outbox(&self, run: &RunContext) -> Outbox<Sink<T>, SessionUpdate> {
         Outbox::for_run(
             run,
-            run.sinks.acp.as_ref(),
+            run.sinks.get::<Notifier>(),
             self.transport.as_ref(),
             self.config.on_disconnect,
         )

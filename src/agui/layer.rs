@@ -155,8 +155,8 @@ pub(crate) struct Config {
 
 /// Emits AG-UI events for model steps, tool calls and whole runs; see the [module docs](super).
 ///
-/// A run's events go to the run's own AG-UI sink ([`Sinks::agui`](crate::context::Sinks::agui), what
-/// a server sets for each request) when it has one, else to the layer's default transport `T`
+/// A run's events go to the run's own AG-UI sink (a `Channel<Event>` in its
+/// [`Sinks`](crate::context::Sinks), what a server sets for each request) when it has one, else to the layer's default transport `T`
 /// (set with [`transport`](AguiLayer::transport)); with neither, nothing is emitted.
 #[must_use]
 pub struct AguiLayer<T = Channel<Event>> {

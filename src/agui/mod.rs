@@ -16,9 +16,9 @@
 //!                        └─ Agui<tools> ─► ToolRouter ─► tools ─► TOOL_CALL_RESULT
 //! ```
 //!
-//! Events go to the run's own sink, [`Sinks::agui`](crate::context::Sinks::agui) (a server sets a
-//! fresh [`Channel`](crate::transport::Channel) for each run), else to the layer's default
-//! transport.
+//! Events go to the run's own sink, a [`Channel`](crate::transport::Channel)`<Event>` in its
+//! [`Sinks`](crate::context::Sinks) (a server sets a fresh one for each run), else to the
+//! layer's default transport.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), agent_tower::BoxError> {
@@ -38,7 +38,7 @@
 //! // One run, one channel: what an SSE response body would read.
 //! let (tx, rx) = Channel::<Event>::bounded(64);
 //! let mut req = RunRequest::new(vec![Message::user("hello")]);
-//! req.run.sinks.agui = Some(tx);
+//! req.run.sinks.insert(tx);
 //! let outcome = agent.oneshot(req).await?;
 //!
 //! let events: Vec<Event> = rx.collect().await;

@@ -57,7 +57,7 @@ where
     fn outbox(&self, run: &RunContext) -> Outbox<Sink<T>, Event> {
         Outbox::for_run(
             run,
-            run.sinks.agui.as_ref(),
+            run.sinks.get::<Channel<Event>>(),
             self.transport.as_ref(),
             self.config.on_disconnect,
         )

@@ -18,12 +18,18 @@
 //!
 //! let (tx, _rx) = Channel::<Event>::bounded(16);
 //! let mut run = RunContext::new("thread-1".into(), "run-1".into());
-//! run.sinks.agui = Some(tx); // every AguiLayer of the stack sends this run's events here
+//! run.sinks.insert(tx); // every AguiLayer of the stack sends this run's events here
 //! # }
 //! ```
 
 mod background;
 pub(crate) mod state;
+
+use std::{
+    any::{Any, TypeId},
+    fmt,
+    sync::Arc,
+};
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -43,19 +49,84 @@ pub use http::Extensions;
 /// Where a run's wire events go, one sink per protocol, and what to do when they close. Set by
 /// whoever serves the run (a server, the ACP agent); read by the layers that emit. A layer uses
 /// the run's sink when there is one, else its own default transport.
-#[derive(Debug, Clone, Default)]
-#[non_exhaustive]
+///
+/// Each protocol's layer names its own sink type and finds it here by that type:
+/// [`AguiLayer`](crate::agui::AguiLayer) a `transport::Channel<agui::Event>`,
+/// [`AcpLayer`](crate::acp::AcpLayer) an `acp::Notifier`. The core names none of them. Clones
+/// share the sinks until one of them changes (a clone per step costs a reference count).
+///
+/// ```
+/// use agent_tower::context::Sinks;
+///
+/// #[derive(Debug, Clone, PartialEq)]
+/// struct MySink(u32);
+///
+/// let mut sinks = Sinks::default();
+/// assert_eq!(sinks.insert(MySink(1)), None);
+/// let step = sinks.clone();
+/// assert_eq!(sinks.insert(MySink(2)), Some(MySink(1)));
+/// assert_eq!((sinks.get::<MySink>(), step.get::<MySink>()), (Some(&MySink(2)), Some(&MySink(1))));
+/// ```
+#[derive(Clone, Default)]
 pub struct Sinks {
-    /// The run's AG-UI events (read by every [`AguiLayer`](crate::agui::AguiLayer) of the stack).
-    #[cfg(feature = "agui")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "agui")))]
-    pub agui: Option<crate::transport::Channel<crate::agui::Event>>,
-    /// The run's ACP session updates (read by every [`AcpLayer`](crate::acp::AcpLayer)).
-    #[cfg(feature = "acp")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "acp")))]
-    pub acp: Option<crate::acp::Notifier>,
+    /// The sinks, by type (a run has one or two).
+    entries: Option<Arc<Vec<Sink>>>,
     /// What a layer does when the run's sink closes; the layer's own setting when `None`.
     pub on_disconnect: Option<OnDisconnect>,
+}
+
+/// One sink of a run, by its type.
+#[derive(Clone)]
+struct Sink {
+    id: TypeId,
+    name: &'static str,
+    value: Arc<dyn Any + Send + Sync>,
+}
+
+impl Sinks {
+    /// Makes `sink` the run's sink of its type; the one it replaces, if any.
+    pub fn insert<S: Clone + Send + Sync + 'static>(&mut self, sink: S) -> Option<S> {
+        let entries = Arc::make_mut(self.entries.get_or_insert_with(Arc::default));
+        let sink = Sink {
+            id: TypeId::of::<S>(),
+            name: std::any::type_name::<S>(),
+            value: Arc::new(sink),
+        };
+        match entries.iter_mut().find(|entry| entry.id == sink.id) {
+            Some(entry) => {
+                let old = std::mem::replace(entry, sink);
+                old.value.downcast_ref::<S>().cloned()
+            }
+            None => {
+                entries.push(sink);
+                None
+            }
+        }
+    }
+
+    /// The run's sink of type `S`, if it has one.
+    #[must_use]
+    pub fn get<S: 'static>(&self) -> Option<&S> {
+        self.entries
+            .as_deref()?
+            .iter()
+            .find(|entry| entry.id == TypeId::of::<S>())
+            .and_then(|entry| entry.value.downcast_ref())
+    }
+}
+
+impl fmt::Debug for Sinks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = self
+            .entries
+            .iter()
+            .flat_map(|entries| entries.iter().map(|entry| entry.name))
+            .collect();
+        f.debug_struct("Sinks")
+            .field("sinks", &names)
+            .field("on_disconnect", &self.on_disconnect)
+            .finish()
+    }
 }
 
 /// The ids, cancellation and services of a run, as seen by one step.

@@ -65,7 +65,7 @@ pub type ScriptedAgent<A = AutoApprove> = ProductAgent<ScriptedModel, A>;
 ///
 /// let (tx, rx) = Channel::<Event>::bounded(64);
 /// let mut req = RunRequest::new(vec![Message::user(r#"add {"a": 1, "b": 2}"#)]);
-/// req.run.sinks.agui = Some(tx);
+/// req.run.sinks.insert(tx);
 /// let agent = scripted_agent(NonZeroU32::new(16).unwrap(), Detail::Message);
 /// let outcome = agent.oneshot(req).await.unwrap();
 /// assert!(outcome.messages.last().unwrap().text().contains("returned 3"));

@@ -260,7 +260,7 @@ where
                 Ok(req) => req,
                 Err(error) => return self.abandon(error),
             };
-            req.run.sinks.agui = Some(tx);
+            req.run.sinks.insert(tx);
             // The driver reads every event: the run never loses its sink to a viewer leaving.
             req.run.sinks.on_disconnect = Some(OnDisconnect::Continue);
             req.run.cancel = self.cancel.clone();

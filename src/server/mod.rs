@@ -59,7 +59,7 @@
 //! # The agent
 //!
 //! Any `Service<RunRequest, Response = RunOutcome>` that emits AG-UI events to the run's sink
-//! ([`Sinks::agui`](crate::context::Sinks::agui)), typically an [`Agent`](crate::agent::Agent) whose
+//! ([`Sinks`](crate::context::Sinks)), typically an [`Agent`](crate::agent::Agent) whose
 //! model, tools and itself are wrapped in [`AguiLayer`](crate::agui::AguiLayer). A run that
 //! stops at interrupts ends with `RUN_FINISHED{outcome: interrupt}` and the next run on the thread
 //! must answer them in `resume[]`. Bearer tokens: [`AguiServer::auth`]. Rate limits, tracing:

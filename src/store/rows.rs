@@ -109,3 +109,39 @@ fn decision(raw: &str) -> Result<Decision, LogError> {
     interrupt::decision(&entry)
         .map_err(|e| LogError::Corrupt(format!("interrupt's resolution ({e})")))
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn decisions_read_back_as_kept_and_as_earlier_versions_kept_them() {
+        for kept in [
+            Decision::Approve,
+            Decision::ApproveAlways,
+            Decision::Edit(json!({"path": "b"})),
+            Decision::Reject("no".into()),
+            Decision::RejectAlways("never".into()),
+        ] {
+            assert_eq!(decision(&decision_text(&kept)).unwrap(), kept);
+        }
+        let earlier = |answer: Value| decision(&answer.to_string()).unwrap();
+        assert_eq!(
+            earlier(json!({"status": "resolved", "payload": {"approved": true}})),
+            Decision::Approve
+        );
+        assert_eq!(
+            earlier(
+                json!({"status": "resolved", "payload": {"approved": false, "feedback": "no"}})
+            ),
+            Decision::Reject("no".into())
+        );
+        assert!(matches!(
+            earlier(json!({"status": "cancelled", "payload": null})),
+            Decision::Reject(_)
+        ));
+        assert!(decision(r#"{"status": "resolved", "payload": {"approve": 1}}"#).is_err());
+    }
+}

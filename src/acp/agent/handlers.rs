@@ -362,7 +362,7 @@ where
             Notifier::new(cx.clone(), req.session_id.clone()).outbox(self.outbox.as_ref());
         let mut run = RunContext::new(req.session_id.0.as_ref().into(), RunId::new());
         run.cancel = cancel.clone();
-        run.sinks.acp = Some(notifier.clone());
+        run.sinks.insert(notifier.clone());
         run.extensions.insert(mode);
         if let Some(tools) = tools {
             run.extensions.insert(RunTools(tools));

@@ -58,7 +58,7 @@ struct Shared<S> {
 ///   `read-only`, also offered as a `mode` config option, kept in sync and sent as
 ///   `current_mode_update` / `config_option_update`).
 /// - `session/prompt` runs the service with the session's conversation and the turn's
-///   [`Notifier`](crate::acp::Notifier) (its [`Sinks::acp`](crate::context::Sinks::acp)) and permission [`Mode`] (in its
+///   [`Notifier`](crate::acp::Notifier) (its [`Sinks`](crate::context::Sinks)) and permission [`Mode`] (in its
 ///   extensions), so that an
 ///   [`AcpLayer`](super::AcpLayer) in the stack streams the turn and a
 ///   [`PermissionLayer`](crate::permission::PermissionLayer) asks in the session's mode. The
