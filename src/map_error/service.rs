@@ -63,7 +63,10 @@ where
     }
 
     fn call(&mut self, req: RunRequest) -> Self::Future {
-        future::RunResponseFuture::new(self.inner.call(req), self.mapper.clone())
+        future::RunResponseFuture::new(
+            self.inner.call(req),
+            future::ClassifyRun(self.mapper.clone()),
+        )
     }
 }
 
@@ -85,7 +88,10 @@ where
     }
 
     fn call(&mut self, req: ModelRequest) -> Self::Future {
-        future::ModelResponseFuture::new(self.inner.call(req), self.mapper.clone())
+        future::ModelResponseFuture::new(
+            self.inner.call(req),
+            future::ClassifyStream(self.mapper.clone()),
+        )
     }
 }
 
@@ -107,6 +113,9 @@ where
     }
 
     fn call(&mut self, call: ToolCall) -> Self::Future {
-        future::ToolResponseFuture::new(self.inner.call(call), self.mapper.clone())
+        future::ToolResponseFuture::new(
+            self.inner.call(call),
+            future::FailureAsResult(self.mapper.clone()),
+        )
     }
 }

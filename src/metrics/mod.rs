@@ -37,6 +37,7 @@ use std::{
 use crate::{
     run::{RunRequest, StopReason},
     runs::{Ended, Logged, RunObserver, RunSummary},
+    stream::wrap::{Wrap, response_future},
 };
 use prometheus_client::{
     encoding::EncodeLabelSet,
@@ -390,37 +391,19 @@ where
             .extensions
             .get::<Metrics>()
             .map(|metrics| (metrics.clone(), call.name.clone()));
-        CountedFuture {
-            inner: self.inner.call(call),
-            counted,
-        }
+        CountedFuture::new(self.inner.call(call), Count(counted))
     }
 }
 
-pin_project_lite::pin_project! {
-    /// The future of [`Counted`].
-    pub struct CountedFuture<F> {
-        #[pin]
-        inner: F,
-        counted: Option<(Metrics, String)>,
-    }
-}
+/// Counts a tool call once it answered, in the metrics of its run.
+pub(crate) struct Count(Option<(Metrics, String)>);
 
-impl<F, R, E> std::future::Future for CountedFuture<F>
-where
-    F: std::future::Future<Output = Result<R, E>>,
-    R: crate::tool::ToolReply,
-{
-    type Output = F::Output;
+impl<R: crate::tool::ToolReply, E> Wrap<R, E> for Count {
+    type Output = Result<R, E>;
 
-    fn poll(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Self::Output> {
-        let this = self.project();
-        let output = std::task::ready!(this.inner.poll(cx));
-        if let Some((metrics, tool)) = this.counted.take() {
-            let outcome = match output.as_ref().map(|reply| reply.output()) {
+    fn wrap(self, result: Result<R, E>) -> Self::Output {
+        if let Some((metrics, tool)) = self.0 {
+            let outcome = match result.as_ref().map(|reply| reply.output()) {
                 Ok(Some(out)) if out.is_error => "error",
                 Ok(Some(_)) => "ok",
                 Ok(None) => "interrupted",
@@ -428,6 +411,14 @@ where
             };
             metrics.tool_call(&tool, outcome);
         }
-        std::task::Poll::Ready(output)
+        result
     }
+}
+
+response_future! {
+    /// The future of [`Counted`].
+    pub struct CountedFuture<F> = Count;
+    impl<F, R, E> Future for CountedFuture<F>
+    where [F: Future<Output = Result<R, E>>, R: crate::tool::ToolReply]
+    { type Output = Result<R, E>; }
 }

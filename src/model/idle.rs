@@ -1,7 +1,6 @@
 //! [`IdleTimeoutLayer`]: a model stream that goes quiet for too long fails.
 
 use std::{
-    future::Future,
     pin::Pin,
     task::{Context, Poll, ready},
     time::Duration,
@@ -13,7 +12,10 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use super::{ModelError, ModelErrorKind, ModelEvent, ModelRequest, ModelService};
-use crate::BoxError;
+use crate::{
+    BoxError,
+    stream::wrap::{Wrap, response_future},
+};
 
 /// Fails a model's stream with a [`ModelErrorKind::StreamCut`] error when no event comes for
 /// `idle` (a provider that stalls mid-answer). `tower::timeout` bounds the wait for the provider
@@ -78,39 +80,33 @@ where
     }
 
     fn call(&mut self, request: ModelRequest) -> Self::Future {
-        IdleFuture {
-            inner: self.inner.call(request),
-            idle: self.idle,
-        }
+        IdleFuture::new(self.inner.call(request), Silence(self.idle))
     }
 }
 
-pin_project! {
-    /// The future of [`IdleTimeout`].
-    #[derive(Debug)]
-    pub struct IdleFuture<F> {
-        #[pin]
-        inner: F,
-        idle: Duration,
-    }
-}
+/// Ends the model's stream after a silence this long.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Silence(Duration);
 
-impl<F, St, E> Future for IdleFuture<F>
-where
-    F: Future<Output = Result<St, E>>,
-{
+impl<St, E> Wrap<St, E> for Silence {
     type Output = Result<IdleStream<St>, E>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let stream = ready!(this.inner.poll(cx))?;
-        Poll::Ready(Ok(IdleStream {
+    fn wrap(self, result: Result<St, E>) -> Self::Output {
+        result.map(|stream| IdleStream {
             inner: stream,
-            sleep: tokio::time::sleep(*this.idle),
-            idle: *this.idle,
+            sleep: tokio::time::sleep(self.0),
+            idle: self.0,
             done: false,
-        }))
+        })
     }
+}
+
+response_future! {
+    /// The future of [`IdleTimeout`].
+    pub struct IdleFuture<F> = Silence;
+    impl<F, St, E> Future for IdleFuture<F>
+    where [F: Future<Output = Result<St, E>>]
+    { type Output = Result<IdleStream<St>, E>; }
 }
 
 pin_project! {

@@ -1,16 +1,14 @@
 use std::{
     fmt,
-    future::Future,
-    pin::Pin,
     sync::Arc,
-    task::{Context, Poll, ready},
+    task::{Context, Poll},
 };
 
 use futures_core::Stream;
-use pin_project_lite::pin_project;
 use tower_service::Service;
 
 use super::{Finding, ProcessRequest, ResponseStream, layer::Config, stream::Schedule};
+use crate::stream::wrap::{Wrap, response_future};
 use crate::{
     BoxError,
     model::{ModelRequest, ModelService},
@@ -86,37 +84,25 @@ where
             }),
             _ => None,
         };
-        ResponseFuture {
-            inner: self.inner.call(req),
-            schedule,
-        }
+        ResponseFuture::new(self.inner.call(req), WatchMessages(schedule))
     }
 }
 
-pin_project! {
-    /// Resolves to the model's stream, watched for whole messages.
-    pub struct ResponseFuture<F, P> {
-        #[pin]
-        inner: F,
-        schedule: Option<Schedule<P>>,
-    }
-}
+/// Watches the model's stream for whole messages.
+pub(crate) struct WatchMessages<P>(Option<Schedule<P>>);
 
-impl<F, St, E, P> Future for ResponseFuture<F, P>
-where
-    F: Future<Output = Result<St, E>>,
-{
+impl<St, E, P> Wrap<St, E> for WatchMessages<P> {
     type Output = Result<ResponseStream<St, P>, E>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let stream = ready!(this.inner.poll(cx))?;
-        Poll::Ready(Ok(ResponseStream::new(stream, this.schedule.take())))
+    fn wrap(self, result: Result<St, E>) -> Self::Output {
+        result.map(|stream| ResponseStream::new(stream, self.0))
     }
 }
 
-impl<F, P> fmt::Debug for ResponseFuture<F, P> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ResponseFuture").finish_non_exhaustive()
-    }
+response_future! {
+    /// Resolves to the model's stream, watched for whole messages.
+    pub struct ResponseFuture<F, P> = WatchMessages<P>;
+    impl<F, St, E, P> Future for ResponseFuture<F, P>
+    where [F: Future<Output = Result<St, E>>]
+    { type Output = Result<ResponseStream<St, P>, E>; }
 }

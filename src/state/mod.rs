@@ -169,7 +169,7 @@ where
         let hooks = (!self.hooks.from_args.is_empty())
             .then(|| state.map(|state| (self.hooks.clone(), state)))
             .flatten();
-        future::ModelResponseFuture::new(self.inner.call(req), hooks)
+        future::ModelResponseFuture::new(self.inner.call(req), future::WatchArguments(hooks))
     }
 }
 
@@ -192,6 +192,6 @@ where
         let pending = hook
             .zip(state)
             .map(|(hook, state)| (hook, state, call.arguments.clone()));
-        future::ToolResponseFuture::new(self.inner.call(call), pending)
+        future::ToolResponseFuture::new(self.inner.call(call), future::FromResultHook(pending))
     }
 }

@@ -49,6 +49,7 @@
 mod future;
 mod outbox;
 mod tee;
+pub(crate) mod wrap;
 
 pub use self::{
     future::TeeFuture,

@@ -43,6 +43,7 @@ use crate::{
     map_error::{ClassifyError, DefaultClassifier},
     model::{ModelEvent, ModelRequest, ModelService},
     run::{RunOutcome, RunRequest},
+    stream::wrap::{Wrap, response_future},
     tool::{ToolCall, ToolOutput, ToolResponse},
 };
 
@@ -198,10 +199,7 @@ where
             gen_ai.response.finish_reasons = Empty,
         );
         request.run.extensions.insert(RunSpan(span.clone()));
-        TraceFuture {
-            inner: self.inner.call(request),
-            span,
-        }
+        TraceFuture::new(self.inner.call(request), Record(span))
     }
 }
 
@@ -239,10 +237,7 @@ where
                 clipped(call.arguments.to_string()).as_str(),
             );
         }
-        TraceFuture {
-            inner: self.inner.call(call),
-            span,
-        }
+        TraceFuture::new(self.inner.call(call), Record(span))
     }
 }
 
@@ -284,11 +279,13 @@ where
         {
             span.record("gen_ai.input.messages", clipped(last.text()).as_str());
         }
-        ChatFuture {
-            inner: self.inner.call(request),
-            span: Some(span),
-            started: Instant::now(),
-        }
+        ChatFuture::new(
+            self.inner.call(request),
+            Chat {
+                span,
+                started: Instant::now(),
+            },
+        )
     }
 }
 
@@ -328,75 +325,67 @@ impl Traced for ToolResponse {
     }
 }
 
-pin_project! {
-    /// The future of a traced run or tool call: its span ends with it.
-    pub struct TraceFuture<F> {
-        #[pin]
-        inner: F,
-        span: Span,
-    }
-}
+/// Records a run's or a tool call's end on its span.
+pub(crate) struct Record(Span);
 
-impl<F, T, E> Future for TraceFuture<F>
-where
-    F: Future<Output = Result<T, E>>,
-    T: Traced,
-    E: Into<BoxError>,
-{
+impl<T: Traced, E: Into<BoxError>> Wrap<T, E> for Record {
     type Output = Result<T, BoxError>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let output = ready!(this.inner.poll(cx));
-        Poll::Ready(match output {
+    fn wrap(self, result: Result<T, E>) -> Self::Output {
+        match result {
             Ok(value) => {
-                value.record(this.span);
+                value.record(&self.0);
                 Ok(value)
             }
             Err(error) => {
                 let error = error.into();
-                record_error(this.span, error.as_ref());
+                record_error(&self.0, error.as_ref());
                 Err(error)
             }
-        })
+        }
     }
 }
 
-pin_project! {
-    /// The future of a traced model call: the span goes on with its stream.
-    pub struct ChatFuture<F> {
-        #[pin]
-        inner: F,
-        span: Option<Span>,
-        started: Instant,
-    }
+response_future! {
+    /// The future of a traced run or tool call: its span ends with it.
+    pub struct TraceFuture<F> = Record;
+    impl<F, T, E> Future for TraceFuture<F>
+    where [F: Future<Output = Result<T, E>>, T: Traced, E: Into<BoxError>]
+    { type Output = Result<T, BoxError>; }
 }
 
-impl<F, St, E> Future for ChatFuture<F>
-where
-    F: Future<Output = Result<St, E>>,
-    E: Into<BoxError>,
-{
+/// Carries a model call's span on into its stream.
+pub(crate) struct Chat {
+    span: Span,
+    started: Instant,
+}
+
+impl<St, E: Into<BoxError>> Wrap<St, E> for Chat {
     type Output = Result<ChatStream<St>, BoxError>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let output = ready!(this.inner.poll(cx));
-        let span = this.span.take().unwrap_or_else(Span::none);
-        Poll::Ready(match output {
+    fn wrap(self, result: Result<St, E>) -> Self::Output {
+        match result {
             Ok(events) => Ok(ChatStream {
                 inner: events,
-                span,
-                started: *this.started,
+                span: self.span,
+                started: self.started,
                 first: false,
             }),
             Err(error) => {
                 let error = error.into();
-                record_error(&span, error.as_ref());
+                record_error(&self.span, error.as_ref());
                 Err(error)
             }
-        })
+        }
     }
+}
+
+response_future! {
+    /// The future of a traced model call: the span goes on with its stream.
+    pub struct ChatFuture<F> = Chat;
+    impl<F, St, E> Future for ChatFuture<F>
+    where [F: Future<Output = Result<St, E>>, E: Into<BoxError>]
+    { type Output = Result<ChatStream<St>, BoxError>; }
 }
 
 pin_project! {

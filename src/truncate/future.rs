@@ -1,90 +1,52 @@
 //! Response futures of [`Truncate`](super::Truncate).
 
-use std::{
-    fmt,
-    future::Future,
-    pin::Pin,
-    sync::Arc,
-    task::{Context, Poll, ready},
-};
-
-use pin_project_lite::pin_project;
+use std::sync::Arc;
 
 use super::{ResponseStream, bound, layer::Config};
-use crate::tool::ToolReply;
+use crate::{
+    stream::wrap::{Wrap, response_future},
+    tool::ToolReply,
+};
 
-pin_project! {
-    /// Resolves to the model's stream with large deltas split.
-    pub struct ModelResponseFuture<F> {
-        #[pin]
-        inner: F,
-        max_delta: usize,
-    }
-}
+/// Splits the large deltas of the model's stream.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SplitDeltas(pub(crate) usize);
 
-impl<F> ModelResponseFuture<F> {
-    pub(crate) fn new(inner: F, max_delta: usize) -> Self {
-        Self { inner, max_delta }
-    }
-}
-
-impl<F, St, E> Future for ModelResponseFuture<F>
-where
-    F: Future<Output = Result<St, E>>,
-{
+impl<St, E> Wrap<St, E> for SplitDeltas {
     type Output = Result<ResponseStream<St>, E>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let stream = ready!(this.inner.poll(cx))?;
-        Poll::Ready(Ok(ResponseStream::new(stream, *this.max_delta)))
+    fn wrap(self, result: Result<St, E>) -> Self::Output {
+        result.map(|stream| ResponseStream::new(stream, self.0))
     }
 }
 
-impl<F> fmt::Debug for ModelResponseFuture<F> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ModelResponseFuture")
-            .field("max_delta", &self.max_delta)
-            .finish_non_exhaustive()
-    }
+response_future! {
+    /// Resolves to the model's stream with large deltas split.
+    pub struct ModelResponseFuture<F> = SplitDeltas;
+    impl<F, St, E> Future for ModelResponseFuture<F>
+    where [F: Future<Output = Result<St, E>>]
+    { type Output = Result<ResponseStream<St>, E>; }
 }
 
-pin_project! {
-    /// Resolves to the tool's result, with a bounded display copy when it is too large.
-    pub struct ToolResponseFuture<F> {
-        #[pin]
-        inner: F,
-        config: Arc<Config>,
-    }
-}
+/// Gives a tool's result a bounded display copy when it is too large.
+pub(crate) struct Bound(pub(crate) Arc<Config>);
 
-impl<F> ToolResponseFuture<F> {
-    pub(crate) fn new(inner: F, config: Arc<Config>) -> Self {
-        Self { inner, config }
-    }
-}
-
-impl<F, R, E> Future for ToolResponseFuture<F>
-where
-    F: Future<Output = Result<R, E>>,
-    R: ToolReply,
-{
+impl<R: ToolReply, E> Wrap<R, E> for Bound {
     type Output = Result<R, E>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let mut reply = ready!(this.inner.poll(cx))?;
+    fn wrap(self, result: Result<R, E>) -> Self::Output {
+        let mut reply = result?;
         if let Some(output) = reply.output_mut() {
-            bound(output, this.config);
+            bound(output, &self.0);
         }
-        Poll::Ready(Ok(reply))
+        Ok(reply)
     }
 }
 
-impl<F> fmt::Debug for ToolResponseFuture<F> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ToolResponseFuture")
-            .field("config", &self.config)
-            .finish_non_exhaustive()
-    }
+response_future! {
+    /// Resolves to the tool's result, with a bounded display copy when it is too large.
+    pub struct ToolResponseFuture<F> = Bound;
+    impl<F, R, E> Future for ToolResponseFuture<F>
+    where [F: Future<Output = Result<R, E>>, R: ToolReply]
+    { type Output = Result<R, E>; }
 }

@@ -58,7 +58,10 @@ where
     }
 
     fn call(&mut self, req: ModelRequest) -> Self::Future {
-        future::ModelResponseFuture::new(self.inner.call(req), self.config.max_delta)
+        future::ModelResponseFuture::new(
+            self.inner.call(req),
+            future::SplitDeltas(self.config.max_delta),
+        )
     }
 }
 
@@ -76,6 +79,6 @@ where
     }
 
     fn call(&mut self, call: ToolCall) -> Self::Future {
-        future::ToolResponseFuture::new(self.inner.call(call), self.config.clone())
+        future::ToolResponseFuture::new(self.inner.call(call), future::Bound(self.config.clone()))
     }
 }
