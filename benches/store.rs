@@ -28,7 +28,7 @@ use agent_tower::{
     demo::serve::scripted_agent,
     id::{RunId, ThreadId},
     map_error::Detail,
-    runs::{LoggedEvent, RunEnd, RunLog, RunStatus, Start},
+    runs::{LoggedEvent, RunEnd, RunLog, RunStatus, Runs, Start},
     server::AguiServer,
     store::RunStore,
 };
@@ -215,16 +215,15 @@ async fn one_run(router: axum::Router, tokens: usize) -> (usize, Duration) {
 }
 
 async fn through_server(name: &str, store: Option<&str>, tokens: usize) {
-    let server = AguiServer::new(scripted_agent(
+    let runs = Runs::new(scripted_agent(
         NonZeroU32::new(4).expect("not zero"),
         Detail::Message,
     ));
-    let router = match store {
-        Some(url) => server
-            .store(RunStore::open(url).await.expect("the store opens"))
-            .into_router(),
-        None => server.into_router(),
+    let runs = match store {
+        Some(url) => runs.log(RunStore::open(url).await.expect("the store opens")),
+        None => runs,
     };
+    let router = AguiServer::with_runs(runs).into_router();
     // One warm-up run, then the best of three.
     one_run(router.clone(), tokens / 10).await;
     let mut best: Option<(usize, Duration)> = None;

@@ -7,6 +7,7 @@ use std::{net::SocketAddr, time::Duration};
 use agent_tower::{
     demo::serve::scripted_agent,
     map_error::Detail,
+    runs::Runs,
     server::{AguiServer, Connections, Ended, RunSummary},
 };
 use serde_json::{Value, json};
@@ -25,16 +26,17 @@ const BOUND: Duration = Duration::from_secs(10);
 async fn serve() -> (SocketAddr, mpsc::UnboundedReceiver<RunSummary>) {
     let (tx, rx) = mpsc::unbounded_channel();
     let runs = CancellationToken::new();
-    let router = AguiServer::new(scripted_agent(
+    let engine = Runs::new(scripted_agent(
         std::num::NonZeroU32::new(4).unwrap(),
         Detail::Message,
     ))
-    .body_timeout(SHORT)
     .shutdown_token(runs.clone())
     .on_run_end(move |run| {
         let _ = tx.send(run.clone());
-    })
-    .into_router();
+    });
+    let router = AguiServer::with_runs(engine)
+        .body_timeout(SHORT)
+        .into_router();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let connections = Connections::new()

@@ -10,8 +10,8 @@ mod support;
 use std::{num::NonZeroU32, time::Duration};
 
 use agent_tower::{
-    demo::serve::interrupting_agent, map_error::Detail, server::AguiServer, store::RunStore,
-    transport::OnDisconnect,
+    demo::serve::interrupting_agent, map_error::Detail, runs::Runs, server::AguiServer,
+    store::RunStore, transport::OnDisconnect,
 };
 use frames::frames;
 use futures_util::StreamExt;
@@ -30,9 +30,8 @@ async fn serve(url: &str) -> Server {
         Detail::Message,
         Duration::from_secs(600),
     );
-    let router = AguiServer::new(agent)
+    let router = AguiServer::with_runs(Runs::new(agent).log(store))
         .on_disconnect(OnDisconnect::Continue)
-        .store(store)
         .into_router();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());

@@ -8,6 +8,7 @@ use agent_tower::{
     demo::serve::{ScriptedAgent, scripted_agent},
     map_error::Detail,
     model::scripted::ScriptedModel,
+    runs::Runs,
     server::{AguiServer, BusyThread, Ended, RunSummary},
     test_util::{MockItem, MockModel, verify},
     tool::ToolRouter,
@@ -34,15 +35,29 @@ use support::node;
 fn scripted(
     configure: impl FnOnce(AguiServer<ScriptedAgent>) -> AguiServer<ScriptedAgent>,
 ) -> (Router, mpsc::UnboundedReceiver<RunSummary>) {
+    scripted_on(|runs| runs, configure)
+}
+
+/// The scripted agent on a configured engine; run summaries arrive on the receiver.
+fn engine(
+    configure: impl FnOnce(Runs<ScriptedAgent>) -> Runs<ScriptedAgent>,
+) -> (Router, mpsc::UnboundedReceiver<RunSummary>) {
+    scripted_on(configure, |server| server)
+}
+
+fn scripted_on(
+    engine: impl FnOnce(Runs<ScriptedAgent>) -> Runs<ScriptedAgent>,
+    server: impl FnOnce(AguiServer<ScriptedAgent>) -> AguiServer<ScriptedAgent>,
+) -> (Router, mpsc::UnboundedReceiver<RunSummary>) {
     let (tx, rx) = mpsc::unbounded_channel();
-    let server = configure(AguiServer::new(scripted_agent(
+    let runs = engine(Runs::new(scripted_agent(
         std::num::NonZeroU32::new(16).unwrap(),
         Detail::Message,
     )))
     .on_run_end(move |run| {
         let _ = tx.send(run.clone());
     });
-    (server.into_router(), rx)
+    (server(AguiServer::with_runs(runs)).into_router(), rx)
 }
 
 /// A server whose model streams `items` (for runs that hang).
@@ -53,12 +68,11 @@ fn mocked(items: Vec<MockItem>, busy: BusyThread) -> (Router, mpsc::UnboundedRec
         agui.layer(ToolRouter::new()),
     ));
     let (tx, rx) = mpsc::unbounded_channel();
-    let router = AguiServer::new(agent)
-        .busy_thread(busy)
+    let runs = Runs::new(agent).busy_thread(busy).on_run_end(move |run| {
+        let _ = tx.send(run.clone());
+    });
+    let router = AguiServer::with_runs(runs)
         .keep_alive(Duration::from_millis(100))
-        .on_run_end(move |run| {
-            let _ = tx.send(run.clone());
-        })
         .into_router();
     (router, rx)
 }
@@ -388,7 +402,7 @@ async fn health_answers() {
 #[tokio::test]
 async fn a_run_past_its_bounds_is_stopped_with_run_too_large() {
     for (events, bytes) in [(50, u64::MAX), (u64::MAX, 4_000)] {
-        let (router, mut runs) = scripted(|s| s.max_run(events, bytes));
+        let (router, mut runs) = engine(|runs| runs.max_run(events, bytes));
         let mut body = input("t", "large");
         body["forwardedProps"] = json!({"scripted": {"tokens": 1_000_000}});
         let response = router.oneshot(post_json(&body)).await.unwrap();
@@ -422,7 +436,7 @@ async fn a_run_past_its_bounds_is_stopped_with_run_too_large() {
 
 #[tokio::test]
 async fn a_run_past_the_live_runs_is_refused_with_retry_after() {
-    let (router, mut runs) = scripted(|s| s.max_live_runs(1));
+    let (router, mut runs) = engine(|runs| runs.max_live_runs(1));
     let slow = |thread: &str| {
         let mut body = input(thread, &format!("run-{thread}"));
         body["forwardedProps"] = json!({"scripted": {"tokens": 1_000, "delay_ms": 60_000}});
@@ -445,7 +459,7 @@ async fn a_run_past_the_live_runs_is_refused_with_retry_after() {
 #[tokio::test]
 async fn ready_answers_until_the_server_stops() {
     let stop = tokio_util::sync::CancellationToken::new();
-    let (router, _runs) = scripted(|s| s.shutdown_token(stop.clone()));
+    let (router, _runs) = engine(|runs| runs.shutdown_token(stop.clone()));
     let ready = || Request::get("/ready").body(Body::empty()).unwrap();
     let response = router.clone().oneshot(ready()).await.unwrap();
     assert_eq!(response.status(), StatusCode::OK);
@@ -564,12 +578,11 @@ async fn on_disconnect_continue_lets_the_run_finish() {
         agui.layer(ToolRouter::new()),
     ));
     let (tx, mut runs) = mpsc::unbounded_channel();
-    let router = AguiServer::new(agent)
+    let engine = Runs::new(agent).channel_capacity(1).on_run_end(move |run| {
+        let _ = tx.send(run.clone());
+    });
+    let router = AguiServer::with_runs(engine)
         .on_disconnect(OnDisconnect::Continue)
-        .channel_capacity(1)
-        .on_run_end(move |run| {
-            let _ = tx.send(run.clone());
-        })
         .into_router();
     let mut body = input("t", "long");
     body["forwardedProps"] = json!({"scripted": {"tokens": 2_000}});
@@ -600,9 +613,7 @@ async fn shutdown_gives_runs_in_flight_their_terminal_event() {
         agui.layer(ToolRouter::new()),
     ));
     let runs = tokio_util::sync::CancellationToken::new();
-    let router = AguiServer::new(agent)
-        .shutdown_token(runs.clone())
-        .into_router();
+    let router = AguiServer::with_runs(Runs::new(agent).shutdown_token(runs.clone())).into_router();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

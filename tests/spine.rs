@@ -12,6 +12,7 @@ use std::{num::NonZeroU32, time::Duration};
 use agent_tower::{
     demo::serve::interrupting_agent,
     map_error::Detail,
+    runs::Runs,
     server::{AguiServer, Ended, RunSummary},
     store::RunStore,
 };
@@ -36,13 +37,13 @@ async fn serve(name: &'static str, store: Option<&str>) -> Server {
         Duration::from_secs(600),
     );
     let (tx, summaries) = mpsc::unbounded_channel();
-    let mut server = AguiServer::new(agent).on_run_end(move |run| {
+    let mut runs = Runs::new(agent).on_run_end(move |run| {
         let _ = tx.send(run.clone());
     });
     if let Some(url) = store {
-        server = server.store(RunStore::open(url).await.unwrap());
+        runs = runs.log(RunStore::open(url).await.unwrap());
     }
-    let router = server.into_router();
+    let router = AguiServer::with_runs(runs).into_router();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, router).await });

@@ -8,7 +8,8 @@ mod postgres;
 use std::{num::NonZeroU32, time::Duration};
 
 use agent_tower::{
-    demo::serve::interrupting_agent, map_error::Detail, server::AguiServer, store::RunStore,
+    demo::serve::interrupting_agent, map_error::Detail, runs::Runs, server::AguiServer,
+    store::RunStore,
 };
 use futures_util::StreamExt;
 use postgres::PrivatePostgres;
@@ -33,7 +34,7 @@ async fn a_store_that_dies_mid_run_ends_the_stream_and_refuses_new_runs() {
         Detail::Message,
         Duration::from_secs(600),
     );
-    let router = AguiServer::new(agent).store(store).into_router();
+    let router = AguiServer::with_runs(Runs::new(agent).log(store)).into_router();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, router).await });

@@ -9,6 +9,7 @@ use agent_tower::{
         BoxModel, IdleTimeoutLayer, RetryPolicy, boxed, openai::OpenAi, scripted::ScriptedModel,
     },
     permission::{Action, InterruptApprover, Mode, Policy},
+    runs::Runs,
     server::{AguiServer, BearerTokens, BusyThread, Connections, Scope},
     tool::{
         ToolCall, ToolRouter,
@@ -829,27 +830,13 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
     );
     let runs = CancellationToken::new();
     let metrics = agent_tower::metrics::Metrics::new();
-    let mut server = AguiServer::new(agent)
-        .path(args.path.clone())
-        .keep_alive(Duration::from_secs(args.keep_alive.max(1)))
-        .body_limit(args.body_limit)
-        .body_timeout(args.body_timeout)
-        .max_messages(args.max_messages)
-        .on_disconnect(match args.on_disconnect {
-            DisconnectChoice::Cancel => OnDisconnect::Cancel,
-            DisconnectChoice::Continue => OnDisconnect::Continue,
-        })
+    let mut engine = Runs::new(agent)
         .busy_thread(match args.busy_thread {
             BusyChoice::Reject => BusyThread::Reject,
             BusyChoice::Queue => BusyThread::Queue,
         })
-        .allow_origins(&args.allow_origins)?
-        .allow_hosts(&args.allow_hosts)?
         .max_run(args.max_run_events, args.max_run_bytes)
         .max_live_runs(args.max_live_runs)
-        .metrics(metrics.clone())
-        .access_log(true)
-        .dev_page(!args.no_ui)
         .shutdown_token(runs.clone())
         .lease(args.lease);
     // Every setting is checked, and the store opened, before the address is taken.
@@ -860,8 +847,23 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         let store = agent_tower::store::RunStore::open(&args.store).await?;
         tracing::info!(store = %store_name(&args.store), "runs are kept in the store");
         store.on_commit(metrics.store_commits());
-        server = server.store(store);
+        engine = engine.log(store);
     }
+    let mut server = AguiServer::with_runs(engine)
+        .path(args.path.clone())
+        .keep_alive(Duration::from_secs(args.keep_alive.max(1)))
+        .body_limit(args.body_limit)
+        .body_timeout(args.body_timeout)
+        .max_messages(args.max_messages)
+        .on_disconnect(match args.on_disconnect {
+            DisconnectChoice::Cancel => OnDisconnect::Cancel,
+            DisconnectChoice::Continue => OnDisconnect::Continue,
+        })
+        .allow_origins(&args.allow_origins)?
+        .allow_hosts(&args.allow_hosts)?
+        .metrics(metrics)
+        .access_log(true)
+        .dev_page(!args.no_ui);
     let listener = tokio::net::TcpListener::bind(args.addr.as_str())
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", args.addr))?;

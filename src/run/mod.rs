@@ -12,7 +12,11 @@ pub use self::invalid::InvalidRequest;
 /// [`ToolResponse`](crate::tool::ToolResponse).
 pub use crate::tool::Interrupt;
 
-use crate::{context::RunContext, id::ToolCallId, message::Message, model::Usage, tool::ToolSpec};
+use tower_service::Service;
+
+use crate::{
+    BoxError, context::RunContext, id::ToolCallId, message::Message, model::Usage, tool::ToolSpec,
+};
 
 /// The tool calls the agent runs together in one turn, in every one of their
 /// [`RunContext::extensions`]: a layer that decides per turn (permission) sees them all.
@@ -26,6 +30,27 @@ pub struct ContextEntry {
     pub description: String,
     /// The value.
     pub value: String,
+}
+
+/// What the run engine ([`Runs`](crate::runs::Runs)), the AG-UI server and the bridges drive:
+/// a `Service<RunRequest, Response = RunOutcome, Error = BoxError>` that is cloned into a task of
+/// its own per run (`Clone + Send + Sync + 'static`, its future `Send + 'static`), such as an
+/// [`Agent`](crate::agent::Agent) in its layers. Implemented for every such service: it names the
+/// bound, nothing more.
+pub trait RunService:
+    Service<RunRequest, Response = RunOutcome, Error = BoxError, Future: Send + 'static>
+    + Clone
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<A> RunService for A
+where
+    A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
+    A::Future: Send + 'static,
+{
 }
 
 /// A request to run the agent once.

@@ -5,7 +5,6 @@ use tokio::sync::OwnedSemaphorePermit;
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use tower::Service;
 
 use super::{
     BusyThread, Inner, InterruptStatus, Interrupts, LogError, LoggedEvent, RunStatus, Runs, Start,
@@ -14,7 +13,6 @@ use super::{
     request::kept,
 };
 use crate::{
-    BoxError,
     agui::{
         Event, RunAgentInput,
         event::{BaseEvent, RunError, RunStarted},
@@ -22,7 +20,7 @@ use crate::{
         interrupt,
     },
     id::{InterruptId, RunId, ThreadId},
-    run::{RunOutcome, RunRequest},
+    run::RunService,
 };
 
 /// How [`Runs::begin`] took a request; each is followed with [`Runs::follow`] from
@@ -271,8 +269,7 @@ enum NotTaken {
 
 impl<A> Runs<A>
 where
-    A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
-    A::Future: Send + 'static,
+    A: RunService,
 {
     /// Takes a run request: starts its run on this instance, replays it (the same request
     /// again), or refuses it with a `RUN_ERROR` recorded as its run; see the
@@ -430,8 +427,7 @@ where
 
 impl<A> Inner<A>
 where
-    A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
-    A::Future: Send + 'static,
+    A: RunService,
 {
     /// One attempt: the log's start, then the run's driver, or the refusal.
     async fn try_start(

@@ -9,7 +9,7 @@ use std::{
 
 use futures_util::{FutureExt, StreamExt, future::BoxFuture};
 use tokio_util::sync::CancellationToken;
-use tower::{Service, ServiceExt};
+use tower::ServiceExt;
 
 use super::{
     Inner, Lease, LogError, Logged, LoggedEvent, LostRun, OnRunEnd, RunEnd, RunRecord, RunStatus,
@@ -23,7 +23,7 @@ use crate::{
         event::{BaseEvent, RunError},
     },
     id::{RunId, ThreadId},
-    run::{RunOutcome, RunRequest, StopReason},
+    run::{RunOutcome, RunService, StopReason},
     transport::{Channel, OnDisconnect},
 };
 
@@ -151,8 +151,7 @@ impl<A> Inner<A> {
 
 impl<A> Inner<A>
 where
-    A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
-    A::Future: Send + 'static,
+    A: RunService,
 {
     /// Drives `launch` in a task of its own; returns the run's cancellation token. Followers in
     /// this process read the run's events from memory from now on.
@@ -246,8 +245,7 @@ impl Ending {
 
 impl<A> Driver<A>
 where
-    A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
-    A::Future: Send + 'static,
+    A: RunService,
 {
     async fn run(mut self) {
         let (tx, mut rx) = Channel::<Event>::bounded(self.inner.config.channel_capacity);

@@ -5,22 +5,15 @@ use std::{
     time::Duration,
 };
 
-use tower::Service;
-
 use super::{
     Inner, Interrupts, LogError, LoggedEvent, LostRun, Runs,
     driver::{Launch, run_error},
 };
-use crate::{
-    BoxError,
-    agui::RunAgentInput,
-    run::{RunOutcome, RunRequest},
-};
+use crate::{agui::RunAgentInput, run::RunService};
 
 impl<A> Runs<A>
 where
-    A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
-    A::Future: Send + 'static,
+    A: RunService,
 {
     /// Starts, once, the sweeper of this engine: one heartbeat for all this instance's runs every
     /// third of the lease, and the recovery of lost runs (other instances' that stopped beating),
@@ -38,8 +31,7 @@ where
 
 async fn sweep<A>(inner: Weak<Inner<A>>)
 where
-    A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
-    A::Future: Send + 'static,
+    A: RunService,
 {
     let Some((lease, shutdown)) = inner
         .upgrade()
@@ -75,8 +67,7 @@ where
 
 impl<A> Inner<A>
 where
-    A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
-    A::Future: Send + 'static,
+    A: RunService,
 {
     /// Recovers `lost` as soon as the log answers (retrying, backing off, until it is done or the
     /// engine shuts down).

@@ -31,7 +31,7 @@
 //! - `GET /health`: `{"status": "ok"}`.
 //!
 //! Every transport follows the same run log (in memory by default, SQLite or PostgreSQL with
-//! [`AguiServer::store`]): a run started over HTTP can be re-joined over HTTP after a dropped
+//! [`Runs::log`] and [`AguiServer::with_runs`]): a run started over HTTP can be re-joined over HTTP after a dropped
 //! connection, runs over the WebSocket are logged like the others, and the rules of a start
 //! (busy thread, the same request again, `resume[]` and its refusals) are the engine's, the same
 //! everywhere; see [`runs`](crate::runs).
@@ -90,7 +90,6 @@ use axum::{
     routing::{get, post},
 };
 use tokio_util::sync::CancellationToken;
-use tower_service::Service;
 
 pub use self::{
     access::{AccessLog, AccessLogFuture, AccessLogLayer},
@@ -104,16 +103,15 @@ pub use crate::runs::{BusyThread, Ended, RunSummary};
 use crate::{
     BoxError,
     agui::RunAgentInput,
-    run::{RunOutcome, RunRequest},
-    runs::{BeginError, Begun, RunLog, Runs},
+    run::RunService,
+    runs::{BeginError, Begun, Runs},
     transport::OnDisconnect,
 };
 
 /// The AG-UI router for `agent` with the default configuration.
 pub fn router<A>(agent: A) -> Router
 where
-    A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
-    A::Future: Send + 'static,
+    A: RunService,
 {
     AguiServer::new(agent).into_router()
 }
@@ -154,17 +152,30 @@ impl<A> fmt::Debug for AguiServer<A> {
 
 impl<A> AguiServer<A>
 where
-    A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
-    A::Future: Send + 'static,
+    A: RunService,
 {
-    /// A server for `agent`, its runs in a bounded in-memory log: path `/`, keep-alive every
-    /// 15 s, 1 MiB bodies sent within 30 s, 1,000 messages per request, runs cancelled when the client that started them goes away, a second
-    /// run on a busy thread refused, CORS off.
+    /// A server for `agent` on an engine with its defaults ([`Runs::new`]: runs in a bounded
+    /// in-memory log, a second run on a busy thread refused): path `/`, keep-alive every 15 s,
+    /// 1 MiB bodies sent within 30 s, 1,000 messages per request, runs cancelled when the client
+    /// that started them goes away, CORS off.
     pub fn new(agent: A) -> Self {
         Self::with_runs(Runs::new(agent))
     }
 
-    /// A server for an engine configured (and perhaps shared) elsewhere.
+    /// A server for an engine configured (and perhaps shared) elsewhere: what the engine does
+    /// with runs (the run log, busy threads, bounds, the lease, shutdown, `on_run_end`) is set on
+    /// [`Runs`]; the server sets how HTTP maps onto it.
+    ///
+    /// ```
+    /// use agent_tower::{runs::{BusyThread, Runs}, server::AguiServer};
+    /// # use agent_tower::{agent::Agent, agui::AguiLayer, model::scripted::ScriptedModel, tool::ToolRouter};
+    /// # use tower::Layer;
+    /// # let agui = AguiLayer::new();
+    /// # let agent = agui.layer(Agent::new(agui.layer(ScriptedModel::new()), agui.layer(ToolRouter::new())));
+    /// let runs = Runs::new(agent).busy_thread(BusyThread::Queue).max_live_runs(1_000);
+    /// let server = AguiServer::with_runs(runs).body_limit(256 * 1024);
+    /// # let _ = server;
+    /// ```
     pub fn with_runs(runs: Runs<A>) -> Self {
         Self {
             runs,
@@ -228,25 +239,9 @@ where
         self
     }
 
-    /// How many events a run may emit before its driver takes them (default 256).
-    ///
-    /// # Panics
-    ///
-    /// If `events` is 0.
-    pub fn channel_capacity(mut self, events: usize) -> Self {
-        self.runs = self.runs.channel_capacity(events);
-        self
-    }
-
     /// What happens to a run whose client went away (default: cancel it).
     pub fn on_disconnect(mut self, policy: OnDisconnect) -> Self {
         self.config.on_disconnect = policy;
-        self
-    }
-
-    /// What happens to a run on a thread that already has an active run (default: 409).
-    pub fn busy_thread(mut self, policy: BusyThread) -> Self {
-        self.runs = self.runs.busy_thread(policy);
         self
     }
 
@@ -305,64 +300,14 @@ where
         self
     }
 
-    /// Every run's cancellation token is a child of `token`: cancelling it (on shutdown) ends
-    /// every active run with a terminal event and refuses new ones.
-    pub fn shutdown_token(mut self, token: CancellationToken) -> Self {
-        self.runs = self.runs.shutdown_token(token);
-        self
-    }
-
-    /// Called once per run when it ends (default: one `tracing` line at INFO).
-    pub fn on_run_end<F>(mut self, callback: F) -> Self
-    where
-        F: Fn(&RunSummary) + Send + Sync + 'static,
-    {
-        self.runs = self.runs.on_run_end(callback);
-        self
-    }
-
-    /// The most runs live at once (default 10,000); one more gets `503 overloaded` with
-    /// `Retry-After: 1`.
-    pub fn max_live_runs(mut self, runs: usize) -> Self {
-        self.runs = self.runs.max_live_runs(runs);
-        self
-    }
-
-    /// The most events, and bytes of their JSON, one run may log (default 500,000 and 64 MiB):
-    /// past either, the run is stopped and ends with `RUN_ERROR{code: "run_too_large"}`.
-    pub fn max_run(mut self, events: u64, bytes: u64) -> Self {
-        self.runs = self.runs.max_run(events, bytes);
-        self
-    }
-
-    /// Counts runs, events, tokens, tool calls and followers in `metrics`, served on
-    /// `GET /metrics` in the OpenMetrics text format for Prometheus (an operator route under
-    /// [`auth`](Self::auth)).
+    /// Counts runs, events, tokens, tool calls and followers in `metrics` (the engine's
+    /// [observer](Runs::observer) from now on), served on `GET /metrics` in the OpenMetrics text
+    /// format for Prometheus (an operator route under [`auth`](Self::auth)).
     #[cfg(feature = "metrics")]
     #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
     pub fn metrics(mut self, metrics: crate::metrics::Metrics) -> Self {
         self.runs = self.runs.observer(metrics.clone());
         self.config.metrics = Some(metrics);
-        self
-    }
-
-    /// Keeps runs in `log` instead of memory.
-    pub fn log(mut self, log: impl RunLog) -> Self {
-        self.runs = self.runs.log(log);
-        self
-    }
-
-    /// Keeps runs in `store` (SQLite or PostgreSQL): they outlive the process, and several
-    /// instances on one PostgreSQL database act as one.
-    #[cfg(feature = "store")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "store")))]
-    pub fn store(self, store: crate::store::RunStore) -> Self {
-        self.log(store)
-    }
-
-    /// How long this instance may stay silent before its runs count as lost (default 30 s).
-    pub fn lease(mut self, lease: Duration) -> Self {
-        self.runs = self.runs.lease(lease);
         self
     }
 
@@ -375,7 +320,7 @@ where
     }
 
     /// The router; it starts the engine's sweeper (on the current tokio runtime) until the
-    /// [shutdown token](Self::shutdown_token) fires.
+    /// engine's [shutdown token](Runs::shutdown_token) fires.
     pub fn into_router(self) -> Router {
         self.runs.sweep();
         let state = Arc::new(Server {
@@ -451,8 +396,7 @@ const READY_TIMEOUT: Duration = Duration::from_secs(2);
 /// (within 2 s); `/health` stays a liveness check.
 async fn ready<A>(State(server): State<Arc<Server<A>>>) -> Response
 where
-    A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
-    A::Future: Send + 'static,
+    A: RunService,
 {
     use axum::http::StatusCode;
     let unready = |status: &str, message: String| {
@@ -483,8 +427,7 @@ where
 #[cfg(feature = "metrics")]
 async fn metrics<A>(State(server): State<Arc<Server<A>>>) -> Response
 where
-    A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
-    A::Future: Send + 'static,
+    A: RunService,
 {
     let Some(metrics) = &server.config.metrics else {
         return StatusCode::NOT_FOUND.into_response();
@@ -535,8 +478,7 @@ pub(crate) struct Server<A> {
 
 impl<A> Server<A>
 where
-    A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
-    A::Future: Send + 'static,
+    A: RunService,
 {
     /// A request's whole body: `413 payload_too_large` over the limit, `408 request_timeout`
     /// when the client takes longer than the body timeout to send it.
@@ -678,8 +620,7 @@ pub(crate) fn parse_input(body: &[u8], max_messages: usize) -> Result<RunAgentIn
 
 async fn post_run<A>(State(server): State<Arc<Server<A>>>, request: Request) -> Response
 where
-    A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
-    A::Future: Send + 'static,
+    A: RunService,
 {
     match accept_run(&server, request).await {
         Ok(response) => response,
@@ -692,8 +633,7 @@ where
 
 async fn accept_run<A>(server: &Server<A>, request: Request) -> Result<Response, Rejection>
 where
-    A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
-    A::Future: Send + 'static,
+    A: RunService,
 {
     let headers = request.headers();
     require_json(headers)?;

@@ -15,14 +15,12 @@ use axum::{
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use tower_service::Service;
 
 use super::{Format, Rejection, Server, begin_rejection, require_json, respond};
 use crate::{
-    BoxError,
     agui::input::{ResumeEntry, ResumeStatus},
     id::{InterruptId, RunId, ThreadId},
-    run::{RunOutcome, RunRequest},
+    run::RunService,
     runs::{
         InterruptRecord, InterruptStatus, Interrupts, LogError, ResumeError, Resumed, RunRecord,
         RunStatus,
@@ -33,8 +31,7 @@ use crate::{
 /// `GET /interrupts`, `POST /interrupts/{id}/resolve`.
 pub(super) fn routes<A>() -> Router<Arc<Server<A>>>
 where
-    A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
-    A::Future: Send + 'static,
+    A: RunService,
 {
     Router::new()
         .route("/runs/{run_id}/events", get(run_events::<A>))
@@ -89,8 +86,7 @@ async fn run_events<A>(
     headers: HeaderMap,
 ) -> Response
 where
-    A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
-    A::Future: Send + 'static,
+    A: RunService,
 {
     let answer = async {
         let Path(run_id) = path?;
@@ -192,8 +188,7 @@ async fn thread<A>(
     path: Result<Path<String>, PathRejection>,
 ) -> Response
 where
-    A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
-    A::Future: Send + 'static,
+    A: RunService,
 {
     let answer = async {
         let Path(thread_id) = path?;
@@ -240,8 +235,7 @@ async fn interrupts<A>(
     filter: Result<Query<StatusFilter>, QueryRejection>,
 ) -> Response
 where
-    A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
-    A::Future: Send + 'static,
+    A: RunService,
 {
     let answer = async {
         let Query(filter) = filter?;
@@ -342,8 +336,7 @@ async fn resolve<A>(
     body: axum::body::Body,
 ) -> Result<Response, Rejection>
 where
-    A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
-    A::Future: Send + 'static,
+    A: RunService,
 {
     let Path(interrupt_id) = path?;
     require_json(&headers)?;
@@ -360,8 +353,7 @@ async fn resume_thread<A>(
     body: axum::body::Body,
 ) -> Result<Response, Rejection>
 where
-    A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
-    A::Future: Send + 'static,
+    A: RunService,
 {
     let Path(thread_id) = path?;
     require_json(&headers)?;

@@ -38,9 +38,8 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 ///
 /// let agent = scripted_agent(std::num::NonZeroU32::new(8).unwrap(), Default::default());
 /// let runs = CancellationToken::new();
-/// let router = agent_tower::server::AguiServer::new(agent)
-///     .shutdown_token(runs.clone())
-///     .into_router();
+/// let engine = agent_tower::runs::Runs::new(agent).shutdown_token(runs.clone());
+/// let router = agent_tower::server::AguiServer::with_runs(engine).into_router();
 /// let listener = tokio::net::TcpListener::bind("127.0.0.1:8000").await?;
 /// Connections::new()
 ///     .header_timeout(Duration::from_secs(5))

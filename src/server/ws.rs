@@ -22,16 +22,14 @@ use axum::{
     response::Response,
 };
 use futures_util::{SinkExt, StreamExt};
-use tower_service::Service;
 
 use super::{Rejection, Server};
 use crate::{
-    BoxError,
     agui::{
         Event,
         event::{BaseEvent, RunError},
     },
-    run::{RunOutcome, RunRequest},
+    run::RunService,
     runs::{Follow, LoggedEvent},
 };
 
@@ -42,8 +40,7 @@ pub(crate) async fn upgrade<A>(
     upgrade: WebSocketUpgrade,
 ) -> Response
 where
-    A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
-    A::Future: Send + 'static,
+    A: RunService,
 {
     upgrade
         .max_message_size(server.config.body_limit)
@@ -83,8 +80,7 @@ async fn next_event(active: &mut Option<Follow>) -> Option<LoggedEvent> {
 
 async fn session<A>(server: Arc<Server<A>>, socket: WebSocket)
 where
-    A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
-    A::Future: Send + 'static,
+    A: RunService,
 {
     let (mut tx, mut rx) = socket.split();
     let mut waiting: VecDeque<String> = VecDeque::new();
