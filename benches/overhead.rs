@@ -4,7 +4,8 @@
 //! cargo bench --bench overhead
 //! ```
 //!
-//! - `call`: one model call through `AguiLayer` (empty answer) vs the bare service.
+//! - `call`: one model call through `AguiLayer` (empty answer) vs the bare service; `run_sink`:
+//!   its events to the run's own sink, as a server sets one per run, instead of the layer's.
 //! - `tokens`: a 10,000-token answer drained raw, through the tee + AG-UI encoder into a null
 //!   transport, and through the tee + encoder + SSE framing (`data: <json>\n\n` into a reused
 //!   buffer); next to `serde_json::to_writer` of the same 10,000 events alone.
@@ -27,7 +28,7 @@ use agent_tower::{
     id::MessageId,
     map_error::MapErrorLayer,
     model::{ModelRequest, scripted::ScriptedModel},
-    transport::{Null, Transport, error::TransportClosed},
+    transport::{Channel, Null, Transport, error::TransportClosed},
     truncate::TruncateLayer,
 };
 use criterion::{BenchmarkId, Criterion, Throughput};
@@ -151,6 +152,22 @@ where
         .await
 }
 
+/// A model call whose events go to the run's own sink (what a server sets for each run).
+async fn drain_to_run_sink(tokens: u64) -> usize {
+    let (tx, mut rx) = Channel::<Event>::bounded(64);
+    let mut req = request(tokens);
+    req.run.sinks.insert(tx);
+    let model = AguiLayer::new().layer(ScriptedModel::new());
+    let stream = model.oneshot(req).await.unwrap();
+    let items = stream
+        .fold(0, |n, e| async move { n + black_box(e).is_ok() as usize })
+        .await;
+    while let Some(event) = rx.try_recv() {
+        black_box(event);
+    }
+    items
+}
+
 fn content_events(tokens: u64) -> Vec<Event> {
     let id = MessageId::new();
     (0..tokens)
@@ -210,6 +227,9 @@ fn benches(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
     let mut call = c.benchmark_group("call");
     call.bench_function("bare", |b| b.iter(|| rt.block_on(drain_raw(0))));
     call.bench_function("agui", |b| b.iter(|| rt.block_on(drain_teed(Null, 0))));
+    call.bench_function("run_sink", |b| {
+        b.iter(|| rt.block_on(drain_to_run_sink(0)))
+    });
     call.bench_function("full_stack", |b| {
         b.iter(|| rt.block_on(drain_full_stack(0)))
     });

@@ -82,16 +82,32 @@
 //!   against.
 //! - [`test_util`] (feature `test-util`): mocks and assertions for testing your own stacks.
 //!
-//! # Where a run goes
+//! # The design
 //!
-//! Layers emit a run's events to its sink ([`RunContext::sinks`](context::RunContext::sinks)); in a
-//! server, that sink belongs to the run's driver in [`runs`], which appends what the run emits to
-//! the run's log. The log is the spine: every transport (SSE, NDJSON, protobuf, WebSocket, a
-//! client re-joining with `Last-Event-ID`, your own) is a follower of it, and the rules of a run
-//! (one per thread, the same request replayed, interrupts answered in `resume[]`, recovery after a
-//! crash) live in [`runs`], not in the HTTP code. Which log, in memory or a
-//! [`RunStore`](store::RunStore), is the only difference between a throwaway server and a durable
-//! one.
+//! - **A step is a service.** A model call is a `Service<ModelRequest>` answering a stream of
+//!   events, a tool call a `Service<ToolCall>`, and the [agent](agent::Agent) loop between them a
+//!   `Service<RunRequest>` ([`run::RunService`] once it can be driven in a task of its own).
+//!   Providers, tools and whole agents are interchangeable behind those types.
+//! - **A layer sees the whole step.** One layer owns the request, the response future and the
+//!   response stream: it tees every token inside `poll_next` (no task, no buffer that can grow),
+//!   and closes every start it emitted exactly once, on the end, an error or a drop. One concern
+//!   per layer, one layer per directory; the futures of the layers that act once their inner
+//!   service answers are written once.
+//! - **Asking a person is an answer, not an error.** A
+//!   [`PermissionLayer`](permission::PermissionLayer) that defers a decision answers
+//!   [`ToolResponse::Interrupted`](tool::ToolResponse): the layers around it pass it through
+//!   ([`ToolReply`](tool::ToolReply)), so no error mapping, retry or timeout can swallow it, and
+//!   the agent ends the run with the interrupt; a later run brings the decision.
+//! - **The run log is the spine.** [`Runs`](runs::Runs) drives each run in a task of its own and
+//!   appends what it emits to a [`RunLog`](runs::RunLog); every transport (SSE, NDJSON, protobuf,
+//!   WebSocket, a client re-joining with `Last-Event-ID`, your own) follows that log. The rules of
+//!   a start (one active run per thread, the same request replayed, interrupts answered in
+//!   `resume[]`) are one pure function, [`runs::rules::plan`]; a log is storage (in memory,
+//!   SQLite, PostgreSQL) that applies the plan atomically, its indexes serving as guards.
+//!   Whoever watches the engine (metrics) is an [observer](runs::RunObserver) it calls, not code
+//!   inside it.
+//! - **Protocols are edges.** AG-UI and ACP are layers, servers and bridges; each finds its own
+//!   sink in the run's [`Sinks`](context::Sinks), and the core types name neither.
 //!
 //! [`ModelEvent`]: model::ModelEvent
 

@@ -49,6 +49,8 @@
 //!
 //! # The rules of a start
 //!
+//! Written once, in [`rules::plan`]; every [`RunLog`] applies them atomically.
+//!
 //! - **One active run per thread**, enforced by the log whichever instance starts it: a second
 //!   run is refused ([`BeginError::Busy`]) or waits ([`BusyThread::Queue`]).
 //! - **The same request again** (same `runId`, same body) replays the stored run (the segment it
@@ -68,11 +70,20 @@
 //!   recovers it first, after a `RUN_ERROR` (`run_lost`) that closes the cut segment: an approval
 //!   that was acknowledged is carried out (at least once: a tool that must not run twice can
 //!   recognise its call id). Other runs of a dead instance are closed with that `RUN_ERROR`.
+//! - **Answers are decisions**: a resume entry is parsed once into a
+//!   [`Decision`](crate::permission::Decision) (a malformed one, or an interrupt answered twice,
+//!   is `resume_invalid`), and the log keeps the decision.
 //! - **A failing log** ends the followers of this process's runs with a `RUN_ERROR` of their own
 //!   (code `store_unavailable`, [`STORE_UNAVAILABLE`]) as soon as a write fails; a run that
 //!   cannot be started is refused ([`BeginError::Unavailable`]) before anything streams.
 //! - **Cancellation-safe**: a caller that goes away at any point of [`Runs::begin`] leaves either
 //!   no run or a run that is driven to its end.
+//!
+//! # Watching
+//!
+//! [`Runs::on_run_end`] is called once per run (a log line by default); a [`RunObserver`]
+//! ([`Runs::observer`]; [`Metrics`](crate::metrics::Metrics) is one) is told of every run's
+//! start, writes, end and followers.
 //!
 //! # Liveness
 //!

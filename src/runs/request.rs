@@ -38,12 +38,9 @@ pub(super) async fn run_request(
         .await?;
     let mut by_call = std::collections::HashMap::new();
     for record in resolved {
-        let Some(decision) = record
-            .resolution
-            .clone()
-            .filter(|_| record.status == InterruptStatus::Resolved)
-        else {
-            continue;
+        let decision = match &record.resolution {
+            Some(decision) if record.status == InterruptStatus::Resolved => decision.clone(),
+            _ => continue,
         };
         let decision = bound::decision_for(&record, decision, &req.messages);
         by_call.insert(record.tool_call_id, decision);
