@@ -227,9 +227,7 @@ fn benches(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
     let mut call = c.benchmark_group("call");
     call.bench_function("bare", |b| b.iter(|| rt.block_on(drain_raw(0))));
     call.bench_function("agui", |b| b.iter(|| rt.block_on(drain_teed(Null, 0))));
-    call.bench_function("run_sink", |b| {
-        b.iter(|| rt.block_on(drain_to_run_sink(0)))
-    });
+    call.bench_function("run_sink", |b| b.iter(|| rt.block_on(drain_to_run_sink(0))));
     call.bench_function("full_stack", |b| {
         b.iter(|| rt.block_on(drain_full_stack(0)))
     });

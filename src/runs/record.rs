@@ -7,6 +7,8 @@ use bytes::Bytes;
 use serde_json::Value;
 
 use super::LogError;
+#[cfg(doc)]
+use super::RunLog;
 use crate::{
     agui::Event,
     id::{InterruptId, RunId, ThreadId, ToolCallId},

@@ -25,8 +25,8 @@ use crate::{
     id::{RunId, ThreadId},
     message::Message,
     runs::{
-        Lease, LogError, LoggedEvent, LostRun, Recovered, RunEnd, RunStatus, Start, StartError,
-        args_hash,
+        InterruptRecord, Lease, LogError, LoggedEvent, LostRun, Recovered, RunEnd, RunStatus,
+        Start, StartError, args_hash,
         rules::{self, ExistingRun, Plan, ThreadView},
     },
 };
@@ -471,7 +471,7 @@ impl Writer {
         &self,
         tx: &mut impl Conn,
         start: &Start,
-    ) -> Result<Vec<crate::runs::InterruptRecord>, Failure> {
+    ) -> Result<Vec<InterruptRecord>, Failure> {
         let mut sql = format!(
             "SELECT {INTERRUPT_COLUMNS} FROM interrupts WHERE (thread_id = $1 AND status = 'pending')"
         );
