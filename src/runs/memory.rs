@@ -85,7 +85,7 @@ fn size(events: &[LoggedEvent]) -> usize {
 }
 
 /// `events` as kept: their JSON only. The typed events (many times the size of their JSON)
-/// serve this process's live followers, which read the hub's tail, not the log.
+/// serve this process's live followers, which read the engine's tail of them, not the log.
 fn kept(events: &[LoggedEvent]) -> impl Iterator<Item = LoggedEvent> + '_ {
     events
         .iter()
