@@ -115,7 +115,6 @@ async fn every_route_but_the_probes_needs_a_token_of_its_scope() {
 
     for (method, path) in [
         ("GET", "/interrupts"),
-        ("GET", "/threads/t"),
         ("POST", "/threads/t/resume"),
         ("POST", "/interrupts/i/resolve"),
     ] {
@@ -126,6 +125,12 @@ async fn every_route_but_the_probes_needs_a_token_of_its_scope() {
             "{method} {path}"
         );
     }
+    let (status, body) = answer(&router, request("GET", "/threads/t", Some(RUN_TOKEN))).await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "its own thread, with the token that made it: {body}"
+    );
     let (status, body) = answer(&router, request("GET", "/threads/t", Some(OPERATOR_TOKEN))).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(

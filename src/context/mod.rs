@@ -23,6 +23,7 @@
 //! ```
 
 mod background;
+mod principal;
 pub(crate) mod state;
 
 use std::{
@@ -37,6 +38,7 @@ use tokio_util::sync::CancellationToken;
 pub(crate) use self::background::with_background;
 pub use self::{
     background::Background,
+    principal::{InvalidPrincipal, MAX_PRINCIPAL_BYTES, Principal},
     state::{ApplyError, SharedState},
 };
 use crate::{
@@ -143,6 +145,9 @@ pub struct RunContext {
     pub turn: u32,
     /// Cancelled when the run must stop (client gone, user cancelled, shutdown).
     pub cancel: CancellationToken,
+    /// Who the run is for: the principal that started it (`None`: a server that authenticates
+    /// nobody, or a run outside any server).
+    pub principal: Option<Principal>,
     /// Where the run's wire events go.
     pub sinks: Sinks,
     /// The run's shared state, once a layer or the agent made it (see
@@ -165,6 +170,7 @@ impl RunContext {
             message_id: MessageId::new(),
             turn: 0,
             cancel: CancellationToken::new(),
+            principal: None,
             sinks: Sinks::default(),
             state: None,
             background: None,

@@ -19,6 +19,7 @@ use crate::{
         input::{ResumeEntry, ResumeStatus},
         interrupt,
     },
+    context::Principal,
     id::{InterruptId, RunId, ThreadId},
     run::RunService,
 };
@@ -83,8 +84,10 @@ impl Begun {
 pub enum BeginError {
     /// The thread has an active run (with [`BusyThread::Reject`]).
     Busy(ThreadId),
-    /// A different request already used this run id.
+    /// A different request already used this run id (or another principal did).
     RunExists(RunId),
+    /// The thread is another principal's: for the caller it does not exist.
+    UnknownThread(ThreadId),
     /// The run log failed: the run may not have started, and nothing was streamed.
     Unavailable(LogError),
     /// The engine is shutting down.
@@ -94,13 +97,14 @@ pub enum BeginError {
 }
 
 impl BeginError {
-    /// A machine-readable code: `thread_busy`, `run_exists`, `store_unavailable`,
-    /// `shutting_down`, `overloaded`.
+    /// A machine-readable code: `thread_busy`, `run_exists`, `unknown_thread`,
+    /// `store_unavailable`, `shutting_down`, `overloaded`.
     #[must_use]
     pub fn code(&self) -> &'static str {
         match self {
             Self::Busy(_) => "thread_busy",
             Self::RunExists(_) => "run_exists",
+            Self::UnknownThread(_) => "unknown_thread",
             Self::Unavailable(_) => super::STORE_UNAVAILABLE,
             Self::ShuttingDown => "shutting_down",
             Self::Overloaded(_) => "overloaded",
@@ -116,6 +120,7 @@ impl fmt::Display for BeginError {
                 f,
                 "run `{run}` exists already, started by a different request"
             ),
+            Self::UnknownThread(thread) => write!(f, "no thread `{thread}`"),
             Self::Unavailable(_) => f.pad("the run log is unavailable; try again"),
             Self::ShuttingDown => f.pad("the server is shutting down"),
             Self::Overloaded(live) => {
@@ -210,7 +215,7 @@ struct Prepared {
     invalid: Option<String>,
 }
 
-fn prepare(input: RunAgentInput) -> Prepared {
+fn prepare(input: RunAgentInput, principal: Option<Principal>) -> Prepared {
     let resume = input.resume.as_deref().unwrap_or_default();
     let mut invalid = None;
     let mut answers = Vec::with_capacity(resume.len());
@@ -243,6 +248,7 @@ fn prepare(input: RunAgentInput) -> Prepared {
             request_hash: args_hash(&as_json),
             resume: answers,
             request,
+            principal,
         },
         input,
         invalid,
@@ -281,7 +287,23 @@ where
     ///
     /// See [`BeginError`]: when there is nothing to follow.
     pub async fn begin(&self, input: RunAgentInput) -> Result<Begun, BeginError> {
-        match self.take(input, true).await {
+        self.begin_as(None, input).await
+    }
+
+    /// [`begin`](Self::begin) for `principal` (`None`: everyone, a server that authenticates
+    /// nobody): a new thread becomes theirs, another principal's thread or run does not exist
+    /// for them ([`BeginError::UnknownThread`], [`BeginError::RunExists`]), and the run's
+    /// context names them ([`RunContext::principal`](crate::context::RunContext::principal)).
+    ///
+    /// # Errors
+    ///
+    /// See [`BeginError`].
+    pub async fn begin_as(
+        &self,
+        principal: Option<Principal>,
+        input: RunAgentInput,
+    ) -> Result<Begun, BeginError> {
+        match self.take(input, principal, true).await {
             Ok(begun) => Ok(begun),
             Err(NotTaken::Error(error)) => Err(error),
             Err(NotTaken::Busy(thread, _)) => Err(BeginError::Busy(thread)),
@@ -368,7 +390,7 @@ where
         input.thread_id = thread.clone();
         input.run_id = RunId::new();
         input.resume = Some(resume);
-        match self.take(input, false).await {
+        match self.take(input, None, false).await {
             Ok(begun) => Ok(Resumed {
                 thread_id: thread,
                 run_id: begun.run_id().clone(),
@@ -382,12 +404,17 @@ where
 
     /// Starts, replays or refuses `input` (recording refusals when `record`), waiting for a busy
     /// thread when configured to.
-    async fn take(&self, input: RunAgentInput, record: bool) -> Result<Begun, NotTaken> {
+    async fn take(
+        &self,
+        input: RunAgentInput,
+        principal: Option<Principal>,
+        record: bool,
+    ) -> Result<Begun, NotTaken> {
         if self.inner.config.shutdown.is_cancelled() {
             return Err(NotTaken::Error(BeginError::ShuttingDown));
         }
         self.sweep();
-        let prepared = Arc::new(prepare(input));
+        let prepared = Arc::new(prepare(input, principal));
         loop {
             // The start and what it implies (the driver's task, the recorded refusal) run in a
             // task of their own: a caller that goes away cannot cut them in half.
@@ -450,6 +477,7 @@ where
                     input: prepared.input.clone(),
                     continues: start.request.is_some(),
                     attempts: 1,
+                    principal: start.principal.clone(),
                     _permit: Some(permit),
                 });
                 Ok(Begun::Started {
@@ -459,6 +487,9 @@ where
                 })
             }
             Err(StartError::Exists { run, same, from }) => taken(run, same, from),
+            Err(StartError::UnknownThread(thread)) => {
+                Err(NotTaken::Error(BeginError::UnknownThread(thread)))
+            }
             Err(StartError::Busy { thread, active }) => Err(NotTaken::Busy(thread, active)),
             Err(StartError::Log(error)) => {
                 // The start may have been written before the failure: make sure such a run
@@ -527,6 +558,9 @@ where
                 })
             }
             Err(StartError::Exists { run, same, from }) => taken(run, same, from),
+            Err(StartError::UnknownThread(thread)) => {
+                Err(NotTaken::Error(BeginError::UnknownThread(thread)))
+            }
             Err(StartError::Log(error)) => Err(NotTaken::Error(BeginError::Unavailable(error))),
             Err(other) => Err(NotTaken::Error(BeginError::Unavailable(
                 LogError::unavailable(other.to_string()),

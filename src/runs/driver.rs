@@ -22,6 +22,7 @@ use crate::{
         Event, RunAgentInput,
         event::{BaseEvent, RunError},
     },
+    context::Principal,
     id::{RunId, ThreadId},
     run::{RunOutcome, RunService, StopReason},
     transport::{Channel, OnDisconnect},
@@ -122,6 +123,8 @@ pub(super) struct Launch {
     pub(super) continues: bool,
     /// Which attempt this is, from 1.
     pub(super) attempts: u32,
+    /// Who started it (a run taken over after a crash: whom it belongs to).
+    pub(super) principal: Option<Principal>,
     /// Its place among the live runs, held until it ends.
     pub(super) _permit: Option<tokio::sync::OwnedSemaphorePermit>,
 }
@@ -188,6 +191,8 @@ where
                 thread_id: start.thread_id.clone(),
                 status: RunStatus::Running,
                 owner: self.log.owner().to_owned(),
+                // Not known here: the log's record has it.
+                principal: None,
                 last_seq: 0,
                 created_at: now,
                 updated_at: now,
@@ -262,6 +267,7 @@ where
             // The driver reads every event: the run never loses its sink to a viewer leaving.
             req.run.sinks.on_disconnect = Some(OnDisconnect::Continue);
             req.run.cancel = self.cancel.clone();
+            req.run.principal = self.launch.principal.clone();
             self.inner.config.observer.on_request(&mut req);
             let agent = self.inner.agent.clone();
             Some(AssertUnwindSafe(agent.oneshot(req)).catch_unwind().boxed())
@@ -463,6 +469,7 @@ where
                 thread_id: self.lease.thread_id.clone(),
                 status: RunStatus::Running,
                 owner: self.inner.log.owner().to_owned(),
+                principal: self.lease.principal.clone(),
                 last_seq: self.next_seq - 1,
                 created_at: now,
                 updated_at: now,

@@ -70,6 +70,8 @@ pub enum StartError {
         /// Where the segment the request started begins (events after this one).
         from: u64,
     },
+    /// The thread belongs to another principal: for the caller it does not exist.
+    UnknownThread(ThreadId),
     /// The thread has pending interrupts and the run resolves none of them.
     InterruptsPending(Vec<InterruptId>),
     /// The run resolves some of the thread's pending interrupts, not all.
@@ -91,7 +93,7 @@ pub enum StartError {
 
 impl StartError {
     /// The `RUN_ERROR` code of a start refused for the run's own reasons (its resume), `None` for
-    /// the others (a busy thread, a taken run id, a failing log).
+    /// the others (a busy thread, a taken run id, another principal's thread, a failing log).
     #[must_use]
     pub fn code(&self) -> Option<&'static str> {
         Some(match self {
@@ -100,7 +102,9 @@ impl StartError {
             Self::UnknownInterrupt(_) => "unknown_interrupt",
             Self::Expired(_) => "interrupt_expired",
             Self::AlreadyResolved { .. } => "interrupt_already_resolved",
-            Self::Busy { .. } | Self::Exists { .. } | Self::Log(_) => return None,
+            Self::Busy { .. } | Self::Exists { .. } | Self::UnknownThread(_) | Self::Log(_) => {
+                return None;
+            }
         })
     }
 }
@@ -116,6 +120,7 @@ impl fmt::Display for StartError {
         match self {
             Self::Busy { thread, .. } => write!(f, "thread `{thread}` already has an active run"),
             Self::Exists { run, .. } => write!(f, "run `{run}` exists already"),
+            Self::UnknownThread(thread) => write!(f, "no thread `{thread}`"),
             Self::InterruptsPending(ids) => write!(
                 f,
                 "the thread waits for decisions on interrupts {}: resume them",

@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::{
     InterruptRecord, InterruptStatus, Interrupts, Lease, LogError, LoggedEvent, LostRun, Page,
     Recovered, RunEnd, RunLog, RunRecord, RunStatus, Start, StartError, ThreadRecord,
-    rules::{self, ExistingRun, Plan, ThreadView},
+    rules::{self, Begins, ExistingRun, Thread, ThreadView},
 };
 use crate::{
     id::{InterruptId, RunId, ThreadId},
@@ -61,11 +61,20 @@ struct State {
 
 #[derive(Default)]
 struct ThreadEntry {
+    /// The principal it belongs to (set with its first run).
+    principal: Option<String>,
     messages: Vec<Message>,
     state: Option<Value>,
     saved: bool,
     runs: Vec<RunId>,
     active: Option<RunId>,
+}
+
+impl ThreadEntry {
+    /// Whether the thread is known: it has runs or a kept conversation.
+    fn exists(&self) -> bool {
+        !self.runs.is_empty() || self.saved
+    }
 }
 
 struct RunEntry {
@@ -74,6 +83,26 @@ struct RunEntry {
     bytes: usize,
     request_hash: String,
     segment_start: u64,
+}
+
+/// A new run of `start`, belonging to `principal`, with nothing logged yet.
+fn run_record(
+    start: &Start,
+    status: RunStatus,
+    principal: Option<String>,
+    now: SystemTime,
+) -> RunRecord {
+    RunRecord {
+        run_id: start.run_id.clone(),
+        thread_id: start.thread_id.clone(),
+        status,
+        owner: OWNER.to_owned(),
+        principal,
+        last_seq: 0,
+        created_at: now,
+        updated_at: now,
+        request: None,
+    }
 }
 
 /// What `events` take once kept: their JSON and their place in the run's list.
@@ -144,17 +173,20 @@ impl State {
     /// What the rules of a start read here.
     fn view(&self, start: &Start) -> ThreadView {
         let answered = |id: &InterruptId| start.resume.iter().any(|(answer, _)| answer == id);
+        let thread = self
+            .threads
+            .get(&start.thread_id)
+            .filter(|thread| thread.exists());
         ThreadView {
+            thread: thread.map_or(Thread::New, |thread| Thread::Of(thread.principal.clone())),
             run: self.runs.get(&start.run_id).map(|run| ExistingRun {
                 status: run.record.status,
+                principal: run.record.principal.clone(),
                 request_hash: run.request_hash.clone(),
                 segment_start: run.segment_start,
                 last_seq: run.record.last_seq,
             }),
-            active: self
-                .threads
-                .get(&start.thread_id)
-                .and_then(|thread| thread.active.clone()),
+            active: thread.and_then(|thread| thread.active.clone()),
             interrupts: self
                 .interrupts
                 .values()
@@ -178,8 +210,8 @@ impl State {
             }
         }
         let lease = plan.lease(start);
-        match plan {
-            Plan::Continue { .. } => {
+        match plan.begins {
+            Begins::Continue { .. } => {
                 let run = self
                     .runs
                     .get_mut(&start.run_id)
@@ -192,31 +224,11 @@ impl State {
                 run.segment_start = lease.last_seq;
                 self.ended.retain(|id| id != &start.run_id);
             }
-            Plan::New => {
-                self.runs.insert(
-                    start.run_id.clone(),
-                    RunEntry {
-                        record: RunRecord {
-                            run_id: start.run_id.clone(),
-                            thread_id: start.thread_id.clone(),
-                            status: RunStatus::Running,
-                            owner: OWNER.to_owned(),
-                            last_seq: 0,
-                            created_at: now,
-                            updated_at: now,
-                            request: start.request.clone(),
-                        },
-                        events: Vec::new(),
-                        bytes: 0,
-                        request_hash: start.request_hash.clone(),
-                        segment_start: 0,
-                    },
-                );
-                self.threads
-                    .entry(start.thread_id.clone())
-                    .or_default()
-                    .runs
-                    .push(start.run_id.clone());
+            Begins::New => {
+                let mut record =
+                    run_record(start, RunStatus::Running, lease.principal.clone(), now);
+                record.request.clone_from(&start.request);
+                self.add_run(start, record, Vec::new());
             }
         }
         self.threads
@@ -224,6 +236,27 @@ impl State {
             .or_default()
             .active = Some(start.run_id.clone());
         Ok(lease)
+    }
+
+    /// Adds a new run of `start`'s thread, with its events; the thread is its principal's.
+    fn add_run(&mut self, start: &Start, record: RunRecord, events: Vec<LoggedEvent>) {
+        let bytes = size(&events);
+        let thread = self.threads.entry(start.thread_id.clone()).or_default();
+        if !thread.exists() {
+            thread.principal.clone_from(&record.principal);
+        }
+        thread.runs.push(start.run_id.clone());
+        self.bytes += bytes;
+        self.runs.insert(
+            start.run_id.clone(),
+            RunEntry {
+                record,
+                events,
+                bytes,
+                request_hash: start.request_hash.clone(),
+                segment_start: 0,
+            },
+        );
     }
 
     fn write(
@@ -362,36 +395,11 @@ impl RunLog for MemoryLog {
     ) -> BoxFuture<'a, Result<(), StartError>> {
         let mut state = self.lock();
         let refused = match rules::refusal(start, &state.view(start)) {
-            Err(taken) => Err(taken),
-            Ok(()) => {
-                let now = SystemTime::now();
-                let bytes = size(events);
-                state.runs.insert(
-                    start.run_id.clone(),
-                    RunEntry {
-                        record: RunRecord {
-                            run_id: start.run_id.clone(),
-                            thread_id: start.thread_id.clone(),
-                            status: RunStatus::Failed,
-                            owner: OWNER.to_owned(),
-                            last_seq: events.last().map_or(0, |e| e.seq),
-                            created_at: now,
-                            updated_at: now,
-                            request: None,
-                        },
-                        events: kept(events).collect(),
-                        bytes,
-                        request_hash: start.request_hash.clone(),
-                        segment_start: 0,
-                    },
-                );
-                state.bytes += bytes;
-                state
-                    .threads
-                    .entry(start.thread_id.clone())
-                    .or_default()
-                    .runs
-                    .push(start.run_id.clone());
+            Err(refused) => Err(refused),
+            Ok(principal) => {
+                let mut record = run_record(start, RunStatus::Failed, principal, SystemTime::now());
+                record.last_seq = events.last().map_or(0, |e| e.seq);
+                state.add_run(start, record, kept(events).collect());
                 state.ended.push_back(start.run_id.clone());
                 state.evict(self.max_runs, self.max_bytes, 1);
                 Ok(())
@@ -440,6 +448,7 @@ impl RunLog for MemoryLog {
             runs.sort_by(|a, b| (a.created_at, &a.run_id).cmp(&(b.created_at, &b.run_id)));
             ThreadRecord {
                 thread_id: thread.clone(),
+                principal: entry.principal.clone(),
                 messages: entry.messages.clone(),
                 state: entry.state.clone(),
                 runs,

@@ -11,6 +11,7 @@ use super::LogError;
 use super::RunLog;
 use crate::{
     agui::Event,
+    context::Principal,
     id::{InterruptId, RunId, ThreadId, ToolCallId},
     message::Message,
     permission::Decision,
@@ -223,6 +224,8 @@ pub struct RunRecord {
     pub status: RunStatus,
     /// The instance writing it (or that wrote it last).
     pub owner: String,
+    /// The principal it belongs to, its thread's (`None`: made without authentication).
+    pub principal: Option<String>,
     /// The sequence number of its last logged event (0: none yet).
     pub last_seq: u64,
     /// When it started.
@@ -295,6 +298,8 @@ impl InterruptRecord {
 pub struct ThreadRecord {
     /// The thread.
     pub thread_id: ThreadId,
+    /// The principal it belongs to (`None`: made without authentication).
+    pub principal: Option<String>,
     /// The conversation after its last run.
     pub messages: Vec<Message>,
     /// The state after its last run.
@@ -318,10 +323,13 @@ pub struct Start {
     /// What a retry of the run needs besides the thread's conversation (the request without its
     /// messages): kept with runs that resume interrupts, so that an approval outlives a crash.
     pub request: Option<Value>,
+    /// Who asks (`None`: a server that authenticates nobody): a new thread becomes theirs, and
+    /// another principal's thread is not theirs to use.
+    pub principal: Option<Principal>,
 }
 
 impl Start {
-    /// A new run with nothing to resume.
+    /// A new run with nothing to resume, asked by nobody in particular.
     #[must_use]
     pub fn new(thread_id: ThreadId, run_id: RunId) -> Self {
         Self {
@@ -330,6 +338,7 @@ impl Start {
             request_hash: String::new(),
             resume: Vec::new(),
             request: None,
+            principal: None,
         }
     }
 }
@@ -341,6 +350,8 @@ pub struct Lease {
     pub run_id: RunId,
     /// Its thread.
     pub thread_id: ThreadId,
+    /// The principal the run and its thread belong to.
+    pub principal: Option<String>,
     /// The sequence number of the log's last event when the lease was taken: the run's events
     /// follow it.
     pub last_seq: u64,

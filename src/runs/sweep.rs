@@ -133,11 +133,17 @@ where
         match (recovered.lease, input) {
             (Some(lease), Some(input)) => {
                 tracing::warn!(run_id = %run, attempt = lost.attempts + 1, "a run that applies decisions runs again");
+                // Who asked is not kept: the run goes on for whom it belongs to.
+                let principal = lease
+                    .principal
+                    .as_deref()
+                    .and_then(|name| crate::context::Principal::user(name).ok());
                 self.launch(Launch {
                     lease,
                     input,
                     continues: true,
                     attempts: lost.attempts + 1,
+                    principal,
                     // A recovered run is not new load: it takes no permit.
                     _permit: None,
                 });

@@ -103,6 +103,7 @@ pub use crate::runs::{BusyThread, Ended, RunSummary};
 use crate::{
     BoxError,
     agui::RunAgentInput,
+    context::Principal,
     run::RunService,
     runs::{BeginError, Begun, Runs},
     transport::OnDisconnect,
@@ -381,10 +382,11 @@ fn route_scope(request: &Request) -> Option<Scope> {
     } else if path == "/interrupts"
         || path == "/metrics"
         || path.starts_with("/interrupts/")
-        || path.starts_with("/threads/")
+        || (path.starts_with("/threads/") && path.ends_with("/resume"))
     {
         Some(Scope::Operator)
     } else {
+        // Runs and threads: a principal's own (see `runs::rules::may_use`).
         Some(Scope::Run)
     }
 }
@@ -514,9 +516,14 @@ where
     /// Takes `input` through the engine; what to follow, and from where, or why not.
     pub(crate) async fn begin(
         &self,
+        principal: Option<Principal>,
         input: RunAgentInput,
     ) -> Result<crate::runs::Follow, Rejection> {
-        let begun = self.runs.begin(input).await.map_err(begin_rejection)?;
+        let begun = self
+            .runs
+            .begin_as(principal, input)
+            .await
+            .map_err(begin_rejection)?;
         let follow = self.runs.follow(begun.run_id().clone(), begun.from());
         Ok(match begun {
             Begun::Started { .. } => follow.viewer(self.config.on_disconnect),
@@ -529,6 +536,7 @@ where
 pub(crate) fn begin_rejection(error: BeginError) -> Rejection {
     let status = match error {
         BeginError::Busy(_) | BeginError::RunExists(_) => StatusCode::CONFLICT,
+        BeginError::UnknownThread(_) => StatusCode::NOT_FOUND,
         BeginError::Unavailable(ref cause) => {
             tracing::error!(error = %cause, "the run log failed: a run was refused");
             StatusCode::SERVICE_UNAVAILABLE
@@ -638,8 +646,9 @@ where
     let headers = request.headers();
     require_json(headers)?;
     let format = Format::negotiate(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
+    let principal = request.extensions().get::<Principal>().cloned();
     let body = server.read_body(request.into_body()).await?;
-    let events = server.begin(server.parse_input(&body)?).await?;
+    let events = server.begin(principal, server.parse_input(&body)?).await?;
     Ok(respond::events(events, format, server.config.keep_alive))
 }
 

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use axum::{
-    Json, Router,
+    Extension, Json, Router,
     extract::{
         Path, Query, State,
         rejection::{PathRejection, QueryRejection},
@@ -19,11 +19,12 @@ use serde_json::{Value, json};
 use super::{Format, Rejection, Server, begin_rejection, require_json, respond};
 use crate::{
     agui::input::{ResumeEntry, ResumeStatus},
+    context::Principal,
     id::{InterruptId, RunId, ThreadId},
     run::RunService,
     runs::{
         InterruptRecord, InterruptStatus, Interrupts, LogError, ResumeError, Resumed, RunRecord,
-        RunStatus,
+        RunStatus, rules::may_use,
     },
 };
 
@@ -39,6 +40,11 @@ where
         .route("/threads/{thread_id}/resume", post(resume_thread::<A>))
         .route("/interrupts", get(interrupts::<A>))
         .route("/interrupts/{interrupt_id}/resolve", post(resolve::<A>))
+}
+
+/// The principal a request was authenticated as, if the server authenticates.
+fn caller(principal: Option<&Extension<Principal>>) -> Option<&Principal> {
+    principal.map(|Extension(principal)| principal)
 }
 
 /// The answer when the run log fails (the cause is logged, not sent).
@@ -81,6 +87,7 @@ fn cursor(run_id: &RunId, query: &After, headers: &HeaderMap) -> Result<u64, Rej
 
 async fn run_events<A>(
     State(server): State<Arc<Server<A>>>,
+    principal: Option<Extension<Principal>>,
     path: Result<Path<String>, PathRejection>,
     query: Result<Query<After>, QueryRejection>,
     headers: HeaderMap,
@@ -110,6 +117,7 @@ where
             .run(&run_id)
             .await
             .map_err(|e| unavailable(&e))?
+            .filter(|run| may_use(caller(principal.as_ref()), run.principal.as_deref()))
             .ok_or_else(unknown)?;
         if run.status != RunStatus::Running && after >= run.last_seq {
             // Up to date with an ended run: nothing to resume (and SSE clients stop retrying).
@@ -185,6 +193,7 @@ impl From<&InterruptRecord> for InterruptView {
 
 async fn thread<A>(
     State(server): State<Arc<Server<A>>>,
+    principal: Option<Extension<Principal>>,
     path: Result<Path<String>, PathRejection>,
 ) -> Response
 where
@@ -198,6 +207,7 @@ where
             .thread(&thread_id)
             .await
             .map_err(|e| unavailable(&e))?
+            .filter(|thread| may_use(caller(principal.as_ref()), thread.principal.as_deref()))
             .ok_or_else(|| {
                 Rejection::new(
                     StatusCode::NOT_FOUND,

@@ -15,6 +15,7 @@
 use std::{collections::VecDeque, sync::Arc};
 
 use axum::{
+    Extension,
     extract::{
         State, WebSocketUpgrade,
         ws::{CloseFrame, Message, WebSocket},
@@ -29,6 +30,7 @@ use crate::{
         Event,
         event::{BaseEvent, RunError},
     },
+    context::Principal,
     run::RunService,
     runs::{Follow, LoggedEvent},
 };
@@ -37,14 +39,16 @@ const MAX_WAITING: usize = 8;
 
 pub(crate) async fn upgrade<A>(
     State(server): State<Arc<Server<A>>>,
+    principal: Option<Extension<Principal>>,
     upgrade: WebSocketUpgrade,
 ) -> Response
 where
     A: RunService,
 {
+    let principal = principal.map(|Extension(principal)| principal);
     upgrade
         .max_message_size(server.config.body_limit)
-        .on_upgrade(move |socket| session(server, socket))
+        .on_upgrade(move |socket| session(server, principal, socket))
 }
 
 fn is_cancel(text: &str) -> bool {
@@ -78,7 +82,8 @@ async fn next_event(active: &mut Option<Follow>) -> Option<LoggedEvent> {
     }
 }
 
-async fn session<A>(server: Arc<Server<A>>, socket: WebSocket)
+/// The runs of one socket, all for the principal that opened it.
+async fn session<A>(server: Arc<Server<A>>, principal: Option<Principal>, socket: WebSocket)
 where
     A: RunService,
 {
@@ -93,7 +98,7 @@ where
             && let Some(text) = waiting.pop_front()
         {
             let begun = match server.parse_input(text.as_bytes()) {
-                Ok(input) => server.begin(input).await,
+                Ok(input) => server.begin(principal.clone(), input).await,
                 Err(rejection) => Err(rejection),
             };
             match begun {

@@ -37,7 +37,7 @@ pub(super) fn signed(n: u64) -> i64 {
 }
 
 pub(super) const RUN_COLUMNS: &str =
-    "run_id, thread_id, status, owner, last_seq, created_at, updated_at, request";
+    "run_id, thread_id, status, owner, principal, last_seq, created_at, updated_at, request";
 
 pub(super) fn run_record(row: &AnyRow) -> Result<RunRecord, LogError> {
     let request: Option<String> = row.try_get("request")?;
@@ -46,6 +46,7 @@ pub(super) fn run_record(row: &AnyRow) -> Result<RunRecord, LogError> {
         thread_id: text(row, "thread_id")?.into(),
         status: RunStatus::parse(&text(row, "status")?)?,
         owner: text(row, "owner")?,
+        principal: row.optional_text("principal")?,
         last_seq: seq(number(row, "last_seq")?),
         created_at: from_millis(number(row, "created_at")?),
         updated_at: from_millis(number(row, "updated_at")?),

@@ -15,6 +15,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::{
     ACQUIRE_TIMEOUT, Backend, Observers, StoreError, chunk,
+    conn::Columns,
     rows::{
         INTERRUPT_COLUMNS, RUN_COLUMNS, interrupt_record, json, millis, number, run_record, seq,
         signed, text,
@@ -309,25 +310,33 @@ impl RunStore {
         .iter()
         .map(run_record)
         .collect::<Result<Vec<_>, _>>()?;
-        let saved = sqlx::query("SELECT messages, state FROM threads WHERE thread_id = $1")
-            .bind(thread_id.as_str())
-            .fetch_optional(&self.0.reader)
-            .await?;
+        let saved =
+            sqlx::query("SELECT messages, state, principal FROM threads WHERE thread_id = $1")
+                .bind(thread_id.as_str())
+                .fetch_optional(&self.0.reader)
+                .await?;
         if saved.is_none() && runs.is_empty() {
             return Ok(None);
         }
-        let (messages, state) = match saved {
+        let (messages, state, kept_for) = match saved {
             Some(row) => {
                 let state: Option<String> = row.try_get("state")?;
                 (
                     json(&text(&row, "messages")?, "conversation")?,
                     state.map(|s| json(&s, "state")).transpose()?,
+                    row.optional_text("principal")?,
                 )
             }
-            None => (Vec::new(), None),
+            None => (Vec::new(), None, None),
+        };
+        // The runs of a thread all belong to its principal.
+        let principal = match runs.first() {
+            Some(run) => run.principal.clone(),
+            None => kept_for,
         };
         Ok(Some(ThreadRecord {
             thread_id: thread_id.clone(),
+            principal,
             messages,
             state,
             runs,

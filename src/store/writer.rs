@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::{
     Backend, CHANNEL, COMMIT_TIMEOUT, Observers,
     chunk::{self, Chunk},
-    conn::{Arg, Conn, DbError, Row, Sqlite},
+    conn::{Arg, Columns, Conn, DbError, Row, Sqlite},
     rows::{INTERRUPT_COLUMNS, decision_text, interrupt_record, millis, number, seq, signed, text},
 };
 use crate::{
@@ -27,7 +27,7 @@ use crate::{
     runs::{
         InterruptRecord, Lease, LogError, LoggedEvent, LostRun, Recovered, RunEnd, RunStatus,
         Start, StartError, args_hash,
-        rules::{self, ExistingRun, Plan, ThreadView},
+        rules::{self, Begins, ExistingRun, Thread, ThreadView},
     },
 };
 
@@ -36,8 +36,8 @@ const NOTIFY_BYTES: usize = 7900;
 
 /// A new run, running (see [`Writer::insert_run`] for its parameters).
 const INSERT_RUN: &str = "INSERT INTO runs (run_id, thread_id, status, owner, lease_expires_at, \
-    last_seq, created_at, updated_at, request_hash, request, segment_start, attempts) \
-    VALUES ($1, $2, 'running', $3, 0, 0, $4, $4, $5, $6, 0, 1) ON CONFLICT DO NOTHING";
+    last_seq, created_at, updated_at, request_hash, request, segment_start, attempts, principal) \
+    VALUES ($1, $2, 'running', $3, 0, 0, $4, $4, $5, $6, 0, 1, $7) ON CONFLICT DO NOTHING";
 
 /// The most jobs one transaction carries.
 const MAX_GROUP: usize = 256;
@@ -314,7 +314,13 @@ impl Writer {
                     state,
                     reply,
                 } => {
-                    let saved = save_thread(tx, &thread, &messages, state.as_ref(), now).await;
+                    let saved = Saved {
+                        thread: &thread,
+                        principal: None,
+                        messages: &messages,
+                        state: state.as_ref(),
+                    };
+                    let saved = save_thread(tx, &saved, now).await;
                     let (result, error) = split(saved);
                     (Done::Unit(reply, result.map_err(log_error)), error)
                 }
@@ -345,16 +351,17 @@ impl Writer {
         self.notify(tx, &changed).await
     }
 
-    /// Inserts `start`'s run, running, with `sql` (parameters: run, thread, owner, time, request
-    /// hash, request); the rows written.
+    /// Inserts `start`'s run, running, belonging to `principal`, with `sql` (parameters: run,
+    /// thread, owner, time, request hash, request, principal); the rows written.
     async fn insert_run(
         &self,
         tx: &mut impl Conn,
         sql: &str,
         start: &Start,
-        request: Option<&str>,
+        principal: Option<&str>,
         now: SystemTime,
     ) -> Result<u64, DbError> {
+        let request = start.request.as_ref().map(Value::to_string);
         tx.execute(
             sql,
             &[
@@ -363,16 +370,18 @@ impl Writer {
                 Arg::from(&self.owner),
                 Arg::from(millis(now)),
                 Arg::from(&start.request_hash),
-                Arg::from(request),
+                Arg::from(request.as_deref()),
+                Arg::from(principal),
             ],
         )
         .await
     }
 
     /// The common start, in two statements and no savepoint: a new run with nothing to resume,
-    /// on a thread with no active run and no pending interrupt, which is what the rules plan for
-    /// the empty view; the insert holds only when the log's view is that empty one. `None` when
-    /// it is not (nothing is left written): [`start`](Self::start) then plans with the view.
+    /// on a thread with no active run, no pending interrupt and no principal but the caller,
+    /// which is what the rules plan for the empty view; the insert holds only when the log's view
+    /// is that empty one. `None` when it is not (nothing is left written):
+    /// [`start`](Self::start) then plans with the view.
     async fn start_plain(
         &self,
         tx: &mut impl Conn,
@@ -385,22 +394,27 @@ impl Writer {
         let plan = rules::plan(start, &ThreadView::default(), now).map_err(Failure::Refused)?;
         // The guards of the empty view: no run under this id and no active run on the thread
         // (the primary key and the unique index of running runs: `ON CONFLICT DO NOTHING`), no
-        // pending interrupt. On SQLite this connection is the only writer: the last check can be
-        // part of the insert. On PostgreSQL a run of the thread that ends meanwhile could add
-        // interrupts the insert's snapshot does not see: they are read after it, below.
+        // pending interrupt, no run or conversation of the thread that is not the caller's (the
+        // runs of a thread all belong to its principal: one of them tells). On SQLite this
+        // connection is the only writer: those checks can be part of the insert. On PostgreSQL a
+        // run of the thread that ends meanwhile could add interrupts the insert's snapshot does
+        // not see: they are read after it, below.
         let sql = match self.backend {
             Backend::Sqlite => {
                 "INSERT INTO runs (run_id, thread_id, status, owner, lease_expires_at, last_seq, \
-                 created_at, updated_at, request_hash, request, segment_start, attempts) \
-                 SELECT $1, $2, 'running', $3, 0, 0, $4, $4, $5, $6, 0, 1 WHERE NOT EXISTS \
+                 created_at, updated_at, request_hash, request, segment_start, attempts, \
+                 principal) SELECT $1, $2, 'running', $3, 0, 0, $4, $4, $5, $6, 0, 1, $7 \
+                 WHERE NOT EXISTS \
                  (SELECT 1 FROM interrupts WHERE thread_id = $2 AND status = 'pending') \
+                 AND NOT EXISTS (SELECT 1 FROM (SELECT principal FROM runs WHERE thread_id = $2 \
+                 LIMIT 1) WHERE principal IS NOT $7) \
+                 AND NOT EXISTS (SELECT 1 FROM threads WHERE thread_id = $2 AND principal IS NOT $7) \
                  ON CONFLICT DO NOTHING"
             }
             Backend::Postgres => INSERT_RUN,
         };
-        let request = start.request.as_ref().map(Value::to_string);
         let inserted = self
-            .insert_run(tx, sql, start, request.as_deref(), now)
+            .insert_run(tx, sql, start, plan.principal.as_deref(), now)
             .await;
         match inserted {
             Ok(1) => {}
@@ -413,15 +427,22 @@ impl Writer {
             return Ok(Some(started));
         }
         // Read after the insert: an interrupt of a run that ended meanwhile is seen.
-        let pending = first(
+        let conflict = first(
             tx.fetch(
-                "SELECT 1 AS pending FROM interrupts WHERE thread_id = $1 AND status = 'pending' \
-             LIMIT 1",
-                &[Arg::from(start.thread_id.as_str())],
+                "SELECT 1 AS conflict WHERE EXISTS (SELECT 1 FROM interrupts WHERE thread_id = $1 \
+                 AND status = 'pending') OR EXISTS (SELECT 1 FROM (SELECT principal FROM runs \
+                 WHERE thread_id = $1 AND run_id <> $2 LIMIT 1) r \
+                 WHERE r.principal IS DISTINCT FROM $3) OR EXISTS (SELECT 1 FROM threads \
+                 WHERE thread_id = $1 AND principal IS DISTINCT FROM $3)",
+                &[
+                    Arg::from(start.thread_id.as_str()),
+                    Arg::from(start.run_id.as_str()),
+                    Arg::from(plan.principal.as_deref()),
+                ],
             )
             .await?,
         );
-        if pending.is_none() {
+        if conflict.is_none() {
             return Ok(Some(started));
         }
         tx.execute(
@@ -436,7 +457,8 @@ impl Writer {
     async fn view(&self, tx: &mut impl Conn, start: &Start) -> Result<ThreadView, Failure> {
         let run = first(
             tx.fetch(
-                "SELECT status, request_hash, segment_start, last_seq FROM runs WHERE run_id = $1",
+                "SELECT status, principal, request_hash, segment_start, last_seq FROM runs \
+                 WHERE run_id = $1",
                 &[Arg::from(start.run_id.as_str())],
             )
             .await?,
@@ -444,6 +466,7 @@ impl Writer {
         .map(|row| {
             Ok::<_, LogError>(ExistingRun {
                 status: RunStatus::parse(&text(&row, "status")?)?,
+                principal: row.optional_text("principal")?,
                 request_hash: text(&row, "request_hash")?,
                 segment_start: seq(number(&row, "segment_start")?),
                 last_seq: seq(number(&row, "last_seq")?),
@@ -460,10 +483,25 @@ impl Writer {
         .map(|row| text(&row, "run_id").map(RunId::from))
         .transpose()?;
         Ok(ThreadView {
+            thread: self.thread(tx, &start.thread_id).await?,
             run,
             active,
             interrupts: self.interrupts(tx, start).await?,
         })
+    }
+
+    /// Whether the log has `thread` (a run, or a kept conversation), and whose it is (the runs
+    /// of a thread all belong to its principal: one of them tells).
+    async fn thread(&self, tx: &mut impl Conn, thread: &ThreadId) -> Result<Thread, Failure> {
+        for sql in [
+            "SELECT principal FROM runs WHERE thread_id = $1 LIMIT 1",
+            "SELECT principal FROM threads WHERE thread_id = $1",
+        ] {
+            if let Some(row) = first(tx.fetch(sql, &[Arg::from(thread.as_str())]).await?) {
+                return Ok(Thread::Of(row.optional_text("principal")?));
+            }
+        }
+        Ok(Thread::New)
     }
 
     /// The interrupts the rules read for `start`: its thread's pending ones, and those it answers.
@@ -520,8 +558,8 @@ impl Writer {
         let view = self.view(tx, start).await?;
         let plan = rules::plan(start, &view, now).map_err(Failure::Refused)?;
         let request = start.request.as_ref().map(Value::to_string);
-        let claimed = match plan {
-            Plan::Continue { .. } => {
+        let claimed = match plan.begins {
+            Begins::Continue { .. } => {
                 tx.execute(
                     "UPDATE runs SET status = 'running', owner = $1, lease_expires_at = 0, \
                      request_hash = $2, request = $3, segment_start = last_seq, attempts = 1, \
@@ -536,8 +574,8 @@ impl Writer {
                 )
                 .await
             }
-            Plan::New => {
-                self.insert_run(tx, INSERT_RUN, start, request.as_deref(), now)
+            Begins::New => {
+                self.insert_run(tx, INSERT_RUN, start, plan.principal.as_deref(), now)
                     .await
             }
         };
@@ -602,11 +640,13 @@ impl Writer {
         events: &[LoggedEvent],
         now: SystemTime,
     ) -> Result<(), Failure> {
+        let view = self.view(tx, start).await?;
+        let principal = rules::refusal(start, &view).map_err(Failure::Refused)?;
         let inserted = tx
             .execute(
                 "INSERT INTO runs (run_id, thread_id, status, owner, lease_expires_at, last_seq, \
-             created_at, updated_at, request_hash, segment_start, attempts) \
-             VALUES ($1, $2, 'failed', $3, 0, $4, $5, $5, $6, 0, 1) ON CONFLICT DO NOTHING",
+             created_at, updated_at, request_hash, segment_start, attempts, principal) \
+             VALUES ($1, $2, 'failed', $3, 0, $4, $5, $5, $6, 0, 1, $7) ON CONFLICT DO NOTHING",
                 &[
                     Arg::from(start.run_id.as_str()),
                     Arg::from(start.thread_id.as_str()),
@@ -614,12 +654,13 @@ impl Writer {
                     Arg::from(signed(events.last().map_or(0, |e| e.seq))),
                     Arg::from(millis(now)),
                     Arg::from(&start.request_hash),
+                    Arg::from(principal.as_deref()),
                 ],
             )
             .await?;
         if inserted == 0 {
-            // The primary key held: the id is taken, as the rules say (unless the run that took
-            // it is gone again, when the id is as good as taken for this refusal).
+            // The primary key held: another writer took the id meanwhile, as the rules say now
+            // (unless that run is gone again, when the id is as good as taken for this refusal).
             let view = self.view(tx, start).await?;
             return Err(Failure::Refused(
                 rules::refusal(start, &view)
@@ -673,7 +714,13 @@ impl Writer {
         // Its events go in with the group's.
         if let Some(end) = end {
             if let Some(messages) = &end.messages {
-                save_thread(tx, &lease.thread_id, messages, end.state.as_ref(), now).await?;
+                let thread = Saved {
+                    thread: &lease.thread_id,
+                    principal: lease.principal.as_deref(),
+                    messages,
+                    state: end.state.as_ref(),
+                };
+                save_thread(tx, &thread, now).await?;
             }
             for interrupt in &end.interrupts {
                 tx.execute(
@@ -734,11 +781,11 @@ impl Writer {
         let sql = if retry {
             "UPDATE runs SET owner = $1, last_seq = last_seq + 1, segment_start = last_seq + 1, \
              attempts = attempts + 1, lease_expires_at = 0, updated_at = $2 \
-             WHERE run_id = $3 AND status = 'running' AND owner = $4 RETURNING last_seq"
+             WHERE run_id = $3 AND status = 'running' AND owner = $4 RETURNING last_seq, principal"
         } else {
             "UPDATE runs SET status = 'failed', owner = $1, last_seq = last_seq + 1, \
              updated_at = $2 WHERE run_id = $3 AND status = 'running' AND owner = $4 \
-             RETURNING last_seq"
+             RETURNING last_seq, principal"
         };
         let taken = first(
             tx.fetch(
@@ -756,6 +803,7 @@ impl Writer {
             return Ok(None);
         };
         let at = seq(number(&row, "last_seq")?);
+        let principal = row.optional_text("principal")?;
         let terminal = terminal.clone().with_seq(at);
         let mut chunks = Vec::new();
         chunk::cut(run, std::slice::from_ref(&terminal), &mut chunks);
@@ -765,6 +813,7 @@ impl Writer {
             lease: retry.then(|| Lease {
                 run_id: run.clone(),
                 thread_id: lost.record.thread_id.clone(),
+                principal,
                 last_seq: at,
             }),
         }))
@@ -923,24 +972,32 @@ async fn insert_chunks(tx: &mut impl Conn, chunks: &[Chunk]) -> Result<(), DbErr
     Ok(())
 }
 
+/// A thread's conversation and state to keep, and the principal it belongs to.
+struct Saved<'a> {
+    thread: &'a ThreadId,
+    principal: Option<&'a str>,
+    messages: &'a [Message],
+    state: Option<&'a Value>,
+}
+
+/// Keeps `saved`; a thread's principal is the one it was first kept with.
 async fn save_thread(
     tx: &mut impl Conn,
-    thread_id: &ThreadId,
-    messages: &[Message],
-    state: Option<&Value>,
+    saved: &Saved<'_>,
     now: SystemTime,
 ) -> Result<(), Failure> {
-    let messages = serde_json::to_string(messages)
+    let messages = serde_json::to_string(saved.messages)
         .map_err(|e| LogError::Corrupt(format!("conversation ({e})")))?;
     tx.execute(
-        "INSERT INTO threads (thread_id, messages, state, updated_at) VALUES ($1, $2, $3, $4) \
-         ON CONFLICT (thread_id) DO UPDATE SET messages = excluded.messages, \
-         state = excluded.state, updated_at = excluded.updated_at",
+        "INSERT INTO threads (thread_id, messages, state, updated_at, principal) \
+         VALUES ($1, $2, $3, $4, $5) ON CONFLICT (thread_id) DO UPDATE SET \
+         messages = excluded.messages, state = excluded.state, updated_at = excluded.updated_at",
         &[
-            Arg::from(thread_id.as_str()),
+            Arg::from(saved.thread.as_str()),
             Arg::from(&messages),
-            Arg::from(state.map(Value::to_string).as_deref()),
+            Arg::from(saved.state.map(Value::to_string).as_deref()),
             Arg::from(millis(now)),
+            Arg::from(saved.principal),
         ],
     )
     .await?;

@@ -19,7 +19,7 @@ use super::{
     Rejection,
     refuse::{RefuseFuture, call_or_refuse},
 };
-use crate::BoxError;
+use crate::{BoxError, context::Principal};
 
 /// What a token may do. An operator token may do everything a run token may.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -34,17 +34,25 @@ pub enum Scope {
 /// The shortest token accepted, in bytes: shorter ones can be guessed.
 pub const MIN_TOKEN_BYTES: usize = 16;
 
-/// A set of bearer tokens, each with its [`Scope`]. Only their SHA-256 digests are kept, and a
-/// token is compared with every one of them in constant time.
+/// A set of bearer tokens, each with its [`Scope`] and the name of the [`Principal`] it
+/// authenticates. Only their SHA-256 digests are kept, and a token is compared with every one of
+/// them in constant time.
 #[derive(Clone, Default)]
 pub struct BearerTokens {
-    digests: Vec<([u8; 32], Scope)>,
+    tokens: Vec<Token>,
+}
+
+#[derive(Clone)]
+struct Token {
+    digest: [u8; 32],
+    scope: Scope,
+    principal: Principal,
 }
 
 impl fmt::Debug for BearerTokens {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BearerTokens")
-            .field("tokens", &self.digests.len())
+            .field("tokens", &self.tokens.len())
             .finish()
     }
 }
@@ -56,13 +64,34 @@ impl BearerTokens {
         Self::default()
     }
 
-    /// Adds `token` with `scope`.
+    /// Adds `token` with `scope`, for a principal named after the token's digest
+    /// (`token-` and its first 8 hexadecimal digits: stable, and no secret).
+    ///
+    /// # Errors
+    ///
+    /// As [`add_named`](Self::add_named).
+    pub fn add(self, scope: Scope, token: impl AsRef<str>) -> Result<Self, BoxError> {
+        let digest = digest(token.as_ref().as_bytes());
+        let name: String = digest[..4]
+            .iter()
+            .map(|byte| format!("{byte:02x}"))
+            .collect();
+        self.add_named(format!("token-{name}"), scope, token)
+    }
+
+    /// Adds `token` with `scope` for the principal `name` (a [`Scope::Operator`] token for an
+    /// operator principal). Several tokens may name the same principal.
     ///
     /// # Errors
     ///
     /// When the token is shorter than [`MIN_TOKEN_BYTES`] or holds anything but visible ASCII
-    /// (it could not be sent in a header).
-    pub fn add(mut self, scope: Scope, token: impl AsRef<str>) -> Result<Self, BoxError> {
+    /// (it could not be sent in a header), or when `name` cannot name a principal.
+    pub fn add_named(
+        mut self,
+        name: impl AsRef<str>,
+        scope: Scope,
+        token: impl AsRef<str>,
+    ) -> Result<Self, BoxError> {
         let token = token.as_ref();
         if token.len() < MIN_TOKEN_BYTES {
             return Err(format!(
@@ -74,30 +103,40 @@ impl BearerTokens {
         if !token.bytes().all(|b| b.is_ascii_graphic()) {
             return Err("a bearer token may hold only visible ASCII characters".into());
         }
-        self.digests.push((digest(token.as_bytes()), scope));
+        let principal = match scope {
+            Scope::Run => Principal::user(name)?,
+            Scope::Operator => Principal::operator(name)?,
+        };
+        self.tokens.push(Token {
+            digest: digest(token.as_bytes()),
+            scope,
+            principal,
+        });
         Ok(self)
     }
 
     /// Whether no token was added.
     #[must_use]
     pub fn is_empty(&self) -> bool {
-        self.digests.is_empty()
+        self.tokens.is_empty()
     }
 
     /// Whether any token has `scope`.
     #[must_use]
     pub fn has(&self, scope: Scope) -> bool {
-        self.digests.iter().any(|(_, s)| *s == scope)
+        self.tokens.iter().any(|token| token.scope == scope)
     }
 
-    /// The scope of `token`, if it is one of the set. Every digest is compared, whatever
+    /// The entry of `token`, if it is one of the set. Every digest is compared, whatever
     /// matches, so the time taken tells nothing about the tokens.
-    fn scope(&self, token: &[u8]) -> Option<Scope> {
+    fn find(&self, token: &[u8]) -> Option<&Token> {
         let given = digest(token);
-        let mut found = None;
-        for (digest, scope) in &self.digests {
-            if bool::from(digest.ct_eq(&given)) {
-                found = found.max(Some(*scope));
+        let mut found: Option<&Token> = None;
+        for entry in &self.tokens {
+            if bool::from(entry.digest.ct_eq(&given))
+                && found.is_none_or(|found| entry.scope > found.scope)
+            {
+                found = Some(entry);
             }
         }
         found
@@ -110,7 +149,8 @@ fn digest(token: &[u8]) -> [u8; 32] {
 
 type ScopeOf = dyn Fn(&Request) -> Option<Scope> + Send + Sync;
 
-/// Requires `Authorization: Bearer <token>` with the scope a request needs.
+/// Requires `Authorization: Bearer <token>` with the scope a request needs, and puts the token's
+/// [`Principal`] in the request's extensions for the handlers.
 ///
 /// Which scope a request needs is the layer's [`scope_of`](Self::scope_of) function (every
 /// request needs [`Scope::Run`] by default; `None` makes a request public). A request without a
@@ -168,16 +208,17 @@ impl BearerAuthLayer {
         self
     }
 
-    fn check(&self, request: &Request) -> Result<(), Rejection> {
+    /// The principal of a request that may go on (`None` for a public route).
+    fn check(&self, request: &Request) -> Result<Option<Principal>, Rejection> {
         let Some(needed) = (self.scope_of)(request) else {
-            return Ok(());
+            return Ok(None);
         };
         let token = request
             .headers()
             .get(header::AUTHORIZATION)
             .and_then(|value| bearer(value.as_bytes()));
-        match token.and_then(|token| self.tokens.scope(token)) {
-            Some(scope) if scope >= needed => Ok(()),
+        match token.and_then(|token| self.tokens.find(token)) {
+            Some(token) if token.scope >= needed => Ok(Some(token.principal.clone())),
             Some(_) => Err(Rejection::new(
                 StatusCode::FORBIDDEN,
                 "forbidden",
@@ -239,8 +280,13 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request) -> Self::Future {
-        let verdict = self.layer.check(&request).map_err(|rejection| {
+    fn call(&mut self, mut request: Request) -> Self::Future {
+        let verdict = self.layer.check(&request).map(|principal| {
+            if let Some(principal) = principal {
+                request.extensions_mut().insert(principal);
+            }
+        });
+        let verdict = verdict.map_err(|rejection| {
             let unauthorized = rejection.status() == StatusCode::UNAUTHORIZED;
             let mut response = rejection.into_response();
             if unauthorized {

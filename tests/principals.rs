@@ -1,0 +1,319 @@
+//! Many users on one server: threads and runs belong to the principal whose token made them, and
+//! another principal is told they do not exist, over HTTP and the WebSocket, on every store.
+
+#[path = "support/frames.rs"]
+mod frames;
+#[path = "support/stores.rs"]
+mod stores;
+
+use std::{num::NonZeroU32, time::Duration};
+
+use agent_tower::{
+    demo::serve::interrupting_agent,
+    map_error::Detail,
+    runs::Runs,
+    server::{AguiServer, BearerTokens, Scope},
+    store::RunStore,
+};
+use frames::frames;
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest};
+
+const ALICE: &str = "alice-token-0123456789abcdef";
+const BOB: &str = "bob-token-0123456789abcdef";
+const OPS: &str = "operator-token-0123456789abcdef";
+
+stores::postgresql_answers_test!();
+
+struct Server {
+    name: &'static str,
+    base: String,
+    http: reqwest::Client,
+}
+
+/// The product agent (`remember` asks for approval) behind a server with alice's, bob's and an
+/// operator's tokens, its runs on `store` (`None`: in memory).
+async fn serve(name: &'static str, store: Option<&str>) -> Server {
+    let agent = interrupting_agent(
+        NonZeroU32::new(8).unwrap(),
+        Detail::Message,
+        Duration::from_secs(600),
+    );
+    let mut runs = Runs::new(agent);
+    if let Some(url) = store {
+        runs = runs.log(RunStore::open(url).await.unwrap());
+    }
+    let tokens = BearerTokens::new()
+        .add_named("alice", Scope::Run, ALICE)
+        .unwrap()
+        .add_named("bob", Scope::Run, BOB)
+        .unwrap()
+        .add_named("ops", Scope::Operator, OPS)
+        .unwrap();
+    let router = AguiServer::with_runs(runs).auth(tokens).into_router();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    Server {
+        name,
+        base,
+        http: reqwest::Client::new(),
+    }
+}
+
+/// A server on each store: memory, a SQLite file, PostgreSQL.
+async fn servers(test: &str) -> Vec<Server> {
+    let mut servers = vec![serve("memory", None).await];
+    for (name, url) in stores::store_urls(test).await {
+        servers.push(serve(name, Some(&url)).await);
+    }
+    servers
+}
+
+/// An answer: its status, and its body as JSON (an error) or as SSE frames (`events`).
+struct Answer {
+    status: u16,
+    body: String,
+}
+
+impl Answer {
+    fn code(&self) -> String {
+        let body: Value = serde_json::from_str(&self.body).unwrap_or_default();
+        body["error"]["code"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    fn events(&self) -> Vec<Value> {
+        frames(&self.body).into_iter().map(|(_, e)| e).collect()
+    }
+
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap()
+    }
+}
+
+impl Server {
+    async fn post(&self, token: &str, body: &Value) -> Answer {
+        let response = self
+            .http
+            .post(&self.base)
+            .bearer_auth(token)
+            .json(body)
+            .send()
+            .await
+            .unwrap();
+        Self::answer(response).await
+    }
+
+    async fn get(&self, token: &str, path: &str) -> Answer {
+        let response = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        Self::answer(response).await
+    }
+
+    async fn answer(response: reqwest::Response) -> Answer {
+        Answer {
+            status: response.status().as_u16(),
+            body: response.text().await.unwrap(),
+        }
+    }
+
+    /// A WebSocket opened with `token`.
+    async fn socket(&self, token: &str) -> Socket {
+        let mut request = format!("{}/ws", self.base.replace("http://", "ws://"))
+            .into_client_request()
+            .unwrap();
+        request
+            .headers_mut()
+            .insert("authorization", format!("Bearer {token}").parse().unwrap());
+        let (socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+        Socket(socket)
+    }
+}
+
+struct Socket(
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
+);
+
+impl Socket {
+    /// The events of one run asked for on the socket, to its terminal event.
+    async fn run(&mut self, body: &Value) -> Vec<Value> {
+        self.0.send(Message::text(body.to_string())).await.unwrap();
+        let mut events = Vec::new();
+        while let Some(message) = self.0.next().await {
+            let Message::Text(text) = message.unwrap() else {
+                continue;
+            };
+            let event: Value = serde_json::from_str(text.as_str()).unwrap();
+            let end = matches!(event["type"].as_str(), Some("RUN_FINISHED" | "RUN_ERROR"));
+            events.push(event);
+            if end {
+                break;
+            }
+        }
+        events
+    }
+}
+
+fn user(thread: &str, run: &str, text: &str) -> Value {
+    json!({
+        "threadId": thread, "runId": run,
+        "messages": [{"id": format!("m-{run}"), "role": "user", "content": text}],
+    })
+}
+
+/// A run whose `remember` call stops at an interrupt.
+fn remember(thread: &str, run: &str) -> Value {
+    user(thread, run, r#"remember {"key": "theme", "value": "dark"}"#)
+}
+
+fn approve(thread: &str, run: &str, interrupt: &str) -> Value {
+    json!({
+        "threadId": thread, "runId": run, "messages": [],
+        "resume": [{"interruptId": interrupt, "status": "resolved", "payload": {"approved": true}}],
+    })
+}
+
+/// The interrupt a run's events end at.
+fn interrupt_of(events: &[Value]) -> String {
+    let end = events.last().expect("events");
+    assert_eq!(end["outcome"]["type"], "interrupt", "{end}");
+    end["outcome"]["interrupts"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+fn unique(prefix: &str) -> String {
+    format!("{prefix}-{}", uuid::Uuid::now_v7())
+}
+
+#[tokio::test]
+async fn another_principals_thread_cannot_be_read_answered_replaced_or_kept_busy() {
+    for server in servers("principals").await {
+        let name = server.name;
+        let thread = unique("alice-thread");
+        let first = server.post(ALICE, &remember(&thread, "a-1")).await;
+        assert_eq!(first.status, 200, "{name}: {}", first.body);
+        let interrupt = interrupt_of(&first.events());
+
+        // Bob cannot read alice's run or thread: for him they do not exist.
+        let events = "/runs/a-1/events";
+        assert_eq!(server.get(BOB, events).await.status, 404, "{name}");
+        assert_eq!(server.get(ALICE, events).await.status, 200, "{name}");
+        let view = format!("/threads/{thread}");
+        let seen = server.get(BOB, &view).await;
+        assert_eq!(
+            (seen.status, seen.code().as_str()),
+            (404, "unknown_thread"),
+            "{name}"
+        );
+
+        // Bob cannot answer alice's interrupt: her call does not run.
+        let answered = server.post(BOB, &approve(&thread, "b-1", &interrupt)).await;
+        assert_eq!(
+            (answered.status, answered.code().as_str()),
+            (404, "unknown_thread"),
+            "{name}: {}",
+            answered.body
+        );
+        // Nor replace her conversation with a message of his, nor keep her thread busy with a
+        // long run of his.
+        let replaced = server.post(BOB, &user(&thread, "b-2", "hello")).await;
+        assert_eq!(
+            (replaced.status, replaced.code().as_str()),
+            (404, "unknown_thread"),
+            "{name}"
+        );
+        let mut long = user(&thread, "b-3", "hello");
+        long["forwardedProps"] = json!({"scripted": {"tokens": 1_000, "delay_ms": 60_000}});
+        assert_eq!(server.post(BOB, &long).await.status, 404, "{name}");
+        // Nor replay her request to read its events: the id is taken, nothing more.
+        let replayed = server.post(BOB, &remember(&thread, "a-1")).await;
+        assert_eq!(
+            (replayed.status, replayed.code().as_str()),
+            (409, "run_exists"),
+            "{name}"
+        );
+
+        let hers = server.get(ALICE, &view).await;
+        assert_eq!(hers.status, 200, "{name}");
+        let hers = hers.json();
+        assert_eq!(
+            hers["pendingInterrupts"][0]["id"], interrupt,
+            "{name}: still pending"
+        );
+        assert_eq!(
+            hers["messages"][0]["content"],
+            remember(&thread, "x")["messages"][0]["content"]
+        );
+        assert!(
+            hers["runs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|run| run["runId"] == "a-1"),
+            "{name}: none of bob's attempts is a run of her thread: {hers}"
+        );
+
+        // Her own answer goes through at once: her thread was never busy.
+        let resumed = server
+            .post(ALICE, &approve(&thread, "a-2", &interrupt))
+            .await;
+        assert_eq!(resumed.status, 200, "{name}: {}", resumed.body);
+        let end = resumed.events().pop().unwrap();
+        assert_eq!(end["type"], "RUN_FINISHED", "{name}: {end}");
+        let state = server.get(ALICE, &view).await.json();
+        assert_eq!(
+            state["state"]["theme"], "dark",
+            "{name}: the approved call ran"
+        );
+
+        // An operator sees every thread.
+        let operator = server.get(OPS, &view).await;
+        assert_eq!(operator.status, 200, "{name}");
+        assert_eq!(operator.json()["threadId"], thread, "{name}");
+    }
+}
+
+#[tokio::test]
+async fn over_the_websocket_another_principals_thread_does_not_exist() {
+    for server in servers("principals-ws").await {
+        let name = server.name;
+        let thread = unique("alice-ws");
+        let mut alice = server.socket(ALICE).await;
+        let interrupt = interrupt_of(&alice.run(&remember(&thread, "wa-1")).await);
+
+        let mut bob = server.socket(BOB).await;
+        for body in [
+            approve(&thread, "wb-1", &interrupt),
+            user(&thread, "wb-2", "hello"),
+        ] {
+            let events = bob.run(&body).await;
+            assert_eq!(events.len(), 1, "{name}: {events:?}");
+            assert_eq!(
+                (events[0]["type"].as_str(), events[0]["code"].as_str()),
+                (Some("RUN_ERROR"), Some("unknown_thread")),
+                "{name}"
+            );
+        }
+        // Bob's own thread works on the same socket.
+        let own = bob.run(&user(&unique("bob-ws"), "wb-3", "hello")).await;
+        assert_eq!(own.last().unwrap()["type"], "RUN_FINISHED", "{name}");
+
+        let resumed = alice.run(&approve(&thread, "wa-2", &interrupt)).await;
+        assert_eq!(
+            resumed.last().unwrap()["type"],
+            "RUN_FINISHED",
+            "{name}: {resumed:?}"
+        );
+    }
+}
