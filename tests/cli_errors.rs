@@ -164,3 +164,31 @@ fn an_unreachable_postgres_is_named_without_its_password() {
     assert!(stderr.contains("refused"), "the cause: {stderr}");
     assert!(!stderr.contains("hunter2"), "no password: {stderr}");
 }
+
+#[test]
+fn a_token_file_open_to_others_or_malformed_is_refused_without_its_tokens() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("agent-tower-tokens-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = |name: &str, text: &str, mode: u32| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        path.display().to_string()
+    };
+    let good = "# the team\nrun alice alice-token-0123456789\noperator ops ops-token-0123456789\n";
+    let open = file("open", good, 0o644);
+    let stderr = refused(&["--token-file", &open]);
+    assert!(stderr.contains("chmod 600"), "{stderr}");
+    assert!(!stderr.contains("alice-token"), "no token is printed: {stderr}");
+    for (text, why) in [
+        ("run alice\n", "line 1: expected `run|operator|front NAME TOKEN`"),
+        ("\nadmin ops ops-token-0123456789\n", "line 2: `admin` is not run"),
+        ("run alice short-token\n", "at least 16 characters"),
+    ] {
+        let stderr = refused(&["--token-file", &file("bad", text, 0o600)]);
+        assert!(stderr.contains(why), "{text:?}: {stderr}");
+        assert!(!stderr.contains("ops-token"), "no token is printed: {stderr}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -186,13 +186,25 @@ struct Serve {
     allow_hosts: Vec<String>,
     /// The environment variable holding the bearer tokens clients must send (`Authorization:
     /// Bearer …`) on every route but `/health` and `/ready`; several separated by commas or
-    /// spaces, each of at least 16 characters. Off when absent.
+    /// spaces, each of at least 16 characters, each `name:token` to name the principal it
+    /// authenticates (else it is named `token-` and 8 hex digits of its digest). Each principal
+    /// sees only its own threads and runs. Off when absent, with --operator-token-env,
+    /// --front-token-env and --token-file: then everyone shares one space.
     #[arg(long)]
     auth_token_env: Option<String>,
-    /// The environment variable holding the operator tokens: they may also read `/threads` and
-    /// `/interrupts` and answer interrupts out of band, which run tokens may not.
+    /// The environment variable holding the operator tokens (as --auth-token-env): they see every
+    /// thread and run, read `/interrupts` and answer interrupts out of band.
     #[arg(long)]
     operator_token_env: Option<String>,
+    /// The environment variable holding the tokens of trusted fronts (as --auth-token-env): a
+    /// backend that authenticated its users names the one it acts for in the
+    /// `X-Agent-Tower-User` header of each request.
+    #[arg(long)]
+    front_token_env: Option<String>,
+    /// A file of tokens, one a line: `run NAME TOKEN`, `operator NAME TOKEN` or `front NAME
+    /// TOKEN` (blank lines and `#` comments ignored); readable by its owner only.
+    #[arg(long)]
+    token_file: Option<std::path::PathBuf>,
     /// How long a client may take to send a request head; also how long an idle keep-alive
     /// connection stays open.
     #[arg(long, default_value = "10s", value_parser = parse_timeout)]
@@ -923,26 +935,56 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
 }
 
 /// The tokens named by `--auth-token-env` and `--operator-token-env`, if any.
+/// Who a token authenticates, as the command's options say.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum TokenKind {
+    Run,
+    Operator,
+    Front,
+}
+
+impl TokenKind {
+    fn add(
+        self,
+        tokens: BearerTokens,
+        name: Option<&str>,
+        token: &str,
+    ) -> Result<BearerTokens, BoxError> {
+        match (self, name) {
+            (Self::Run, None) => tokens.add(Scope::Run, token),
+            (Self::Run, Some(name)) => tokens.add_named(name, Scope::Run, token),
+            (Self::Operator, None) => tokens.add(Scope::Operator, token),
+            (Self::Operator, Some(name)) => tokens.add_named(name, Scope::Operator, token),
+            (Self::Front, name) => tokens.add_front(name.unwrap_or("front"), token),
+        }
+    }
+}
+
 fn bearer_tokens(args: &Serve) -> Result<Option<BearerTokens>, BoxError> {
     let mut tokens = BearerTokens::new();
-    for (scope, flag, var) in [
-        (Scope::Run, "--auth-token-env", &args.auth_token_env),
+    for (kind, flag, var) in [
+        (TokenKind::Run, "--auth-token-env", &args.auth_token_env),
         (
-            Scope::Operator,
+            TokenKind::Operator,
             "--operator-token-env",
             &args.operator_token_env,
         ),
+        (TokenKind::Front, "--front-token-env", &args.front_token_env),
     ] {
         let Some(var) = var else { continue };
         let value = std::env::var(var)
             .map_err(|_| format!("{flag} names `{var}`, which is not set (or not UTF-8)"))?;
         let mut any = false;
-        for token in value
+        for entry in value
             .split([',', ' ', '\n', '\t'])
             .filter(|t| !t.is_empty())
         {
-            tokens = tokens
-                .add(scope, token)
+            let (name, token) = match entry.split_once(':') {
+                Some((name, token)) => (Some(name), token),
+                None => (None, entry),
+            };
+            tokens = kind
+                .add(tokens, name, token)
                 .map_err(|e| format!("{flag} `{var}`: {e}"))?;
             any = true;
         }
@@ -950,15 +992,59 @@ fn bearer_tokens(args: &Serve) -> Result<Option<BearerTokens>, BoxError> {
             return Err(format!("{flag} names `{var}`, which holds no token").into());
         }
     }
+    if let Some(path) = &args.token_file {
+        tokens = token_file(tokens, path)?;
+    }
     if tokens.is_empty() {
         return Ok(None);
     }
     if !tokens.has(Scope::Operator) {
         tracing::warn!(
-            "no --operator-token-env: /threads and /interrupts are refused to every token"
+            "no operator token: /interrupts and the answers given out of band are refused to every \
+             token, and each principal sees only its own threads"
         );
     }
     Ok(Some(tokens))
+}
+
+/// The tokens of the file at `path` (`run|operator|front NAME TOKEN` lines), added to `tokens`.
+fn token_file(mut tokens: BearerTokens, path: &std::path::Path) -> Result<BearerTokens, BoxError> {
+    let shown = path.display();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("--token-file {shown} cannot be read: {e}"))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(path)?.permissions().mode();
+        if mode & 0o077 != 0 {
+            return Err(format!(
+                "--token-file {shown} may be read by others (mode {:o}): `chmod 600` it",
+                mode & 0o777
+            )
+            .into());
+        }
+    }
+    for (number, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let at = |why: String| format!("--token-file {shown}, line {}: {why}", number + 1);
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let [kind, name, token] = words[..] else {
+            return Err(at("expected `run|operator|front NAME TOKEN`".to_owned()).into());
+        };
+        let kind = match kind {
+            "run" => TokenKind::Run,
+            "operator" => TokenKind::Operator,
+            "front" => TokenKind::Front,
+            other => {
+                return Err(at(format!("`{other}` is not run, operator or front")).into());
+            }
+        };
+        tokens = kind.add(tokens, Some(name), token).map_err(|e| at(e.to_string()))?;
+    }
+    Ok(tokens)
 }
 
 /// SIGTERM (`docker stop`, systemd, Kubernetes) or Ctrl-C; its name.

@@ -93,7 +93,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use self::{
     access::{AccessLog, AccessLogFuture, AccessLogLayer},
-    auth::{BearerAuth, BearerAuthLayer, BearerTokens, MIN_TOKEN_BYTES, Scope},
+    auth::{BearerAuth, BearerAuthLayer, BearerTokens, MIN_TOKEN_BYTES, Scope, USER_HEADER},
     error::Rejection,
     guard::{BrowserGuard, BrowserGuardLayer},
     negotiate::Format,

@@ -47,7 +47,13 @@ struct Token {
     digest: [u8; 32],
     scope: Scope,
     principal: Principal,
+    /// A trusted front, which may name the user it acts for.
+    front: bool,
 }
+
+/// The header in which a trusted front names the user it acts for (see
+/// [`BearerTokens::add_front`]).
+pub const USER_HEADER: &str = "x-agent-tower-user";
 
 impl fmt::Debug for BearerTokens {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -111,8 +117,25 @@ impl BearerTokens {
             digest: digest(token.as_bytes()),
             scope,
             principal,
+            front: false,
         });
         Ok(self)
+    }
+
+    /// Adds the token of a trusted front named `name`: a backend that authenticated its own
+    /// users (a CopilotKit runtime, an API gateway) and names the one it acts for in the
+    /// [`USER_HEADER`] of each request, whose principal the request then is (without it, the
+    /// front's own). It has [`Scope::Run`]. A token not added here that names a user is refused.
+    ///
+    /// # Errors
+    ///
+    /// As [`add_named`](Self::add_named).
+    pub fn add_front(self, name: impl AsRef<str>, token: impl AsRef<str>) -> Result<Self, BoxError> {
+        let mut tokens = self.add_named(name, Scope::Run, token)?;
+        if let Some(added) = tokens.tokens.last_mut() {
+            added.front = true;
+        }
+        Ok(tokens)
     }
 
     /// Whether no token was added.
@@ -218,7 +241,28 @@ impl BearerAuthLayer {
             .get(header::AUTHORIZATION)
             .and_then(|value| bearer(value.as_bytes()));
         match token.and_then(|token| self.tokens.find(token)) {
-            Some(token) if token.scope >= needed => Ok(Some(token.principal.clone())),
+            Some(token) if token.scope >= needed => {
+                match (request.headers().get(USER_HEADER), token.front) {
+                    (None, _) => Ok(Some(token.principal.clone())),
+                    (Some(user), true) => user
+                        .to_str()
+                        .ok()
+                        .and_then(|user| Principal::user(user.trim()).ok())
+                        .map(Some)
+                        .ok_or_else(|| {
+                            Rejection::new(
+                                StatusCode::BAD_REQUEST,
+                                "invalid_user",
+                                format!("`{USER_HEADER}` must name a user"),
+                            )
+                        }),
+                    (Some(_), false) => Err(Rejection::new(
+                        StatusCode::FORBIDDEN,
+                        "forbidden",
+                        format!("only a trusted front's token may name a user in `{USER_HEADER}`"),
+                    )),
+                }
+            }
             Some(_) => Err(Rejection::new(
                 StatusCode::FORBIDDEN,
                 "forbidden",
@@ -354,6 +398,45 @@ mod tests {
             None
         );
         assert_eq!(code("/", Some(&format!("Bearer {OPERATOR}"))), None);
+    }
+
+    #[test]
+    fn each_token_is_a_principal_and_only_a_front_names_another() {
+        const FRONT: &str = "front-token-0123456789";
+        let tokens = BearerTokens::new()
+            .add_named("alice", Scope::Run, RUN)
+            .unwrap()
+            .add_named("ops", Scope::Operator, OPERATOR)
+            .unwrap()
+            .add_front("copilot-runtime", FRONT)
+            .unwrap()
+            .add(Scope::Run, "an-unnamed-token-0123")
+            .unwrap();
+        let layer = BearerAuthLayer::new(tokens);
+        let principal = |token: &str, user: Option<&str>| {
+            let mut request = Request::builder()
+                .uri("/")
+                .header("authorization", format!("Bearer {token}"));
+            if let Some(user) = user {
+                request = request.header(USER_HEADER, user);
+            }
+            let request = request.body(axum::body::Body::empty()).unwrap();
+            layer
+                .check(&request)
+                .map(|p| p.map(|p| (p.name().to_owned(), p.is_operator())))
+                .map_err(|r| r.code().to_owned())
+        };
+        let named = |name: &str, operator| Ok(Some((name.to_owned(), operator)));
+        assert_eq!(principal(RUN, None), named("alice", false));
+        assert_eq!(principal(OPERATOR, None), named("ops", true));
+        assert_eq!(principal(FRONT, None), named("copilot-runtime", false));
+        assert_eq!(principal(FRONT, Some("bob")), named("bob", false));
+        assert_eq!(principal(FRONT, Some("")), Err("invalid_user".to_owned()));
+        assert_eq!(principal(RUN, Some("bob")), Err("forbidden".to_owned()));
+        assert_eq!(principal(OPERATOR, Some("bob")), Err("forbidden".to_owned()));
+        let unnamed = principal("an-unnamed-token-0123", None).unwrap().unwrap();
+        assert!(unnamed.0.starts_with("token-") && unnamed.0.len() == 14, "{unnamed:?}");
+        assert!(!unnamed.0.contains("unnamed"), "the name tells nothing of the token");
     }
 
     #[test]
