@@ -100,7 +100,14 @@ impl Server {
         };
         let agent = std::env::var("LOAD_BIN").unwrap_or_else(|_| AGENT.to_owned());
         let mut child = tokio::process::Command::new(agent)
-            .args(["serve", "--addr", "127.0.0.1:0", "--store", &url])
+            .args([
+                "serve",
+                "--addr",
+                "127.0.0.1:0",
+                "--store",
+                &url,
+                "--scripted-knobs",
+            ])
             .args(["--busy-thread", "queue"])
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())

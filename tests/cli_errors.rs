@@ -180,15 +180,27 @@ fn a_token_file_open_to_others_or_malformed_is_refused_without_its_tokens() {
     let open = file("open", good, 0o644);
     let stderr = refused(&["--token-file", &open]);
     assert!(stderr.contains("chmod 600"), "{stderr}");
-    assert!(!stderr.contains("alice-token"), "no token is printed: {stderr}");
+    assert!(
+        !stderr.contains("alice-token"),
+        "no token is printed: {stderr}"
+    );
     for (text, why) in [
-        ("run alice\n", "line 1: expected `run|operator|front NAME TOKEN`"),
-        ("\nadmin ops ops-token-0123456789\n", "line 2: `admin` is not run"),
+        (
+            "run alice\n",
+            "line 1: expected `run|operator|front NAME TOKEN`",
+        ),
+        (
+            "\nadmin ops ops-token-0123456789\n",
+            "line 2: `admin` is not run",
+        ),
         ("run alice short-token\n", "at least 16 characters"),
     ] {
         let stderr = refused(&["--token-file", &file("bad", text, 0o600)]);
         assert!(stderr.contains(why), "{text:?}: {stderr}");
-        assert!(!stderr.contains("ops-token"), "no token is printed: {stderr}");
+        assert!(
+            !stderr.contains("ops-token"),
+            "no token is printed: {stderr}"
+        );
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }

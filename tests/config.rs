@@ -143,6 +143,23 @@ async fn the_deployment_settings_start_a_server() {
         .await
         .unwrap();
     assert_eq!(metrics.status(), 200);
+    // A client cannot make the scripted model answer at any length: no --scripted-knobs.
+    let long = json!({
+        "threadId": "t", "runId": "r",
+        "messages": [{"id": "1", "role": "user", "content": "hello"}],
+        "forwardedProps": {"scripted": {"tokens": 100_000}},
+    });
+    let answer = http
+        .post(format!("{base}/"))
+        .bearer_auth("a-run-token-0123456789")
+        .json(&long)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    let body = answer.text().await.unwrap();
+    let tokens = body.matches("TEXT_MESSAGE_CONTENT").count();
+    assert!(tokens > 0 && tokens < 10, "an echo, not 100,000 tokens: {tokens}");
     server.kill().await;
     std::fs::remove_dir_all(&dir).unwrap();
 }

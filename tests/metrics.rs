@@ -39,7 +39,14 @@ async fn prometheus_scrapes_runs_by_outcome() {
     let dir = std::env::temp_dir().join(format!("agent-tower-prometheus-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let store = format!("sqlite://{}", dir.join("runs.db").display());
-    let server = Process::serve(&["--store", &store, "--max-run-events", "20"]).await;
+    let server = Process::serve(&[
+        "--scripted-knobs",
+        "--store",
+        &store,
+        "--max-run-events",
+        "20",
+    ])
+    .await;
 
     // The text itself: OpenMetrics, every family present from the start.
     let text = server.get("/metrics").await.text().await.unwrap();

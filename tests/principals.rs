@@ -11,7 +11,7 @@ use std::{num::NonZeroU32, time::Duration};
 use agent_tower::{
     demo::serve::interrupting_agent,
     map_error::Detail,
-    runs::Runs,
+    runs::{PrincipalLimits, Runs},
     server::{AguiServer, BearerTokens, Scope},
     store::RunStore,
 };
@@ -316,4 +316,99 @@ async fn over_the_websocket_another_principals_thread_does_not_exist() {
             "{name}: {resumed:?}"
         );
     }
+}
+
+/// A server whose principals may use what `limits` says.
+async fn limited(limits: PrincipalLimits) -> Server {
+    let agent = interrupting_agent(
+        NonZeroU32::new(8).unwrap(),
+        Detail::Message,
+        Duration::from_secs(600),
+    );
+    let tokens = BearerTokens::new()
+        .add_named("alice", Scope::Run, ALICE)
+        .unwrap()
+        .add_named("bob", Scope::Run, BOB)
+        .unwrap()
+        .add_named("ops", Scope::Operator, OPS)
+        .unwrap();
+    let router = AguiServer::with_runs(Runs::new(agent).per_principal(limits))
+        .auth(tokens)
+        .into_router();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    Server {
+        name: "memory",
+        base,
+        http: reqwest::Client::new(),
+    }
+}
+
+fn filler(run: &str, tokens: u64, delay_ms: u64) -> Value {
+    let mut body = user(&unique("t"), run, "hello");
+    body["forwardedProps"] = json!({"scripted": {"tokens": tokens, "delay_ms": delay_ms}});
+    body
+}
+
+impl Server {
+    async fn send(&self, token: &str, body: &Value) -> reqwest::Response {
+        self.http
+            .post(&self.base)
+            .bearer_auth(token)
+            .json(body)
+            .send()
+            .await
+            .unwrap()
+    }
+}
+
+#[tokio::test]
+async fn a_principal_with_as_many_live_runs_as_it_may_have_gets_429() {
+    let server = limited(PrincipalLimits::new().live_runs(1)).await;
+    let slow = server.send(ALICE, &filler("l-1", 1_000, 60_000)).await;
+    assert_eq!(slow.status(), 200);
+    let refused = server.send(ALICE, &filler("l-2", 1, 0)).await;
+    assert_eq!(refused.status(), 429);
+    assert_eq!(refused.headers()["retry-after"], "1");
+    let refused = Server::answer(refused).await;
+    assert_eq!(refused.code(), "too_many_live_runs", "{}", refused.body);
+    assert_eq!(server.post(BOB, &filler("b-1", 1, 0)).await.status, 200, "bob's own count");
+    assert_eq!(server.post(OPS, &filler("o-1", 1, 0)).await.status, 200, "operators");
+}
+
+#[tokio::test]
+async fn a_principal_past_its_runs_a_minute_is_told_when_to_come_back() {
+    let server = limited(PrincipalLimits::new().runs_per_minute(3)).await;
+    for n in 0..3 {
+        assert_eq!(server.post(BOB, &filler(&format!("r-{n}"), 1, 0)).await.status, 200);
+    }
+    let fourth = server.send(BOB, &filler("r-3", 1, 0)).await;
+    assert_eq!(fourth.status(), 429);
+    let seconds: u64 = fourth.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=60).contains(&seconds), "{seconds}");
+    assert_eq!(Server::answer(fourth).await.code(), "rate_limited");
+    assert_eq!(server.post(ALICE, &filler("a-1", 1, 0)).await.status, 200, "alice's own count");
+}
+
+#[tokio::test]
+async fn a_run_past_its_principals_bytes_of_the_day_is_stopped_and_the_next_refused() {
+    let server = limited(PrincipalLimits::new().log_bytes_per_day(200 * 1024)).await;
+    let stopped = server.post(ALICE, &filler("q-1", 100_000, 0)).await;
+    assert_eq!(stopped.status, 200);
+    let end = stopped.events().pop().unwrap();
+    assert_eq!(
+        (end["type"].as_str(), end["code"].as_str()),
+        (Some("RUN_ERROR"), Some("quota_exceeded")),
+        "{end}"
+    );
+    let sent = stopped.body.len();
+    assert!(sent < 1024 * 1024, "stopped near 200 KB, not after 100,000 tokens: {sent}");
+    let next = server.post(ALICE, &filler("q-2", 1, 0)).await;
+    assert_eq!((next.status, next.code().as_str()), (429, "quota_exceeded"));
+    assert_eq!(server.post(BOB, &filler("q-3", 10, 0)).await.status, 200);
 }

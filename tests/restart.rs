@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 /// them.
 async fn start(store: &str) -> Process {
     Process::serve(&[
+        "--scripted-knobs",
         "--lease",
         "1s",
         "--on-disconnect",

@@ -24,7 +24,7 @@ fn endless() -> serde_json::Value {
 #[tokio::test]
 async fn sigterm_and_sigint_end_every_stream_with_its_terminal_event_and_exit() {
     for signal in ["TERM", "INT"] {
-        let mut server = Process::serve(&["--store", "memory"]).await;
+        let mut server = Process::serve(&["--scripted-knobs", "--store", "memory"]).await;
         let response = server.post(&endless()).await;
         let mut body = response.bytes_stream();
         let mut seen = String::new();
@@ -70,8 +70,14 @@ async fn half_a_request(server: &Process) -> tokio::net::TcpStream {
 #[tokio::test]
 async fn a_connection_that_never_finishes_cannot_hold_the_shutdown_past_the_drain_timeout() {
     for drain in [1, 3] {
-        let mut server =
-            Process::serve(&["--store", "memory", "--drain-timeout", &format!("{drain}s")]).await;
+        let mut server = Process::serve(&[
+            "--scripted-knobs",
+            "--store",
+            "memory",
+            "--drain-timeout",
+            &format!("{drain}s"),
+        ])
+        .await;
         let held = half_a_request(&server).await;
         // The server has the connection once it answers another request.
         assert_eq!(server.get("/health").await.status(), 200);

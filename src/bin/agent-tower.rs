@@ -9,7 +9,7 @@ use agent_tower::{
         BoxModel, IdleTimeoutLayer, RetryPolicy, boxed, openai::OpenAi, scripted::ScriptedModel,
     },
     permission::{Action, InterruptApprover, Mode, Policy},
-    runs::Runs,
+    runs::{PrincipalLimits, Runs},
     server::{AguiServer, BearerTokens, BusyThread, Connections, Scope},
     tool::{
         ToolCall, ToolRouter,
@@ -232,6 +232,19 @@ struct Serve {
     /// `run_too_large`.
     #[arg(long, default_value_t = 64 * 1024 * 1024)]
     max_run_bytes: u64,
+    /// The most runs one principal (a token's, a front's user) may have live at once; one more
+    /// gets `429 too_many_live_runs`. Operators are not limited. Unlimited when absent.
+    #[arg(long)]
+    principal_live_runs: Option<usize>,
+    /// The most runs one principal may begin a minute; more get `429 rate_limited` with
+    /// `Retry-After`. Unlimited when absent.
+    #[arg(long)]
+    principal_runs_per_minute: Option<u32>,
+    /// The most bytes of events one principal's runs may log a day (UTC): a run past it ends
+    /// with `quota_exceeded`, new ones get `429`. Unlimited when absent.
+    #[arg(long)]
+    principal_log_bytes_per_day: Option<u64>,
+
     /// The most model turns per run.
     #[arg(long, default_value_t = 16)]
     max_turns: u32,
@@ -271,6 +284,11 @@ struct ModelArgs {
     /// at `--base-url` (OpenAI, Ollama, vLLM, llama.cpp, LM Studio, OpenRouter).
     #[arg(long, default_value = "scripted", env = "AGENT_TOWER_MODEL", value_parser = parse_model)]
     model: ModelChoice,
+    /// Lets clients tune the scripted model with `forwardedProps.scripted` (`tokens`,
+    /// `delay_ms`: answers of any length, for load tests); off by default, so that no client
+    /// makes the server write gigabytes.
+    #[arg(long)]
+    scripted_knobs: bool,
     /// The OpenAI-compatible server's base URL (its paths start there: `…/chat/completions`).
     #[arg(
         long,
@@ -424,7 +442,7 @@ impl ModelArgs {
 
     fn service(&self) -> BoxModel {
         match &self.model {
-            ModelChoice::Scripted => boxed(ScriptedModel::new()),
+            ModelChoice::Scripted => boxed(ScriptedModel::new().client_knobs(self.scripted_knobs)),
             ModelChoice::OpenAi(name) => {
                 tracing::info!(model = %name, base_url = %self.base_url, "OpenAI-compatible model");
                 if std::env::var_os(&self.api_key_env).is_none() {
@@ -849,6 +867,7 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         })
         .max_run(args.max_run_events, args.max_run_bytes)
         .max_live_runs(args.max_live_runs)
+        .per_principal(principal_limits(&args))
         .shutdown_token(runs.clone())
         .lease(args.lease);
     // Every setting is checked, and the store opened, before the address is taken.
@@ -935,6 +954,15 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
 }
 
 /// The tokens named by `--auth-token-env` and `--operator-token-env`, if any.
+/// What each principal may use, as the command's options say.
+fn principal_limits(args: &Serve) -> PrincipalLimits {
+    let mut limits = PrincipalLimits::new();
+    limits.live_runs = args.principal_live_runs;
+    limits.runs_per_minute = args.principal_runs_per_minute;
+    limits.log_bytes_per_day = args.principal_log_bytes_per_day;
+    limits
+}
+
 /// Who a token authenticates, as the command's options say.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum TokenKind {
@@ -1042,7 +1070,9 @@ fn token_file(mut tokens: BearerTokens, path: &std::path::Path) -> Result<Bearer
                 return Err(at(format!("`{other}` is not run, operator or front")).into());
             }
         };
-        tokens = kind.add(tokens, Some(name), token).map_err(|e| at(e.to_string()))?;
+        tokens = kind
+            .add(tokens, Some(name), token)
+            .map_err(|e| at(e.to_string()))?;
     }
     Ok(tokens)
 }

@@ -129,9 +129,17 @@ impl Script {
 }
 
 /// The scripted model; see the [module docs](self).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ScriptedModel {
     script: Arc<Script>,
+    /// Whether clients tune it with `forwardedProps.scripted`.
+    knobs: bool,
+}
+
+impl Default for ScriptedModel {
+    fn default() -> Self {
+        Self::with_script(Script::default())
+    }
 }
 
 impl ScriptedModel {
@@ -146,7 +154,17 @@ impl ScriptedModel {
     pub fn with_script(script: Script) -> Self {
         Self {
             script: Arc::new(script),
+            knobs: true,
         }
+    }
+
+    /// Whether a client's `forwardedProps.scripted` (`tokens`, `delay_ms`) is honoured (by
+    /// default it is: a model for tests and load). A server open to clients it does not trust
+    /// turns it off, so that no request makes it stream, and log, answers of any length.
+    #[must_use]
+    pub fn client_knobs(mut self, on: bool) -> Self {
+        self.knobs = on;
+        self
     }
 
     fn plan(&self, req: &ModelRequest) -> Plan {
@@ -172,7 +190,11 @@ impl ScriptedModel {
             })
             .map(|rule| rule.reply.clone());
 
-        let props = req.run.extensions.get::<ForwardedProps>();
+        let props = req
+            .run
+            .extensions
+            .get::<ForwardedProps>()
+            .filter(|_| self.knobs);
         let setting = |name: &str| {
             props
                 .and_then(|props| props.0.pointer(&format!("/scripted/{name}")))

@@ -1,15 +1,16 @@
 //! Taking a run request: start it, replay it, or refuse it.
 
-use std::{fmt, sync::Arc};
+use std::{fmt, sync::Arc, time::Duration};
 use tokio::sync::OwnedSemaphorePermit;
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    BusyThread, Inner, InterruptStatus, Interrupts, LogError, LoggedEvent, RunStatus, Runs, Start,
-    StartError, args_hash,
+    BusyThread, Inner, InterruptStatus, Interrupts, Limit, LogError, LoggedEvent, RunStatus, Runs,
+    Start, StartError, args_hash,
     driver::{Ended, Launch},
+    quota::Admitted,
     request::kept,
 };
 use crate::{
@@ -94,11 +95,19 @@ pub enum BeginError {
     ShuttingDown,
     /// As many runs as the engine takes are live ([`Runs::max_live_runs`]); try again soon.
     Overloaded(usize),
+    /// The caller reached one of its [limits](super::PrincipalLimits); try again after
+    /// `retry_after`.
+    Limited {
+        /// Which.
+        limit: Limit,
+        /// How long until it may be tried again.
+        retry_after: Duration,
+    },
 }
 
 impl BeginError {
     /// A machine-readable code: `thread_busy`, `run_exists`, `unknown_thread`,
-    /// `store_unavailable`, `shutting_down`, `overloaded`.
+    /// `store_unavailable`, `shutting_down`, `overloaded`, or the [limit](Limit::code)'s.
     #[must_use]
     pub fn code(&self) -> &'static str {
         match self {
@@ -108,6 +117,7 @@ impl BeginError {
             Self::Unavailable(_) => super::STORE_UNAVAILABLE,
             Self::ShuttingDown => "shutting_down",
             Self::Overloaded(_) => "overloaded",
+            Self::Limited { limit, .. } => limit.code(),
         }
     }
 }
@@ -123,6 +133,11 @@ impl fmt::Display for BeginError {
             Self::UnknownThread(thread) => write!(f, "no thread `{thread}`"),
             Self::Unavailable(_) => f.pad("the run log is unavailable; try again"),
             Self::ShuttingDown => f.pad("the server is shutting down"),
+            Self::Limited { limit, retry_after } => write!(
+                f,
+                "{limit}; try again in {} s",
+                retry_after.as_secs().max(1)
+            ),
             Self::Overloaded(live) => {
                 write!(
                     f,
@@ -427,14 +442,21 @@ where
                 .clone()
                 .try_acquire_owned()
                 .map_err(|_| NotTaken::Error(BeginError::Overloaded(self.inner.config.max_live)))?;
+            let admitted = (self.inner.config.quotas)
+                .admit(prepared.start.principal.as_ref(), std::time::Instant::now())
+                .map_err(|(limit, retry_after)| {
+                    NotTaken::Error(BeginError::Limited { limit, retry_after })
+                })?;
             let taken =
-                tokio::spawn(async move { inner.try_start(&attempt, record, permit).await })
-                    .await
-                    .unwrap_or_else(|join| {
-                        Err(NotTaken::Error(BeginError::Unavailable(
-                            LogError::unavailable(format!("the start failed: {join}")),
-                        )))
-                    });
+                tokio::spawn(
+                    async move { inner.try_start(&attempt, record, (permit, admitted)).await },
+                )
+                .await
+                .unwrap_or_else(|join| {
+                    Err(NotTaken::Error(BeginError::Unavailable(
+                        LogError::unavailable(format!("the start failed: {join}")),
+                    )))
+                });
             match taken {
                 Err(NotTaken::Busy(_, active))
                     if self.inner.config.busy_thread == BusyThread::Queue =>
@@ -461,7 +483,7 @@ where
         self: &Arc<Self>,
         prepared: &Prepared,
         record: bool,
-        permit: OwnedSemaphorePermit,
+        (permit, admitted): (OwnedSemaphorePermit, Option<Admitted>),
     ) -> Result<Begun, NotTaken> {
         let start = &prepared.start;
         if let Some(why) = &prepared.invalid {
@@ -479,6 +501,7 @@ where
                     attempts: 1,
                     principal: start.principal.clone(),
                     _permit: Some(permit),
+                    _admitted: admitted,
                 });
                 Ok(Begun::Started {
                     run_id: start.run_id.clone(),

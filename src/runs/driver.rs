@@ -14,6 +14,7 @@ use tower::ServiceExt;
 use super::{
     Inner, Lease, LogError, Logged, LoggedEvent, LostRun, OnRunEnd, RunEnd, RunRecord, RunStatus,
     hub::Topic,
+    quota::{Admitted, Limit},
     request::{kept, run_request},
 };
 use crate::{
@@ -127,6 +128,8 @@ pub(super) struct Launch {
     pub(super) principal: Option<Principal>,
     /// Its place among the live runs, held until it ends.
     pub(super) _permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// Its place among its principal's live runs, held until it ends.
+    pub(super) _admitted: Option<Admitted>,
 }
 
 impl<A> Inner<A> {
@@ -176,6 +179,7 @@ where
             ending: None,
             taken: (0, 0),
             terminal: false,
+            unbilled: 0,
         };
         tokio::spawn(driver.run());
         cancel
@@ -224,7 +228,12 @@ struct Driver<A> {
     taken: (u64, u64),
     /// Whether the last event taken ends the run's segment.
     terminal: bool,
+    /// Bytes taken and not yet counted against its principal's day.
+    unbilled: u64,
 }
+
+/// How many bytes of a run's events are counted against its principal's day at once.
+const BILLED: u64 = 64 * 1024;
 
 type Write = BoxFuture<'static, (Vec<LoggedEvent>, Result<(), LogError>)>;
 
@@ -297,9 +306,9 @@ where
                 event = rx.next(), if !closed && run.is_some() && batch.len() < MAX_BATCH => {
                     match event {
                         Some(event) if full.is_none() => {
-                            if let Err(why) = self.take_bounded(&mut batch, event) {
+                            if let Err(stopped) = self.take_bounded(&mut batch, event) {
                                 self.cancel.cancel();
-                                full = Some(("run_too_large", why));
+                                full = Some(stopped);
                             }
                         }
                         Some(_) => {}
@@ -325,9 +334,9 @@ where
         }
         while let Some(event) = rx.try_recv() {
             if full.is_none()
-                && let Err(why) = self.take_bounded(&mut batch, event)
+                && let Err(stopped) = self.take_bounded(&mut batch, event)
             {
-                full = Some(("run_too_large", why));
+                full = Some(stopped);
             }
         }
         let result = result.expect("the loop ends when the run has resolved");
@@ -374,16 +383,37 @@ where
 
     /// Takes one event of the agent into the batch, unless it would take the run past its
     /// bounds: then why.
-    fn take_bounded(&mut self, batch: &mut Vec<LoggedEvent>, event: Event) -> Result<(), String> {
+    fn take_bounded(
+        &mut self,
+        batch: &mut Vec<LoggedEvent>,
+        event: Event,
+    ) -> Result<(), (&'static str, String)> {
         let bounds = self.inner.config.max_run;
         let logged = LoggedEvent::of(self.next_seq, &event);
-        let (events, bytes) = (self.taken.0 + 1, self.taken.1 + logged.json().len() as u64);
+        let size = logged.json().len() as u64;
+        let (events, bytes) = (self.taken.0 + 1, self.taken.1 + size);
         if events > bounds.events || bytes > bounds.bytes {
-            return Err(format!(
-                "the run was stopped at {} events ({} bytes): a run may log at most {} events \
-                 and {} bytes",
-                self.taken.0, self.taken.1, bounds.events, bounds.bytes
+            return Err((
+                "run_too_large",
+                format!(
+                    "the run was stopped at {} events ({} bytes): a run may log at most {} \
+                     events and {} bytes",
+                    self.taken.0, self.taken.1, bounds.events, bounds.bytes
+                ),
             ));
+        }
+        // Its principal's bytes of the day are counted a slice at a time, not per event.
+        self.unbilled += size;
+        if self.unbilled >= BILLED {
+            let within =
+                (self.inner.config.quotas).log(self.launch.principal.as_ref(), self.unbilled);
+            self.unbilled = 0;
+            if !within {
+                return Err((
+                    Limit::LogBytesPerDay.code(),
+                    format!("the run was stopped: {}", Limit::LogBytesPerDay),
+                ));
+            }
         }
         self.taken = (events, bytes);
         self.push(batch, logged, &event);
@@ -436,7 +466,11 @@ where
 
     /// The run ended here: its place among the live runs is free, then it is reported.
     fn summary(&mut self, end: Ended) {
+        // What is left of its bytes counts for its principal's day.
+        (self.inner.config.quotas).log(self.launch.principal.as_ref(), self.unbilled);
+        self.unbilled = 0;
         drop(self.launch._permit.take());
+        drop(self.launch._admitted.take());
         self.inner.ended(
             &self.lease.thread_id,
             &self.lease.run_id,

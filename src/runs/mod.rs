@@ -100,6 +100,7 @@ mod hub;
 mod log;
 mod memory;
 mod observe;
+mod quota;
 mod record;
 mod request;
 pub mod rules;
@@ -121,6 +122,7 @@ pub use self::{
     log::{Changed, Interrupts, OnChange, RunLog},
     memory::MemoryLog,
     observe::{Logged, RunObserver},
+    quota::{Limit, PrincipalLimits},
     record::{
         InterruptRecord, InterruptStatus, Lease, LoggedEvent, LostRun, Page, Recovered, RunEnd,
         RunRecord, RunStatus, Start, ThreadRecord,
@@ -172,6 +174,8 @@ struct Config {
     /// Permits of live runs, `max_live` in all.
     live: Arc<tokio::sync::Semaphore>,
     max_live: usize,
+    /// What each principal may use.
+    quotas: Arc<quota::Quotas>,
     observer: Arc<dyn RunObserver>,
 }
 
@@ -207,6 +211,7 @@ impl<A> Runs<A> {
                     },
                     live: Arc::new(tokio::sync::Semaphore::new(DEFAULT_MAX_LIVE)),
                     max_live: DEFAULT_MAX_LIVE,
+                    quotas: Arc::default(),
                     observer: Arc::new(()),
                 },
                 sweeping: Arc::new(AtomicBool::new(false)),
@@ -330,6 +335,19 @@ impl<A> Runs<A> {
         let config = &mut self.inner_mut().config;
         config.live = Arc::new(tokio::sync::Semaphore::new(runs));
         config.max_live = runs;
+        self
+    }
+
+    /// What each principal may use (live runs, runs a minute, log bytes a day; none limited by
+    /// default): past a limit, a run is refused ([`BeginError::Limited`], `429` over HTTP) or, for
+    /// the bytes of the day, stopped with `RUN_ERROR{code: "quota_exceeded"}`. The engine's own
+    /// caps ([`max_live_runs`](Self::max_live_runs), [`max_run`](Self::max_run)) still hold.
+    #[must_use]
+    pub fn per_principal(mut self, limits: PrincipalLimits) -> Self
+    where
+        A: Clone,
+    {
+        self.inner_mut().config.quotas = Arc::new(quota::Quotas::new(limits));
         self
     }
 

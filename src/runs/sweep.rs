@@ -146,6 +146,7 @@ where
                     principal,
                     // A recovered run is not new load: it takes no permit.
                     _permit: None,
+                    _admitted: None,
                 });
             }
             _ => {

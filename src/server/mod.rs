@@ -549,6 +549,15 @@ pub(crate) fn begin_rejection(error: BeginError) -> Rejection {
             )
             .retry_after(1);
         }
+        BeginError::Limited { retry_after, .. } => {
+            let seconds = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
+            return Rejection::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                error.code(),
+                error.to_string(),
+            )
+            .retry_after(u32::try_from(seconds.max(1)).unwrap_or(u32::MAX));
+        }
         _ => StatusCode::SERVICE_UNAVAILABLE,
     };
     Rejection::new(status, error.code(), error.to_string())

@@ -130,7 +130,11 @@ impl BearerTokens {
     /// # Errors
     ///
     /// As [`add_named`](Self::add_named).
-    pub fn add_front(self, name: impl AsRef<str>, token: impl AsRef<str>) -> Result<Self, BoxError> {
+    pub fn add_front(
+        self,
+        name: impl AsRef<str>,
+        token: impl AsRef<str>,
+    ) -> Result<Self, BoxError> {
         let mut tokens = self.add_named(name, Scope::Run, token)?;
         if let Some(added) = tokens.tokens.last_mut() {
             added.front = true;
@@ -433,10 +437,19 @@ mod tests {
         assert_eq!(principal(FRONT, Some("bob")), named("bob", false));
         assert_eq!(principal(FRONT, Some("")), Err("invalid_user".to_owned()));
         assert_eq!(principal(RUN, Some("bob")), Err("forbidden".to_owned()));
-        assert_eq!(principal(OPERATOR, Some("bob")), Err("forbidden".to_owned()));
+        assert_eq!(
+            principal(OPERATOR, Some("bob")),
+            Err("forbidden".to_owned())
+        );
         let unnamed = principal("an-unnamed-token-0123", None).unwrap().unwrap();
-        assert!(unnamed.0.starts_with("token-") && unnamed.0.len() == 14, "{unnamed:?}");
-        assert!(!unnamed.0.contains("unnamed"), "the name tells nothing of the token");
+        assert!(
+            unnamed.0.starts_with("token-") && unnamed.0.len() == 14,
+            "{unnamed:?}"
+        );
+        assert!(
+            !unnamed.0.contains("unnamed"),
+            "the name tells nothing of the token"
+        );
     }
 
     #[test]
