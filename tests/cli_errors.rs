@@ -204,3 +204,40 @@ fn a_token_file_open_to_others_or_malformed_is_refused_without_its_tokens() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn json_web_tokens_need_their_issuer_audience_and_keys() {
+    let stderr = refused(&["--jwt-jwks", "/no/such/jwks.json"]);
+    assert!(
+        stderr.contains("--jwt-issuer") && stderr.contains("--jwt-audience"),
+        "{stderr}"
+    );
+    let stderr = refused(&[
+        "--jwt-jwks",
+        "/no/such/jwks.json",
+        "--jwt-issuer",
+        "https://issuer.test/",
+        "--jwt-audience",
+        "agent-tower",
+    ]);
+    assert!(
+        stderr.contains("/no/such/jwks.json cannot be read"),
+        "{stderr}"
+    );
+    let jwks = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/jwt/first.jwk.json"
+    );
+    let stderr = refused(&[
+        "--jwt-jwks",
+        jwks,
+        "--jwt-issuer",
+        "https://issuer.test/",
+        "--jwt-audience",
+        "agent-tower",
+    ]);
+    assert!(
+        stderr.contains("not a JWKS"),
+        "a key alone is not a set: {stderr}"
+    );
+}

@@ -159,7 +159,10 @@ async fn the_deployment_settings_start_a_server() {
     assert_eq!(answer.status(), 200);
     let body = answer.text().await.unwrap();
     let tokens = body.matches("TEXT_MESSAGE_CONTENT").count();
-    assert!(tokens > 0 && tokens < 10, "an echo, not 100,000 tokens: {tokens}");
+    assert!(
+        tokens > 0 && tokens < 10,
+        "an echo, not 100,000 tokens: {tokens}"
+    );
     server.kill().await;
     std::fs::remove_dir_all(&dir).unwrap();
 }

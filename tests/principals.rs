@@ -373,15 +373,29 @@ async fn a_principal_with_as_many_live_runs_as_it_may_have_gets_429() {
     assert_eq!(refused.headers()["retry-after"], "1");
     let refused = Server::answer(refused).await;
     assert_eq!(refused.code(), "too_many_live_runs", "{}", refused.body);
-    assert_eq!(server.post(BOB, &filler("b-1", 1, 0)).await.status, 200, "bob's own count");
-    assert_eq!(server.post(OPS, &filler("o-1", 1, 0)).await.status, 200, "operators");
+    assert_eq!(
+        server.post(BOB, &filler("b-1", 1, 0)).await.status,
+        200,
+        "bob's own count"
+    );
+    assert_eq!(
+        server.post(OPS, &filler("o-1", 1, 0)).await.status,
+        200,
+        "operators"
+    );
 }
 
 #[tokio::test]
 async fn a_principal_past_its_runs_a_minute_is_told_when_to_come_back() {
     let server = limited(PrincipalLimits::new().runs_per_minute(3)).await;
     for n in 0..3 {
-        assert_eq!(server.post(BOB, &filler(&format!("r-{n}"), 1, 0)).await.status, 200);
+        assert_eq!(
+            server
+                .post(BOB, &filler(&format!("r-{n}"), 1, 0))
+                .await
+                .status,
+            200
+        );
     }
     let fourth = server.send(BOB, &filler("r-3", 1, 0)).await;
     assert_eq!(fourth.status(), 429);
@@ -392,7 +406,11 @@ async fn a_principal_past_its_runs_a_minute_is_told_when_to_come_back() {
         .unwrap();
     assert!((1..=60).contains(&seconds), "{seconds}");
     assert_eq!(Server::answer(fourth).await.code(), "rate_limited");
-    assert_eq!(server.post(ALICE, &filler("a-1", 1, 0)).await.status, 200, "alice's own count");
+    assert_eq!(
+        server.post(ALICE, &filler("a-1", 1, 0)).await.status,
+        200,
+        "alice's own count"
+    );
 }
 
 #[tokio::test]
@@ -407,7 +425,10 @@ async fn a_run_past_its_principals_bytes_of_the_day_is_stopped_and_the_next_refu
         "{end}"
     );
     let sent = stopped.body.len();
-    assert!(sent < 1024 * 1024, "stopped near 200 KB, not after 100,000 tokens: {sent}");
+    assert!(
+        sent < 1024 * 1024,
+        "stopped near 200 KB, not after 100,000 tokens: {sent}"
+    );
     let next = server.post(ALICE, &filler("q-2", 1, 0)).await;
     assert_eq!((next.status, next.code().as_str()), (429, "quota_exceeded"));
     assert_eq!(server.post(BOB, &filler("q-3", 10, 0)).await.status, 200);

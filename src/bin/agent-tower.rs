@@ -205,6 +205,23 @@ struct Serve {
     /// TOKEN` (blank lines and `#` comments ignored); readable by its owner only.
     #[arg(long)]
     token_file: Option<std::path::PathBuf>,
+    /// Accepts JSON Web Tokens signed by the keys at this JWKS (an `https://` URL, or a file):
+    /// the token's `sub` (or --jwt-claim) is its principal, a user. Needs --jwt-issuer and
+    /// --jwt-audience.
+    #[arg(long, requires_all = ["jwt_issuer", "jwt_audience"])]
+    jwt_jwks: Option<String>,
+    /// The issuer (`iss`) the JSON Web Tokens must come from.
+    #[arg(long, requires = "jwt_jwks")]
+    jwt_issuer: Option<String>,
+    /// The audience (`aud`) the JSON Web Tokens must be for.
+    #[arg(long, requires = "jwt_jwks")]
+    jwt_audience: Option<String>,
+    /// The claim that names a JSON Web Token's principal.
+    #[arg(long, default_value = "sub")]
+    jwt_claim: String,
+    /// The algorithms a JSON Web Token may be signed with, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "RS256,ES256,EdDSA")]
+    jwt_algorithms: Vec<String>,
     /// How long a client may take to send a request head; also how long an idle keep-alive
     /// connection stays open.
     #[arg(long, default_value = "10s", value_parser = parse_timeout)]
@@ -872,6 +889,15 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         .lease(args.lease);
     // Every setting is checked, and the store opened, before the address is taken.
     let tokens = bearer_tokens(&args)?;
+    let jwt = match (&args.jwt_jwks, &args.jwt_issuer, &args.jwt_audience) {
+        (Some(jwks), Some(issuer), Some(audience)) => Some(
+            agent_tower::server::Jwt::new(jwks, issuer, audience)
+                .await?
+                .algorithms(&args.jwt_algorithms)?
+                .principal_claim(&args.jwt_claim),
+        ),
+        _ => None,
+    };
     if matches!(args.store.as_str(), "none" | "memory") {
         tracing::info!("runs are kept in memory (bounded, until the process exits)");
     } else {
@@ -899,9 +925,14 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", args.addr))?;
     let bound = listener.local_addr()?;
+    let authenticated = tokens.is_some() || jwt.is_some();
     if let Some(tokens) = tokens {
         server = server.auth(tokens);
-    } else if !bound.ip().is_loopback() {
+    }
+    if let Some(jwt) = jwt {
+        server = server.authenticate(jwt);
+    }
+    if !authenticated && !bound.ip().is_loopback() {
         tracing::warn!(
             addr = %bound,
             "bound beyond loopback without --auth-token-env: anyone who reaches the address can \

@@ -91,9 +91,15 @@ use axum::{
 };
 use tokio_util::sync::CancellationToken;
 
+#[cfg(feature = "jwt")]
+#[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
+pub use self::auth::{Jwt, JwtError};
 pub use self::{
     access::{AccessLog, AccessLogFuture, AccessLogLayer},
-    auth::{BearerAuth, BearerAuthLayer, BearerTokens, MIN_TOKEN_BYTES, Scope, USER_HEADER},
+    auth::{
+        AuthError, Authenticate, BearerAuth, BearerAuthFuture, BearerAuthLayer, BearerTokens,
+        Identity, MIN_TOKEN_BYTES, Scope, USER_HEADER,
+    },
     error::Rejection,
     guard::{BrowserGuard, BrowserGuardLayer},
     negotiate::Format,
@@ -134,7 +140,7 @@ struct Config {
     on_disconnect: OnDisconnect,
     /// Also the allowed origins of CORS.
     guard: BrowserGuardLayer,
-    auth: Option<BearerTokens>,
+    auth: Option<BearerAuthLayer>,
     access_log: bool,
     dev_page: bool,
     /// Served on `GET /metrics`, fed by the engine.
@@ -290,7 +296,23 @@ where
     /// runs, a [`Scope::Operator`] token for `/threads` and `/interrupts` (reading threads and the
     /// review queue, answering interrupts out of band).
     pub fn auth(mut self, tokens: BearerTokens) -> Self {
-        self.config.auth = Some(tokens);
+        self.config.auth = Some(match self.config.auth.take() {
+            // The schemes added before stay, after these tokens.
+            Some(layer) => BearerAuthLayer::new(tokens).schemes_of(layer),
+            None => BearerAuthLayer::new(tokens),
+        });
+        self
+    }
+
+    /// Also accepts the tokens `scheme` knows ([`Authenticate`]: a [`Jwt`] verifier, your own),
+    /// with [`auth`](Self::auth)'s rules for routes and scopes.
+    pub fn authenticate(mut self, scheme: impl Authenticate) -> Self {
+        let layer = self
+            .config
+            .auth
+            .take()
+            .unwrap_or_else(|| BearerAuthLayer::new(BearerTokens::new()));
+        self.config.auth = Some(layer.scheme(scheme));
         self
     }
 
@@ -356,7 +378,7 @@ where
         let access_log = state.config.access_log;
         let mut router = router.with_state(state);
         if let Some(tokens) = auth {
-            router = router.layer(BearerAuthLayer::new(tokens).scope_of(route_scope));
+            router = router.layer(tokens.scope_of(route_scope));
         }
         let router = match cors {
             Some(cors) => router.layer(cors),

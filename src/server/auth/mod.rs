@@ -1,4 +1,8 @@
-//! [`BearerAuthLayer`]: who may call the server, by bearer token and scope.
+//! [`BearerAuthLayer`]: who may call the server, by bearer token, and as which [`Principal`].
+
+#[cfg(feature = "jwt")]
+mod jwt;
+mod tokens;
 
 use std::{
     fmt,
@@ -11,173 +15,97 @@ use axum::{
     http::{HeaderValue, StatusCode, header},
     response::{IntoResponse, Response},
 };
-use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
+use futures_util::future::{BoxFuture, FutureExt};
 use tower::{Layer, Service};
 
-use super::{
-    Rejection,
-    refuse::{RefuseFuture, call_or_refuse},
-};
-use crate::{BoxError, context::Principal};
+#[cfg(feature = "jwt")]
+pub use self::jwt::{Jwt, JwtError};
+pub use self::tokens::BearerTokens;
+use super::Rejection;
+use crate::context::Principal;
 
 /// What a token may do. An operator token may do everything a run token may.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum Scope {
-    /// Start runs and follow them.
+    /// Start runs and follow them (its principal's own threads and runs).
     Run,
-    /// Also read threads and the review queue, and answer interrupts out of band.
+    /// Also see every thread and run, read the review queue, and answer interrupts out of band.
     Operator,
 }
 
 /// The shortest token accepted, in bytes: shorter ones can be guessed.
 pub const MIN_TOKEN_BYTES: usize = 16;
 
-/// A set of bearer tokens, each with its [`Scope`] and the name of the [`Principal`] it
-/// authenticates. Only their SHA-256 digests are kept, and a token is compared with every one of
-/// them in constant time.
-#[derive(Clone, Default)]
-pub struct BearerTokens {
-    tokens: Vec<Token>,
-}
-
-#[derive(Clone)]
-struct Token {
-    digest: [u8; 32],
-    scope: Scope,
-    principal: Principal,
-    /// A trusted front, which may name the user it acts for.
-    front: bool,
-}
-
 /// The header in which a trusted front names the user it acts for (see
 /// [`BearerTokens::add_front`]).
 pub const USER_HEADER: &str = "x-agent-tower-user";
 
-impl fmt::Debug for BearerTokens {
+/// Who a token is, as a scheme of [`Authenticate`] tells.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// The principal the token authenticates.
+    pub principal: Principal,
+    /// What it may do.
+    pub scope: Scope,
+    /// Whether it is a trusted front's: it may name the user it acts for in [`USER_HEADER`].
+    pub front: bool,
+}
+
+/// A token a scheme knows and refuses (expired, for another audience, signed by an unknown key):
+/// why, in a sentence for the client (no secret in it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthError(pub String);
+
+impl fmt::Display for AuthError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("BearerTokens")
-            .field("tokens", &self.tokens.len())
-            .finish()
+        f.pad(&self.0)
     }
 }
 
-impl BearerTokens {
-    /// No tokens: every request that needs a scope is refused.
-    #[must_use]
-    pub fn new() -> Self {
-        Self::default()
-    }
+impl std::error::Error for AuthError {}
 
-    /// Adds `token` with `scope`, for a principal named after the token's digest
-    /// (`token-` and its first 8 hexadecimal digits: stable, and no secret).
-    ///
-    /// # Errors
-    ///
-    /// As [`add_named`](Self::add_named).
-    pub fn add(self, scope: Scope, token: impl AsRef<str>) -> Result<Self, BoxError> {
-        let digest = digest(token.as_ref().as_bytes());
-        let name: String = digest[..4]
-            .iter()
-            .map(|byte| format!("{byte:02x}"))
-            .collect();
-        self.add_named(format!("token-{name}"), scope, token)
-    }
-
-    /// Adds `token` with `scope` for the principal `name` (a [`Scope::Operator`] token for an
-    /// operator principal). Several tokens may name the same principal.
-    ///
-    /// # Errors
-    ///
-    /// When the token is shorter than [`MIN_TOKEN_BYTES`] or holds anything but visible ASCII
-    /// (it could not be sent in a header), or when `name` cannot name a principal.
-    pub fn add_named(
-        mut self,
-        name: impl AsRef<str>,
-        scope: Scope,
-        token: impl AsRef<str>,
-    ) -> Result<Self, BoxError> {
-        let token = token.as_ref();
-        if token.len() < MIN_TOKEN_BYTES {
-            return Err(format!(
-                "a bearer token must have at least {MIN_TOKEN_BYTES} characters (one has {})",
-                token.len()
-            )
-            .into());
-        }
-        if !token.bytes().all(|b| b.is_ascii_graphic()) {
-            return Err("a bearer token may hold only visible ASCII characters".into());
-        }
-        let principal = match scope {
-            Scope::Run => Principal::user(name)?,
-            Scope::Operator => Principal::operator(name)?,
-        };
-        self.tokens.push(Token {
-            digest: digest(token.as_bytes()),
-            scope,
-            principal,
-            front: false,
-        });
-        Ok(self)
-    }
-
-    /// Adds the token of a trusted front named `name`: a backend that authenticated its own
-    /// users (a CopilotKit runtime, an API gateway) and names the one it acts for in the
-    /// [`USER_HEADER`] of each request, whose principal the request then is (without it, the
-    /// front's own). It has [`Scope::Run`]. A token not added here that names a user is refused.
-    ///
-    /// # Errors
-    ///
-    /// As [`add_named`](Self::add_named).
-    pub fn add_front(
-        self,
-        name: impl AsRef<str>,
-        token: impl AsRef<str>,
-    ) -> Result<Self, BoxError> {
-        let mut tokens = self.add_named(name, Scope::Run, token)?;
-        if let Some(added) = tokens.tokens.last_mut() {
-            added.front = true;
-        }
-        Ok(tokens)
-    }
-
-    /// Whether no token was added.
-    #[must_use]
-    pub fn is_empty(&self) -> bool {
-        self.tokens.is_empty()
-    }
-
-    /// Whether any token has `scope`.
-    #[must_use]
-    pub fn has(&self, scope: Scope) -> bool {
-        self.tokens.iter().any(|token| token.scope == scope)
-    }
-
-    /// The entry of `token`, if it is one of the set. Every digest is compared, whatever
-    /// matches, so the time taken tells nothing about the tokens.
-    fn find(&self, token: &[u8]) -> Option<&Token> {
-        let given = digest(token);
-        let mut found: Option<&Token> = None;
-        for entry in &self.tokens {
-            if bool::from(entry.digest.ct_eq(&given))
-                && found.is_none_or(|found| entry.scope > found.scope)
-            {
-                found = Some(entry);
-            }
-        }
-        found
-    }
-}
-
-fn digest(token: &[u8]) -> [u8; 32] {
-    Sha256::digest(token).into()
+/// One way to tell who sends a request from its bearer token: [`BearerTokens`], [`Jwt`]
+/// (feature `jwt`), or your own (an introspection endpoint, a session store).
+///
+/// ```
+/// use agent_tower::context::Principal;
+/// use agent_tower::server::{AuthError, Authenticate, Identity, Scope};
+/// use futures_util::future::{BoxFuture, FutureExt};
+///
+/// /// Tokens `user:<name>`, for a demo.
+/// #[derive(Debug)]
+/// struct Demo;
+///
+/// impl Authenticate for Demo {
+///     fn authenticate<'a>(&'a self, token: &'a str) -> BoxFuture<'a, Result<Option<Identity>, AuthError>> {
+///         let identity = token.strip_prefix("user:").map(|name| {
+///             Principal::user(name).map_err(|e| AuthError(e.to_string())).map(|principal| Identity {
+///                 principal,
+///                 scope: Scope::Run,
+///                 front: false,
+///             })
+///         });
+///         std::future::ready(identity.transpose()).boxed()
+///     }
+/// }
+/// ```
+pub trait Authenticate: fmt::Debug + Send + Sync + 'static {
+    /// Who `token` is: `Ok(None)` when the token is not this scheme's (the next scheme is asked);
+    /// an error when it is and is refused (the request is then refused with it).
+    fn authenticate<'a>(
+        &'a self,
+        token: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Identity>, AuthError>>;
 }
 
 type ScopeOf = dyn Fn(&Request) -> Option<Scope> + Send + Sync;
 
-/// Requires `Authorization: Bearer <token>` with the scope a request needs, and puts the token's
-/// [`Principal`] in the request's extensions for the handlers.
+/// Requires `Authorization: Bearer <token>` with the scope a request needs, known to one of its
+/// schemes ([`Authenticate`]: [`BearerTokens`] first, then those added with
+/// [`scheme`](Self::scheme)), and puts the token's [`Principal`] in the request's extensions for
+/// the handlers. A trusted front's token may name the user it acts for in [`USER_HEADER`]; any
+/// other token that does is refused.
 ///
 /// Which scope a request needs is the layer's [`scope_of`](Self::scope_of) function (every
 /// request needs [`Scope::Run`] by default; `None` makes a request public). A request without a
@@ -203,14 +131,14 @@ type ScopeOf = dyn Fn(&Request) -> Option<Scope> + Send + Sync;
 /// ```
 #[derive(Clone)]
 pub struct BearerAuthLayer {
-    tokens: Arc<BearerTokens>,
+    schemes: Arc<[Arc<dyn Authenticate>]>,
     scope_of: Arc<ScopeOf>,
 }
 
 impl fmt::Debug for BearerAuthLayer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BearerAuthLayer")
-            .field("tokens", &self.tokens)
+            .field("schemes", &self.schemes)
             .finish_non_exhaustive()
     }
 }
@@ -220,9 +148,27 @@ impl BearerAuthLayer {
     #[must_use]
     pub fn new(tokens: BearerTokens) -> Self {
         Self {
-            tokens: Arc::new(tokens),
+            schemes: Arc::new([Arc::new(tokens) as Arc<dyn Authenticate>]),
             scope_of: Arc::new(|_| Some(Scope::Run)),
         }
+    }
+
+    /// Also accepts the tokens `scheme` knows (asked after those before it).
+    #[must_use]
+    pub fn scheme(mut self, scheme: impl Authenticate) -> Self {
+        let mut schemes = self.schemes.to_vec();
+        schemes.push(Arc::new(scheme));
+        self.schemes = schemes.into();
+        self
+    }
+
+    /// Also the schemes of `other` after its tokens (those of `other`'s [`new`](Self::new) are
+    /// not kept).
+    pub(crate) fn schemes_of(mut self, other: Self) -> Self {
+        let mut schemes = self.schemes.to_vec();
+        schemes.extend(other.schemes.iter().skip(1).cloned());
+        self.schemes = schemes.into();
+        self
     }
 
     /// Which scope a request needs; `None` lets it through without a token.
@@ -235,62 +181,88 @@ impl BearerAuthLayer {
         self
     }
 
+    /// What of `request` the layer looks at.
+    fn credentials(&self, request: &Request) -> Credentials {
+        let headers = request.headers();
+        Credentials {
+            needed: (self.scope_of)(request),
+            token: headers
+                .get(header::AUTHORIZATION)
+                .and_then(|value| bearer(value.as_bytes()))
+                .map(str::to_owned),
+            user: headers.get(USER_HEADER).cloned(),
+        }
+    }
+
     /// The principal of a request that may go on (`None` for a public route).
-    fn check(&self, request: &Request) -> Result<Option<Principal>, Rejection> {
-        let Some(needed) = (self.scope_of)(request) else {
+    async fn check(&self, credentials: Credentials) -> Result<Option<Principal>, Rejection> {
+        let Some(needed) = credentials.needed else {
             return Ok(None);
         };
-        let token = request
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|value| bearer(value.as_bytes()));
-        match token.and_then(|token| self.tokens.find(token)) {
-            Some(token) if token.scope >= needed => {
-                match (request.headers().get(USER_HEADER), token.front) {
-                    (None, _) => Ok(Some(token.principal.clone())),
-                    (Some(user), true) => user
-                        .to_str()
-                        .ok()
-                        .and_then(|user| Principal::user(user.trim()).ok())
-                        .map(Some)
-                        .ok_or_else(|| {
-                            Rejection::new(
-                                StatusCode::BAD_REQUEST,
-                                "invalid_user",
-                                format!("`{USER_HEADER}` must name a user"),
-                            )
-                        }),
-                    (Some(_), false) => Err(Rejection::new(
-                        StatusCode::FORBIDDEN,
-                        "forbidden",
-                        format!("only a trusted front's token may name a user in `{USER_HEADER}`"),
-                    )),
+        let Some(token) = credentials.token else {
+            return Err(unauthorized("send `Authorization: Bearer <token>`"));
+        };
+        let mut identity = None;
+        for scheme in self.schemes.iter() {
+            match scheme.authenticate(&token).await {
+                Ok(Some(found)) => {
+                    identity = Some(found);
+                    break;
                 }
+                Ok(None) => {}
+                Err(refused) => return Err(unauthorized(&refused.0)),
             }
-            Some(_) => Err(Rejection::new(
+        }
+        let identity = identity.ok_or_else(|| unauthorized("the bearer token is not known"))?;
+        if identity.scope < needed {
+            return Err(Rejection::new(
                 StatusCode::FORBIDDEN,
                 "forbidden",
                 "this token may not use this route (it needs an operator token)",
-            )),
-            None => Err(Rejection::new(
-                StatusCode::UNAUTHORIZED,
-                "unauthorized",
-                if token.is_some() {
-                    "the bearer token is not known"
-                } else {
-                    "send `Authorization: Bearer <token>`"
-                },
+            ));
+        }
+        match (credentials.user, identity.front) {
+            (None, _) => Ok(Some(identity.principal)),
+            (Some(user), true) => user
+                .to_str()
+                .ok()
+                .and_then(|user| Principal::user(user.trim()).ok())
+                .map(Some)
+                .ok_or_else(|| {
+                    Rejection::new(
+                        StatusCode::BAD_REQUEST,
+                        "invalid_user",
+                        format!("`{USER_HEADER}` must name a user"),
+                    )
+                }),
+            (Some(_), false) => Err(Rejection::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                format!("only a trusted front's token may name a user in `{USER_HEADER}`"),
             )),
         }
     }
 }
 
-/// The token of an `Authorization: Bearer <token>` value (the scheme in any case).
-fn bearer(value: &[u8]) -> Option<&[u8]> {
+/// What a request says of who sends it, and what its route needs.
+struct Credentials {
+    needed: Option<Scope>,
+    token: Option<String>,
+    user: Option<HeaderValue>,
+}
+
+fn unauthorized(why: &str) -> Rejection {
+    Rejection::new(StatusCode::UNAUTHORIZED, "unauthorized", why)
+}
+
+/// The token of an `Authorization: Bearer <token>` value (the scheme in any case), as text.
+fn bearer(value: &[u8]) -> Option<&str> {
     let (scheme, token) = value.split_at_checked(7)?;
+    let token = token.trim_ascii();
     scheme
         .eq_ignore_ascii_case(b"bearer ")
-        .then(|| token.trim_ascii())
+        .then(|| std::str::from_utf8(token).ok())
+        .flatten()
         .filter(|token| !token.is_empty())
 }
 
@@ -316,41 +288,63 @@ impl<S> BearerAuth<S> {
     crate::inner_service!();
 }
 
+/// The response future of [`BearerAuth`] (boxed: a scheme may fetch keys before it answers).
+pub type BearerAuthFuture<E> = BoxFuture<'static, Result<Response, E>>;
+
 impl<S> Service<Request> for BearerAuth<S>
 where
-    S: Service<Request, Response = Response>,
+    S: Service<Request, Response = Response> + Clone + Send + 'static,
+    S::Future: Send,
 {
     type Response = Response;
     type Error = S::Error;
-    type Future = RefuseFuture<S>;
+    type Future = BearerAuthFuture<S::Error>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, mut request: Request) -> Self::Future {
-        let verdict = self.layer.check(&request).map(|principal| {
-            if let Some(principal) = principal {
-                request.extensions_mut().insert(principal);
+        // The ready service goes into the future; this one keeps a clone, readied next time.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let layer = self.layer.clone();
+        let credentials = layer.credentials(&request);
+        async move {
+            match layer.check(credentials).await {
+                Ok(principal) => {
+                    if let Some(principal) = principal {
+                        request.extensions_mut().insert(principal);
+                    }
+                    inner.call(request).await
+                }
+                Err(rejection) => {
+                    let unauthorized = rejection.status() == StatusCode::UNAUTHORIZED;
+                    let mut response = rejection.into_response();
+                    if unauthorized {
+                        response
+                            .headers_mut()
+                            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+                    }
+                    Ok(response)
+                }
             }
-        });
-        let verdict = verdict.map_err(|rejection| {
-            let unauthorized = rejection.status() == StatusCode::UNAUTHORIZED;
-            let mut response = rejection.into_response();
-            if unauthorized {
-                response
-                    .headers_mut()
-                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            }
-            response
-        });
-        call_or_refuse(&mut self.inner, request, verdict)
+        }
+        .boxed()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The layer's verdict on `request` (the schemes here answer at once).
+    fn checked(layer: &BearerAuthLayer, request: &Request) -> Result<Option<Principal>, Rejection> {
+        layer
+            .check(layer.credentials(request))
+            .now_or_never()
+            .expect("tokens answer at once")
+    }
 
     const RUN: &str = "run-token-0123456789";
     const OPERATOR: &str = "operator-token-0123456789";
@@ -376,7 +370,9 @@ mod tests {
             builder = builder.header("authorization", value);
         }
         let request = builder.body(axum::body::Body::empty()).unwrap();
-        layer().check(&request).err().map(|r| r.code().to_owned())
+        checked(&layer(), &request)
+            .err()
+            .map(|r| r.code().to_owned())
     }
 
     #[test]
@@ -425,8 +421,7 @@ mod tests {
                 request = request.header(USER_HEADER, user);
             }
             let request = request.body(axum::body::Body::empty()).unwrap();
-            layer
-                .check(&request)
+            checked(&layer, &request)
                 .map(|p| p.map(|p| (p.name().to_owned(), p.is_operator())))
                 .map_err(|r| r.code().to_owned())
         };

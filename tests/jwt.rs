@@ -1,0 +1,210 @@
+//! Principals from JSON Web Tokens: verified against the keys a local issuer serves (a JWKS
+//! endpoint this test starts), each token's `sub` a principal who sees only its own threads.
+
+use std::sync::{Arc, Mutex};
+
+use agent_tower::{
+    demo::serve::scripted_agent,
+    map_error::Detail,
+    server::{AguiServer, Jwt},
+};
+use axum::{Json, Router, extract::State, routing::get};
+use jsonwebtoken::{Algorithm, EncodingKey, Header, encode, get_current_timestamp};
+use serde_json::{Value, json};
+
+const ISSUER: &str = "https://issuer.test/";
+const AUDIENCE: &str = "agent-tower";
+
+fn fixture(name: &str) -> String {
+    std::fs::read_to_string(format!(
+        "{}/tests/fixtures/jwt/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap()
+}
+
+fn jwk(kid: &str) -> Value {
+    serde_json::from_str(&fixture(&format!("{kid}.jwk.json"))).unwrap()
+}
+
+/// A token signed with the private key `signer`, naming key `kid`, with `claims` over the
+/// defaults (alice, this issuer and audience, valid for an hour).
+fn token(signer: &str, kid: &str, claims: Value) -> String {
+    let now = get_current_timestamp();
+    let mut all =
+        json!({"sub": "alice", "iss": ISSUER, "aud": AUDIENCE, "iat": now, "exp": now + 3600});
+    for (name, value) in claims.as_object().unwrap() {
+        all[name] = value.clone();
+    }
+    let mut header = Header::new(Algorithm::EdDSA);
+    header.kid = Some(kid.to_owned());
+    let key = EncodingKey::from_ed_pem(fixture(&format!("{signer}.pem")).as_bytes()).unwrap();
+    encode(&header, &all, &key).unwrap()
+}
+
+/// The issuer's key set, served at `GET /jwks`; the test changes it to rotate keys.
+type Keys = Arc<Mutex<Value>>;
+
+async fn issuer(keys: Keys) -> String {
+    let app = Router::new()
+        .route(
+            "/jwks",
+            get(|State(keys): State<Keys>| async move { Json(keys.lock().unwrap().clone()) }),
+        )
+        .with_state(keys);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/jwks", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    url
+}
+
+struct Server {
+    base: String,
+    http: reqwest::Client,
+}
+
+impl Server {
+    async fn start(jwks: &str) -> Self {
+        let agent = scripted_agent(std::num::NonZeroU32::new(4).unwrap(), Detail::Message);
+        let jwt = Jwt::new(jwks, ISSUER, AUDIENCE).await.unwrap();
+        let router = AguiServer::new(agent).authenticate(jwt).into_router();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        Self {
+            base,
+            http: reqwest::Client::new(),
+        }
+    }
+
+    /// A run on `thread` with `token`: the status, and the error's message if refused.
+    async fn run(&self, token: &str, thread: &str) -> (u16, String) {
+        let body = json!({
+            "threadId": thread, "runId": format!("r-{}", uuid::Uuid::now_v7()),
+            "messages": [{"id": "m", "role": "user", "content": "hello"}],
+        });
+        let response = self
+            .http
+            .post(&self.base)
+            .bearer_auth(token)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap();
+        let message = serde_json::from_str::<Value>(&text)
+            .ok()
+            .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
+            .unwrap_or(text);
+        (status, message)
+    }
+}
+
+#[tokio::test]
+async fn a_valid_token_is_its_subject_and_every_other_is_refused() {
+    let keys = Arc::new(Mutex::new(json!({"keys": [jwk("first")]})));
+    let server = Server::start(&issuer(keys).await).await;
+    let alice = token("first", "first", json!({}));
+    let bob = token("first", "first", json!({"sub": "bob"}));
+
+    let (status, _) = server.run(&alice, "alice-thread").await;
+    assert_eq!(status, 200);
+    let (status, message) = server.run(&bob, "alice-thread").await;
+    assert_eq!(
+        (status, message.as_str()),
+        (404, "no thread `alice-thread`"),
+        "bob is another principal"
+    );
+    assert_eq!(server.run(&bob, "bob-thread").await.0, 200);
+
+    let now = get_current_timestamp();
+    for (token, why) in [
+        (
+            token("first", "first", json!({"exp": now - 3600})),
+            "the token expired",
+        ),
+        (
+            token("first", "first", json!({"nbf": now + 3600})),
+            "the token is not valid yet",
+        ),
+        (
+            token("first", "first", json!({"aud": "another-service"})),
+            "the token is for another audience",
+        ),
+        (
+            token("first", "first", json!({"iss": "https://elsewhere.test/"})),
+            "the token is from another issuer",
+        ),
+        (
+            // Signed by a key the issuer does not have, under the name of one it has.
+            token("stranger", "first", json!({})),
+            "the token's signature does not verify",
+        ),
+    ] {
+        let (status, message) = server.run(&token, "t").await;
+        assert_eq!((status, message.as_str()), (401, why));
+    }
+    // `alg: none`, unsigned: no scheme knows it.
+    let unsigned = {
+        use base64::Engine;
+        let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let header = b64.encode(r#"{"alg":"none","typ":"JWT"}"#);
+        let claims = b64.encode(
+            json!({"sub": "alice", "iss": ISSUER, "aud": AUDIENCE, "exp": now + 3600}).to_string(),
+        );
+        format!("{header}.{claims}.")
+    };
+    let (status, message) = server.run(&unsigned, "alice-thread").await;
+    assert_eq!(
+        (status, message.as_str()),
+        (401, "the bearer token is not known")
+    );
+}
+
+#[tokio::test]
+async fn a_new_key_of_the_issuer_is_fetched_when_a_token_names_it() {
+    let keys = Arc::new(Mutex::new(json!({"keys": [jwk("first")]})));
+    let server = Server::start(&issuer(keys.clone()).await).await;
+    assert_eq!(
+        server
+            .run(&token("first", "first", json!({})), "t-1")
+            .await
+            .0,
+        200
+    );
+
+    // The issuer rotates: the second key replaces the first.
+    *keys.lock().unwrap() = json!({"keys": [jwk("second")]});
+    let (status, message) = server
+        .run(&token("second", "second", json!({})), "t-1")
+        .await;
+    assert_eq!(status, 200, "{message}");
+    let (status, message) = server.run(&token("first", "first", json!({})), "t-1").await;
+    assert_eq!(
+        (status, message.as_str()),
+        (401, "the token's key is not one of the issuer's"),
+        "the first key is gone with the rotation"
+    );
+}
+
+#[tokio::test]
+async fn an_issuer_whose_keys_cannot_be_had_or_an_hmac_algorithm_is_refused_at_start() {
+    let error = Jwt::new("http://127.0.0.1:9/jwks", ISSUER, AUDIENCE)
+        .await
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("could not be fetched"),
+        "{error}"
+    );
+    let error = Jwt::new("/no/such/jwks.json", ISSUER, AUDIENCE)
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("cannot be read"), "{error}");
+    let keys = Arc::new(Mutex::new(json!({"keys": [jwk("first")]})));
+    let jwt = Jwt::new(&issuer(keys).await, ISSUER, AUDIENCE)
+        .await
+        .unwrap();
+    let error = jwt.algorithms(["HS256"]).unwrap_err();
+    assert!(error.to_string().contains("HS256"), "{error}");
+}
