@@ -1066,3 +1066,54 @@ async fn a_client_that_stops_reading_holds_the_turn_back() {
     assert_eq!(chunks, CHUNKS, "every chunk arrives, in order, once read");
     assert!(ended.try_recv().is_ok());
 }
+
+/// Sessions kept in a store shared by several connections belong to their connection's
+/// principal: another principal's `session/load` finds nothing, as for a session nobody kept.
+#[cfg(feature = "store")]
+#[tokio::test]
+async fn a_kept_session_is_unknown_to_another_principal() {
+    use agent_tower::{context::Principal, store::RunStore};
+
+    let dir = std::env::temp_dir().join(format!("agent-tower-acp-owner-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let store = RunStore::open(&format!("sqlite://{}", dir.join("sessions.db").display()))
+        .await
+        .unwrap();
+    let as_user = |name: &str| {
+        demo()
+            .store(store.clone())
+            .principal(Principal::user(name).unwrap())
+    };
+    let (made, mut session) = tokio::sync::oneshot::channel();
+    editor(as_user("alice"), async move |mut e: Editor| {
+        let session = e.session().await;
+        e.prompt(&session, "hello").block_task().await?;
+        let _ = made.send(session);
+        Ok(())
+    })
+    .await;
+    let session = session.try_recv().expect("alice's session");
+
+    let load = |session: SessionId| {
+        async move |e: Editor| -> Result<(), Error> {
+            e.initialize(ProtocolVersion::V1).await;
+            e.cx.send_request(LoadSessionRequest::new(session, "/tmp"))
+                .block_task()
+                .await
+                .map(drop)
+        }
+    };
+    let (refused, mut bob_saw) = tokio::sync::oneshot::channel();
+    let attempt = load(session.clone());
+    editor(as_user("bob"), async move |e: Editor| {
+        let _ = refused.send(attempt(e).await.map_err(|e| e.code));
+        Ok(())
+    })
+    .await;
+    assert_eq!(
+        bob_saw.try_recv().unwrap(),
+        Err(agent_client_protocol::ErrorCode::RESOURCE_NOT_FOUND)
+    );
+    editor(as_user("alice"), load(session)).await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -426,7 +426,7 @@ async fn a_thread_keeps_its_conversation_and_state() {
             Message::user("hi"),
             Message::assistant("m-1".into(), "hello"),
         ];
-        log.save_thread(&thread, &messages, Some(&json!({"n": 1})))
+        log.save_thread(&thread, None, &messages, Some(&json!({"n": 1})))
             .await
             .unwrap();
         let saved = log.thread(&thread).await.unwrap().unwrap();

@@ -766,6 +766,15 @@ async fn run_acp(args: Acp) -> Result<(), BoxError> {
         .approver(approver)
         .tools(&tools)
         .default_mode(mode);
+    // An editor on stdio is the user of this machine: its sessions are theirs, in a store shared
+    // with other users too.
+    if let Some(user) = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .ok()
+        .and_then(|name| agent_tower::context::Principal::user(name).ok())
+    {
+        agent = agent.principal(user);
+    }
     let store = match args.store {
         Some(store) => store,
         None => default_session_store()?,

@@ -110,7 +110,8 @@ pub trait RunLog: fmt::Debug + Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<Option<ThreadRecord>, LogError>>;
 
     /// Keeps `messages` and `state` as the thread's conversation (for agents that do not go
-    /// through runs, such as an ACP session).
+    /// through runs, such as an ACP session); a thread new to the log belongs to `principal`
+    /// (whom an existing thread belongs to does not change).
     ///
     /// # Errors
     ///
@@ -118,6 +119,7 @@ pub trait RunLog: fmt::Debug + Send + Sync + 'static {
     fn save_thread<'a>(
         &'a self,
         thread: &'a ThreadId,
+        principal: Option<&'a str>,
         messages: &'a [Message],
         state: Option<&'a Value>,
     ) -> BoxFuture<'a, Result<(), LogError>>;

@@ -461,11 +461,15 @@ impl RunLog for MemoryLog {
     fn save_thread<'a>(
         &'a self,
         thread: &'a ThreadId,
+        principal: Option<&'a str>,
         messages: &'a [Message],
         state: Option<&'a Value>,
     ) -> BoxFuture<'a, Result<(), LogError>> {
         let mut log = self.lock();
         let entry = log.threads.entry(thread.clone()).or_default();
+        if !entry.exists() {
+            entry.principal = principal.map(str::to_owned);
+        }
         entry.messages = messages.to_vec();
         entry.state = state.cloned();
         entry.saved = true;

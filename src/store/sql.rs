@@ -484,12 +484,14 @@ impl RunLog for RunStore {
     fn save_thread<'a>(
         &'a self,
         thread: &'a ThreadId,
+        principal: Option<&'a str>,
         messages: &'a [Message],
         state: Option<&'a Value>,
     ) -> BoxFuture<'a, Result<(), LogError>> {
         self.ask(
             move |reply| writer::Job::SaveThread {
                 thread: thread.clone(),
+                principal: principal.map(str::to_owned),
                 messages: messages.to_vec(),
                 state: state.cloned(),
                 reply,

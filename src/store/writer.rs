@@ -64,6 +64,7 @@ pub(super) enum Job {
     },
     SaveThread {
         thread: ThreadId,
+        principal: Option<String>,
         messages: Vec<Message>,
         state: Option<Value>,
         reply: oneshot::Sender<Result<(), LogError>>,
@@ -310,13 +311,14 @@ impl Writer {
                 }
                 Job::SaveThread {
                     thread,
+                    principal,
                     messages,
                     state,
                     reply,
                 } => {
                     let saved = Saved {
                         thread: &thread,
-                        principal: None,
+                        principal: principal.as_deref(),
                         messages: &messages,
                         state: state.as_ref(),
                     };

@@ -362,6 +362,7 @@ where
             Notifier::new(cx.clone(), req.session_id.clone()).outbox(self.outbox.as_ref());
         let mut run = RunContext::new(req.session_id.0.as_ref().into(), RunId::new());
         run.cancel = cancel.clone();
+        run.principal.clone_from(&self.config.principal);
         run.sinks.insert(notifier.clone());
         run.extensions.insert(mode);
         if let Some(tools) = tools {

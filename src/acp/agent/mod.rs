@@ -22,6 +22,7 @@ use self::sessions::Sessions;
 use super::{AcpApprover, lines::Outbox, tool_call::Kinds};
 use crate::{
     BoxError,
+    context::Principal,
     permission::Mode,
     run::{RunOutcome, RunRequest},
     tool::ToolSpec,
@@ -33,6 +34,8 @@ struct Config {
     mode: Mode,
     kinds: Kinds,
     approver: Option<AcpApprover>,
+    /// Whom the connection's sessions belong to.
+    principal: Option<Principal>,
     #[cfg(feature = "store")]
     store: Option<crate::store::RunStore>,
 }
@@ -112,6 +115,7 @@ impl<S> AcpAgent<S> {
                 mode: Mode::Interactive,
                 kinds: Kinds::default(),
                 approver: None,
+                principal: None,
                 #[cfg(feature = "store")]
                 store: None,
             },
@@ -152,6 +156,17 @@ impl<S> AcpAgent<S> {
     #[must_use]
     pub fn approver(mut self, approver: AcpApprover) -> Self {
         self.config.approver = Some(approver);
+        self
+    }
+
+    /// The principal the connection's client is (an editor on stdio: the user of the machine):
+    /// its sessions belong to it, its turns run for it
+    /// ([`RunContext::principal`](crate::context::RunContext::principal)), and a session of
+    /// another principal kept in the [store](Self::store) is unknown to it. Without one (the
+    /// default), sessions belong to nobody and every client may load every session.
+    #[must_use]
+    pub fn principal(mut self, principal: Principal) -> Self {
+        self.config.principal = Some(principal);
         self
     }
 

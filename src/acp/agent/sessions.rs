@@ -61,7 +61,8 @@ impl<S> Shared<S> {
                 return Ok(());
             };
             let thread = crate::id::ThreadId::from(&*session.0);
-            crate::runs::RunLog::save_thread(store, &thread, &messages, state.as_ref())
+            let principal = self.config.principal.as_ref().map(|p| p.name());
+            crate::runs::RunLog::save_thread(store, &thread, principal, &messages, state.as_ref())
                 .await
                 .map_err(|error| store_failed(session, &error))?;
         }
@@ -75,9 +76,12 @@ impl<S> Shared<S> {
         #[cfg(feature = "store")]
         if let Some(store) = &self.config.store {
             let thread = crate::id::ThreadId::from(&*session.0);
+            let caller = self.config.principal.as_ref();
             let Some(record) = crate::runs::RunLog::thread(store, &thread)
                 .await
                 .map_err(|error| store_failed(session, &error))?
+                // Another principal's session is unknown here, as one nobody kept.
+                .filter(|record| crate::runs::rules::may_use(caller, record.principal.as_deref()))
             else {
                 return Ok(false);
             };
