@@ -129,7 +129,8 @@ struct Acp {
     agent_token_env: Option<String>,
     /// Where sessions are kept, so that `session/load` finds them after a restart:
     /// `sqlite://path`, `postgres://…`, or `none` (this process only). Default:
-    /// `sessions.db` in `$XDG_DATA_HOME/agent-tower` (`~/.local/share/agent-tower`).
+    /// `sessions.db` in `$XDG_DATA_HOME/agent-tower` (`~/.local/share/agent-tower`). In a store
+    /// given here, sessions belong to the machine's user (`$USER`): another user's are unknown.
     #[arg(long, env = "AGENT_TOWER_ACP_STORE")]
     store: Option<String>,
 }
@@ -766,17 +767,19 @@ async fn run_acp(args: Acp) -> Result<(), BoxError> {
         .approver(approver)
         .tools(&tools)
         .default_mode(mode);
-    // An editor on stdio is the user of this machine: its sessions are theirs, in a store shared
-    // with other users too.
-    if let Some(user) = std::env::var("USER")
-        .or_else(|_| std::env::var("LOGNAME"))
-        .ok()
-        .and_then(|name| agent_tower::context::Principal::user(name).ok())
-    {
-        agent = agent.principal(user);
-    }
     let store = match args.store {
-        Some(store) => store,
+        // A store given may be shared with other users: an editor on stdio is the user of this
+        // machine, its sessions are theirs. The default one is this user's own file.
+        Some(store) => {
+            if let Some(user) = std::env::var("USER")
+                .or_else(|_| std::env::var("LOGNAME"))
+                .ok()
+                .and_then(|name| agent_tower::context::Principal::user(name).ok())
+            {
+                agent = agent.principal(user);
+            }
+            store
+        }
         None => default_session_store()?,
     };
     if store != "none" {
