@@ -64,3 +64,64 @@ async fn json_logs_say_each_request_run_and_refusal() {
     logs.kill().await;
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// With principals, the lines name them: each request's and each run's, and an operator who reads
+/// another principal's thread is logged doing so.
+#[tokio::test]
+async fn json_logs_name_the_principal_and_an_operators_reads() {
+    let mut logs = JsonLogged::start(
+        &[
+            "--log-format",
+            "json",
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--store",
+            "memory",
+            "--auth-token-env",
+            "TOKENS",
+            "--operator-token-env",
+            "OPERATORS",
+        ],
+        &[
+            ("TOKENS", "alice:alice-token-0123456789"),
+            ("OPERATORS", "ops:ops-token-0123456789"),
+        ],
+    );
+    let serving = logs.next("serving", |line| line["addr"].is_string()).await;
+    let base = format!("http://{}", serving["addr"].as_str().unwrap());
+    let http = reqwest::Client::new();
+    let body = json!({
+        "threadId": "alices",
+        "runId": "r",
+        "messages": [{"id": "m", "role": "user", "content": "hello"}],
+    });
+    let answer = http
+        .post(&base)
+        .bearer_auth("alice-token-0123456789")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    answer.text().await.unwrap();
+    let answered = logs.message("answered").await;
+    assert_eq!(answered["principal"], "alice", "{answered}");
+    let ended = logs.message("run ended").await;
+    assert_eq!(ended["principal"], "alice", "{ended}");
+
+    let read = http
+        .get(format!("{base}/threads/alices"))
+        .bearer_auth("ops-token-0123456789")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(read.status(), 200);
+    let audit = logs.message("an operator read another principal's").await;
+    assert_eq!(
+        (audit["operator"].as_str(), audit["owner"].as_str()),
+        (Some("ops"), Some("alice")),
+        "{audit}"
+    );
+    assert_eq!(audit["what"], "thread alices", "{audit}");
+    logs.kill().await;
+}

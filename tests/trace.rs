@@ -37,6 +37,7 @@ async fn a_run_with_a_tool_call_is_a_tree_of_genai_spans() {
     let (tx, rx) = Channel::<Event>::bounded(256);
     let mut request = RunRequest::new(vec![Message::user(r#"add {"a": 1, "b": 2}"#)]);
     request.run.sinks.insert(tx);
+    request.run.principal = Some(agent_tower::context::Principal::user("alice").unwrap());
     let thread = request.run.thread_id.clone();
     let agent = scripted_agent(NonZeroU32::new(8).unwrap(), Detail::Message);
     let outcome = agent.oneshot(request).await.unwrap();
@@ -61,6 +62,7 @@ async fn a_run_with_a_tool_call_is_a_tree_of_genai_spans() {
         attribute(run, "gen_ai.conversation.id"),
         Some(&Value::from(thread.to_string()))
     );
+    assert_eq!(attribute(run, "enduser.id"), Some(&Value::from("alice")));
     let chats = named(&spans, "chat scripted");
     assert_eq!(
         chats.len(),

@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use super::{
     BusyThread, Inner, InterruptStatus, Interrupts, Limit, LogError, LoggedEvent, RunStatus, Runs,
     Start, StartError, args_hash,
-    driver::{Ended, Launch},
+    driver::{Ended, Launch, RunSummary},
     quota::Admitted,
     request::kept,
 };
@@ -493,6 +493,19 @@ where
         }
         match self.log.start(start).await {
             Ok(lease) => {
+                if let Some(operator) = start
+                    .principal
+                    .as_ref()
+                    .filter(|p| p.is_operator() && lease.principal.as_deref() != Some(p.name()))
+                {
+                    tracing::info!(
+                        operator = operator.name(),
+                        owner = lease.principal.as_deref().unwrap_or_default(),
+                        thread_id = %lease.thread_id,
+                        run_id = %lease.run_id,
+                        "an operator runs on another principal's thread"
+                    );
+                }
                 let from = lease.last_seq;
                 let cancel = self.launch(Launch {
                     lease,
@@ -566,14 +579,15 @@ where
         match self.log.refuse(start, &events).await {
             Ok(()) => {
                 self.hub.wake(&start.run_id);
-                self.ended(
-                    &start.thread_id,
-                    &start.run_id,
-                    2,
-                    std::time::Duration::ZERO,
-                    Ended::Refused(code),
-                    Some(code.to_owned()),
-                );
+                self.ended(&RunSummary {
+                    thread_id: start.thread_id.clone(),
+                    run_id: start.run_id.clone(),
+                    principal: start.principal.as_ref().map(|p| p.name().to_owned()),
+                    events: 2,
+                    duration: Duration::ZERO,
+                    end: Ended::Refused(code),
+                    code: Some(code.to_owned()),
+                });
                 Ok(Begun::Refused {
                     run_id: start.run_id.clone(),
                     code,

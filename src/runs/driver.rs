@@ -82,6 +82,8 @@ pub struct RunSummary {
     pub thread_id: ThreadId,
     /// The run.
     pub run_id: RunId,
+    /// Who started it (`None`: nobody authenticated).
+    pub principal: Option<String>,
     /// Events the run wrote to its log (this attempt).
     pub events: u64,
     /// From the start to the end.
@@ -99,6 +101,7 @@ pub(super) fn log_run_end() -> OnRunEnd {
                 tracing::$level!(
                     thread_id = %run.thread_id,
                     run_id = %run.run_id,
+                    principal = run.principal.as_deref().unwrap_or_default(),
                     events = run.events,
                     duration_ms = run.duration.as_millis() as u64,
                     outcome = %run.end,
@@ -133,25 +136,10 @@ pub(super) struct Launch {
 }
 
 impl<A> Inner<A> {
-    pub(super) fn ended(
-        &self,
-        thread_id: &ThreadId,
-        run_id: &RunId,
-        events: u64,
-        duration: Duration,
-        end: Ended,
-        code: Option<String>,
-    ) {
-        let summary = RunSummary {
-            thread_id: thread_id.clone(),
-            run_id: run_id.clone(),
-            events,
-            duration,
-            end,
-            code,
-        };
-        self.config.observer.on_end(&summary);
-        (self.config.on_run_end)(&summary);
+    /// `summary`'s run ended: it is reported.
+    pub(super) fn ended(&self, summary: &RunSummary) {
+        self.config.observer.on_end(summary);
+        (self.config.on_run_end)(summary);
     }
 }
 
@@ -471,14 +459,15 @@ where
         self.unbilled = 0;
         drop(self.launch._permit.take());
         drop(self.launch._admitted.take());
-        self.inner.ended(
-            &self.lease.thread_id,
-            &self.lease.run_id,
-            self.logged,
-            self.started.elapsed(),
+        self.inner.ended(&RunSummary {
+            thread_id: self.lease.thread_id.clone(),
+            run_id: self.lease.run_id.clone(),
+            principal: self.launch.principal.as_ref().map(|p| p.name().to_owned()),
+            events: self.logged,
+            duration: self.started.elapsed(),
             end,
-            self.code.take(),
-        );
+            code: self.code.take(),
+        });
     }
 
     /// The log refused a write: the run stops here, its followers here end, and the run is

@@ -47,6 +47,21 @@ fn caller(principal: Option<&Extension<Principal>>) -> Option<&Principal> {
     principal.map(|Extension(principal)| principal)
 }
 
+/// Whether `caller` may see what `owner` owns; an operator seeing another principal's is logged.
+fn visible(caller: Option<&Principal>, owner: Option<&str>, what: &str) -> bool {
+    let visible = may_use(caller, owner);
+    if let Some(operator) = caller.filter(|c| visible && c.is_operator() && owner != Some(c.name()))
+    {
+        tracing::info!(
+            operator = operator.name(),
+            owner = owner.unwrap_or_default(),
+            what,
+            "an operator read another principal's"
+        );
+    }
+    visible
+}
+
 /// The answer when the run log fails (the cause is logged, not sent).
 fn unavailable(error: &LogError) -> Rejection {
     tracing::error!(%error, "the run log failed");
@@ -117,7 +132,10 @@ where
             .run(&run_id)
             .await
             .map_err(|e| unavailable(&e))?
-            .filter(|run| may_use(caller(principal.as_ref()), run.principal.as_deref()))
+            .filter(|run| {
+                let what = format!("run {}", run.run_id);
+                visible(caller(principal.as_ref()), run.principal.as_deref(), &what)
+            })
             .ok_or_else(unknown)?;
         if run.status != RunStatus::Running && after >= run.last_seq {
             // Up to date with an ended run: nothing to resume (and SSE clients stop retrying).
@@ -207,7 +225,14 @@ where
             .thread(&thread_id)
             .await
             .map_err(|e| unavailable(&e))?
-            .filter(|thread| may_use(caller(principal.as_ref()), thread.principal.as_deref()))
+            .filter(|thread| {
+                let what = format!("thread {}", thread.thread_id);
+                visible(
+                    caller(principal.as_ref()),
+                    thread.principal.as_deref(),
+                    &what,
+                )
+            })
             .ok_or_else(|| {
                 Rejection::new(
                     StatusCode::NOT_FOUND,

@@ -39,7 +39,7 @@ use tracing::{Span, field::Empty};
 
 use crate::{
     BoxError,
-    context::RunContext,
+    context::{Principal, RunContext},
     map_error::{ClassifyError, DefaultClassifier},
     model::{ModelEvent, ModelRequest, ModelService},
     run::{RunOutcome, RunRequest},
@@ -194,6 +194,7 @@ where
             gen_ai.agent.name = %self.config.agent,
             gen_ai.conversation.id = %request.run.thread_id,
             agent_tower.run.id = %request.run.run_id,
+            enduser.id = request.run.principal.as_ref().map(Principal::name),
             gen_ai.usage.input_tokens = Empty,
             gen_ai.usage.output_tokens = Empty,
             gen_ai.response.finish_reasons = Empty,

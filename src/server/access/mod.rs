@@ -15,6 +15,8 @@ use axum::{
 use pin_project_lite::pin_project;
 use tower::{Layer, Service};
 
+use crate::context::Principal;
+
 /// Logs one line per request at INFO (WARN for a 5xx): `method`, `path` (never the query: it may
 /// carry secrets), `status` and `duration_ms`, when the response head is ready (for a stream: its
 /// time to first byte).
@@ -110,10 +112,31 @@ where
             .map_or(StatusCode::INTERNAL_SERVER_ERROR, Response::status);
         let duration_ms = u64::try_from(this.started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let (method, path, code) = (this.method.as_str(), this.path.as_str(), status.as_u16());
+        // The authentication layer inside says whom it let through.
+        let principal = output
+            .as_ref()
+            .ok()
+            .and_then(|response| response.extensions().get::<Principal>())
+            .map(Principal::name)
+            .unwrap_or_default();
         if status.is_server_error() {
-            tracing::warn!(method, path, status = code, duration_ms, "answered");
+            tracing::warn!(
+                method,
+                path,
+                status = code,
+                principal,
+                duration_ms,
+                "answered"
+            );
         } else {
-            tracing::info!(method, path, status = code, duration_ms, "answered");
+            tracing::info!(
+                method,
+                path,
+                status = code,
+                principal,
+                duration_ms,
+                "answered"
+            );
         }
         Poll::Ready(output)
     }

@@ -313,10 +313,15 @@ where
         async move {
             match layer.check(credentials).await {
                 Ok(principal) => {
-                    if let Some(principal) = principal {
-                        request.extensions_mut().insert(principal);
+                    if let Some(principal) = &principal {
+                        request.extensions_mut().insert(principal.clone());
                     }
-                    inner.call(request).await
+                    let mut response = inner.call(request).await?;
+                    // For the access log outside.
+                    if let Some(principal) = principal {
+                        response.extensions_mut().insert(principal);
+                    }
+                    Ok(response)
                 }
                 Err(rejection) => {
                     let unauthorized = rejection.status() == StatusCode::UNAUTHORIZED;
