@@ -155,23 +155,35 @@ impl SharedState {
     /// that pollute a JavaScript client applying the delta) is refused whole: the state is left
     /// as it was and the returned patch is empty.
     pub fn update(&self, change: impl FnOnce(&mut Value)) -> Patch {
+        self.try_update(change).unwrap_or_else(|_| {
+            tracing::warn!(
+                "a state change writing `__proto__`, `constructor` or `prototype` was refused"
+            );
+            Patch(Vec::new())
+        })
+    }
+
+    /// [`update`](Self::update), saying when the change is refused.
+    ///
+    /// # Errors
+    ///
+    /// [`ApplyError::UnsafeKey`] when the change would write a `__proto__`, `constructor` or
+    /// `prototype` key: the state is left as it was.
+    pub fn try_update(&self, change: impl FnOnce(&mut Value)) -> Result<Patch, ApplyError> {
         let mut inner = self.lock();
         let before = inner.value.clone();
         change(&mut inner.value);
         let patch = json_patch::diff(&before, &inner.value);
-        if patch.0.iter().any(|op| !is_safe_op(op)) {
+        if let Some(operation) = patch.0.iter().position(|op| !is_safe_op(op)) {
             inner.value = before;
-            tracing::warn!(
-                "a state change writing `__proto__`, `constructor` or `prototype` was refused"
-            );
-            return Patch(Vec::new());
+            return Err(ApplyError::UnsafeKey { operation });
         }
         inner.changes.extend(patch.0.iter().cloned());
         drop(inner);
         if !patch.0.is_empty() {
             self.1.notify();
         }
-        patch
+        Ok(patch)
     }
 
     /// Applies `patch` atomically (all of it or nothing).

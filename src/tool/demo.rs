@@ -102,12 +102,19 @@ fn remember(call: &ToolCall) -> Result<ToolOutput, ToolError> {
         .as_ref()
         .ok_or_else(|| ToolError::new(ToolErrorKind::Failed, "this run has no shared state"))?;
     let value = call.arguments.get("value").cloned().unwrap_or_default();
-    state.update(|state| {
-        if !state.is_object() {
-            *state = json!({});
-        }
-        state[key] = value;
-    });
+    state
+        .try_update(|state| {
+            if !state.is_object() {
+                *state = json!({});
+            }
+            state[key] = value;
+        })
+        .map_err(|_| {
+            ToolError::new(
+                ToolErrorKind::InvalidArguments,
+                format!("the state keeps no value under `{key}`: choose another key"),
+            )
+        })?;
     Ok(ToolOutput::text(format!("remembered {key}")))
 }
 
@@ -154,6 +161,8 @@ fn utc_now() -> String {
 
 #[cfg(test)]
 mod tests {
+    use tower::ServiceExt;
+
     use super::*;
 
     #[test]
@@ -169,5 +178,28 @@ mod tests {
         let now = utc_now();
         assert_eq!(now.len(), 20);
         assert!(now.starts_with("20") && now.ends_with('Z'), "{now}");
+    }
+
+    #[tokio::test]
+    async fn remember_says_so_when_the_state_refuses_the_key() {
+        let remember = |key: &str| {
+            let mut call = ToolCall::new("remember", json!({"key": key, "value": 1}));
+            let state = call.run.shared_state(None);
+            (call, state)
+        };
+        let (call, state) = remember("theme");
+        let done = demo_tools().oneshot(call).await.unwrap();
+        assert_eq!(
+            (done.to_text().as_str(), state.get()),
+            ("remembered theme", json!({"theme": 1}))
+        );
+        let (call, state) = remember("__proto__");
+        let refused = demo_tools().oneshot(call).await;
+        let error = refused.unwrap_err().to_string();
+        assert!(
+            error.contains("keeps no value under `__proto__`"),
+            "{error}"
+        );
+        assert_eq!(state.get(), json!({}), "nothing was written");
     }
 }

@@ -69,6 +69,22 @@ async function chat(screenshot) {
   await page.goto(`${base}/`);
   assert.equal(await page.title(), "agent-tower");
 
+  // A state delta reaching past the document (`__proto__`…) is refused, and pollutes nothing.
+  const polluted = await page.evaluate(() => {
+    const refused = [];
+    for (const path of ["/__proto__/polluted", "/__proto__", "/constructor/prototype/polluted"]) {
+      try {
+        patch({}, [{ op: "add", path, value: { polluted: true } }]);
+      } catch {
+        refused.push(path);
+      }
+    }
+    return { refused, polluted: {}.polluted ?? null, kept: patch({ a: 1 }, [{ op: "add", path: "/b", value: 2 }]) };
+  });
+  assert.deepEqual(polluted.refused.length, 3, JSON.stringify(polluted));
+  assert.equal(polluted.polluted, null);
+  assert.deepEqual(polluted.kept, { a: 1, b: 2 });
+
   // Reasoning, then text streamed token by token; what is shown is what the server sent.
   await send("think about this");
   let { status, runId } = await settled();

@@ -261,14 +261,22 @@ function apply(event) {
 /** RFC 6902 on a copy of `doc`; throws when an operation fails. */
 function patch(doc, operations) {
   let root = structuredClone(doc);
-  const parse = (pointer) =>
-    pointer === "" ? [] : pointer.slice(1).split("/").map((t) => t.replace(/~1/g, "/").replace(/~0/g, "~"));
+  // A segment that names what every object inherits (`__proto__`…) would reach past the document:
+  // refused, as the server refuses it.
+  const unsafe = new Set(["__proto__", "constructor", "prototype"]);
+  const parse = (pointer) => {
+    if (pointer === "") return [];
+    const tokens = pointer.slice(1).split("/").map((t) => t.replace(/~1/g, "/").replace(/~0/g, "~"));
+    if (tokens.some((t) => unsafe.has(t))) throw new Error(`\`${pointer}\` names no member of the state`);
+    return tokens;
+  };
+  const has = (node, key) => node !== null && typeof node === "object" && Object.hasOwn(node, key);
   const parentOf = (path) => {
     const tokens = parse(path);
     const key = tokens.pop();
     let node = root;
     for (const t of tokens) {
-      if (node === null || typeof node !== "object" || !(t in node)) throw new Error(`no \`${path}\``);
+      if (!has(node, t)) throw new Error(`no \`${path}\``);
       node = node[t];
     }
     return [node, key];
@@ -276,7 +284,7 @@ function patch(doc, operations) {
   const get = (path) => {
     if (path === "") return root;
     const [node, key] = parentOf(path);
-    if (node === null || typeof node !== "object" || !(key in node)) throw new Error(`no \`${path}\``);
+    if (!has(node, key)) throw new Error(`no \`${path}\``);
     return node[key];
   };
   const add = (path, value) => {
