@@ -571,6 +571,42 @@ async fn websocket_runs_cancels_and_closes() {
 }
 
 #[tokio::test]
+async fn websocket_says_why_it_closes() {
+    use tokio_tungstenite::tungstenite::{Message, protocol::frame::coding::CloseCode};
+
+    let (router, _runs) = scripted(|s| s.body_limit(1024));
+    let addr = listen(router).await;
+    let cases = [
+        (
+            Message::text("x".repeat(2048)),
+            CloseCode::Size,
+            "1024 bytes at most",
+        ),
+        (
+            Message::binary(vec![0u8; 8]),
+            CloseCode::Unsupported,
+            "text frames only",
+        ),
+    ];
+    for (message, code, reason) in cases {
+        let (mut socket, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/ws"))
+            .await
+            .unwrap();
+        socket.send(message).await.unwrap();
+        let close = loop {
+            match socket.next().await {
+                Some(Ok(Message::Close(close))) => break close,
+                Some(Ok(_)) => {}
+                other => panic!("the socket ended without a close frame: {other:?}"),
+            }
+        };
+        let close = close.expect("the close frame has a code");
+        assert_eq!(close.code, code);
+        assert!(close.reason.as_str().contains(reason), "{}", close.reason);
+    }
+}
+
+#[tokio::test]
 async fn on_disconnect_continue_lets_the_run_finish() {
     let agui = AguiLayer::new();
     let agent = agui.layer(Agent::new(

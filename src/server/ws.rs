@@ -2,8 +2,10 @@
 //!
 //! The client sends text frames, each either a `RunAgentInput` (a run) or `{"type": "cancel"}`
 //! (cancel the active run). Runs on one socket are served one at a time, in order; up to 8 inputs
-//! may wait behind the active run, more closes the socket (code 1008). The server answers with one
-//! AG-UI event per text frame, and pings every keep-alive interval.
+//! may wait behind the active run, more closes the socket (code 1008). A message longer than the
+//! server's body limit closes it with code 1009, a binary one with 1003; each close says why in its
+//! reason. The server answers with one AG-UI event per text frame, and pings every keep-alive
+//! interval.
 //!
 //! Runs over the socket go through the same engine as every other transport: they are logged,
 //! can be re-joined with `GET /runs/{runId}/events`, and are refused for the same reasons. An
@@ -75,6 +77,20 @@ fn refusal(rejection: &Rejection) -> Message {
     )
 }
 
+/// The close frame answering a message over the limit; `None` for any other read error (the
+/// connection is gone or broke the protocol: there is no one to tell).
+fn too_long(error: axum::Error, limit: usize) -> Option<CloseFrame> {
+    let error = error.into_inner().downcast::<tungstenite::Error>().ok()?;
+    matches!(
+        *error,
+        tungstenite::Error::Capacity(tungstenite::error::CapacityError::MessageTooLong { .. })
+    )
+    .then(|| CloseFrame {
+        code: 1009,
+        reason: format!("messages are {limit} bytes at most").into(),
+    })
+}
+
 async fn next_event(active: &mut Option<Follow>) -> Option<LoggedEvent> {
     match active.as_mut() {
         Some(events) => events.next().await,
@@ -133,7 +149,13 @@ where
                     break;
                 }
                 Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
-                Some(Ok(Message::Close(_)) | Err(_)) | None => break,
+                Some(Err(error)) => {
+                    if let Some(close) = too_long(error, server.config.body_limit) {
+                        let _ = tx.send(Message::Close(Some(close))).await;
+                    }
+                    break;
+                }
+                Some(Ok(Message::Close(_))) | None => break,
             },
             event = next_event(&mut active) => match event {
                 Some(event) => {
