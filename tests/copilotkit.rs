@@ -1,6 +1,7 @@
 //! The CopilotKit example (`examples/copilotkit`: react-core 1.74 and runtime 1.75, pinned) in
 //! Debian's Chromium, in front of the built `agent-tower serve`; the steps are in
-//! `tests/conformance/copilotkit.mjs`.
+//! `tests/conformance/copilotkit.mjs` and, for the runtime as a trusted front of many users,
+//! `tests/conformance/copilotkit-front.mjs`.
 
 #[path = "support/debian.rs"]
 mod debian;
@@ -15,9 +16,9 @@ use std::{path::Path, process::Stdio};
 use process::Process;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-/// The example's runtime and page (`node server.mjs`), in front of `agent` (reached with
-/// `token`); its address.
-async fn runtime(agent: &str, token: &str) -> (tokio::process::Child, String) {
+/// The example's runtime and page (`node server.mjs`), in front of `agent` (reached with the
+/// token in `credential`: `AGENT_TOKEN` or `AGENT_FRONT_TOKEN`); its address.
+async fn runtime(agent: &str, credential: (&str, &str)) -> (tokio::process::Child, String) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/copilotkit");
     support::npm_ci(
         &dir,
@@ -29,7 +30,7 @@ async fn runtime(agent: &str, token: &str) -> (tokio::process::Child, String) {
         .arg("server.mjs")
         .current_dir(&dir)
         .env("AGENT_URL", format!("{agent}/"))
-        .env("AGENT_TOKEN", token)
+        .env(credential.0, credential.1)
         .env("PORT", "0")
         .env("COPILOTKIT_TELEMETRY_DISABLED", "true")
         .stdout(Stdio::piped())
@@ -61,8 +62,25 @@ async fn copilotkit_chats_calls_tools_shares_state_and_asks_approval() {
         &[("OPERATOR_TOKEN", token)],
     )
     .await;
-    let (_runtime, page) = runtime(&agent.base, token).await;
+    let (_runtime, page) = runtime(&agent.base, ("AGENT_TOKEN", token)).await;
     let out = support::node("copilotkit.mjs", &[&page, &agent.base, token], None).await;
     println!("{out}");
     assert!(out.contains("copilotkit: passed"), "{out}");
+}
+
+#[tokio::test]
+async fn copilotkit_as_a_trusted_front_keeps_its_users_apart() {
+    debian::ensure("chromium", "chromium");
+    let front = "copilotkit:a-front-token-of-some-length";
+    let store = stores::sqlite("copilotkit-front");
+    let agent = Process::serve_with_env(
+        &["--store", &store, "--front-token-env", "FRONT_TOKEN"],
+        &[("FRONT_TOKEN", front)],
+    )
+    .await;
+    let token = front.split_once(':').unwrap().1;
+    let (_runtime, page) = runtime(&agent.base, ("AGENT_FRONT_TOKEN", token)).await;
+    let out = support::node("copilotkit-front.mjs", &[&page, &agent.base, token], None).await;
+    println!("{out}");
+    assert!(out.contains("copilotkit-front: passed"), "{out}");
 }

@@ -6,6 +6,13 @@
 // `HttpAgent`. The page talks only to this server (`/api/copilotkit`), as CopilotKit apps do; when
 // agent-tower asks for a token (`--auth-token-env`), this server holds it (`AGENT_TOKEN`), never
 // the page.
+//
+// With many users, this server is a trusted front (agent-tower's `--front-token-env`): it holds
+// the front token (`AGENT_FRONT_TOKEN`), authenticates its own users, and names the one each
+// request acts for in `X-Agent-Tower-User`; agent-tower then keeps each user's threads apart. The
+// login here is a stand-in for your application's own: `/login?user=NAME` signs NAME into a
+// cookie, asking no password.
+import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import { createServer } from "node:http";
 import { readFile } from "node:fs/promises";
 import { extname, join, normalize } from "node:path";
@@ -19,10 +26,36 @@ const port = Number(process.env.PORT ?? 3000);
 const dist = fileURLToPath(new URL("./dist/", import.meta.url));
 
 const headers = process.env.AGENT_TOKEN ? { Authorization: `Bearer ${process.env.AGENT_TOKEN}` } : {};
+const front = process.env.AGENT_FRONT_TOKEN;
+
+// The stand-in login: a user name and its signature, in a cookie only this server can make.
+const secret = randomBytes(32);
+const sign = (user) => createHmac("sha256", secret).update(user).digest("base64url");
+function signedIn(cookieHeader) {
+  const cookie = (cookieHeader ?? "").split(/;\s*/).find((c) => c.startsWith("session="));
+  const [user, signature] = decodeURIComponent(cookie?.slice("session=".length) ?? "").split(".");
+  if (!user || !signature) return undefined;
+  const expected = Buffer.from(sign(user));
+  const given = Buffer.from(signature);
+  return given.length === expected.length && timingSafeEqual(given, expected) ? user : undefined;
+}
 
 const runtime = new CopilotRuntime({
-  agents: { default: new HttpAgent({ url: agentUrl, headers }) },
+  agents: front
+    ? // One agent per request, acting for the request's user; what the browser sends in
+      // `X-Agent-Tower-User` is never forwarded (this server's headers win anyway).
+      ({ request }) => ({
+        default: new HttpAgent({
+          url: agentUrl,
+          headers: {
+            Authorization: `Bearer ${front}`,
+            "X-Agent-Tower-User": signedIn(request.headers.get("cookie")),
+          },
+        }),
+      })
+    : { default: new HttpAgent({ url: agentUrl, headers }) },
   runner: new InMemoryAgentRunner(),
+  forwardHeaders: { deny: ["x-agent-tower-user"] },
 });
 const copilotkit = createCopilotNodeListener({
   runtime,
@@ -33,7 +66,17 @@ const copilotkit = createCopilotNodeListener({
 const types = { ".html": "text/html", ".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml" };
 
 const server = createServer(async (req, res) => {
-  if (req.url.startsWith("/api/copilotkit")) return copilotkit(req, res);
+  if (front && req.url.startsWith("/login?")) {
+    const user = new URL(req.url, "http://x").searchParams.get("user") ?? "";
+    if (!/^[A-Za-z0-9._@-]{1,64}$/.test(user)) return void res.writeHead(400).end("a user name, please");
+    const session = encodeURIComponent(`${user}.${sign(user)}`);
+    const cookie = `session=${session}; HttpOnly; SameSite=Strict; Path=/`;
+    return void res.writeHead(303, { location: "/", "set-cookie": cookie }).end();
+  }
+  if (req.url.startsWith("/api/copilotkit")) {
+    if (front && !signedIn(req.headers.cookie)) return void res.writeHead(401).end("sign in first");
+    return copilotkit(req, res);
+  }
   const path = normalize(decodeURIComponent(new URL(req.url, "http://x").pathname));
   const file = join(dist, path === "/" ? "index.html" : path);
   if (!file.startsWith(dist)) return void res.writeHead(404).end();

@@ -13,6 +13,7 @@ import { mkdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
+import { chat } from "./copilotkit-chat.mjs";
 
 const [app, agent, token] = process.argv.slice(2);
 assert.ok(app && agent && token, "usage: node copilotkit.mjs <page url> <agent url> <operator token>");
@@ -44,31 +45,13 @@ async function settled() {
   return thread();
 }
 
-// The chat's own input (approval cards have text areas too).
-const input = page.locator("[data-testid=copilot-chat-textarea]");
-const send = page.locator("[data-testid=copilot-send-button]");
-
-/** Waits for one more of `locator` than there were `before` (an earlier one may look the same). */
-const another = (locator, before) => locator.nth(before).waitFor({ timeout: 15_000 });
-
-/** Sends `text` once the chat can take it (its button enabled), and sees it taken (the input empty). */
-async function say(text, expect) {
-  const before = expect ? await page.getByText(expect).count() : 0;
-  await input.fill(text);
-  await send.click(); // waits until the button is enabled: the chat is ready to send
-  await page.waitForFunction(
-    () => document.querySelector("[data-testid=copilot-chat-textarea]").value === "",
-  );
-  if (expect) await another(page.getByText(expect), before);
-}
+const { send, another, say, ready } = chat(page);
 
 const toolResult = (seen, content) => seen.messages.some((m) => m.role === "tool" && m.content === content);
 
 try {
   await page.goto(`${app}/`);
-  // The agent is the runtime's, not a stand-in while it connects (`useAgent().isReady`).
-  await page.locator('main[data-ready="true"]').waitFor();
-  await input.waitFor();
+  await ready();
 
   await say("think about this", "You said: think about this");
   await page.getByText("Let me answer briefly").first().waitFor();

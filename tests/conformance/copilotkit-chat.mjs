@@ -1,0 +1,31 @@
+// The chat of the CopilotKit example page (examples/copilotkit), as the browser tests drive it.
+
+/** The chat on `page`: its input and send button, and `say`. */
+export function chat(page) {
+  // The chat's own input (approval cards have text areas too).
+  const input = page.locator("[data-testid=copilot-chat-textarea]");
+  const send = page.locator("[data-testid=copilot-send-button]");
+
+  /** Waits for one more of `locator` than there were `before` (an earlier one may look the same). */
+  const another = (locator, before) => locator.nth(before).waitFor({ timeout: 15_000 });
+
+  /** Sends `text` once the chat can take it (its button enabled), sees it taken (the input
+   * empty), and waits for one more `expect` on the page if given. */
+  async function say(text, expect) {
+    const before = expect ? await page.getByText(expect).count() : 0;
+    await input.fill(text);
+    await send.click(); // waits until the button is enabled: the chat is ready to send
+    await page.waitForFunction(
+      () => document.querySelector("[data-testid=copilot-chat-textarea]").value === "",
+    );
+    if (expect) await another(page.getByText(expect), before);
+  }
+
+  /** Waits until the page's agent is the runtime's, not a stand-in while it connects. */
+  async function ready() {
+    await page.locator('main[data-ready="true"]').waitFor();
+    await input.waitFor();
+  }
+
+  return { input, send, another, say, ready };
+}
