@@ -241,3 +241,22 @@ fn json_web_tokens_need_their_issuer_audience_and_keys() {
         "a key alone is not a set: {stderr}"
     );
 }
+
+#[test]
+fn a_metrics_group_that_cannot_be_one_is_refused() {
+    for (args, says) in [
+        (["--metrics-group", "support"], "GROUP=NAME"),
+        (["--metrics-group", "support="], "names no principal"),
+        (["--metrics-group", "other=alice"], "the metrics' own"),
+    ] {
+        let stderr = refused(&args);
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+    let stderr = refused(&[
+        "--metrics-group",
+        "support=alice",
+        "--metrics-group",
+        "research=alice",
+    ]);
+    assert!(stderr.contains("one group each"), "{stderr}");
+}

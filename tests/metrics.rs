@@ -45,6 +45,8 @@ async fn prometheus_scrapes_runs_by_outcome() {
         &store,
         "--max-run-events",
         "20",
+        "--metrics-group",
+        "support=alice,bob",
     ])
     .await;
 
@@ -184,6 +186,13 @@ async fn prometheus_scrapes_runs_by_outcome() {
         .and_then(|count| count.trim().parse().ok())
         .unwrap_or_else(|| panic!("{text}"));
     assert!(commits > 0, "{text}");
+    // Runs are counted by group of principals too: without authentication, under `none`.
+    let unauthenticated: u64 = text
+        .lines()
+        .filter(|line| line.starts_with("agent_tower_group_runs_ended_total{group=\"none\""))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum();
+    assert_eq!(unauthenticated, 3, "{text}");
     prometheus.kill().await.unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -262,6 +262,10 @@ struct Serve {
     /// with `quota_exceeded`, new ones get `429`. Unlimited when absent.
     #[arg(long)]
     principal_log_bytes_per_day: Option<u64>,
+    /// A group of principals the metrics count runs and tokens by, as `GROUP=NAME,NAME…`;
+    /// repeat for several. Principals in none count under `other`.
+    #[arg(long = "metrics-group", value_parser = parse_metrics_group)]
+    metrics_groups: Vec<(String, Vec<String>)>,
 
     /// The most model turns per run.
     #[arg(long, default_value_t = 16)]
@@ -888,7 +892,7 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         trace,
     );
     let runs = CancellationToken::new();
-    let metrics = agent_tower::metrics::Metrics::new();
+    let metrics = agent_tower::metrics::Metrics::with_groups(metrics_groups(&args.metrics_groups)?);
     let mut engine = Runs::new(agent)
         .busy_thread(match args.busy_thread {
             BusyChoice::Reject => BusyThread::Reject,
@@ -1029,6 +1033,32 @@ impl TokenKind {
             (Self::Front, name) => tokens.add_front(name.unwrap_or("front"), token),
         }
     }
+}
+
+fn parse_metrics_group(value: &str) -> Result<(String, Vec<String>), String> {
+    let (group, names) = value.split_once('=').ok_or("expected GROUP=NAME,NAME…")?;
+    let names: Vec<String> = names
+        .split(',')
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .map(str::to_owned)
+        .collect();
+    if names.is_empty() {
+        return Err(format!("the group `{group}` names no principal"));
+    }
+    Ok((group.trim().to_owned(), names))
+}
+
+fn metrics_groups(
+    groups: &[(String, Vec<String>)],
+) -> Result<agent_tower::metrics::PrincipalGroups, BoxError> {
+    groups
+        .iter()
+        .try_fold(
+            agent_tower::metrics::PrincipalGroups::new(),
+            |all, (group, names)| all.group(group, names),
+        )
+        .map_err(|e| format!("--metrics-group: {e}").into())
 }
 
 fn bearer_tokens(args: &Serve) -> Result<Option<BearerTokens>, BoxError> {

@@ -25,6 +25,15 @@
 //! | `agent_tower_followers` | gauge | |
 //! | `agent_tower_interrupts_pending` | gauge | (read from the run log when scraped) |
 //! | `agent_tower_store_commit_seconds` | histogram | (a `RunStore`'s group commits, given [`store_commits`](Metrics::store_commits)) |
+//! | `agent_tower_group_runs_ended_total` | counter | `group`, `outcome` (given [`PrincipalGroups`]) |
+//! | `agent_tower_group_model_tokens_total` | counter | `group`, `type` (given [`PrincipalGroups`]) |
+//!
+//! Principals are not labels: anyone who signs in would add series. Runs and tokens are counted
+//! per *group* of principals instead, the groups an operator names ([`Metrics::with_groups`]).
+
+mod groups;
+
+pub use groups::{InvalidGroup, PrincipalGroups};
 
 use std::{
     sync::{
@@ -106,6 +115,18 @@ struct TokenLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GroupEndLabels {
+    group: Arc<str>,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GroupTokenLabels {
+    group: Arc<str>,
+    r#type: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ToolLabel {
     tool: String,
     outcome: &'static str,
@@ -131,6 +152,9 @@ struct Inner {
     #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pending: Gauge,
     commits: Histogram,
+    groups: PrincipalGroups,
+    group_ended: Family<GroupEndLabels, Counter>,
+    group_tokens: Family<GroupTokenLabels, Counter>,
 }
 
 /// Counters, gauges and histograms of runs, shared by the engine that feeds them and the
@@ -159,6 +183,23 @@ impl Metrics {
     /// Every metric at zero, registered under the prefix `agent_tower`.
     #[must_use]
     pub fn new() -> Self {
+        Self::with_groups(PrincipalGroups::new())
+    }
+
+    /// [`new`](Self::new), and runs and tokens counted per group of principals.
+    ///
+    /// ```
+    /// use agent_tower::metrics::{Metrics, PrincipalGroups};
+    ///
+    /// let groups = PrincipalGroups::new()
+    ///     .group("support", ["alice", "bob"])?
+    ///     .group("research", ["carol"])?;
+    /// let metrics = Metrics::with_groups(groups);
+    /// assert!(metrics.encode().contains("# TYPE agent_tower_group_runs_ended counter"));
+    /// # Ok::<(), agent_tower::metrics::InvalidGroup>(())
+    /// ```
+    #[must_use]
+    pub fn with_groups(groups: PrincipalGroups) -> Self {
         let mut root = Registry::default();
         let registry = root.sub_registry_with_prefix("agent_tower");
         let started = Counter::default();
@@ -212,6 +253,20 @@ impl Metrics {
             "Interrupts waiting for an answer (read from the run log when scraped)",
             pending.clone(),
         );
+        let group_ended = Family::<GroupEndLabels, Counter>::default();
+        let group_tokens = Family::<GroupTokenLabels, Counter>::default();
+        if !groups.is_empty() {
+            registry.register(
+                "group_runs_ended",
+                "Runs ended, by group of principals and outcome",
+                group_ended.clone(),
+            );
+            registry.register(
+                "group_model_tokens",
+                "Model tokens used, by group of principals and type",
+                group_tokens.clone(),
+            );
+        }
         Self(Arc::new(Inner {
             registry: root,
             started,
@@ -226,6 +281,9 @@ impl Metrics {
             followers,
             pending,
             commits,
+            groups,
+            group_ended,
+            group_tokens,
         }))
     }
 
@@ -251,17 +309,24 @@ impl Metrics {
         self.0.tools.get_or_create(&label).inc();
     }
 
-    fn usage(&self, usage: Option<&[crate::agui::event::TokenUsage]>) {
+    fn usage(&self, usage: Option<&[crate::agui::event::TokenUsage]>, principal: Option<&str>) {
+        let group = (!self.0.groups.is_empty()).then(|| self.0.groups.of(principal));
         for usage in usage.unwrap_or_default() {
             for (kind, tokens) in [
                 ("input", usage.input_tokens),
                 ("output", usage.output_tokens),
             ] {
-                if let Some(tokens) = tokens {
-                    self.0
-                        .tokens
-                        .get_or_create(&TokenLabel { r#type: kind })
-                        .inc_by(tokens);
+                let Some(tokens) = tokens else { continue };
+                self.0
+                    .tokens
+                    .get_or_create(&TokenLabel { r#type: kind })
+                    .inc_by(tokens);
+                if let Some(group) = &group {
+                    let labels = GroupTokenLabels {
+                        group: group.clone(),
+                        r#type: kind,
+                    };
+                    self.0.group_tokens.get_or_create(&labels).inc_by(tokens);
                 }
             }
         }
@@ -298,7 +363,7 @@ impl RunObserver for Metrics {
         if let Some(elapsed) = logged.first {
             self.0.first_event.observe(elapsed.as_secs_f64());
         }
-        self.usage(logged.usage);
+        self.usage(logged.usage, logged.principal);
         self.0.events.inc_by(logged.events);
     }
 
@@ -320,6 +385,11 @@ impl RunObserver for Metrics {
             .duration
             .get_or_create(&OutcomeLabel { outcome })
             .observe(summary.duration.as_secs_f64());
+        if !self.0.groups.is_empty() {
+            let group = self.0.groups.of(summary.principal.as_deref());
+            let labels = GroupEndLabels { group, outcome };
+            self.0.group_ended.get_or_create(&labels).inc();
+        }
     }
 
     fn on_follower(&self, joined: bool) {
@@ -421,4 +491,69 @@ response_future! {
     impl<F, R, E> Future for CountedFuture<F>
     where [F: Future<Output = Result<R, E>>, R: crate::tool::ToolReply]
     { type Output = Result<R, E>; }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agui::event::TokenUsage;
+
+    /// The value of the series whose line starts with `series` in `text`.
+    fn value(text: &str, series: &str) -> Option<u64> {
+        text.lines()
+            .find_map(|line| line.strip_prefix(series))
+            .and_then(|rest| rest.trim().parse().ok())
+    }
+
+    #[test]
+    fn runs_and_tokens_count_by_group_of_principals() {
+        let groups = PrincipalGroups::new()
+            .group("support", ["alice", "bob"])
+            .unwrap();
+        let metrics = Metrics::with_groups(groups);
+        let usage = [TokenUsage {
+            output_tokens: Some(7),
+            ..TokenUsage::default()
+        }];
+        for principal in [Some("alice"), Some("bob"), Some("eve"), None] {
+            metrics.on_start();
+            metrics.on_logged(&Logged {
+                events: 3,
+                first: None,
+                usage: Some(&usage),
+                principal,
+            });
+            metrics.on_end(&RunSummary {
+                thread_id: "t".into(),
+                run_id: "r".into(),
+                principal: principal.map(str::to_owned),
+                events: 3,
+                duration: Duration::from_millis(5),
+                end: Ended::Finished(StopReason::EndTurn),
+                code: None,
+            });
+        }
+        let text = metrics.encode();
+        let ended = |group| {
+            value(
+                &text,
+                &format!(
+                    "agent_tower_group_runs_ended_total{{group=\"{group}\",outcome=\"success\"}}"
+                ),
+            )
+        };
+        assert_eq!(
+            [ended("support"), ended("other"), ended("none")],
+            [Some(2), Some(1), Some(1)],
+            "{text}"
+        );
+        let tokens = "agent_tower_group_model_tokens_total{group=\"support\",type=\"output\"}";
+        assert_eq!(value(&text, tokens), Some(14), "{text}");
+        assert!(!text.contains("alice"), "principals are not labels: {text}");
+    }
+
+    #[test]
+    fn without_groups_there_are_no_group_families() {
+        assert!(!Metrics::new().encode().contains("agent_tower_group_"));
+    }
 }

@@ -444,6 +444,7 @@ where
             events: events.len() as u64,
             first: (self.logged == 0).then(|| self.started.elapsed()),
             usage: ending.as_ref().and_then(|ending| ending.usage.as_deref()),
+            principal: self.launch.principal.as_ref().map(Principal::name),
         });
         if let Some(ending) = ending {
             self.code = ending.code;

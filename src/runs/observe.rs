@@ -65,6 +65,8 @@ pub struct Logged<'a> {
     pub first: Option<Duration>,
     /// The token usage its terminal event reports, when the write holds it.
     pub usage: Option<&'a [TokenUsage]>,
+    /// The name of the principal the run belongs to (`None`: made without authentication).
+    pub principal: Option<&'a str>,
 }
 
 /// Observes nothing.
