@@ -195,7 +195,8 @@ impl Metrics {
     ///     .group("support", ["alice", "bob"])?
     ///     .group("research", ["carol"])?;
     /// let metrics = Metrics::with_groups(groups);
-    /// assert!(metrics.encode().contains("# TYPE agent_tower_group_runs_ended counter"));
+    /// // Given to `Runs::observer`, it counts each run that ends under its principal's group.
+    /// # let _ = metrics;
     /// # Ok::<(), agent_tower::metrics::InvalidGroup>(())
     /// ```
     #[must_use]
@@ -505,33 +506,38 @@ mod tests {
             .and_then(|rest| rest.trim().parse().ok())
     }
 
+    /// A run of `principal` that used 7 output tokens, observed from its start to its end.
+    fn one_run(metrics: &Metrics, principal: Option<&str>) {
+        let usage = [TokenUsage {
+            output_tokens: Some(7),
+            ..TokenUsage::default()
+        }];
+        metrics.on_start();
+        metrics.on_logged(&Logged {
+            events: 3,
+            first: None,
+            usage: Some(&usage),
+            principal,
+        });
+        metrics.on_end(&RunSummary {
+            thread_id: "t".into(),
+            run_id: "r".into(),
+            principal: principal.map(str::to_owned),
+            events: 3,
+            duration: Duration::from_millis(5),
+            end: Ended::Finished(StopReason::EndTurn),
+            code: None,
+        });
+    }
+
     #[test]
     fn runs_and_tokens_count_by_group_of_principals() {
         let groups = PrincipalGroups::new()
             .group("support", ["alice", "bob"])
             .unwrap();
         let metrics = Metrics::with_groups(groups);
-        let usage = [TokenUsage {
-            output_tokens: Some(7),
-            ..TokenUsage::default()
-        }];
         for principal in [Some("alice"), Some("bob"), Some("eve"), None] {
-            metrics.on_start();
-            metrics.on_logged(&Logged {
-                events: 3,
-                first: None,
-                usage: Some(&usage),
-                principal,
-            });
-            metrics.on_end(&RunSummary {
-                thread_id: "t".into(),
-                run_id: "r".into(),
-                principal: principal.map(str::to_owned),
-                events: 3,
-                duration: Duration::from_millis(5),
-                end: Ended::Finished(StopReason::EndTurn),
-                code: None,
-            });
+            one_run(&metrics, principal);
         }
         let text = metrics.encode();
         let ended = |group| {
@@ -554,6 +560,10 @@ mod tests {
 
     #[test]
     fn without_groups_there_are_no_group_families() {
-        assert!(!Metrics::new().encode().contains("agent_tower_group_"));
+        let metrics = Metrics::new();
+        one_run(&metrics, Some("alice"));
+        let text = metrics.encode();
+        assert!(text.contains("agent_tower_runs_ended_total"), "{text}");
+        assert!(!text.contains("agent_tower_group_"), "{text}");
     }
 }
