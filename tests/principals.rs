@@ -44,14 +44,7 @@ async fn serve(name: &'static str, store: Option<&str>) -> Server {
     if let Some(url) = store {
         runs = runs.log(RunStore::open(url).await.unwrap());
     }
-    let tokens = BearerTokens::new()
-        .add_named("alice", Scope::Run, ALICE)
-        .unwrap()
-        .add_named("bob", Scope::Run, BOB)
-        .unwrap()
-        .add_named("ops", Scope::Operator, OPS)
-        .unwrap();
-    let router = AguiServer::with_runs(runs).auth(tokens).into_router();
+    let router = AguiServer::with_runs(runs).auth(tokens()).into_router();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, router).await });
@@ -319,21 +312,25 @@ async fn over_the_websocket_another_principals_thread_does_not_exist() {
 }
 
 /// A server whose principals may use what `limits` says.
+/// Alice's and Bob's run tokens, and the operator's.
+fn tokens() -> BearerTokens {
+    BearerTokens::new()
+        .add_named("alice", Scope::Run, ALICE)
+        .unwrap()
+        .add_named("bob", Scope::Run, BOB)
+        .unwrap()
+        .add_named("ops", Scope::Operator, OPS)
+        .unwrap()
+}
+
 async fn limited(limits: PrincipalLimits) -> Server {
     let agent = interrupting_agent(
         NonZeroU32::new(8).unwrap(),
         Detail::Message,
         Duration::from_secs(600),
     );
-    let tokens = BearerTokens::new()
-        .add_named("alice", Scope::Run, ALICE)
-        .unwrap()
-        .add_named("bob", Scope::Run, BOB)
-        .unwrap()
-        .add_named("ops", Scope::Operator, OPS)
-        .unwrap();
     let router = AguiServer::with_runs(Runs::new(agent).per_principal(limits))
-        .auth(tokens)
+        .auth(tokens())
         .into_router();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());

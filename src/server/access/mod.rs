@@ -119,24 +119,22 @@ where
             .and_then(|response| response.extensions().get::<Principal>())
             .map(Principal::name)
             .unwrap_or_default();
+        macro_rules! answered {
+            ($level:ident) => {
+                tracing::$level!(
+                    method,
+                    path,
+                    status = code,
+                    principal,
+                    duration_ms,
+                    "answered"
+                )
+            };
+        }
         if status.is_server_error() {
-            tracing::warn!(
-                method,
-                path,
-                status = code,
-                principal,
-                duration_ms,
-                "answered"
-            );
+            answered!(warn);
         } else {
-            tracing::info!(
-                method,
-                path,
-                status = code,
-                principal,
-                duration_ms,
-                "answered"
-            );
+            answered!(info);
         }
         Poll::Ready(output)
     }
