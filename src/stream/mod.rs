@@ -35,7 +35,8 @@
 //!
 //! # When the encoder is called
 //!
-//! - [`Encode::encode`] for every item, before the item is yielded.
+//! - [`Encode::encode`] for every item, before the item is yielded, as long as the outbox has a
+//!   transport (a run without one, or whose transport closed, encodes nothing more).
 //! - [`Encode::end`] exactly once: as soon as `encode` reports that an item ends the stream
 //!   (a model's finish event, an error), else when the inner stream returns `None`
 //!   ([`End::Finished`]), else when the `Tee` is dropped ([`End::Cancelled`]).

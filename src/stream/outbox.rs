@@ -36,6 +36,12 @@ where
         }
     }
 
+    /// Whether events still go somewhere: there is a transport, and it has not closed.
+    #[must_use]
+    pub fn is_connected(&self) -> bool {
+        self.sink.is_some()
+    }
+
     /// The queue, for an encoder to push into.
     pub fn queue(&mut self) -> &mut VecDeque<Ev> {
         &mut self.queue

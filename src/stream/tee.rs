@@ -77,7 +77,7 @@ where
     Sk: Transport<En::Event>,
     En: Encode<St::Item>,
 {
-    /// Tees `inner` to `sink` (no sink: items pass through, the encoder still sees them).
+    /// Tees `inner` to `sink` (no sink: items pass through, and the encoder is never called).
     ///
     /// When the sink closes, `on_disconnect` decides whether `cancel` is cancelled.
     pub fn new(
@@ -91,11 +91,15 @@ where
     }
 
     /// Tees `inner` through an outbox that may already hold events (a step's opening events).
+    ///
+    /// An outbox with no transport encodes nothing: a layer whose protocol this run does not
+    /// speak costs a branch per item.
     pub fn with_outbox(inner: St, outbox: Outbox<Sk, En::Event>, encoder: En) -> Self {
+        let encoder = outbox.is_connected().then_some(encoder);
         Self {
             inner,
             outbox,
-            encoder: Some(encoder),
+            encoder,
             inner_done: false,
         }
     }
@@ -135,6 +139,10 @@ where
                     // Deliver what the transport takes right now; the rest goes before the next
                     // pull.
                     let _ = this.outbox.poll_drain(cx);
+                    if !this.outbox.is_connected() {
+                        // The transport closed: nothing more is encoded for it.
+                        *this.encoder = None;
+                    }
                     return Poll::Ready(Some(item));
                 }
                 Poll::Ready(None) => {
@@ -233,6 +241,52 @@ mod tests {
         .await;
         assert_eq!(out.len(), 3, "items pass through unchanged");
         assert_eq!(rec.events(), ["1", "Failed"]);
+    }
+
+    /// Counts what it is asked to encode.
+    struct Counting(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+    impl Encode<Result<u32, ()>> for Counting {
+        type Event = String;
+        fn encode(&mut self, _: &Result<u32, ()>, out: &mut VecDeque<String>) -> Option<End> {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            out.push_back("event".to_owned());
+            None
+        }
+        fn end(&mut self, _: End, _: &mut VecDeque<String>) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    #[tokio::test]
+    async fn nothing_is_encoded_without_a_transport_or_once_it_closed() {
+        use std::sync::{Arc, atomic::AtomicUsize, atomic::Ordering};
+
+        let calls = Arc::new(AtomicUsize::new(0));
+        let without = Tee::new(
+            stream::iter([Ok(1), Ok(2)]),
+            None::<Recording<String>>,
+            Counting(calls.clone()),
+            OnDisconnect::Continue,
+            CancellationToken::new(),
+        );
+        assert_eq!(without.collect::<Vec<_>>().await, [Ok(1), Ok(2)]);
+        assert_eq!(calls.load(Ordering::Relaxed), 0);
+
+        let (tx, rx) = Channel::<String>::bounded(4);
+        drop(rx);
+        let closed = Tee::new(
+            stream::iter([Ok(1), Ok(2), Ok(3)]),
+            Some(tx),
+            Counting(calls.clone()),
+            OnDisconnect::Continue,
+            CancellationToken::new(),
+        );
+        assert_eq!(closed.collect::<Vec<_>>().await.len(), 3);
+        assert_eq!(
+            calls.load(Ordering::Relaxed),
+            1,
+            "the first item found it closed"
+        );
     }
 
     #[tokio::test]
