@@ -25,9 +25,8 @@ use std::{
 };
 
 use agent_tower::{
-    demo::serve::scripted_agent,
+    demo,
     id::{RunId, ThreadId},
-    map_error::Detail,
     runs::{LoggedEvent, RunEnd, RunLog, RunStatus, Runs, Start},
     server::AguiServer,
     store::RunStore,
@@ -215,10 +214,11 @@ async fn one_run(router: axum::Router, tokens: usize) -> (usize, Duration) {
 }
 
 async fn through_server(name: &str, store: Option<&str>, tokens: usize) {
-    let runs = Runs::new(scripted_agent(
-        NonZeroU32::new(4).expect("not zero"),
-        Detail::Message,
-    ));
+    let runs = Runs::new(
+        demo::scripted()
+            .max_turns(NonZeroU32::new(4).expect("not zero"))
+            .build(),
+    );
     let runs = match store {
         Some(url) => runs.log(RunStore::open(url).await.expect("the store opens")),
         None => runs,

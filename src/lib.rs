@@ -211,6 +211,10 @@ pub mod test_util;
 #[cfg_attr(docsrs, doc(cfg(feature = "truncate")))]
 pub mod truncate;
 
+#[cfg(feature = "stack")]
+#[cfg_attr(docsrs, doc(cfg(feature = "stack")))]
+pub mod stack;
+
 #[cfg(feature = "state")]
 #[cfg_attr(docsrs, doc(cfg(feature = "state")))]
 pub mod state;

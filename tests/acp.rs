@@ -21,8 +21,7 @@ use agent_tower::{
         },
     },
     agent::Agent as Loop,
-    demo::acp::scripted_agent,
-    map_error::{DefaultClassifier, Detail, MapError, MapErrorLayer},
+    map_error::{DefaultClassifier, MapError, MapErrorLayer},
     model::{FinishReason, ModelErrorKind, ModelEvent},
     test_util::{MockItem, MockModel},
     tool::ToolRouter,
@@ -179,9 +178,10 @@ where
         .expect("the editor's session ran");
 }
 
-fn demo() -> AcpAgent<agent_tower::demo::acp::ScriptedAgent> {
-    let (agent, approver, tools) = scripted_agent(NonZeroU32::new(8).unwrap(), Detail::Message);
-    AcpAgent::new(agent).approver(approver).tools(&tools)
+fn demo() -> AcpAgent<agent_tower::demo::ScriptedAgent<agent_tower::acp::AcpApprover>> {
+    agent_tower::demo::scripted()
+        .max_turns(NonZeroU32::new(8).unwrap())
+        .acp_agent()
 }
 
 fn text_of(updates: &[SessionUpdate]) -> String {

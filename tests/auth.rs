@@ -2,7 +2,7 @@
 //! example's app).
 
 use agent_tower::{
-    demo::serve::scripted_agent,
+    demo,
     server::{AguiServer, BearerTokens, Scope},
 };
 use axum::{
@@ -22,10 +22,9 @@ const RUN_TOKEN: &str = "run-token-0123456789abcdef";
 const OPERATOR_TOKEN: &str = "operator-token-0123456789abcdef";
 
 fn server() -> Router {
-    let agent = scripted_agent(
-        std::num::NonZeroU32::new(4).unwrap(),
-        agent_tower::map_error::Detail::Message,
-    );
+    let agent = demo::scripted()
+        .max_turns(std::num::NonZeroU32::new(4).unwrap())
+        .build();
     let tokens = BearerTokens::new()
         .add(Scope::Run, RUN_TOKEN)
         .unwrap()

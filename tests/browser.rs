@@ -3,7 +3,7 @@
 
 use std::num::NonZeroU32;
 
-use agent_tower::{demo::serve::scripted_agent, map_error::Detail, server::AguiServer};
+use agent_tower::{demo, server::AguiServer};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::{self, client::IntoClientRequest};
 
@@ -12,9 +12,13 @@ const EVIL: &str = "https://evil.example";
 
 /// A server allowing pages on [`APP`]; its address.
 async fn serve() -> std::net::SocketAddr {
-    let server = AguiServer::new(scripted_agent(NonZeroU32::new(4).unwrap(), Detail::Message))
-        .allow_origins([APP])
-        .unwrap();
+    let server = AguiServer::new(
+        demo::scripted()
+            .max_turns(NonZeroU32::new(4).unwrap())
+            .build(),
+    )
+    .allow_origins([APP])
+    .unwrap();
     let router = server.into_router();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

@@ -5,8 +5,7 @@
 use std::{net::SocketAddr, time::Duration};
 
 use agent_tower::{
-    demo::serve::scripted_agent,
-    map_error::Detail,
+    demo,
     runs::Runs,
     server::{AguiServer, Connections, Ended, RunSummary},
 };
@@ -26,10 +25,11 @@ const BOUND: Duration = Duration::from_secs(10);
 async fn serve() -> (SocketAddr, mpsc::UnboundedReceiver<RunSummary>) {
     let (tx, rx) = mpsc::unbounded_channel();
     let runs = CancellationToken::new();
-    let engine = Runs::new(scripted_agent(
-        std::num::NonZeroU32::new(4).unwrap(),
-        Detail::Message,
-    ))
+    let engine = Runs::new(
+        demo::scripted()
+            .max_turns(std::num::NonZeroU32::new(4).unwrap())
+            .build(),
+    )
     .shutdown_token(runs.clone())
     .on_run_end(move |run| {
         let _ = tx.send(run.clone());

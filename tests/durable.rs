@@ -10,8 +10,8 @@ mod support;
 use std::{num::NonZeroU32, time::Duration};
 
 use agent_tower::{
-    demo::serve::interrupting_agent, map_error::Detail, runs::Runs, server::AguiServer,
-    store::RunStore, transport::OnDisconnect,
+    demo, permission::InterruptApprover, runs::Runs, server::AguiServer, store::RunStore,
+    transport::OnDisconnect,
 };
 use frames::frames;
 use futures_util::StreamExt;
@@ -25,11 +25,11 @@ struct Server {
 /// A durable server on the store at `url`, listening on a free port.
 async fn serve(url: &str) -> Server {
     let store = RunStore::open(url).await.unwrap();
-    let agent = interrupting_agent(
-        NonZeroU32::new(8).unwrap(),
-        Detail::Message,
-        Duration::from_secs(600),
-    );
+    let agent = demo::scripted()
+        .policy(demo::policy())
+        .approver(InterruptApprover::new(Duration::from_secs(600)))
+        .max_turns(NonZeroU32::new(8).unwrap())
+        .build();
     let router = AguiServer::with_runs(Runs::new(agent).log(store))
         .on_disconnect(OnDisconnect::Continue)
         .into_router();

@@ -4,8 +4,7 @@
 use std::sync::{Arc, Mutex};
 
 use agent_tower::{
-    demo::serve::scripted_agent,
-    map_error::Detail,
+    demo,
     server::{AguiServer, Jwt},
 };
 use axum::{Json, Router, extract::State, routing::get};
@@ -65,7 +64,9 @@ struct Server {
 
 impl Server {
     async fn start(jwks: &str) -> Self {
-        let agent = scripted_agent(std::num::NonZeroU32::new(4).unwrap(), Detail::Message);
+        let agent = demo::scripted()
+            .max_turns(std::num::NonZeroU32::new(4).unwrap())
+            .build();
         let jwt = Jwt::new(jwks, ISSUER, AUDIENCE).await.unwrap();
         let router = AguiServer::new(agent).authenticate(jwt).into_router();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

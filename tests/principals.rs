@@ -9,8 +9,8 @@ mod stores;
 use std::{num::NonZeroU32, time::Duration};
 
 use agent_tower::{
-    demo::serve::interrupting_agent,
-    map_error::Detail,
+    demo,
+    permission::InterruptApprover,
     runs::{PrincipalLimits, Runs},
     server::{AguiServer, BearerTokens, Scope},
     store::RunStore,
@@ -35,11 +35,11 @@ struct Server {
 /// The product agent (`remember` asks for approval) behind a server with alice's, bob's and an
 /// operator's tokens, its runs on `store` (`None`: in memory).
 async fn serve(name: &'static str, store: Option<&str>) -> Server {
-    let agent = interrupting_agent(
-        NonZeroU32::new(8).unwrap(),
-        Detail::Message,
-        Duration::from_secs(600),
-    );
+    let agent = demo::scripted()
+        .policy(demo::policy())
+        .approver(InterruptApprover::new(Duration::from_secs(600)))
+        .max_turns(NonZeroU32::new(8).unwrap())
+        .build();
     let mut runs = Runs::new(agent);
     if let Some(url) = store {
         runs = runs.log(RunStore::open(url).await.unwrap());
@@ -324,11 +324,11 @@ fn tokens() -> BearerTokens {
 }
 
 async fn limited(limits: PrincipalLimits) -> Server {
-    let agent = interrupting_agent(
-        NonZeroU32::new(8).unwrap(),
-        Detail::Message,
-        Duration::from_secs(600),
-    );
+    let agent = demo::scripted()
+        .policy(demo::policy())
+        .approver(InterruptApprover::new(Duration::from_secs(600)))
+        .max_turns(NonZeroU32::new(8).unwrap())
+        .build();
     let router = AguiServer::with_runs(Runs::new(agent).per_principal(limits))
         .auth(tokens())
         .into_router();

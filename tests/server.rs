@@ -5,8 +5,7 @@ use std::{net::SocketAddr, time::Duration};
 use agent_tower::{
     agent::Agent,
     agui::{AguiLayer, Event},
-    demo::serve::{ScriptedAgent, scripted_agent},
-    map_error::Detail,
+    demo::{self, ScriptedAgent},
     model::scripted::ScriptedModel,
     runs::Runs,
     server::{AguiServer, BusyThread, Ended, RunSummary},
@@ -50,11 +49,7 @@ fn scripted_on(
     server: impl FnOnce(AguiServer<ScriptedAgent>) -> AguiServer<ScriptedAgent>,
 ) -> (Router, mpsc::UnboundedReceiver<RunSummary>) {
     let (tx, rx) = mpsc::unbounded_channel();
-    let runs = engine(Runs::new(scripted_agent(
-        std::num::NonZeroU32::new(16).unwrap(),
-        Detail::Message,
-    )))
-    .on_run_end(move |run| {
+    let runs = engine(Runs::new(demo::scripted().build())).on_run_end(move |run| {
         let _ = tx.send(run.clone());
     });
     (server(AguiServer::with_runs(runs)).into_router(), rx)

@@ -10,8 +10,8 @@ mod stores;
 use std::{num::NonZeroU32, time::Duration};
 
 use agent_tower::{
-    demo::serve::interrupting_agent,
-    map_error::Detail,
+    demo,
+    permission::InterruptApprover,
     runs::Runs,
     server::{AguiServer, Ended, RunSummary},
     store::RunStore,
@@ -31,11 +31,11 @@ struct Server {
 
 /// The product agent (`remember` asks for approval) behind a server on `store` (`None`: memory).
 async fn serve(name: &'static str, store: Option<&str>) -> Server {
-    let agent = interrupting_agent(
-        NonZeroU32::new(8).unwrap(),
-        Detail::Message,
-        Duration::from_secs(600),
-    );
+    let agent = demo::scripted()
+        .policy(demo::policy())
+        .approver(InterruptApprover::new(Duration::from_secs(600)))
+        .max_turns(NonZeroU32::new(8).unwrap())
+        .build();
     let (tx, summaries) = mpsc::unbounded_channel();
     let mut runs = Runs::new(agent).on_run_end(move |run| {
         let _ = tx.send(run.clone());

@@ -8,8 +8,7 @@ mod postgres;
 use std::{num::NonZeroU32, time::Duration};
 
 use agent_tower::{
-    demo::serve::interrupting_agent, map_error::Detail, runs::Runs, server::AguiServer,
-    store::RunStore,
+    demo, permission::InterruptApprover, runs::Runs, server::AguiServer, store::RunStore,
 };
 use futures_util::StreamExt;
 use postgres::PrivatePostgres;
@@ -29,11 +28,11 @@ async fn a_store_that_dies_mid_run_ends_the_stream_and_refuses_new_runs() {
         return;
     };
     let store = RunStore::open(&database.url).await.unwrap();
-    let agent = interrupting_agent(
-        NonZeroU32::new(8).unwrap(),
-        Detail::Message,
-        Duration::from_secs(600),
-    );
+    let agent = demo::scripted()
+        .policy(demo::policy())
+        .approver(InterruptApprover::new(Duration::from_secs(600)))
+        .max_turns(NonZeroU32::new(8).unwrap())
+        .build();
     let router = AguiServer::with_runs(Runs::new(agent).log(store)).into_router();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());

@@ -3,10 +3,7 @@
 
 use std::num::NonZeroU32;
 
-use agent_tower::{
-    agui::Event, demo::serve::scripted_agent, map_error::Detail, message::Message, run::RunRequest,
-    transport::Channel,
-};
+use agent_tower::{agui::Event, demo, message::Message, run::RunRequest, transport::Channel};
 use futures_util::StreamExt;
 use opentelemetry::{Value, trace::TracerProvider as _};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
@@ -39,7 +36,9 @@ async fn a_run_with_a_tool_call_is_a_tree_of_genai_spans() {
     request.run.sinks.insert(tx);
     request.run.principal = Some(agent_tower::context::Principal::user("alice").unwrap());
     let thread = request.run.thread_id.clone();
-    let agent = scripted_agent(NonZeroU32::new(8).unwrap(), Detail::Message);
+    let agent = demo::scripted()
+        .max_turns(NonZeroU32::new(8).unwrap())
+        .build();
     let outcome = agent.oneshot(request).await.unwrap();
     drop(rx.collect::<Vec<_>>().await);
     drop(outcome);

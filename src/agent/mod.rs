@@ -95,6 +95,7 @@ type StateContext = Arc<dyn Fn(&serde_json::Value) -> Option<Message> + Send + S
 
 #[derive(Clone)]
 struct Config {
+    instructions: Option<Message>,
     tool_specs: Arc<[ToolSpec]>,
     max_turns: NonZeroU32,
     options: ModelOptions,
@@ -105,6 +106,10 @@ struct Config {
 impl fmt::Debug for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Config")
+            .field(
+                "instructions",
+                &self.instructions.as_ref().map(Message::text),
+            )
             .field("tool_specs", &self.tool_specs)
             .field("max_turns", &self.max_turns)
             .field("options", &self.options)
@@ -128,6 +133,7 @@ impl<M, T> Agent<M, T> {
             model,
             tools,
             config: Arc::new(Config {
+                instructions: None,
                 tool_specs: Arc::default(),
                 max_turns: NonZeroU32::new(16).expect("16 is not zero"),
                 options: ModelOptions::default(),
@@ -135,6 +141,30 @@ impl<M, T> Agent<M, T> {
                 background_grace: std::time::Duration::from_secs(30),
             }),
         }
+    }
+
+    /// What the model is told first, in every turn (its system prompt): a system message before
+    /// the run's context and the conversation. It is not added to the conversation itself, so
+    /// clients never see it and never send it back.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), agent_tower::BoxError> {
+    /// use agent_tower::{agent::Agent, message::{Message, Role}, run::RunRequest, tool::ToolRouter};
+    /// use agent_tower::test_util::{MockItem, MockModel};
+    /// use tower::ServiceExt;
+    ///
+    /// let model = MockModel::new([vec![MockItem::text("Ahoy."), MockItem::stop()]]);
+    /// let agent = Agent::new(model.clone(), ToolRouter::new()).instructions("Answer as a pirate.");
+    /// let outcome = agent.oneshot(RunRequest::new(vec![Message::user("hello")])).await?;
+    /// let asked = &model.requests()[0].messages;
+    /// assert_eq!((asked[0].role(), asked[0].text().as_str()), (Role::System, "Answer as a pirate."));
+    /// assert_eq!(outcome.messages.len(), 2, "the conversation does not hold it");
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn instructions(mut self, instructions: impl Into<String>) -> Self {
+        self.config_mut().instructions = Some(Message::system(instructions.into()));
+        self
     }
 
     /// The tools the model is told about (typically [`ToolRouter::specs`](crate::tool::ToolRouter::specs)).
@@ -372,6 +402,7 @@ where
             let message_id = MessageId::new();
             let request = ModelRequest {
                 messages: with_context(
+                    config.instructions.as_ref(),
                     &context,
                     config
                         .state_context
@@ -614,14 +645,16 @@ fn parse_arguments(text: &str) -> Result<serde_json::Value, ToolError> {
     })
 }
 
-/// The model's view of the conversation: the run's context entries (as a system message) and
-/// the state message first.
+/// The model's view of the conversation: the agent's instructions, the run's context entries
+/// (as a system message) and the state message first.
 fn with_context(
+    instructions: Option<&Message>,
     context: &[ContextEntry],
     state: Option<Message>,
     messages: &[Message],
 ) -> Vec<Message> {
-    let mut all = Vec::with_capacity(messages.len() + 2);
+    let mut all = Vec::with_capacity(messages.len() + 3);
+    all.extend(instructions.cloned());
     if !context.is_empty() {
         let mut text = String::from("Context:");
         for entry in context {

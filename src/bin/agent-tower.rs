@@ -3,12 +3,12 @@
 use std::time::Duration;
 
 use agent_tower::{
-    BoxError, acp, demo,
+    BoxError, demo,
     map_error::Detail,
     model::{
         BoxModel, IdleTimeoutLayer, RetryPolicy, boxed, openai::OpenAi, scripted::ScriptedModel,
     },
-    permission::{Action, InterruptApprover, Mode, Policy},
+    permission::{InterruptApprover, Mode, Policy},
     runs::{PrincipalLimits, Runs},
     server::{AguiServer, BearerTokens, BusyThread, Connections, Scope},
     tool::{
@@ -755,8 +755,12 @@ async fn run_acp(args: Acp) -> Result<(), BoxError> {
             args.model.trace(),
         ),
     };
-    let (agent, approver, tools) =
-        demo::acp::product_agent(model, tools, max_turns, args.error_detail, trace, policy);
+    let agent = demo::stack(model, tools)
+        .policy(policy)
+        .max_turns(max_turns)
+        .detail(args.error_detail)
+        .trace(trace)
+        .acp_agent();
     let default_mode = if args.agent.is_some() {
         ModeChoice::Auto
     } else {
@@ -767,10 +771,7 @@ async fn run_acp(args: Acp) -> Result<(), BoxError> {
         ModeChoice::Auto => Mode::Agentic,
         ModeChoice::ReadOnly => Mode::ReadOnly,
     };
-    let mut agent = acp::AcpAgent::new(agent)
-        .approver(approver)
-        .tools(&tools)
-        .default_mode(mode);
+    let mut agent = agent.default_mode(mode);
     let store = match args.store {
         // A store given may be shared with other users: an editor on stdio is the user of this
         // machine, its sessions are theirs. The default one is this user's own file.
@@ -823,12 +824,12 @@ fn store_name(url: &str) -> String {
 }
 
 /// What a command serves: the model, the tools, what is asked about, and the spans' names.
-type Stack = (BoxModel, ToolRouter, Policy, agent_tower::trace::TraceLayer);
+type Backend = (BoxModel, ToolRouter, Policy, agent_tower::trace::TraceLayer);
 
 /// The stack of an agent bridged over `protocol` (`--agent`): its model side (silent for at most
 /// `idle` while it streams), its tool side (for every call), and a person asked about the calls
 /// `asks` picks.
-fn bridged<M, T, F>(model: M, tools: T, asks: F, protocol: &'static str, idle: Duration) -> Stack
+fn bridged<M, T, F>(model: M, tools: T, asks: F, protocol: &'static str, idle: Duration) -> Backend
 where
     M: agent_tower::model::ModelService + Clone + Send + Sync + 'static,
     M::Error: Into<BoxError>,
@@ -878,19 +879,17 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         None => (
             args.model.service(),
             args.model.tools().await?,
-            Policy::new().rule("remember", Action::Ask),
+            demo::policy(),
             args.model.trace(),
         ),
     };
-    let agent = demo::serve::product_agent(
-        model,
-        tools,
-        max_turns,
-        args.error_detail,
-        policy,
-        InterruptApprover::new(args.interrupt_ttl),
-        trace,
-    );
+    let agent = demo::stack(model, tools)
+        .policy(policy)
+        .approver(InterruptApprover::new(args.interrupt_ttl))
+        .max_turns(max_turns)
+        .detail(args.error_detail)
+        .trace(trace)
+        .build();
     let runs = CancellationToken::new();
     let metrics = agent_tower::metrics::Metrics::with_groups(metrics_groups(&args.metrics_groups)?);
     let mut engine = Runs::new(agent)

@@ -33,10 +33,10 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 /// ```no_run
 /// # #[tokio::main] async fn main() -> std::io::Result<()> {
 /// use std::time::Duration;
-/// use agent_tower::{demo::serve::scripted_agent, server::Connections};
+/// use agent_tower::{demo, server::Connections};
 /// use tokio_util::sync::CancellationToken;
 ///
-/// let agent = scripted_agent(std::num::NonZeroU32::new(8).unwrap(), Default::default());
+/// let agent = demo::scripted().build();
 /// let runs = CancellationToken::new();
 /// let engine = agent_tower::runs::Runs::new(agent).shutdown_token(runs.clone());
 /// let router = agent_tower::server::AguiServer::with_runs(engine).into_router();

@@ -120,6 +120,15 @@ where
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let mut this = self.project();
+        if this.encoder.is_none() && !this.outbox.is_connected() {
+            // No transport (a run of another protocol), or it closed: a pass-through.
+            if *this.inner_done {
+                return Poll::Ready(None);
+            }
+            let next = this.inner.as_mut().poll_next(cx);
+            *this.inner_done = matches!(next, Poll::Ready(None));
+            return next;
+        }
         loop {
             // Drain before pulling: a transport that is not ready holds the model back.
             if this.outbox.poll_drain(cx).is_pending() {

@@ -1,11 +1,12 @@
 //! Debian packages a test needs, installed when missing (as `.ci/run` does), so that `cargo test`
 //! works on a fresh machine too.
 
-/// Installs Debian's `package` unless `command --version` runs; panics saying what is missing
-/// when it cannot.
+/// Installs Debian's `package` unless `command` is on the path; panics saying what is missing
+/// when it cannot. (Whether it is there, not whether `--version` succeeds: Debian's `chromium`
+/// wrapper can fail that on a busy machine while the browser itself runs.)
 pub fn ensure(command: &str, package: &str) {
-    let found = std::process::Command::new(command)
-        .arg("--version")
+    let found = std::process::Command::new("sh")
+        .args(["-c", &format!("command -v {command}")])
         .output()
         .is_ok_and(|output| output.status.success());
     if found {
