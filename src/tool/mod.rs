@@ -29,6 +29,9 @@ mod progress;
 mod response;
 pub mod router;
 mod started;
+#[cfg(feature = "typed-tools")]
+#[cfg_attr(docsrs, doc(cfg(feature = "typed-tools")))]
+pub mod typed;
 
 use std::{error::Error as StdError, fmt};
 
@@ -357,3 +360,10 @@ impl StdError for ToolError {
 pub trait ToolService: Service<ToolCall, Response = ToolOutput> {}
 
 impl<S> ToolService for S where S: Service<ToolCall, Response = ToolOutput> {}
+
+/// A tool that knows what it offers the model: its [`ToolSpec`]. Register one with
+/// [`ToolRouter::tool`]; a [typed tool](typed) is one.
+pub trait Tool: Service<ToolCall, Response = ToolOutput> {
+    /// The tool's name, description and parameters.
+    fn spec(&self) -> ToolSpec;
+}

@@ -5,7 +5,7 @@ use std::{collections::BTreeMap, fmt, sync::Arc};
 use tower::util::{BoxCloneSyncService, Oneshot, ServiceExt};
 use tower_service::Service;
 
-use super::{ToolCall, ToolError, ToolOutput, ToolSpec};
+use super::{Tool, ToolCall, ToolError, ToolOutput, ToolSpec};
 use crate::BoxError;
 
 type BoxTool = BoxCloneSyncService<ToolCall, ToolOutput, ToolError>;
@@ -50,6 +50,18 @@ impl ToolRouter {
         let tool = tool.map_err(|e: S::Error| ToolError::from_boxed(e.into()));
         Arc::make_mut(&mut self.routes).insert(spec.name.clone(), (spec, BoxTool::new(tool)));
         self
+    }
+
+    /// Registers a [`Tool`] under the name its spec gives, replacing any tool of that name.
+    #[must_use]
+    pub fn tool<T>(self, tool: T) -> Self
+    where
+        T: Tool + Clone + Send + Sync + 'static,
+        T::Error: Into<BoxError>,
+        T::Future: Send + 'static,
+    {
+        let spec = tool.spec();
+        self.route(spec, tool)
     }
 
     /// Sends calls of tools nobody registered (here or in the run's [`RunTools`]) to `tool`, as
