@@ -5,6 +5,7 @@ use serde_json::json;
 
 #[path = "support/json_logs.rs"]
 mod json_logs;
+mod support;
 
 use json_logs::JsonLogged;
 
@@ -102,7 +103,17 @@ async fn the_deployment_settings_start_a_server() {
     let dir = std::env::temp_dir().join(format!("agent-tower-deploy-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let store = format!("sqlite://{}", dir.join("runs.db").display());
-    let mut server = JsonLogged::start(
+    // The deployment's MCP server, on the `workspace` of its working directory.
+    let workspace = dir.join("workspace");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let bin = support::node_modules().await.join(".bin");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut server = JsonLogged::start_in(
+        &dir,
         &[
             "--config",
             concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/agent-tower.toml"),
@@ -118,6 +129,9 @@ async fn the_deployment_settings_start_a_server() {
                 "AGENT_TOWER_OPERATOR_TOKENS",
                 "an-operator-token-0123456789",
             ),
+            // The variable wins over the file's model.
+            ("AGENT_TOWER_MODEL", "scripted"),
+            ("PATH", &path),
         ],
     );
     let base = server.base().await;
@@ -162,6 +176,42 @@ async fn the_deployment_settings_start_a_server() {
     assert!(
         tokens > 0 && tokens < 10,
         "an echo, not 100,000 tokens: {tokens}"
+    );
+    // The deployment's rules: the filesystem server's writes wait for a person, its reads run.
+    let call = |thread: &str, text: String| {
+        let body = json!({
+            "threadId": thread, "runId": format!("{thread}-run"),
+            "messages": [{"id": "1", "role": "user", "content": text}],
+        });
+        http.post(format!("{base}/"))
+            .bearer_auth("a-run-token-0123456789")
+            .json(&body)
+            .send()
+    };
+    let note = workspace.join("note.txt");
+    let write = json!({"path": note, "content": "hi"});
+    let written = call("write", format!("files__write_file {write}"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        written.contains(r#""outcome":{"type":"interrupt""#),
+        "{written}"
+    );
+    assert!(!note.exists(), "the write waits for approval");
+    let list = json!({"path": workspace});
+    let listed = call("read", format!("files__list_directory {list}"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(listed.contains("TOOL_CALL_RESULT"), "{listed}");
+    assert!(
+        listed.contains(r#""outcome":{"type":"success""#),
+        "{listed}"
     );
     server.kill().await;
     std::fs::remove_dir_all(&dir).unwrap();

@@ -4,15 +4,17 @@ use std::time::Duration;
 
 use agent_tower::{
     BoxError, demo,
+    demo::DemoStack,
     map_error::Detail,
     model::{
         BoxModel, IdleTimeoutLayer, RetryPolicy, boxed, openai::OpenAi, scripted::ScriptedModel,
     },
-    permission::{InterruptApprover, Mode, Policy},
+    permission::{Action, Glob, InterruptApprover, Mode, Policy},
     runs::{PrincipalLimits, Runs},
     server::{AguiServer, BearerTokens, BusyThread, Connections, Scope},
+    stack::Stack,
     tool::{
-        ToolCall, ToolRouter,
+        ToolCall, ToolKind, ToolRouter,
         demo::demo_tools,
         mcp::{McpConnection, McpServer},
     },
@@ -25,10 +27,12 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug, Parser)]
 #[command(version, about, args_override_self = true)]
 struct Cli {
-    /// A TOML file of settings: `log-format` at the top, each command's flags in its table
-    /// (`[serve]`, `[acp]`) under their long names (`addr = "0.0.0.0:8000"`, `allow-host =
-    /// ["agents.example.com"]`, a flag without value as `true`). Flags given on the command line
-    /// win; repeated flags add to the file's.
+    /// A TOML file of settings: `log-format` at the top, the agent's flags (model,
+    /// instructions, tools, rules) in `[agent]` for both commands, each command's own in its table
+    /// (`[serve]`, `[acp]`), under their long names (`addr = "0.0.0.0:8000"`, `allow-host =
+    /// ["agents.example.com"]`, a flag without value as `true`). A flag's environment variable,
+    /// when set, wins over the file, and the command line over both; repeated flags add to the
+    /// file's.
     #[arg(long, global = true, env = "AGENT_TOWER_CONFIG", value_name = "FILE")]
     config: Option<std::path::PathBuf>,
     /// How logs are written to stderr: `text` for people, `json` (one object per line) for log
@@ -88,9 +92,11 @@ enum Command {
     /// client prefers them in `Accept`), `GET /ws` is the
     /// WebSocket transport, `GET /health` answers `{"status":"ok"}`.
     ///
-    /// The agent has five demo tools: `get_time`, `add`, `write_document`, `plan` and `remember`
-    /// (which asks for approval: the run stops at an interrupt, answered with `resume[]` or
-    /// `POST /interrupts/{id}/resolve`). Logs go to stderr (`--log-format text|json`, filtered
+    /// The agent is the model (`--model`), its instructions, the tools it is offered (the demo
+    /// tools `get_time`, `add`, `write_document`, `plan` and `remember` with the scripted model,
+    /// MCP servers' with `--mcp`) and the rules of their calls (`--allow`, `--ask`, `--deny`): a
+    /// call asked about stops the run at an interrupt, answered with `resume[]` or `POST
+    /// /interrupts/{id}/resolve`. Logs go to stderr (`--log-format text|json`, filtered
     /// with `RUST_LOG`, default `info`): one line per request (method, path, status, duration),
     /// one per run when it ends (thread, run, events, duration, outcome, code), one per refused
     /// run. SIGTERM or Ctrl-C stops accepting, gives the runs in flight their terminal event and
@@ -99,8 +105,9 @@ enum Command {
     /// Serve an agent to a code editor (Zed, any ACP client) over stdio: JSON-RPC on stdin and
     /// stdout, logs on stderr.
     ///
-    /// The agent has the demo tools; in the session mode `ask` (the default) it asks the editor
-    /// before `write_document` and `remember` run. Prompts with the word `slowly` stream for ten
+    /// The agent is defined as in `serve` (model, instructions, tools, rules); in the session
+    /// mode `ask` (the default) it also asks the editor before any tool that writes
+    /// (`write_document` and `remember` of the demo tools). Prompts with the word `slowly` stream for ten
     /// seconds (to try cancelling); `/mode auto|ask|read-only` switches mode.
     Acp(Box<Acp>),
 }
@@ -109,6 +116,8 @@ enum Command {
 struct Acp {
     #[command(flatten)]
     model: ModelArgs,
+    #[command(flatten)]
+    settings: AgentSettings,
     /// The most model turns per prompt.
     #[arg(long, default_value_t = 16)]
     max_turns: u32,
@@ -156,6 +165,8 @@ struct Serve {
     path: String,
     #[command(flatten)]
     model: ModelArgs,
+    #[command(flatten)]
+    settings: AgentSettings,
     /// Seconds of silence before a `: ping` keep-alive comment.
     #[arg(long, default_value_t = 15)]
     keep_alive: u64,
@@ -297,6 +308,111 @@ struct Serve {
     interrupt_ttl: Duration,
 }
 
+/// What the agent is besides its model: its instructions, the tools it is offered and the rules
+/// of their calls. The same in `serve` and `acp` (and in the config file's `[agent]` table).
+#[derive(Debug, clap::Args)]
+struct AgentSettings {
+    /// The agent's instructions (its system prompt), given to the model first in every turn.
+    #[arg(help_heading = "Agent", long, conflicts_with = "instructions_file")]
+    instructions: Option<String>,
+    /// A file holding the agent's instructions.
+    #[arg(help_heading = "Agent", long, value_name = "FILE")]
+    instructions_file: Option<std::path::PathBuf>,
+    /// Offers the demo tools (`get_time`, `add`, `write_document`, `plan`, `remember`) with any
+    /// model; the scripted model always has them.
+    #[arg(help_heading = "Agent", long)]
+    demo_tools: bool,
+    /// Offers only the tools whose name matches this glob (`*` any run of characters, `?` one):
+    /// `files__read_*`, `get_time`. Repeat for several; every tool when absent. A glob that
+    /// matches no tool is refused at start.
+    #[arg(help_heading = "Agent", long = "tool", value_name = "GLOB")]
+    tools: Vec<String>,
+    /// Tools whose calls run without asking, by glob. Repeat for several.
+    #[arg(help_heading = "Agent", long, value_name = "GLOB")]
+    allow: Vec<String>,
+    /// Tools whose calls wait for a person (an interrupt in `serve`, a permission request in an
+    /// editor), by glob. Repeat for several.
+    #[arg(help_heading = "Agent", long, value_name = "GLOB")]
+    ask: Vec<String>,
+    /// Tools whose calls are refused (the model is told), by glob. Repeat for several.
+    ///
+    /// The rules: `deny` first, then `ask`, then `allow`; a tool none of them names is asked
+    /// about if it comes from an MCP server that does not mark it read-only (and for the demo
+    /// tools, `remember`), and runs otherwise. In `acp`, the session mode comes on top: `ask`
+    /// asks before any tool that writes, `read-only` refuses them.
+    #[arg(help_heading = "Agent", long, value_name = "GLOB")]
+    deny: Vec<String>,
+}
+
+impl AgentSettings {
+    /// The instructions, read from their file if given as one.
+    fn instructions(&self) -> Result<Option<String>, BoxError> {
+        match (&self.instructions, &self.instructions_file) {
+            (Some(text), _) => Ok(Some(text.clone())),
+            (None, Some(path)) => std::fs::read_to_string(path)
+                .map(Some)
+                .map_err(|e| format!("--instructions-file {}: {e}", path.display()).into()),
+            (None, None) => Ok(None),
+        }
+    }
+
+    /// Refuses what a bridged agent (`--agent`) cannot take: it has its own instructions and
+    /// tools. Its calls still follow the rules.
+    fn check_bridged(&self) -> Result<(), BoxError> {
+        let own = [
+            ("--instructions", self.instructions.is_some()),
+            ("--instructions-file", self.instructions_file.is_some()),
+            ("--demo-tools", self.demo_tools),
+            ("--tool", !self.tools.is_empty()),
+        ];
+        match own.iter().find(|(_, given)| *given) {
+            Some((flag, _)) => Err(format!(
+                "{flag}: a bridged agent (--agent) has its own instructions and tools"
+            )
+            .into()),
+            None => Ok(()),
+        }
+    }
+
+    /// The tools `--tool` selects among `tools`.
+    fn offered(&self, tools: ToolRouter) -> Result<ToolRouter, BoxError> {
+        if self.tools.is_empty() {
+            return Ok(tools);
+        }
+        let globs: Vec<Glob> = self.tools.iter().map(Glob::new).collect();
+        let names: Vec<String> = tools.specs().into_iter().map(|spec| spec.name).collect();
+        for (glob, pattern) in globs.iter().zip(&self.tools) {
+            if !names.iter().any(|name| glob.matches(name)) {
+                return Err(format!(
+                    "--tool {pattern}: no tool matches; the tools are {}",
+                    names.join(", ")
+                )
+                .into());
+            }
+        }
+        Ok(tools.retain(|spec| globs.iter().any(|glob| glob.matches(&spec.name))))
+    }
+
+    /// The rules given, most cautious first, then `defaults`.
+    fn policy(&self, defaults: &[(String, Action)]) -> Policy {
+        let given = [
+            (&self.deny, Action::Deny),
+            (&self.ask, Action::Ask),
+            (&self.allow, Action::Allow),
+        ];
+        let mut policy = Policy::new();
+        for (patterns, action) in given {
+            for pattern in patterns {
+                policy = policy.rule(pattern, action);
+            }
+        }
+        for (name, action) in defaults {
+            policy = policy.rule(name, *action);
+        }
+        policy
+    }
+}
+
 /// The model, and how calls to it are bounded and retried.
 #[derive(Debug, clap::Args)]
 struct ModelArgs {
@@ -332,7 +448,7 @@ struct ModelArgs {
     /// unreachable, timed out).
     #[arg(long, default_value_t = 2)]
     retries: u32,
-    /// An MCP server whose tools the agent gets besides the demo tools, as `{name}__{tool}`:
+    /// An MCP server whose tools the agent is offered, as `{name}__{tool}`:
     /// `name=command args…` (spawned, stdio) or `name=http://…` (streamable HTTP). Repeat for
     /// several.
     #[arg(long = "mcp")]
@@ -396,18 +512,42 @@ fn parse_model(value: &str) -> Result<ModelChoice, String> {
 }
 
 impl ModelArgs {
-    /// The demo tools and every `--mcp` server's.
-    async fn tools(&self) -> Result<ToolRouter, BoxError> {
-        if self.mcp.is_empty() && self.mcp_env.is_empty() && self.mcp_header_env.is_empty() {
-            return Ok(demo_tools());
+    /// The agent's own tools as `settings` select them (the demo tools with the scripted model
+    /// or `--demo-tools`, every `--mcp` server's), the rules of their calls, and whether the
+    /// demo tools are among them.
+    async fn tools(
+        &self,
+        settings: &AgentSettings,
+    ) -> Result<(ToolRouter, Policy, bool), BoxError> {
+        let demo = settings.demo_tools || matches!(self.model, ModelChoice::Scripted);
+        let mut tools = if demo {
+            demo_tools()
+        } else {
+            ToolRouter::new()
+        };
+        let mut defaults = Vec::new();
+        if !(self.mcp.is_empty() && self.mcp_env.is_empty() && self.mcp_header_env.is_empty()) {
+            let mcp = McpConnection::tools_of(&self.mcp_servers()?).await?;
+            tracing::info!(
+                servers = self.mcp.len(),
+                tools = mcp.specs().len(),
+                "MCP servers connected"
+            );
+            // A tool its server does not mark read-only is asked about unless a rule says
+            // otherwise.
+            defaults.extend(
+                mcp.specs()
+                    .into_iter()
+                    .filter(|spec| spec.kind != Some(ToolKind::Read))
+                    .map(|spec| (spec.name, Action::Ask)),
+            );
+            tools = tools.merge(mcp);
         }
-        let mcp = McpConnection::tools_of(&self.mcp_servers()?).await?;
-        tracing::info!(
-            servers = self.mcp.len(),
-            tools = mcp.specs().len(),
-            "MCP servers connected"
-        );
-        Ok(demo_tools().merge(mcp))
+        if demo {
+            defaults.push(("remember".to_owned(), Action::Ask));
+        }
+        let tools = settings.offered(tools)?;
+        Ok((tools, settings.policy(&defaults), demo))
     }
 
     /// The `--mcp` servers with their `--mcp-env` and `--mcp-header-env` settings.
@@ -631,20 +771,47 @@ fn with_config(args: Vec<std::ffi::OsString>) -> Result<Vec<std::ffi::OsString>,
         .parse()
         .map_err(|e| format!("the config file {} is not valid TOML: {e}", path.display()))?;
     let command = args.iter().position(|arg| arg == "serve" || arg == "acp");
+    // A flag's environment variable, when set, wins over the file (the command line over both).
+    let cli = <Cli as clap::CommandFactory>::command();
+    let subcommand = command.and_then(|at| cli.find_subcommand(args[at].to_str()?));
+    let from_env = |command: &clap::Command, flag: &str| {
+        command
+            .get_arguments()
+            .find(|arg| arg.get_long() == Some(flag))
+            .and_then(clap::Arg::get_env)
+            .is_some_and(|variable| std::env::var_os(variable).is_some())
+    };
     let mut global = Vec::new();
+    let mut agent = Vec::new();
     let mut commands = Vec::new();
     for (key, value) in &table {
-        match value {
-            toml::Value::Table(flags) if key == "serve" || key == "acp" => {
-                if command.is_some_and(|at| args[at] == key.as_str()) {
-                    for (flag, value) in flags {
-                        push_flag(&mut commands, flag, value, &path)?;
-                    }
+        let out = match value {
+            // `[agent]` is for both commands, before the command's own table.
+            toml::Value::Table(_) if key == "agent" => &mut agent,
+            toml::Value::Table(_) if key == "serve" || key == "acp" => {
+                if !command.is_some_and(|at| args[at] == key.as_str()) {
+                    continue;
                 }
+                &mut commands
             }
-            value => push_flag(&mut global, key, value, &path)?,
+            value => {
+                if !from_env(&cli, key) {
+                    push_flag(&mut global, key, value, &path)?;
+                }
+                continue;
+            }
+        };
+        let (Some(subcommand), toml::Value::Table(flags)) = (subcommand, value) else {
+            continue;
+        };
+        for (flag, value) in flags {
+            if !from_env(subcommand, flag) {
+                push_flag(out, flag, value, &path)?;
+            }
         }
     }
+    agent.extend(commands);
+    let commands = agent;
     let mut merged = args;
     if let Some(at) = command {
         merged.splice(at + 1..at + 1, commands);
@@ -731,7 +898,7 @@ async fn run() -> Result<(), BoxError> {
 async fn run_acp(args: Acp) -> Result<(), BoxError> {
     let max_turns =
         std::num::NonZeroU32::new(args.max_turns).ok_or("--max-turns must be at least 1")?;
-    let (model, tools, policy, trace) = match &args.agent {
+    let bridge = match &args.agent {
         Some(url) => {
             let mut bridge = agent_tower::agui::client::AguiBridge::new(url)?;
             if let Some(variable) = &args.agent_token_env {
@@ -740,26 +907,22 @@ async fn run_acp(args: Acp) -> Result<(), BoxError> {
                 bridge = bridge.header("authorization", &format!("Bearer {token}"))?;
             }
             tracing::info!(%url, "serving an AG-UI agent");
-            bridged(
+            args.settings.check_bridged()?;
+            Some(bridged(
                 bridge.model(),
                 bridge.tools(),
                 bridge.interrupted(),
                 "agui",
                 args.model.idle_timeout,
-            )
+                args.settings.policy(&[]),
+            ))
         }
-        None => (
-            args.model.service(),
-            args.model.tools().await?,
-            Policy::new(),
-            args.model.trace(),
-        ),
+        None => None,
     };
-    let agent = demo::stack(model, tools)
-        .policy(policy)
+    let agent = agent_stack(bridge, &args.model, &args.settings)
+        .await?
         .max_turns(max_turns)
         .detail(args.error_detail)
-        .trace(trace)
         .acp_agent();
     let default_mode = if args.agent.is_some() {
         ModeChoice::Auto
@@ -828,8 +991,15 @@ type Backend = (BoxModel, ToolRouter, Policy, agent_tower::trace::TraceLayer);
 
 /// The stack of an agent bridged over `protocol` (`--agent`): its model side (silent for at most
 /// `idle` while it streams), its tool side (for every call), and a person asked about the calls
-/// `asks` picks.
-fn bridged<M, T, F>(model: M, tools: T, asks: F, protocol: &'static str, idle: Duration) -> Backend
+/// `asks` picks, besides what `rules` say.
+fn bridged<M, T, F>(
+    model: M,
+    tools: T,
+    asks: F,
+    protocol: &'static str,
+    idle: Duration,
+    rules: Policy,
+) -> Backend
 where
     M: agent_tower::model::ModelService + Clone + Send + Sync + 'static,
     M::Error: Into<BoxError>,
@@ -852,43 +1022,65 @@ where
                 .service(model),
         ),
         ToolRouter::new().fallback(tools),
-        Policy::new().ask_if(asks),
+        rules.ask_if(asks),
         agent_tower::trace::TraceLayer::new()
             .model(protocol)
             .provider(protocol),
     )
 }
 
+/// The stack a command runs: the bridged agent `bridged`, or the agent the flags define (its
+/// model, instructions, tools and rules).
+async fn agent_stack(
+    bridged: Option<Backend>,
+    model: &ModelArgs,
+    settings: &AgentSettings,
+) -> Result<DemoStack<BoxModel>, BoxError> {
+    let (service, tools, policy, trace, demo) = match bridged {
+        Some((service, tools, policy, trace)) => (service, tools, policy, trace, false),
+        None => {
+            let (tools, policy, demo) = model.tools(settings).await?;
+            (model.service(), tools, policy, model.trace(), demo)
+        }
+    };
+    let stack = if demo {
+        demo::stack(service, tools)
+    } else {
+        Stack::new(service, tools).model_layer(demo::citations())
+    };
+    let stack = stack.policy(policy).trace(trace);
+    Ok(match settings.instructions()? {
+        Some(instructions) => stack.instructions(instructions),
+        None => stack,
+    })
+}
+
 async fn run_server(args: Serve) -> Result<(), BoxError> {
     let max_turns =
         std::num::NonZeroU32::new(args.max_turns).ok_or("--max-turns must be at least 1")?;
-    // What waits for a person (an interrupt, resumable for --interrupt-ttl): a call of
-    // `remember`, or of a bridged agent what it asks permission for.
-    let (model, tools, policy, trace) = match &args.agent {
+    // What waits for a person (an interrupt, resumable for --interrupt-ttl): what the rules ask
+    // about, or of a bridged agent what it asks permission for.
+    let bridge = match &args.agent {
         Some(command) => {
+            args.settings.check_bridged()?;
             let bridge = agent_tower::acp::client::AcpBridge::spawn(command.clone()).await?;
             tracing::info!("serving an ACP agent: {command:?}");
-            bridged(
+            Some(bridged(
                 bridge.model(),
                 bridge.tools(),
                 bridge.asked(),
                 "acp",
                 args.model.idle_timeout,
-            )
+                args.settings.policy(&[]),
+            ))
         }
-        None => (
-            args.model.service(),
-            args.model.tools().await?,
-            demo::policy(),
-            args.model.trace(),
-        ),
+        None => None,
     };
-    let agent = demo::stack(model, tools)
-        .policy(policy)
+    let agent = agent_stack(bridge, &args.model, &args.settings)
+        .await?
         .approver(InterruptApprover::new(args.interrupt_ttl))
         .max_turns(max_turns)
         .detail(args.error_detail)
-        .trace(trace)
         .build();
     let runs = CancellationToken::new();
     let metrics = agent_tower::metrics::Metrics::with_groups(metrics_groups(&args.metrics_groups)?);

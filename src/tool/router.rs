@@ -104,6 +104,13 @@ impl ToolRouter {
         self
     }
 
+    /// Keeps only the tools whose spec `keep` accepts (the fallback stays).
+    #[must_use]
+    pub fn retain(mut self, mut keep: impl FnMut(&ToolSpec) -> bool) -> Self {
+        Arc::make_mut(&mut self.routes).retain(|_, (spec, _)| keep(spec));
+        self
+    }
+
     /// The specs of every registered tool, sorted by name.
     #[must_use]
     pub fn specs(&self) -> Vec<ToolSpec> {

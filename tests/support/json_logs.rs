@@ -22,8 +22,14 @@ pub struct JsonLogged {
 impl JsonLogged {
     /// Starts `agent-tower` with `args` and `env`, without `RUST_LOG` (the default filter).
     pub fn start(args: &[&str], env: &[(&str, &str)]) -> Self {
+        Self::start_in(&std::env::current_dir().unwrap(), args, env)
+    }
+
+    /// [`start`](Self::start) in the working directory `dir`.
+    pub fn start_in(dir: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> Self {
         let mut command = tokio::process::Command::new(AGENT);
         command
+            .current_dir(dir)
             .args(args)
             .envs(env.iter().copied())
             .env_remove("RUST_LOG")
