@@ -78,8 +78,14 @@
 //!   PostgreSQL: runs and threads that outlive the process, several instances as one.
 //! - `model::openai` (feature `openai`): a model service for any OpenAI-compatible
 //!   chat-completions server; `tool::mcp` (feature `mcp`): MCP servers' tools as tool services.
-//! - [`demo`] (feature `demo`): the stacks the `agent-tower` command runs, to read and to test
-//!   against.
+//! - [`stack`] (feature `stack`): [`Stack`](stack::Stack), your model and tools in, the agent
+//!   out with every layer above in its place.
+//! - [`subagent`] (feature `subagent`): [`AgentTool`](subagent::AgentTool), an agent as a tool of
+//!   another, its run shown as a sub-agent run.
+//! - `tool::typed` (feature `typed-tools`): tools whose arguments are a Rust type, checked against
+//!   its generated schema.
+//! - [`demo`] (feature `demo`): the scripted model and the demo tools in a `Stack`, what the
+//!   `agent-tower` command runs without a model.
 //! - [`test_util`] (feature `test-util`): mocks and assertions for testing your own stacks.
 //!
 //! # The design
@@ -214,6 +220,9 @@ pub mod truncate;
 #[cfg(feature = "stack")]
 #[cfg_attr(docsrs, doc(cfg(feature = "stack")))]
 pub mod stack;
+#[cfg(feature = "subagent")]
+#[cfg_attr(docsrs, doc(cfg(feature = "subagent")))]
+pub mod subagent;
 
 #[cfg(feature = "state")]
 #[cfg_attr(docsrs, doc(cfg(feature = "state")))]

@@ -1117,3 +1117,70 @@ async fn a_kept_session_is_unknown_to_another_principal() {
     editor(as_user("alice"), load(session)).await;
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A model turn calling `tool` with `arguments`.
+fn turn_calling(id: &str, tool: &str, arguments: &str) -> Vec<MockItem> {
+    let mut turn = Vec::from(MockItem::tool_call(id, tool, arguments));
+    turn.push(MockItem::tool_calls());
+    turn
+}
+
+#[tokio::test]
+async fn a_sub_agent_asks_the_editor_and_its_answer_is_the_calls_content() {
+    use agent_tower::{
+        permission::{Action, Policy},
+        stack::Stack,
+        subagent::AgentTool,
+        tool::{ToolCall, ToolOutput, ToolSpec},
+    };
+    // The helper deletes a note (asked about), then says so; the lead delegates to it.
+    let approver = AcpApprover::new();
+    let delete = tower::service_fn(|_: ToolCall| async {
+        Ok::<_, std::convert::Infallible>(ToolOutput::text("deleted"))
+    });
+    let helper = Stack::new(
+        MockModel::new([
+            turn_calling("h1", "delete_note", r#"{"id": 7}"#),
+            vec![MockItem::text("Note 7 is deleted."), MockItem::stop()],
+        ]),
+        ToolRouter::new().route(ToolSpec::new("delete_note", "Deletes a note."), delete),
+    )
+    .policy(Policy::new().rule("delete_note", Action::Ask))
+    .approver(approver.clone())
+    .build();
+    let lead = Stack::new(
+        MockModel::new([
+            turn_calling("l1", "helper", r#"{"task": "Delete note 7."}"#),
+            vec![MockItem::text("Done."), MockItem::stop()],
+        ]),
+        ToolRouter::new().tool(AgentTool::new("helper", "Helps with notes.", helper)),
+    )
+    .approver(approver.clone())
+    .build();
+    let agent = AcpAgent::new(lead).approver(approver);
+    editor(agent, async |mut e: Editor| {
+        let session = e.session().await;
+        let reply = e.prompt(&session, "Please delete note 7.");
+        // The sub-agent's question reaches the editor of the parent's session.
+        let (asked, responder) = e.asked().await;
+        assert_eq!(asked.session_id, session);
+        assert_eq!(asked.tool_call.tool_call_id.to_string(), "h1");
+        choose(responder, "allow_once");
+        let done = reply.block_task().await?;
+        assert_eq!(done.stop_reason, StopReason::EndTurn);
+        let updates = e.received();
+        let nested = updates.iter().any(|u| match u {
+            SessionUpdate::ToolCallUpdate(update) => {
+                update.tool_call_id.to_string() == "l1"
+                    && update.fields.content.as_ref().is_some_and(|content| {
+                        format!("{content:?}").contains("Note 7 is deleted.")
+                    })
+            }
+            _ => false,
+        });
+        assert!(nested, "the helper's answer is the call's content: {updates:#?}");
+        assert!(text_of(&updates).contains("Done."));
+        Ok(())
+    })
+    .await;
+}

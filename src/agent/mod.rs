@@ -61,7 +61,10 @@
 //! The agent is always ready; each run clones the model and tool services and waits for their
 //! readiness inside its future before every call.
 
+mod budget;
 mod step;
+
+pub use self::budget::TurnBudget;
 
 use std::{
     collections::HashSet,
@@ -355,6 +358,15 @@ where
             specs.extend(client_tools);
             specs.into()
         };
+        // The turns left, shared with the agents this run calls as tools.
+        let budget = match run.extensions.get::<TurnBudget>() {
+            Some(budget) => budget.clone(),
+            None => {
+                let budget = TurnBudget::new(config.max_turns.get());
+                run.extensions.insert(budget.clone());
+                budget
+            }
+        };
         let mut usage = Usage::default();
         let finish = |stop, messages, usage, pending, interrupts| {
             let state = shared.get();
@@ -398,6 +410,9 @@ where
         for turn in 0..config.max_turns.get() {
             if run.cancel.is_cancelled() {
                 return cancelled(messages, usage);
+            }
+            if !budget.take() {
+                break;
             }
             let message_id = MessageId::new();
             let request = ModelRequest {

@@ -319,6 +319,42 @@ impl Event {
 }
 
 /// Declares one event struct: base fields flattened, camelCase, options omitted.
+impl Event {
+    /// The sub-agent run the event belongs to (`subagentRunId`), for the events that can carry
+    /// one: every content and progress event, not the run's own (`RUN_*`, `MESSAGES_SNAPSHOT`)
+    /// nor the `SUBAGENT_*` ones.
+    #[must_use]
+    pub fn subagent_run_id_mut(&mut self) -> Option<&mut Option<String>> {
+        match self {
+            Self::StepStarted(e) => Some(&mut e.subagent_run_id),
+            Self::StepFinished(e) => Some(&mut e.subagent_run_id),
+            Self::TextMessageStart(e) => Some(&mut e.subagent_run_id),
+            Self::TextMessageContent(e) => Some(&mut e.subagent_run_id),
+            Self::TextMessageEnd(e) => Some(&mut e.subagent_run_id),
+            Self::TextMessageChunk(e) => Some(&mut e.subagent_run_id),
+            Self::ToolCallStart(e) => Some(&mut e.subagent_run_id),
+            Self::ToolCallArgs(e) => Some(&mut e.subagent_run_id),
+            Self::ToolCallEnd(e) => Some(&mut e.subagent_run_id),
+            Self::ToolCallChunk(e) => Some(&mut e.subagent_run_id),
+            Self::ToolCallResult(e) => Some(&mut e.subagent_run_id),
+            Self::StateSnapshot(e) => Some(&mut e.subagent_run_id),
+            Self::StateDelta(e) => Some(&mut e.subagent_run_id),
+            Self::ActivitySnapshot(e) => Some(&mut e.subagent_run_id),
+            Self::ActivityDelta(e) => Some(&mut e.subagent_run_id),
+            Self::Raw(e) => Some(&mut e.subagent_run_id),
+            Self::Custom(e) => Some(&mut e.subagent_run_id),
+            Self::ReasoningStart(e) => Some(&mut e.subagent_run_id),
+            Self::ReasoningEnd(e) => Some(&mut e.subagent_run_id),
+            Self::ReasoningMessageStart(e) => Some(&mut e.subagent_run_id),
+            Self::ReasoningMessageContent(e) => Some(&mut e.subagent_run_id),
+            Self::ReasoningMessageEnd(e) => Some(&mut e.subagent_run_id),
+            Self::ReasoningMessageChunk(e) => Some(&mut e.subagent_run_id),
+            Self::ReasoningEncryptedValue(e) => Some(&mut e.subagent_run_id),
+            _ => None,
+        }
+    }
+}
+
 macro_rules! event_struct {
     ($(#[$doc:meta])* $name:ident { $( $(#[$fdoc:meta])* $field:ident : $ty:ty ),* $(,)? }) => {
         $(#[$doc])*

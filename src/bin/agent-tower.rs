@@ -789,7 +789,7 @@ fn with_config(args: Vec<std::ffi::OsString>) -> Result<Vec<std::ffi::OsString>,
             // `[agent]` is for both commands, before the command's own table.
             toml::Value::Table(_) if key == "agent" => &mut agent,
             toml::Value::Table(_) if key == "serve" || key == "acp" => {
-                if !command.is_some_and(|at| args[at] == key.as_str()) {
+                if command.is_none_or(|at| args[at] != key.as_str()) {
                     continue;
                 }
                 &mut commands

@@ -1,0 +1,208 @@
+//! Agents as tools: a sub-agent's run as the parent's client sees it (checked by the official
+//! AG-UI client's schemas and verifier), nested sub-agents, cancellation and the shared turn
+//! budget.
+
+mod support;
+
+use std::{convert::Infallible, num::NonZeroU32};
+
+use agent_tower::{
+    BoxError,
+    agui::Event,
+    message::Message,
+    model::{ModelEvent, ModelRequest},
+    run::{RunRequest, StopReason},
+    stack::Stack,
+    subagent::AgentTool,
+    test_util::{MockItem, MockModel},
+    tool::{ToolOutput, ToolRouter, ToolSpec},
+    transport::Channel,
+};
+use futures_util::StreamExt;
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tower::{ServiceExt, service_fn};
+
+/// A model turn calling `tool` with `task`.
+fn delegate(id: &str, tool: &str, task: &str) -> Vec<MockItem> {
+    let arguments = serde_json::json!({ "task": task }).to_string();
+    let mut turn = Vec::from(MockItem::tool_call(id, tool, &arguments));
+    turn.push(MockItem::tool_calls());
+    turn
+}
+
+fn answer(text: &str) -> Vec<MockItem> {
+    vec![MockItem::text(text), MockItem::stop()]
+}
+
+/// The events of a run of `agent`, as JSON.
+async fn events_of<A>(agent: A, text: &str) -> Vec<Value>
+where
+    A: tower::Service<RunRequest, Response = agent_tower::run::RunOutcome>,
+    A::Error: std::fmt::Debug,
+{
+    let (tx, rx) = Channel::<Event>::bounded(256);
+    let mut req = RunRequest::new(vec![Message::user(text)]);
+    req.run.sinks.insert(tx);
+    let (outcome, events) = tokio::join!(agent.oneshot(req), rx.collect::<Vec<_>>());
+    outcome.unwrap();
+    events
+        .iter()
+        .map(|event| serde_json::to_value(event).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_sub_agents_run_reaches_the_client_as_a_sub_agent_run() {
+    // lead → researcher → checker, each answering what it was told.
+    let checker = Stack::new(MockModel::new([answer("Checked.")]), ToolRouter::new()).build();
+    let researcher = Stack::new(
+        MockModel::new([
+            delegate("r1", "checker", "Check: Oslo has 700,000 people."),
+            answer("Oslo has 700,000 people."),
+        ]),
+        ToolRouter::new().tool(AgentTool::new("checker", "Checks facts.", checker)),
+    )
+    .build();
+    let lead = Stack::new(
+        MockModel::new([
+            delegate("l1", "researcher", "Population of Oslo?"),
+            answer("About 700,000."),
+        ]),
+        ToolRouter::new().tool(AgentTool::new("researcher", "Finds facts.", researcher)),
+    )
+    .build();
+    let events = events_of(lead, "How many live in Oslo?").await;
+
+    let of_type =
+        |kind: &str| -> Vec<&Value> { events.iter().filter(|e| e["type"] == kind).collect() };
+    assert_eq!(of_type("RUN_STARTED").len(), 1, "one run: the parent's");
+    assert_eq!(of_type("RUN_FINISHED").len(), 1);
+    assert!(of_type("MESSAGES_SNAPSHOT").len() <= 1);
+    let started = of_type("SUBAGENT_STARTED");
+    assert_eq!(started.len(), 2, "{events:#?}");
+    let researcher_run = started[0]["subagentRunId"].as_str().unwrap();
+    let checker_run = started[1]["subagentRunId"].as_str().unwrap();
+    assert_eq!(started[0]["name"], "researcher");
+    assert_eq!(started[0]["parentToolCallId"], "l1");
+    assert!(started[0].get("parentSubagentRunId").is_none());
+    assert_eq!(started[1]["name"], "checker");
+    assert_eq!(started[1]["parentToolCallId"], "r1");
+    assert_eq!(started[1]["parentSubagentRunId"], researcher_run);
+    let finished = of_type("SUBAGENT_FINISHED");
+    assert_eq!(finished.len(), 2);
+    assert_eq!(
+        finished[0]["subagentRunId"], checker_run,
+        "the inner one ends first"
+    );
+    assert_eq!(finished[0]["outcome"]["type"], "success");
+
+    // Each agent's text is attributed to its own run; the parent's to none.
+    let texts = |owner: Option<&str>| -> String {
+        events
+            .iter()
+            .filter(|e| e["type"] == "TEXT_MESSAGE_CONTENT")
+            .filter(|e| e["subagentRunId"].as_str() == owner)
+            .map(|e| e["delta"].as_str().unwrap())
+            .collect()
+    };
+    assert_eq!(texts(Some(checker_run)), "Checked.");
+    assert_eq!(texts(Some(researcher_run)), "Oslo has 700,000 people.");
+    assert_eq!(texts(None), "About 700,000.");
+    let result = of_type("TOOL_CALL_RESULT")
+        .into_iter()
+        .find(|e| e["toolCallId"] == "l1")
+        .unwrap();
+    assert_eq!(result["content"], "Oslo has 700,000 people.");
+    assert!(result.get("subagentRunId").is_none());
+
+    // The whole sequence passes the official schemas and the client's verifier.
+    let output = support::node(
+        "check-events.mjs",
+        &[],
+        Some(Value::from(events.clone()).to_string()),
+    )
+    .await;
+    assert!(output.starts_with("ok"), "{output}");
+}
+
+#[tokio::test]
+async fn cancelling_the_parent_cancels_the_sub_agent() {
+    // The sub-agent's model never answers; it says when it was called.
+    let (called, mut was_called) = mpsc::unbounded_channel();
+    let stalled = service_fn(move |_: ModelRequest| {
+        let _ = called.send(());
+        async {
+            Ok::<_, Infallible>(futures_util::stream::pending::<
+                Result<ModelEvent, Infallible>,
+            >())
+        }
+    });
+    let worker = Stack::new(stalled, ToolRouter::new()).build();
+    let lead = Stack::new(
+        MockModel::new([delegate("l1", "worker", "Work forever.")]),
+        ToolRouter::new().tool(AgentTool::new("worker", "Works.", worker)),
+    )
+    .build();
+    let req = RunRequest::new(vec![Message::user("go")]);
+    let cancel = req.run.cancel.clone();
+    let run = tokio::spawn(lead.oneshot(req));
+    was_called.recv().await.unwrap();
+    cancel.cancel();
+    let outcome = run.await.unwrap().unwrap();
+    assert_eq!(outcome.stop, StopReason::Cancelled);
+}
+
+#[tokio::test]
+async fn a_sub_agents_turns_count_against_its_parents() {
+    // The looper calls its tool in every turn; alone it would take all of its 16.
+    let looping: Vec<Vec<MockItem>> = (0..16)
+        .map(|i| {
+            let mut turn = Vec::from(MockItem::tool_call(&format!("x{i}"), "noop", "{}"));
+            turn.push(MockItem::tool_calls());
+            turn
+        })
+        .collect();
+    let looper_model = MockModel::new(looping);
+    let noop = service_fn(|_| async { Ok::<_, Infallible>(ToolOutput::text("done")) });
+    let looper = Stack::new(
+        looper_model.clone(),
+        ToolRouter::new().route(ToolSpec::new("noop", "Does nothing."), noop),
+    )
+    .build();
+    let lead_model = MockModel::new([delegate("l1", "looper", "Loop."), answer("never asked")]);
+    let lead = Stack::new(
+        lead_model.clone(),
+        ToolRouter::new().tool(AgentTool::new("looper", "Loops.", looper)),
+    )
+    .max_turns(NonZeroU32::new(4).unwrap())
+    .build();
+    let outcome = lead
+        .oneshot(RunRequest::new(vec![Message::user("go")]))
+        .await
+        .unwrap();
+    assert_eq!(outcome.stop, StopReason::MaxTurns);
+    assert_eq!(lead_model.requests().len(), 1, "the lead's one turn");
+    assert_eq!(looper_model.requests().len(), 3, "the rest of the four");
+}
+
+#[tokio::test]
+async fn a_task_that_is_not_a_string_is_an_error_the_model_reads() -> Result<(), BoxError> {
+    let nobody = Stack::new(MockModel::new([answer("unused")]), ToolRouter::new()).build();
+    let tool = AgentTool::new("helper", "Helps.", nobody);
+    let error = ToolRouter::new()
+        .tool(tool)
+        .oneshot(agent_tower::tool::ToolCall::new(
+            "helper",
+            serde_json::json!({"task": 3}),
+        ))
+        .await
+        .unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("`task` must be a non-empty string"),
+        "{error}"
+    );
+    Ok(())
+}
