@@ -1178,7 +1178,10 @@ async fn a_sub_agent_asks_the_editor_and_its_answer_is_the_calls_content() {
             }
             _ => false,
         });
-        assert!(nested, "the helper's answer is the call's content: {updates:#?}");
+        assert!(
+            nested,
+            "the helper's answer is the call's content: {updates:#?}"
+        );
         assert!(text_of(&updates).contains("Done."));
         Ok(())
     })

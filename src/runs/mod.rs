@@ -291,6 +291,12 @@ impl<A> Runs<A> {
         self
     }
 
+    /// The [shutdown token](Self::shutdown_token): cancel it to end every active run.
+    #[must_use]
+    pub fn shutdown(&self) -> &CancellationToken {
+        &self.inner.config.shutdown
+    }
+
     /// Tells `observer` of every run's start, writes, end and followers (a
     /// [`Metrics`](crate::metrics::Metrics) counts them for Prometheus; a pair `(a, b)` tells
     /// both).

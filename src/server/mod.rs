@@ -342,6 +342,36 @@ where
         self
     }
 
+    /// Serves the [router](Self::into_router) on `listener` with the default [`Connections`]
+    /// until `shutdown` resolves, then ends every run in flight (each gets its terminal event,
+    /// through the engine's [shutdown token](Runs::shutdown)) and waits for the responses to end.
+    ///
+    /// ```no_run
+    /// # #[tokio::main] async fn main() -> std::io::Result<()> {
+    /// use agent_tower::{demo, server::AguiServer};
+    ///
+    /// let listener = tokio::net::TcpListener::bind("127.0.0.1:8000").await?;
+    /// AguiServer::new(demo::scripted().build())
+    ///     .serve(listener, async { let _ = tokio::signal::ctrl_c().await; })
+    ///     .await
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// When serving fails.
+    pub async fn serve<F>(
+        self,
+        listener: tokio::net::TcpListener,
+        shutdown: F,
+    ) -> std::io::Result<()>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let runs = self.runs.shutdown().clone();
+        serve(listener, self.into_router(), runs, shutdown).await
+    }
+
     /// The router; it starts the engine's sweeper (on the current tokio runtime) until the
     /// engine's [shutdown token](Runs::shutdown_token) fires.
     pub fn into_router(self) -> Router {
