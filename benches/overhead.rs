@@ -12,10 +12,8 @@
 //! - Before criterion runs, a counting allocator prints allocations per token for each variant.
 
 use std::{
-    alloc::{GlobalAlloc, Layout, System},
     hint::black_box,
     pin::Pin,
-    sync::atomic::{AtomicU64, Ordering},
     task::{Context, Poll},
 };
 
@@ -36,33 +34,11 @@ use futures_util::{Sink, StreamExt};
 use serde_json::json;
 use tower::{Layer, ServiceBuilder, ServiceExt};
 
-struct Counting;
-
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: forwards to the system allocator, only counting calls.
-#[allow(unsafe_code)]
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+#[path = "support/counting.rs"]
+mod counting;
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: counting::Counting = counting::Counting;
 
 const TOKENS: u64 = 10_000;
 
@@ -196,9 +172,9 @@ fn serialize_all(events: &[Event], buf: &mut Vec<u8>) {
 fn allocations_per_token(rt: &tokio::runtime::Runtime) {
     let measure = |name: &str, f: &dyn Fn()| {
         f(); // warm up
-        let before = ALLOCATIONS.load(Ordering::Relaxed);
+        let before = counting::allocations();
         f();
-        let after = ALLOCATIONS.load(Ordering::Relaxed);
+        let after = counting::allocations();
         println!(
             "allocations/token  {name:<28} {:.3}",
             (after - before) as f64 / TOKENS as f64

@@ -9,11 +9,7 @@
 //!
 //! Before criterion runs, a counting allocator prints allocations per token.
 
-use std::{
-    alloc::{GlobalAlloc, Layout, System},
-    hint::black_box,
-    sync::atomic::{AtomicU64, Ordering},
-};
+use std::hint::black_box;
 
 use agent_tower::{
     agui::Event,
@@ -28,33 +24,11 @@ use futures_util::StreamExt;
 use serde_json::json;
 use tower::ServiceExt;
 
-struct Counting;
-
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: forwards to the system allocator, only counting calls.
-#[allow(unsafe_code)]
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+#[path = "support/counting.rs"]
+mod counting;
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: counting::Counting = counting::Counting;
 
 const TOKENS: u64 = 10_000;
 
@@ -79,9 +53,9 @@ fn main() {
         .expect("a runtime");
     let agent = demo::scripted().build();
     rt.block_on(run(agent.clone(), TOKENS)); // warm up
-    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    let before = counting::allocations();
     let events = rt.block_on(run(agent.clone(), TOKENS));
-    let after = ALLOCATIONS.load(Ordering::Relaxed);
+    let after = counting::allocations();
     println!(
         "allocations/token  demo stack, run sink  {:.3}  ({events} text events)",
         (after - before) as f64 / TOKENS as f64

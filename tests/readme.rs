@@ -17,5 +17,8 @@ fn the_readmes_server_is_the_example() {
         .and_then(|block| block.split_once('\n'))
         .and_then(|(_, block)| block.split("```").next())
         .expect("a rust code block");
-    assert_eq!(first, code, "the README's first code block and examples/server.rs differ");
+    assert_eq!(
+        first, code,
+        "the README's first code block and examples/server.rs differ"
+    );
 }
