@@ -36,8 +36,20 @@ fn raw_agent() -> (
     std::process::ChildStdin,
     std::io::BufReader<std::process::ChildStdout>,
 ) {
+    raw_agent_with(&[])
+}
+
+/// [`raw_agent`] with more flags.
+fn raw_agent_with(
+    flags: &[&str],
+) -> (
+    std::process::Child,
+    std::process::ChildStdin,
+    std::io::BufReader<std::process::ChildStdout>,
+) {
     let mut agent = std::process::Command::new(AGENT)
         .args(["acp", "--store", "none"])
+        .args(flags)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
@@ -141,4 +153,76 @@ fn a_load_sends_everything_before_its_answer() {
     assert!(kinds.contains(&"agent_message_chunk"), "{lines:?}");
     drop(stdin);
     assert!(agent.wait().unwrap().success());
+}
+
+/// The rules of `serve` are the rules of `acp`: a tool `--deny` names is refused (the model is
+/// told) without asking the editor, and `--ask` asks even in the mode `auto`.
+#[test]
+fn the_rules_flags_apply_in_the_editor() {
+    use std::io::{BufRead, Write};
+    let (mut agent, mut stdin, mut stdout) =
+        raw_agent_with(&["--mode", "auto", "--deny", "remem*", "--ask", "get_time"]);
+    let mut send = |line: serde_json::Value| {
+        stdin.write_all(format!("{line}\n").as_bytes()).unwrap();
+        stdin.flush().unwrap();
+    };
+    let mut next = || {
+        let mut line = String::new();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "the agent ended");
+        serde_json::from_str::<serde_json::Value>(&line).unwrap()
+    };
+    send(
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}),
+    );
+    while next()["id"] != 1 {}
+    send(
+        serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": "/tmp", "mcpServers": []}}),
+    );
+    let session = loop {
+        let line = next();
+        if line["id"] == 2 {
+            break line["result"]["sessionId"].clone();
+        }
+    };
+    let prompt = |id: u64, text: &str| {
+        serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "session/prompt",
+            "params": {"sessionId": session, "prompt": [{"type": "text", "text": text}]}})
+    };
+
+    send(prompt(3, r#"remember {"key": "k", "value": 1}"#));
+    let mut refused = false;
+    loop {
+        let line = next();
+        assert_ne!(
+            line["method"], "session/request_permission",
+            "a denied call is not asked about: {line}"
+        );
+        let update = &line["params"]["update"];
+        if update["sessionUpdate"] == "tool_call_update" && update["status"] == "failed" {
+            refused |= update
+                .to_string()
+                .contains("does not allow calling `remember`");
+        }
+        if line["id"] == 3 {
+            break;
+        }
+    }
+    assert!(refused, "the call failed with the policy's refusal");
+
+    send(prompt(4, "get_time {}"));
+    let asked = loop {
+        let line = next();
+        assert_ne!(line["id"], 4, "the prompt ended without asking");
+        if line["method"] == "session/request_permission" {
+            break line;
+        }
+    };
+    assert_eq!(
+        asked["params"]["toolCall"]["rawInput"],
+        serde_json::json!({}),
+        "{asked}"
+    );
+    drop(stdin);
+    let _ = agent.kill();
+    let _ = agent.wait();
 }
