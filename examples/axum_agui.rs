@@ -1,7 +1,7 @@
 //! Mounting the AG-UI router inside an existing axum app, behind a bearer-token check.
 //!
 //! ```text
-//! AGENT_TOKEN=a-long-random-secret cargo run --example axum_agui --features server
+//! AGENT_TOKEN=a-long-random-secret cargo run --example axum_agui --features server,stack
 //! curl -N localhost:3000/agent -H 'authorization: Bearer a-long-random-secret' \
 //!      -H 'content-type: application/json' \
 //!      -d '{"threadId":"t","runId":"r","messages":[{"id":"m","role":"user","content":"hi"}]}'
@@ -13,25 +13,18 @@
 
 use agent_tower::{
     BoxError,
-    agent::Agent,
-    agui::AguiLayer,
     model::scripted::ScriptedModel,
     server::{AguiServer, BearerTokens, Scope},
+    stack::Stack,
     tool::demo::demo_tools,
 };
 use axum::{Router, routing::get};
-use tower::Layer;
 
 /// The existing app with the agent under `/agent`: runs need `token`, and a page on
 /// `http://localhost:5173` may call them (its CORS preflights are answered without a token, as
 /// browsers send none).
 pub fn app(token: &str) -> Result<Router, BoxError> {
-    let agui = AguiLayer::new();
-    let tools = demo_tools();
-    let agent = agui.layer(
-        Agent::new(agui.layer(ScriptedModel::new()), agui.layer(tools.clone()))
-            .tool_specs(tools.specs()),
-    );
+    let agent = Stack::new(ScriptedModel::new(), demo_tools()).build();
     let agent_routes = AguiServer::new(agent)
         .allow_origins(["http://localhost:5173"])?
         .auth(BearerTokens::new().add(Scope::Run, token)?)
