@@ -1118,13 +1118,6 @@ async fn a_kept_session_is_unknown_to_another_principal() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// A model turn calling `tool` with `arguments`.
-fn turn_calling(id: &str, tool: &str, arguments: &str) -> Vec<MockItem> {
-    let mut turn = Vec::from(MockItem::tool_call(id, tool, arguments));
-    turn.push(MockItem::tool_calls());
-    turn
-}
-
 #[tokio::test]
 async fn a_sub_agent_asks_the_editor_and_its_answer_is_the_calls_content() {
     use agent_tower::{
@@ -1140,7 +1133,7 @@ async fn a_sub_agent_asks_the_editor_and_its_answer_is_the_calls_content() {
     });
     let helper = Stack::new(
         MockModel::new([
-            turn_calling("h1", "delete_note", r#"{"id": 7}"#),
+            MockItem::turn_calling("h1", "delete_note", r#"{"id": 7}"#),
             vec![MockItem::text("Note 7 is deleted."), MockItem::stop()],
         ]),
         ToolRouter::new().route(ToolSpec::new("delete_note", "Deletes a note."), delete),
@@ -1150,7 +1143,7 @@ async fn a_sub_agent_asks_the_editor_and_its_answer_is_the_calls_content() {
     .build();
     let lead = Stack::new(
         MockModel::new([
-            turn_calling("l1", "helper", r#"{"task": "Delete note 7."}"#),
+            MockItem::turn_calling("l1", "helper", r#"{"task": "Delete note 7."}"#),
             vec![MockItem::text("Done."), MockItem::stop()],
         ]),
         ToolRouter::new().tool(AgentTool::new("helper", "Helps with notes.", helper)),

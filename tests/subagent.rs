@@ -26,9 +26,7 @@ use tower::{ServiceExt, service_fn};
 /// A model turn calling `tool` with `task`.
 fn delegate(id: &str, tool: &str, task: &str) -> Vec<MockItem> {
     let arguments = serde_json::json!({ "task": task }).to_string();
-    let mut turn = Vec::from(MockItem::tool_call(id, tool, &arguments));
-    turn.push(MockItem::tool_calls());
-    turn
+    MockItem::turn_calling(id, tool, &arguments)
 }
 
 fn answer(text: &str) -> Vec<MockItem> {
@@ -157,11 +155,7 @@ async fn cancelling_the_parent_cancels_the_sub_agent() {
 async fn a_sub_agents_turns_count_against_its_parents() {
     // The looper calls its tool in every turn; alone it would take all of its 16.
     let looping: Vec<Vec<MockItem>> = (0..16)
-        .map(|i| {
-            let mut turn = Vec::from(MockItem::tool_call(&format!("x{i}"), "noop", "{}"));
-            turn.push(MockItem::tool_calls());
-            turn
-        })
+        .map(|i| MockItem::turn_calling(&format!("x{i}"), "noop", "{}"))
         .collect();
     let looper_model = MockModel::new(looping);
     let noop = service_fn(|_| async { Ok::<_, Infallible>(ToolOutput::text("done")) });

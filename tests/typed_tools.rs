@@ -49,13 +49,6 @@ fn weather(asked: Arc<Mutex<Vec<String>>>) -> ToolRouter {
     ToolRouter::new().tool(tool)
 }
 
-/// A model turn calling one tool.
-fn call(id: &str, name: &str, arguments: &str) -> Vec<MockItem> {
-    let mut turn = Vec::from(MockItem::tool_call(id, name, arguments));
-    turn.push(MockItem::tool_calls());
-    turn
-}
-
 fn tool_text(message: &Message) -> Option<(String, bool)> {
     match message {
         Message::Tool {
@@ -95,8 +88,8 @@ async fn the_model_is_offered_the_types_schema() {
 async fn a_bad_argument_is_an_error_the_model_reads_and_corrects() {
     let asked = Arc::new(Mutex::new(Vec::new()));
     let model = MockModel::new([
-        call("c1", "weather", r#"{"city": "Oslo", "unit": "kelvin"}"#),
-        call("c2", "weather", r#"{"city": "Oslo", "unit": "c"}"#),
+        MockItem::turn_calling("c1", "weather", r#"{"city": "Oslo", "unit": "kelvin"}"#),
+        MockItem::turn_calling("c2", "weather", r#"{"city": "Oslo", "unit": "c"}"#),
         vec![MockItem::text("It is sunny."), MockItem::stop()],
     ]);
     let agent = Stack::new(model.clone(), weather(asked.clone())).build();
@@ -129,7 +122,7 @@ async fn a_bad_argument_is_an_error_the_model_reads_and_corrects() {
 async fn arguments_a_person_edited_are_checked_again() {
     let asked = Arc::new(Mutex::new(Vec::new()));
     let model = MockModel::new([
-        call("c1", "weather", r#"{"city": "Oslo", "unit": "c"}"#),
+        MockItem::turn_calling("c1", "weather", r#"{"city": "Oslo", "unit": "c"}"#),
         vec![MockItem::text("ok"), MockItem::stop()],
     ]);
     // The person edits the call into one the schema refuses: `city` is gone.

@@ -35,8 +35,7 @@
 //!     ToolRouter::new(),
 //! )
 //! .build();
-//! let mut ask = Vec::from(MockItem::tool_call("c1", "researcher", r#"{"task": "Population of Oslo?"}"#));
-//! ask.push(MockItem::tool_calls());
+//! let ask = MockItem::turn_calling("c1", "researcher", r#"{"task": "Population of Oslo?"}"#);
 //! let lead_model = MockModel::new([ask, vec![MockItem::text("About 700,000."), MockItem::stop()]]);
 //! let lead = Stack::new(
 //!     lead_model.clone(),

@@ -76,6 +76,13 @@ impl MockItem {
         ]
     }
 
+    /// A model turn that makes one whole tool call and finishes for it (`Finish(ToolCalls)`).
+    pub fn turn_calling(id: &str, name: &str, arguments: &str) -> Vec<Self> {
+        let mut turn = Vec::from(Self::tool_call(id, name, arguments));
+        turn.push(Self::tool_calls());
+        turn
+    }
+
     /// Usage.
     pub fn usage(input_tokens: u64, output_tokens: u64) -> Self {
         Self::Event(ModelEvent::Usage(Usage {
