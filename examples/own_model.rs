@@ -44,7 +44,7 @@ impl Service<ModelRequest> for Ollama {
         let body = json!({
             "model": self.model,
             "stream": true,
-            "messages": req.messages.iter().map(to_ollama).collect::<Vec<_>>(),
+            "messages": req.messages.iter().filter_map(to_ollama).collect::<Vec<_>>(),
             "tools": req.tools.iter().map(|tool| json!({"type": "function", "function": {
                 "name": tool.name, "description": tool.description, "parameters": tool.parameters,
             }})).collect::<Vec<_>>(),
@@ -89,9 +89,9 @@ impl Service<ModelRequest> for Ollama {
     }
 }
 
-/// A message as Ollama takes it.
-fn to_ollama(message: &Message) -> Value {
-    match message {
+/// A message as Ollama takes it (`None`: one it takes no part of).
+fn to_ollama(message: &Message) -> Option<Value> {
+    Some(match message {
         Message::System { content, .. } | Message::Developer { content, .. } => {
             json!({"role": "system", "content": content})
         }
@@ -109,9 +109,9 @@ fn to_ollama(message: &Message) -> Value {
             }})).collect::<Vec<_>>(),
         }),
         Message::Tool { .. } => json!({"role": "tool", "content": message.text()}),
-        // Ollama takes no reasoning back.
-        Message::Reasoning { .. } => json!({"role": "assistant", "content": ""}),
-    }
+        // Ollama takes no reasoning back; a sub-agent's kept work never reaches a model.
+        Message::Reasoning { .. } | Message::Subagent { .. } => return None,
+    })
 }
 
 /// The events of one line of Ollama's answer: text, whole tool calls, the end (`called`: whether

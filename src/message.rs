@@ -14,7 +14,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::id::{MessageId, ToolCallId};
+use crate::id::{MessageId, RunId, ToolCallId};
 
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -32,6 +32,8 @@ pub enum Role {
     Reasoning,
     /// The result of one tool call.
     Tool,
+    /// A sub-agent's conversation, kept while its run waits for a decision.
+    Subagent,
 }
 
 /// Where the bytes of a media part are.
@@ -181,6 +183,20 @@ pub enum Message {
         /// Whether the result describes a failure.
         is_error: bool,
     },
+    /// The conversation of an agent called as a tool (a [sub-agent](crate::subagent)) whose run
+    /// stopped at interrupts: kept after the call that started it until a later run answers them
+    /// and the call resumes where it stopped. No model is shown it: the
+    /// [`Agent`](crate::agent::Agent) takes it out of the conversation before it asks the model.
+    Subagent {
+        /// The message's id.
+        id: MessageId,
+        /// The call that started the sub-agent.
+        tool_call_id: ToolCallId,
+        /// The sub-agent's run.
+        run_id: RunId,
+        /// Its conversation so far.
+        messages: Vec<Message>,
+    },
 }
 
 impl Message {
@@ -217,7 +233,8 @@ impl Message {
             | Self::User { id, .. }
             | Self::Assistant { id, .. }
             | Self::Reasoning { id, .. }
-            | Self::Tool { id, .. } => id,
+            | Self::Tool { id, .. }
+            | Self::Subagent { id, .. } => id,
         }
     }
 
@@ -230,12 +247,15 @@ impl Message {
             Self::Assistant { .. } => Role::Assistant,
             Self::Reasoning { .. } => Role::Reasoning,
             Self::Tool { .. } => Role::Tool,
+            Self::Subagent { .. } => Role::Subagent,
         }
     }
 
-    /// The message's content parts (text-only roles give one text part).
+    /// The message's content parts (text-only roles give one text part; a sub-agent's
+    /// conversation none).
     pub fn content(&self) -> Vec<ContentPart> {
         match self {
+            Self::Subagent { .. } => Vec::new(),
             Self::System { content, .. }
             | Self::Developer { content, .. }
             | Self::Assistant { content, .. }
@@ -244,9 +264,11 @@ impl Message {
         }
     }
 
-    /// The message's content as one string (parts joined, media described).
+    /// The message's content as one string (parts joined, media described; a sub-agent's
+    /// conversation: empty).
     pub fn text(&self) -> String {
         match self {
+            Self::Subagent { .. } => String::new(),
             Self::System { content, .. }
             | Self::Developer { content, .. }
             | Self::Assistant { content, .. }

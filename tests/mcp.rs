@@ -37,6 +37,8 @@ async fn call(
         .oneshot(ToolCall::new(name, arguments))
         .await
         .unwrap_or_else(|e| panic!("{name}: {e}"))
+        .into_output()
+        .unwrap()
 }
 
 fn text(parts: &[ContentPart]) -> String {
@@ -90,7 +92,7 @@ async fn check(tools: &ToolRouter) {
         .oneshot(ToolCall::new("everything__get-sum", json!({"a": "two"})))
         .await;
     match wrong {
-        Ok(output) => assert!(output.is_error, "{output:?}"),
+        Ok(output) => assert!(output.into_output().unwrap().is_error),
         Err(error) => assert!(!error.to_string().is_empty()),
     }
 }

@@ -28,9 +28,8 @@ fn agent() -> impl Service<RunRequest, Response = RunOutcome, Error = BoxError, 
 }
 
 fn input(run: &str, tokens: u64) -> RunAgentInput {
-    let hello = Message::user("hello");
-    let mut input =
-        RunAgentInput::new(format!("t-{run}").into(), run.into(), vec![(&hello).into()]);
+    let hello = agent_tower::agui::input::Message::from_domain(&Message::user("hello")).unwrap();
+    let mut input = RunAgentInput::new(format!("t-{run}").into(), run.into(), vec![hello]);
     input.forwarded_props = Some(json!({"scripted": {"tokens": tokens}}));
     input
 }

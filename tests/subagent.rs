@@ -1,16 +1,20 @@
 //! Agents as tools: a sub-agent's run as the parent's client sees it (checked by the official
-//! AG-UI client's schemas and verifier), nested sub-agents, cancellation and the shared turn
-//! budget.
+//! AG-UI client's schemas and verifier), nested sub-agents, cancellation, the shared turn
+//! budget, and an interrupt inside a sub-agent answered through its parent (in-process, and by
+//! the official client on two instances of a durable server).
 
+#[path = "support/stores.rs"]
+mod stores;
 mod support;
 
-use std::{convert::Infallible, num::NonZeroU32};
+use std::{convert::Infallible, num::NonZeroU32, time::Duration};
 
 use agent_tower::{
     BoxError,
     agui::Event,
     message::Message,
     model::{ModelEvent, ModelRequest},
+    permission::{Action, Decision, InterruptApprover, Policy, Resolutions},
     run::{RunRequest, StopReason},
     stack::Stack,
     subagent::AgentTool,
@@ -200,3 +204,163 @@ async fn a_task_that_is_not_a_string_is_an_error_the_model_reads() -> Result<(),
     );
     Ok(())
 }
+
+/// A lead whose `researcher` writes notes, each write asked about (the run stops at an
+/// interrupt); the notes written, and both models, for the test to look at.
+fn asking_researcher() -> (
+    impl tower::Service<
+        RunRequest,
+        Response = agent_tower::run::RunOutcome,
+        Error = BoxError,
+        Future = impl Send,
+    > + Clone,
+    mpsc::UnboundedReceiver<Value>,
+    MockModel,
+    MockModel,
+) {
+    let (wrote, written) = mpsc::unbounded_channel();
+    let write = service_fn(move |call: agent_tower::tool::ToolCall| {
+        let _ = wrote.send(call.arguments);
+        async { Ok::<_, Infallible>(ToolOutput::text("written")) }
+    });
+    let researcher_model = MockModel::new([
+        MockItem::turn_calling("w1", "write", r#"{"note": "Oslo: 700,000"}"#),
+        answer("Noted: Oslo has 700,000 people."),
+    ]);
+    let researcher = Stack::new(
+        researcher_model.clone(),
+        ToolRouter::new().route(ToolSpec::new("write", "Writes a note."), write),
+    )
+    .policy(Policy::new().rule("write", Action::Ask))
+    .approver(InterruptApprover::new(Duration::from_secs(600)))
+    .build();
+    let lead_model = MockModel::new([
+        delegate("l1", "researcher", "Note the population of Oslo."),
+        answer("Done: noted."),
+    ]);
+    let lead = Stack::new(
+        lead_model.clone(),
+        ToolRouter::new().tool(AgentTool::new("researcher", "Takes notes.", researcher)),
+    )
+    .build();
+    (lead, written, lead_model, researcher_model)
+}
+
+#[tokio::test]
+async fn an_interrupt_in_a_sub_agent_stops_the_parent_and_its_answer_resumes_the_sub_agent()
+-> Result<(), BoxError> {
+    let (lead, mut written, lead_model, researcher_model) = asking_researcher();
+
+    // The researcher's write waits for a person: the lead's run stops with that interrupt.
+    let first = lead
+        .clone()
+        .oneshot(RunRequest::new(vec![Message::user(
+            "Note Oslo's population.",
+        )]))
+        .await?;
+    assert_eq!(first.stop, StopReason::Interrupted);
+    assert_eq!(first.interrupts.len(), 1);
+    assert_eq!(
+        first.interrupts[0].tool_call_id.as_str(),
+        "w1",
+        "the sub-agent's call"
+    );
+    assert_eq!(first.interrupts[0].tool_name, "write");
+    assert!(written.try_recv().is_err(), "nothing was written");
+    let kept = first
+        .messages
+        .iter()
+        .find_map(|m| match m {
+            Message::Subagent {
+                tool_call_id,
+                messages,
+                ..
+            } => Some((tool_call_id.as_str(), messages.len())),
+            _ => None,
+        })
+        .expect("the sub-agent's conversation is kept in the lead's");
+    assert_eq!(kept, ("l1", 2), "its task and its call");
+
+    // The answer, as a run that continues the conversation brings it.
+    let mut resume = RunRequest::new(first.messages.clone());
+    resume.run.extensions.insert(Resolutions::new(
+        [("w1".into(), Decision::Approve)].into_iter().collect(),
+    ));
+    let second = lead.oneshot(resume).await?;
+    assert_eq!(second.stop, StopReason::EndTurn, "{:?}", second.messages);
+    assert_eq!(
+        written.try_recv()?,
+        serde_json::json!({"note": "Oslo: 700,000"})
+    );
+    assert!(written.try_recv().is_err(), "written once");
+    assert_eq!(second.messages.last().unwrap().text(), "Done: noted.");
+    assert!(
+        !second
+            .messages
+            .iter()
+            .any(|m| matches!(m, Message::Subagent { .. })),
+        "nothing is kept once the call is answered"
+    );
+
+    // The researcher went on from its own conversation; the lead's model got its answer as the
+    // call's result, and never saw the kept conversation.
+    let researcher_asked = researcher_model.requests();
+    assert_eq!(researcher_asked.len(), 2);
+    let texts: Vec<String> = researcher_asked[1]
+        .messages
+        .iter()
+        .map(Message::text)
+        .collect();
+    assert_eq!(texts, ["Note the population of Oslo.", "", "written"]);
+    let lead_asked = lead_model.requests();
+    assert_eq!(lead_asked.len(), 2);
+    let last = lead_asked[1].messages.last().unwrap();
+    assert_eq!(last.text(), "Noted: Oslo has 700,000 people.");
+    assert!(lead_asked.iter().all(|req| {
+        !req.messages
+            .iter()
+            .any(|m| matches!(m, Message::Subagent { .. }))
+    }));
+    Ok(())
+}
+
+/// A durable server on the store at `url`: the scripted lead, whose `researcher` (the demo agent)
+/// asks before `remember` by interrupting its run.
+async fn lead_server(url: &str) -> String {
+    let researcher = agent_tower::demo::scripted()
+        .policy(agent_tower::demo::policy())
+        .approver(InterruptApprover::new(Duration::from_secs(600)))
+        .build();
+    let lead = Stack::new(
+        agent_tower::model::scripted::ScriptedModel::new(),
+        ToolRouter::new().tool(AgentTool::new(
+            "researcher",
+            "Does what it is told.",
+            researcher,
+        )),
+    )
+    .build();
+    let store = agent_tower::store::RunStore::open(url).await.unwrap();
+    let router =
+        agent_tower::server::AguiServer::with_runs(agent_tower::runs::Runs::new(lead).log(store))
+            .into_router();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}/", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    base
+}
+
+#[tokio::test]
+async fn the_official_client_answers_a_sub_agents_interrupt_through_the_parent_on_another_instance()
+{
+    for (name, url) in stores::store_urls("subagent_interrupt").await {
+        let (a, b) = (lead_server(&url).await, lead_server(&url).await);
+        let output = support::node("agui-subagent-interrupt.mjs", &[&a, &b], None).await;
+        assert!(
+            output.contains("answered through its parent"),
+            "{name}: {output}"
+        );
+    }
+}
+
+stores::postgresql_answers_test!();

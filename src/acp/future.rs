@@ -47,12 +47,14 @@ impl Lifecycle {
     /// that stopped at an interrupt did not run: it failed, saying so).
     fn finished<R: ToolReply, E: fmt::Display>(&self, output: &Result<R, E>) -> SessionUpdate {
         let (parts, failed) = match output {
-            Ok(reply) => match (reply.output(), reply.interrupt()) {
-                (Some(out), _) => (out.ui_content().to_vec(), out.is_error),
-                (None, interrupt) => (
-                    vec![ContentPart::text(
-                        interrupt.map(ToString::to_string).unwrap_or_default(),
-                    )],
+            Ok(reply) => match reply.output() {
+                Some(out) => (out.ui_content().to_vec(), out.is_error),
+                None => (
+                    reply
+                        .interrupts()
+                        .iter()
+                        .map(|interrupt| ContentPart::text(interrupt.to_string()))
+                        .collect(),
                     true,
                 ),
             },

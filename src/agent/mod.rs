@@ -48,6 +48,13 @@
 //! finish, and the run ends with [`StopReason::Interrupted`] and the interrupts in
 //! [`RunOutcome::interrupts`]; no task waits for the person.
 //!
+//! A call whose own work stopped at interrupts (an [agent called as a tool](crate::subagent)
+//! whose tools wait for a person) answers [`ToolResponse::Suspended`]: the run ends with its
+//! interrupts as well, and its work is kept in the conversation after the call
+//! ([`Message::Subagent`]). The run that answers them takes it out again and hands it back to the
+//! call ([`crate::tool::SuspendedRun`], in the call's extensions), which goes on
+//! where it stopped. Kept work is never shown to the model.
+//!
 //! # State and background work
 //!
 //! The run's [`SharedState`](crate::context::SharedState) (from the request, or empty) is in every
@@ -67,7 +74,7 @@ mod step;
 pub use self::budget::TurnBudget;
 
 use std::{
-    collections::HashSet,
+    collections::{HashMap, HashSet},
     fmt,
     future::Future,
     num::NonZeroU32,
@@ -89,7 +96,8 @@ use crate::{
     model::{ModelOptions, ModelRequest, ModelService, Usage},
     run::{ContextEntry, RunOutcome, RunRequest, StopReason, TurnCalls},
     tool::{
-        Interrupt, RunTools, ToolCall, ToolError, ToolOutput, ToolReply, ToolResponse, ToolSpec,
+        Interrupt, RunTools, Suspended, SuspendedRun, ToolCall, ToolError, ToolOutput, ToolReply,
+        ToolResponse, ToolSpec,
     },
 };
 
@@ -343,6 +351,8 @@ where
         // Layers that look at whole messages may resolve them against the context.
         let context: Arc<[ContextEntry]> = context.into();
         run.extensions.insert(context.clone());
+        // Work of calls suspended by an earlier run: the calls that resume get theirs back.
+        let mut suspended = take_suspended(&mut messages);
         let client_tool_names: HashSet<String> =
             client_tools.iter().map(|t| t.name.clone()).collect();
         // What the model is offered, shared by every step (the agent's own list as it is, unless the
@@ -392,7 +402,8 @@ where
         let unanswered = unanswered_calls(&messages, &client_tool_names);
         if !unanswered.is_empty() {
             let turn = run.turn;
-            let Some(results) = run_calls(tools.clone(), &run, turn, unanswered).await else {
+            let calls = Calls::resuming(unanswered, &mut suspended);
+            let Some(results) = run_calls(tools.clone(), &run, turn, calls).await else {
                 return cancelled(messages, usage);
             };
             messages.extend(results.messages);
@@ -463,7 +474,8 @@ where
                 .filter(|call| !answered.contains(&call.id))
                 .partition(|call| client_tool_names.contains(&call.name));
 
-            let Some(results) = run_calls(tools.clone(), &run, turn, server_calls).await else {
+            let calls = Calls::new(server_calls);
+            let Some(results) = run_calls(tools.clone(), &run, turn, calls).await else {
                 return cancelled(messages, usage);
             };
             messages.extend(results.messages);
@@ -497,11 +509,66 @@ where
     }
 }
 
-/// What one turn's server-side calls gave: their result messages, and the calls that stopped at
-/// an interrupt (no message).
+/// What one turn's server-side calls gave: their result messages (then the kept work of the
+/// suspended ones), and the interrupts they stopped at (no result message).
 struct TurnResults {
     messages: Vec<Message>,
     interrupts: Vec<Interrupt>,
+}
+
+/// Why a call has no result yet.
+enum Waiting {
+    /// It waits for a decision.
+    Decision(Interrupt),
+    /// Its own work waits for decisions.
+    Work(ToolCallId, Suspended),
+}
+
+/// One turn's server-side calls, each with the work it resumes, if any.
+struct Calls(Vec<(ToolCallRequest, Option<SuspendedRun>)>);
+
+impl Calls {
+    fn new(calls: Vec<ToolCallRequest>) -> Self {
+        Self(calls.into_iter().map(|call| (call, None)).collect())
+    }
+
+    /// `calls`, each with its work from `suspended`.
+    fn resuming(
+        calls: Vec<ToolCallRequest>,
+        suspended: &mut HashMap<ToolCallId, SuspendedRun>,
+    ) -> Self {
+        Self(
+            calls
+                .into_iter()
+                .map(|call| {
+                    let work = suspended.remove(&call.id);
+                    (call, work)
+                })
+                .collect(),
+        )
+    }
+}
+
+/// Takes the work of suspended calls out of the conversation ([`Message::Subagent`]), by call.
+fn take_suspended(messages: &mut Vec<Message>) -> HashMap<ToolCallId, SuspendedRun> {
+    let mut suspended = HashMap::new();
+    messages.retain_mut(|message| match message {
+        Message::Subagent {
+            tool_call_id,
+            run_id,
+            messages,
+            ..
+        } => {
+            let run = SuspendedRun {
+                run_id: run_id.clone(),
+                messages: std::mem::take(messages),
+            };
+            suspended.insert(tool_call_id.clone(), run);
+            false
+        }
+        _ => true,
+    });
+    suspended
 }
 
 /// Runs one turn's server-side calls concurrently; `None` when the run is cancelled meanwhile.
@@ -509,7 +576,7 @@ async fn run_calls<T>(
     tools: T,
     run: &crate::context::RunContext,
     turn: u32,
-    calls: Vec<ToolCallRequest>,
+    calls: Calls,
 ) -> Option<TurnResults>
 where
     T: Service<ToolCall> + Clone,
@@ -526,12 +593,24 @@ where
         messages: Vec::with_capacity(results.len()),
         interrupts: Vec::new(),
     };
+    let mut kept = Vec::new();
     for result in results {
         match result {
             Ok(message) => turn_results.messages.push(message),
-            Err(interrupt) => turn_results.interrupts.push(interrupt),
+            Err(Waiting::Decision(interrupt)) => turn_results.interrupts.push(interrupt),
+            Err(Waiting::Work(tool_call_id, suspended)) => {
+                let (interrupts, work) = suspended.into_parts();
+                turn_results.interrupts.extend(interrupts);
+                kept.push(Message::Subagent {
+                    id: MessageId::new(),
+                    tool_call_id,
+                    run_id: work.run_id,
+                    messages: work.messages,
+                });
+            }
         }
     }
+    turn_results.messages.extend(kept);
     Some(turn_results)
 }
 
@@ -570,24 +649,33 @@ fn tool_runs<T>(
     tools: &T,
     run: &crate::context::RunContext,
     turn: u32,
-    requests: Vec<ToolCallRequest>,
-) -> Vec<impl Future<Output = Result<Message, Interrupt>>>
+    requests: Calls,
+) -> Vec<impl Future<Output = Result<Message, Waiting>>>
 where
     T: Service<ToolCall> + Clone,
     T::Response: ToolReply,
     T::Error: Into<BoxError>,
 {
     let prepared: Vec<Result<ToolCall, (ToolCallRequest, ToolError)>> = requests
+        .0
         .into_iter()
-        .map(|request| match parse_arguments(&request.arguments) {
-            Ok(arguments) => Ok(ToolCall {
-                id: request.id,
-                name: request.name,
-                arguments,
-                run: run.for_step(MessageId::new(), turn),
-            }),
-            Err(error) => Err((request, error)),
-        })
+        .map(
+            |(request, work)| match parse_arguments(&request.arguments) {
+                Ok(arguments) => {
+                    let mut run = run.for_step(MessageId::new(), turn);
+                    if let Some(work) = work {
+                        run.extensions.insert(work);
+                    }
+                    Ok(ToolCall {
+                        id: request.id,
+                        name: request.name,
+                        arguments,
+                        run,
+                    })
+                }
+                Err(error) => Err((request, error)),
+            },
+        )
         .collect();
     let turn_calls = TurnCalls(
         prepared
@@ -619,8 +707,9 @@ where
         .collect()
 }
 
-/// Runs one tool call; a tool error or panic becomes an error result, an interrupt stays one.
-async fn call_tool<T>(tools: T, call: ToolCall) -> Result<Message, Interrupt>
+/// Runs one tool call; a tool error or panic becomes an error result, an interrupt or suspended
+/// work stays one.
+async fn call_tool<T>(tools: T, call: ToolCall) -> Result<Message, Waiting>
 where
     T: Service<ToolCall>,
     T::Response: ToolReply,
@@ -632,7 +721,10 @@ where
     let output = match AssertUnwindSafe(tools.oneshot(call)).catch_unwind().await {
         Ok(Ok(reply)) => match reply.into_response() {
             ToolResponse::Output(output) => output,
-            ToolResponse::Interrupted(interrupt) => return Err(interrupt),
+            ToolResponse::Interrupted(interrupt) => return Err(Waiting::Decision(interrupt)),
+            ToolResponse::Suspended(suspended) => {
+                return Err(Waiting::Work(tool_call_id, suspended));
+            }
         },
         Ok(Err(error)) => ToolOutput::error(ToolError::from_boxed(error.into()).to_string()),
         Err(_panic) => {

@@ -401,7 +401,11 @@ fn terminal_events(
     if interrupted || options.messages_snapshot() {
         events.push(
             MessagesSnapshot {
-                messages: outcome.messages.iter().map(Into::into).collect(),
+                messages: outcome
+                    .messages
+                    .iter()
+                    .filter_map(crate::agui::input::Message::from_domain)
+                    .collect(),
                 base: BaseEvent::default(),
             }
             .into(),

@@ -502,9 +502,13 @@ impl Message {
     }
 }
 
-impl From<&message::Message> for Message {
-    fn from(message: &message::Message) -> Self {
-        match message {
+impl Message {
+    /// The message on the wire; `None` for a sub-agent's kept conversation
+    /// ([`Message::Subagent`](message::Message::Subagent)), which no client is shown.
+    #[must_use]
+    pub fn from_domain(message: &message::Message) -> Option<Self> {
+        Some(match message {
+            message::Message::Subagent { .. } => return None,
             message::Message::System { id, content } => Self::System {
                 id: id.clone(),
                 content: content.clone(),
@@ -565,7 +569,7 @@ impl From<&message::Message> for Message {
                     error,
                 }
             }
-        }
+        })
     }
 }
 
@@ -717,7 +721,7 @@ mod tests {
         let back: Vec<Message> = parsed
             .iter()
             .filter_map(Message::to_domain)
-            .map(|m| Message::from(&m))
+            .filter_map(|m| Message::from_domain(&m))
             .collect();
         assert_eq!(serde_json::to_value(&back).unwrap(), messages);
     }

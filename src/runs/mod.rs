@@ -32,7 +32,8 @@
 //! let runs = Runs::new(agent); // a bounded in-memory log; `.log(store)` for SQLite or PostgreSQL
 //!
 //! let hello = agent_tower::message::Message::user("hello");
-//! let input = RunAgentInput::new("thread".into(), "run-1".into(), vec![(&hello).into()]);
+//! let hello = agent_tower::agui::input::Message::from_domain(&hello).unwrap();
+//! let input = RunAgentInput::new("thread".into(), "run-1".into(), vec![hello]);
 //! let begun = runs.begin(input.clone()).await?;
 //! assert!(matches!(begun, Begun::Started { .. }));
 //! let events: Vec<_> = runs.follow(begun.run_id().clone(), 0).collect().await;

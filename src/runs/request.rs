@@ -61,13 +61,15 @@ mod bound {
         runs::{InterruptRecord, args_hash},
     };
 
-    /// The interrupted call's arguments, as the conversation holds them.
+    /// The interrupted call's arguments, as the conversation holds them (a sub-agent's call in
+    /// the sub-agent's kept conversation).
     fn call_arguments(record: &InterruptRecord, messages: &[Message]) -> Option<Value> {
         messages.iter().rev().find_map(|message| match message {
             Message::Assistant { tool_calls, .. } => tool_calls
                 .iter()
                 .find(|call| call.id == record.tool_call_id)
                 .map(|call| serde_json::from_str(&call.arguments).unwrap_or(Value::Null)),
+            Message::Subagent { messages, .. } => call_arguments(record, messages),
             _ => None,
         })
     }

@@ -244,8 +244,11 @@ where
             .interrupts(Interrupts::PendingOf(&thread_id))
             .await
             .map_err(|e| unavailable(&e))?;
-        let messages: Vec<crate::agui::input::Message> =
-            thread.messages.iter().map(Into::into).collect();
+        let messages: Vec<crate::agui::input::Message> = thread
+            .messages
+            .iter()
+            .filter_map(crate::agui::input::Message::from_domain)
+            .collect();
         Ok::<_, Rejection>(
             Json(json!({
                 "threadId": thread.thread_id,

@@ -17,10 +17,18 @@
 //!   count against the parent's), its principal, its shared state and the decisions the parent
 //!   run brings.
 //!
-//! A sub-agent whose run stops at an interrupt (a call waiting for a person) ends the parent's
-//! call with an error result saying so: answer it with an approver that asks while the run
-//! waits ([`AcpApprover`](crate::acp::AcpApprover) in an editor, a
-//! [`ChannelApprover`](crate::permission::ChannelApprover)).
+//! # Interrupts
+//!
+//! A sub-agent whose run stops at interrupts (its tools wait for a person's decision, with an
+//! [`InterruptApprover`](crate::permission::InterruptApprover)) suspends the parent's call
+//! ([`ToolResponse::Suspended`]): the parent's run ends with the same interrupts, which the client
+//! answers as any other (AG-UI `resume`), and the sub-agent's conversation is kept in the
+//! parent's ([`Message::Subagent`]). The run that answers them makes the call again: the
+//! sub-agent continues its own run (same `subagentRunId`) from its conversation, the decisions
+//! apply to its calls, and its answer is the call's result. Nothing is held in memory meanwhile:
+//! with a [`RunLog`](crate::runs::RunLog) the parent's conversation is durable, so the answer may
+//! come after a restart. An approver that asks while the run waits
+//! ([`AcpApprover`](crate::acp::AcpApprover) in an editor) never suspends anything.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), agent_tower::BoxError> {
@@ -73,7 +81,10 @@ use crate::{
     id::{RunId, ToolCallId},
     message::Message,
     run::{RunOutcome, RunRequest, StopReason},
-    tool::{Progress, Tool, ToolCall, ToolError, ToolErrorKind, ToolKind, ToolOutput, ToolSpec},
+    tool::{
+        Progress, Suspended, SuspendedRun, Tool, ToolCall, ToolError, ToolErrorKind, ToolKind,
+        ToolOutput, ToolResponse, ToolSpec,
+    },
     transport::Channel,
 };
 
@@ -126,9 +137,9 @@ where
     S::Error: Into<BoxError> + Send,
     S::Future: Send + 'static,
 {
-    type Response = ToolOutput;
+    type Response = ToolResponse;
     type Error = ToolError;
-    type Future = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send>>;
+    type Future = Pin<Box<dyn Future<Output = Result<ToolResponse, ToolError>> + Send>>;
 
     /// Always ready: each call waits for the agent's readiness in its own future.
     fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), ToolError>> {
@@ -142,15 +153,15 @@ where
 
 impl<S> Tool for AgentTool<S>
 where
-    Self: Service<ToolCall, Response = ToolOutput>,
+    Self: Service<ToolCall, Response = ToolResponse>,
 {
     fn spec(&self) -> ToolSpec {
         self.spec.clone()
     }
 }
 
-/// One sub-agent run for `call`.
-async fn run<S>(agent: S, spec: ToolSpec, call: ToolCall) -> Result<ToolOutput, ToolError>
+/// One sub-agent run for `call`, or the rest of the one it suspended.
+async fn run<S>(agent: S, spec: ToolSpec, mut call: ToolCall) -> Result<ToolResponse, ToolError>
 where
     S: Service<RunRequest, Response = RunOutcome>,
     S::Error: Into<BoxError>,
@@ -181,9 +192,14 @@ where
             ),
         ));
     }
-    let run_id = RunId::new();
+    // Its own, not its sub-agents': they find theirs in its conversation.
+    let resumed = call.run.extensions.remove::<SuspendedRun>();
+    let (run_id, messages) = match resumed {
+        Some(work) => (work.run_id, work.messages),
+        None => (RunId::new(), vec![Message::user(task)]),
+    };
     let (events, sub_events) = Channel::<Event>::bounded(FORWARDED);
-    let mut req = RunRequest::new(vec![Message::user(task)]);
+    let mut req = RunRequest::new(messages);
     req.run = sub_run(&call.run, run_id.clone(), events);
     let parent = call.run.sinks.get::<Channel<Event>>().cloned();
     // Without an AG-UI client, the answer so far is the call's progress (an editor shows it as
@@ -220,7 +236,7 @@ where
         forwarder.forward(event).await;
     }
     let outcome = outcome.map_err(|e| ToolError::from_boxed(e.into()))?;
-    answer(&spec.name, &outcome)
+    answer(&spec.name, run_id, outcome)
 }
 
 /// The sub-agent's run: a run of its own on the parent's thread, under the parent's
@@ -236,8 +252,8 @@ fn sub_run(parent: &RunContext, run_id: RunId, events: Channel<Event>) -> RunCon
     run
 }
 
-/// The call's result: the sub-agent's last answer.
-fn answer(name: &str, outcome: &RunOutcome) -> Result<ToolOutput, ToolError> {
+/// The call's result (the sub-agent's last answer), or its run suspended at its interrupts.
+fn answer(name: &str, run_id: RunId, outcome: RunOutcome) -> Result<ToolResponse, ToolError> {
     let text = || {
         outcome
             .messages
@@ -252,25 +268,25 @@ fn answer(name: &str, outcome: &RunOutcome) -> Result<ToolOutput, ToolError> {
             ToolErrorKind::Cancelled,
             format!("`{name}` was cancelled"),
         )),
-        StopReason::Interrupted => Err(ToolError::new(
-            ToolErrorKind::Failed,
-            format!(
-                "`{name}` stopped to wait for a person's decision on {}; a sub-agent's \
-                 interrupts are not resumed through its caller: give it an approver that asks \
-                 while it waits",
-                outcome
-                    .interrupts
-                    .iter()
-                    .map(|i| format!("`{}`", i.tool_name))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        )),
-        StopReason::ClientToolCalls => Err(ToolError::new(
+        StopReason::Interrupted if outcome.pending_tool_calls.is_empty() => {
+            let work = SuspendedRun {
+                run_id,
+                messages: outcome.messages,
+            };
+            Suspended::new(outcome.interrupts, work)
+                .map(ToolResponse::Suspended)
+                .ok_or_else(|| {
+                    ToolError::new(
+                        ToolErrorKind::Failed,
+                        format!("`{name}` stopped without saying what it waits for"),
+                    )
+                })
+        }
+        StopReason::Interrupted | StopReason::ClientToolCalls => Err(ToolError::new(
             ToolErrorKind::Failed,
             format!("`{name}` called tools only a client can run"),
         )),
-        _ => Ok(ToolOutput::text(text())),
+        _ => Ok(ToolOutput::text(text()).into()),
     }
 }
 

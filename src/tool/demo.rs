@@ -21,7 +21,7 @@ use super::{ToolCall, ToolError, ToolErrorKind, ToolKind, ToolOutput, ToolRouter
 /// use tower::ServiceExt;
 ///
 /// let out = demo_tools().oneshot(ToolCall::new("add", serde_json::json!({"a": 2, "b": 40}))).await.unwrap();
-/// assert_eq!(out.to_text(), "42");
+/// assert_eq!(out.into_output().unwrap().to_text(), "42");
 /// # }
 /// ```
 #[must_use]
@@ -190,7 +190,7 @@ mod tests {
         let (call, state) = remember("theme");
         let done = demo_tools().oneshot(call).await.unwrap();
         assert_eq!(
-            (done.to_text().as_str(), state.get()),
+            (done.into_output().unwrap().to_text().as_str(), state.get()),
             ("remembered theme", json!({"theme": 1}))
         );
         let (call, state) = remember("__proto__");

@@ -17,7 +17,8 @@
 //! let router = ToolRouter::new().route(ToolSpec::new("add", "Adds a and b."), add);
 //!
 //! let out = router.oneshot(ToolCall::new("add", json!({"a": 1, "b": 2}))).await.unwrap();
-//! assert_eq!(out.to_text(), "3.0");
+//! // A router answers a `ToolResponse`: an output, unless the call stopped at an interrupt.
+//! assert_eq!(out.into_output().unwrap().to_text(), "3.0");
 //! # }
 //! ```
 
@@ -48,7 +49,7 @@ use crate::{
 
 pub use self::{
     progress::Progress,
-    response::{Interrupt, ToolReply, ToolResponse},
+    response::{Interrupt, Suspended, SuspendedRun, ToolReply, ToolResponse},
     router::{RunTools, ToolRouter},
     started::Started,
 };
@@ -362,8 +363,10 @@ pub trait ToolService: Service<ToolCall, Response = ToolOutput> {}
 impl<S> ToolService for S where S: Service<ToolCall, Response = ToolOutput> {}
 
 /// A tool that knows what it offers the model: its [`ToolSpec`]. Register one with
-/// [`ToolRouter::tool`]; a [typed tool](typed) is one.
-pub trait Tool: Service<ToolCall, Response = ToolOutput> {
+/// [`ToolRouter::tool`]; a [typed tool](typed) is one, and so is an
+/// [agent called as a tool](crate::subagent::AgentTool) (which answers a [`ToolResponse`]: its
+/// run may stop at interrupts).
+pub trait Tool: Service<ToolCall, Response: ToolReply> {
     /// The tool's name, description and parameters.
     fn spec(&self) -> ToolSpec;
 }

@@ -5,7 +5,10 @@ use std::{fmt, time::SystemTime};
 use serde_json::Value;
 
 use super::ToolOutput;
-use crate::id::{InterruptId, ToolCallId};
+use crate::{
+    id::{InterruptId, RunId, ToolCallId},
+    message::Message,
+};
 
 /// A tool call a run stopped at: it needs a decision nobody has given yet, so the run ended
 /// ([`StopReason::Interrupted`](crate::run::StopReason::Interrupted)) and a later run on the
@@ -34,8 +37,52 @@ impl fmt::Display for Interrupt {
     }
 }
 
-/// What a tool stack that may ask a person answers for one call: the call's output, or the
-/// [`Interrupt`] it stopped at (it did not run, nothing was decided).
+/// The work of a call that stopped at interrupts of its own: the run of an agent called as a
+/// tool (a [sub-agent](crate::subagent)) whose tools wait for a person.
+///
+/// The [`Agent`](crate::agent::Agent) ends its run with these interrupts and keeps the run's
+/// conversation after the call ([`Message::Subagent`]); the run that answers them makes the call
+/// again with a [`SuspendedRun`] in its extensions, and the call goes on where it stopped.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Suspended {
+    interrupts: Vec<Interrupt>,
+    run: SuspendedRun,
+}
+
+impl Suspended {
+    /// `run` waiting for `interrupts`; `None` when there are none (a run that waits for nothing
+    /// is not suspended).
+    #[must_use]
+    pub fn new(interrupts: Vec<Interrupt>, run: SuspendedRun) -> Option<Self> {
+        (!interrupts.is_empty()).then_some(Self { interrupts, run })
+    }
+
+    /// What the call waits for: at least one interrupt.
+    #[must_use]
+    pub fn interrupts(&self) -> &[Interrupt] {
+        &self.interrupts
+    }
+
+    /// The interrupts and the run.
+    #[must_use]
+    pub fn into_parts(self) -> (Vec<Interrupt>, SuspendedRun) {
+        (self.interrupts, self.run)
+    }
+}
+
+/// A suspended call's run: its id and its conversation so far. In the extensions of a call that
+/// resumes one ([`RunContext::extensions`](crate::context::RunContext::extensions)).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SuspendedRun {
+    /// The run.
+    pub run_id: RunId,
+    /// Its conversation, ending with the calls that wait.
+    pub messages: Vec<Message>,
+}
+
+/// What a tool stack that may ask a person answers for one call: the call's output, the
+/// [`Interrupt`] it stopped at (it did not run, nothing was decided), or the interrupts its own
+/// work stopped at ([`Suspended`]).
 ///
 /// "Ask a person later" is an answer, not a failure: no layer that handles errors (mapping them
 /// to results, retrying, timing out, falling back) can turn it into a failed call. A
@@ -48,6 +95,19 @@ pub enum ToolResponse {
     Output(ToolOutput),
     /// The call waits for a decision.
     Interrupted(Interrupt),
+    /// The call's own work waits for decisions.
+    Suspended(Suspended),
+}
+
+impl ToolResponse {
+    /// The output, unless the call stopped at interrupts.
+    #[must_use]
+    pub fn into_output(self) -> Option<ToolOutput> {
+        match self {
+            Self::Output(output) => Some(output),
+            Self::Interrupted(_) | Self::Suspended(_) => None,
+        }
+    }
 }
 
 impl From<ToolOutput> for ToolResponse {
@@ -59,6 +119,12 @@ impl From<ToolOutput> for ToolResponse {
 impl From<Interrupt> for ToolResponse {
     fn from(interrupt: Interrupt) -> Self {
         Self::Interrupted(interrupt)
+    }
+}
+
+impl From<Suspended> for ToolResponse {
+    fn from(suspended: Suspended) -> Self {
+        Self::Suspended(suspended)
     }
 }
 
@@ -79,8 +145,8 @@ pub trait ToolReply: From<ToolOutput> + sealed::Sealed {
     /// The output, mutably, unless the call stopped at an interrupt.
     fn output_mut(&mut self) -> Option<&mut ToolOutput>;
 
-    /// The interrupt the call stopped at, if it did.
-    fn interrupt(&self) -> Option<&Interrupt>;
+    /// The interrupts the call stopped at: none when it did not.
+    fn interrupts(&self) -> &[Interrupt];
 
     /// As a [`ToolResponse`].
     fn into_response(self) -> ToolResponse;
@@ -95,8 +161,8 @@ impl ToolReply for ToolOutput {
         Some(self)
     }
 
-    fn interrupt(&self) -> Option<&Interrupt> {
-        None
+    fn interrupts(&self) -> &[Interrupt] {
+        &[]
     }
 
     fn into_response(self) -> ToolResponse {
@@ -108,21 +174,22 @@ impl ToolReply for ToolResponse {
     fn output(&self) -> Option<&ToolOutput> {
         match self {
             Self::Output(output) => Some(output),
-            Self::Interrupted(_) => None,
+            Self::Interrupted(_) | Self::Suspended(_) => None,
         }
     }
 
     fn output_mut(&mut self) -> Option<&mut ToolOutput> {
         match self {
             Self::Output(output) => Some(output),
-            Self::Interrupted(_) => None,
+            Self::Interrupted(_) | Self::Suspended(_) => None,
         }
     }
 
-    fn interrupt(&self) -> Option<&Interrupt> {
+    fn interrupts(&self) -> &[Interrupt] {
         match self {
-            Self::Output(_) => None,
-            Self::Interrupted(interrupt) => Some(interrupt),
+            Self::Output(_) => &[],
+            Self::Interrupted(interrupt) => std::slice::from_ref(interrupt),
+            Self::Suspended(suspended) => suspended.interrupts(),
         }
     }
 

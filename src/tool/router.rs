@@ -5,12 +5,16 @@ use std::{collections::BTreeMap, fmt, sync::Arc};
 use tower::util::{BoxCloneSyncService, Oneshot, ServiceExt};
 use tower_service::Service;
 
-use super::{Tool, ToolCall, ToolError, ToolOutput, ToolSpec};
+use super::{Tool, ToolCall, ToolError, ToolReply, ToolResponse, ToolSpec};
 use crate::BoxError;
 
-type BoxTool = BoxCloneSyncService<ToolCall, ToolOutput, ToolError>;
+type BoxTool = BoxCloneSyncService<ToolCall, ToolResponse, ToolError>;
 
 /// Routes tool calls by name.
+///
+/// A router answers a [`ToolResponse`]: its tools answer a [`ToolOutput`](super::ToolOutput), or,
+/// when their work may stop at interrupts (an [agent called as a
+/// tool](crate::subagent::AgentTool)), a [`ToolResponse`].
 ///
 /// # Readiness
 ///
@@ -43,12 +47,12 @@ impl ToolRouter {
     #[must_use]
     pub fn route<S>(mut self, spec: ToolSpec, tool: S) -> Self
     where
-        S: Service<ToolCall, Response = ToolOutput> + Clone + Send + Sync + 'static,
+        S: Service<ToolCall> + Clone + Send + Sync + 'static,
+        S::Response: ToolReply,
         S::Error: Into<BoxError>,
         S::Future: Send + 'static,
     {
-        let tool = tool.map_err(|e: S::Error| ToolError::from_boxed(e.into()));
-        Arc::make_mut(&mut self.routes).insert(spec.name.clone(), (spec, BoxTool::new(tool)));
+        Arc::make_mut(&mut self.routes).insert(spec.name.clone(), (spec, boxed(tool)));
         self
     }
 
@@ -77,18 +81,19 @@ impl ToolRouter {
     ///     Ok::<_, std::convert::Infallible>(ToolOutput::text(format!("ran {}", call.name)))
     /// }));
     /// let output = router.oneshot(ToolCall::new("anything", serde_json::json!({}))).await.unwrap();
+    /// let output = output.into_output().unwrap();
     /// assert_eq!(output.content, [agent_tower::message::ContentPart::text("ran anything")]);
     /// # }
     /// ```
     #[must_use]
     pub fn fallback<S>(mut self, tool: S) -> Self
     where
-        S: Service<ToolCall, Response = ToolOutput> + Clone + Send + Sync + 'static,
+        S: Service<ToolCall> + Clone + Send + Sync + 'static,
+        S::Response: ToolReply,
         S::Error: Into<BoxError>,
         S::Future: Send + 'static,
     {
-        let tool = tool.map_err(|e: S::Error| ToolError::from_boxed(e.into()));
-        self.fallback = Some(BoxTool::new(tool));
+        self.fallback = Some(boxed(tool));
         self
     }
 
@@ -124,6 +129,21 @@ impl ToolRouter {
     }
 }
 
+/// `tool` as a router's tool: its answer a [`ToolResponse`], its errors [`ToolError`]s (kept as
+/// they are if they already are one).
+fn boxed<S>(tool: S) -> BoxTool
+where
+    S: Service<ToolCall> + Clone + Send + Sync + 'static,
+    S::Response: ToolReply,
+    S::Error: Into<BoxError>,
+    S::Future: Send + 'static,
+{
+    BoxTool::new(
+        tool.map_response(ToolReply::into_response)
+            .map_err(|e: S::Error| ToolError::from_boxed(e.into())),
+    )
+}
+
 impl fmt::Debug for ToolRouter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ToolRouter")
@@ -149,6 +169,7 @@ impl fmt::Debug for ToolRouter {
 /// let mut call = ToolCall::new("ping", serde_json::json!({}));
 /// call.run.extensions.insert(RunTools(session));
 /// let output = ToolRouter::new().oneshot(call).await.unwrap();
+/// let output = output.into_output().unwrap();
 /// assert_eq!(output.content, [agent_tower::message::ContentPart::text("pong")]);
 /// # }
 /// ```
@@ -156,7 +177,7 @@ impl fmt::Debug for ToolRouter {
 pub struct RunTools(pub ToolRouter);
 
 impl Service<ToolCall> for ToolRouter {
-    type Response = ToolOutput;
+    type Response = ToolResponse;
     type Error = ToolError;
     type Future = future::ResponseFuture;
 
@@ -195,7 +216,7 @@ pub mod future {
 
     use pin_project_lite::pin_project;
 
-    use super::{BoxTool, Oneshot, ToolCall, ToolError, ToolOutput};
+    use super::{BoxTool, Oneshot, ToolCall, ToolError, ToolResponse};
 
     pin_project! {
         /// Either the routed tool's call or an immediate "unknown tool" error.
@@ -228,7 +249,7 @@ pub mod future {
     }
 
     impl Future for ResponseFuture {
-        type Output = Result<ToolOutput, ToolError>;
+        type Output = Result<ToolResponse, ToolError>;
 
         fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
             match self.project().inner.project() {
@@ -250,7 +271,7 @@ pub mod future {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tool::ToolErrorKind;
+    use crate::tool::{ToolErrorKind, ToolOutput};
     use serde_json::json;
     use tower::service_fn;
 
@@ -278,7 +299,7 @@ mod tests {
             .call(ToolCall::new("echo", json!({"x": 1})))
             .await
             .unwrap();
-        assert_eq!(out.to_text(), r#"{"x":1}"#);
+        assert_eq!(out.into_output().unwrap().to_text(), r#"{"x":1}"#);
         assert_eq!(router.specs().len(), 1);
     }
 
@@ -295,6 +316,6 @@ mod tests {
         tokio_test::assert_pending!(fut.poll());
         let (_, respond) = handle.next_request().await.unwrap();
         respond.send_response(ToolOutput::text("done"));
-        assert_eq!(fut.await.unwrap().to_text(), "done");
+        assert_eq!(fut.await.unwrap().into_output().unwrap().to_text(), "done");
     }
 }

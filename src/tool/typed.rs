@@ -46,7 +46,7 @@
 //! assert_eq!(tools.specs()[0].parameters["required"], json!(["city", "unit"]));
 //!
 //! let ok = tools.clone().oneshot(ToolCall::new("weather", json!({"city": "Oslo", "unit": "c"}))).await;
-//! assert_eq!(ok.unwrap().to_text(), r#"{"temperature":21.0}"#);
+//! assert_eq!(ok.unwrap().into_output().unwrap().to_text(), r#"{"temperature":21.0}"#);
 //!
 //! let bad = tools.oneshot(ToolCall::new("weather", json!({"city": "Oslo", "unit": "kelvin"}))).await;
 //! let error = bad.unwrap_err();

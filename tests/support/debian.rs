@@ -5,6 +5,11 @@
 /// when it cannot. (Whether it is there, not whether `--version` succeeds: Debian's `chromium`
 /// wrapper can fail that on a busy machine while the browser itself runs.)
 pub fn ensure(command: &str, package: &str) {
+    // One at a time: two tests of one file installing at once meet apt's lock, and one fails.
+    static INSTALLING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = INSTALLING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let found = std::process::Command::new("sh")
         .args(["-c", &format!("command -v {command}")])
         .output()

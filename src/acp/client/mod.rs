@@ -490,6 +490,7 @@ fn role(message: &Message) -> &'static str {
         crate::message::Role::Tool => "tool",
         crate::message::Role::Reasoning => "reasoning",
         crate::message::Role::System | crate::message::Role::Developer => "instructions",
+        crate::message::Role::Subagent => "sub-agent",
     }
 }
 

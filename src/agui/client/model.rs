@@ -64,7 +64,11 @@ impl Service<ModelRequest> for AguiModel {
                 bridge.resume(&remote, thread, &unanswered, &rejected);
             } else if !(after_tools && remote.is_open() && !remote.awaits_client()) {
                 // A new turn, or the results of the client tools the remote agent called.
-                let messages = req.messages.iter().map(Into::into).collect();
+                let messages = req
+                    .messages
+                    .iter()
+                    .filter_map(crate::agui::input::Message::from_domain)
+                    .collect();
                 let tools = req.tools.iter().map(offered).collect();
                 bridge.start(&remote, thread, messages, tools, None);
             }

@@ -41,7 +41,8 @@ fn tool(spec: &ToolSpec) -> Value {
     })
 }
 
-/// One message in the provider's shape; reasoning is not sent back (providers keep their own).
+/// One message in the provider's shape; reasoning is not sent back (providers keep their own),
+/// nor a sub-agent's kept conversation (never the model's).
 fn message(message: &Message) -> Option<Value> {
     Some(match message {
         // `developer` is OpenAI's newer name for `system`; compatible servers know `system`.
@@ -69,7 +70,7 @@ fn message(message: &Message) -> Option<Value> {
             }
             out
         }
-        Message::Reasoning { .. } => return None,
+        Message::Reasoning { .. } | Message::Subagent { .. } => return None,
         Message::Tool {
             tool_call_id,
             content,
