@@ -24,13 +24,24 @@ struct Server {
 
 /// A durable server on the store at `url`, listening on a free port.
 async fn serve(url: &str) -> Server {
+    serve_leased(url, None).await
+}
+
+/// A durable server on the store at `url` whose runs' leases last `lease` (default: 30 s), so
+/// that it beats every third of it.
+async fn serve_leased(url: &str, lease: Option<Duration>) -> Server {
     let store = RunStore::open(url).await.unwrap();
     let agent = demo::scripted()
         .policy(demo::policy())
         .approver(InterruptApprover::new(Duration::from_secs(600)))
         .max_turns(NonZeroU32::new(8).unwrap())
         .build();
-    let router = AguiServer::with_runs(Runs::new(agent).log(store))
+    let runs = Runs::new(agent).log(store);
+    let runs = match lease {
+        Some(lease) => runs.lease(lease),
+        None => runs,
+    };
+    let router = AguiServer::with_runs(runs)
         .on_disconnect(OnDisconnect::Continue)
         .into_router();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -105,6 +116,14 @@ impl Server {
         self.get(&format!("/threads/{thread}"))
             .await
             .json()
+            .await
+            .unwrap()
+    }
+
+    async fn post(&self, path: &str) -> reqwest::Response {
+        self.http
+            .post(format!("{}{path}", self.base))
+            .send()
             .await
             .unwrap()
     }
@@ -418,6 +437,72 @@ async fn the_official_client_answers_interrupts_through_its_verifier() {
         output.contains("all interrupt scenarios passed"),
         "{output}"
     );
+}
+
+#[tokio::test]
+async fn a_run_is_cancelled_from_any_instance() {
+    // Two instances on one store. On SQLite the one driving the run learns of the cancellation at
+    // its next heartbeat (a short lease here); on PostgreSQL from a notification (the default
+    // lease: without it the run would end on its own before the first heartbeat).
+    let sqlite = stores::sqlite("cancel");
+    let lease = Some(Duration::from_millis(300));
+    let mut pairs = vec![(
+        "sqlite",
+        serve_leased(&sqlite, lease).await,
+        serve_leased(&sqlite, lease).await,
+    )];
+    if let Some(url) = stores::postgres("cancel").await {
+        pairs.push(("postgres", serve(&url).await, serve(&url).await));
+    }
+    for (name, a, b) in pairs {
+        let (thread, run) = (
+            format!("t-{}", uuid::Uuid::now_v7()),
+            format!("r-{}", uuid::Uuid::now_v7()),
+        );
+        let long = json!({
+            "threadId": thread, "runId": run,
+            "messages": [{"id": "u1", "role": "user", "content": "hello"}],
+            "forwardedProps": {"scripted": {"tokens": 1000, "delay_ms": 5}},
+        });
+        let response = a.http.post(&a.base).json(&long).send().await.unwrap();
+        let mut body = response.bytes_stream();
+        let mut text = String::new();
+        while frames(&text).len() < 3 {
+            text.push_str(std::str::from_utf8(&body.next().await.unwrap().unwrap()).unwrap());
+        }
+
+        // Asked of the other instance: accepted, and the stream on the first ends cancelled.
+        let asked = b.post(&format!("/runs/{run}/cancel")).await;
+        assert_eq!(asked.status(), 202, "{name}");
+        let asked: Value = asked.json().await.unwrap();
+        assert_eq!(asked["status"], "cancelling", "{name}");
+        assert_eq!(asked["events"], format!("/runs/{run}/events"));
+        while let Some(chunk) = body.next().await {
+            text.push_str(std::str::from_utf8(&chunk.unwrap()).unwrap());
+        }
+        let events = frames(&text);
+        let tokens = types(&events)
+            .iter()
+            .filter(|t| **t == "TEXT_MESSAGE_CONTENT")
+            .count();
+        assert!(
+            tokens < 1000,
+            "{name}: stopped before its end ({tokens} tokens)"
+        );
+        let (_, last) = events.last().unwrap();
+        assert_eq!(
+            (last["type"].as_str(), last["code"].as_str()),
+            (Some("RUN_ERROR"), Some("cancelled")),
+            "{name}: a client of AG-UI 0.0.x is told so"
+        );
+
+        // Asking again changes nothing; the run's status says what happened.
+        let again = a.post(&format!("/runs/{run}/cancel")).await;
+        assert_eq!(again.status(), 200, "{name}");
+        assert_eq!(again.json::<Value>().await.unwrap()["status"], "cancelled");
+        assert_eq!(b.thread(&thread).await["runs"][0]["status"], "cancelled");
+        assert_eq!(b.post("/runs/nope/cancel").await.status(), 404);
+    }
 }
 
 stores::postgresql_answers_test!();

@@ -101,6 +101,18 @@ impl Server {
         Self::answer(response).await
     }
 
+    /// `POST /runs/{run}/cancel` with `token`.
+    async fn cancel(&self, token: &str, run: &str) -> Answer {
+        let response = self
+            .http
+            .post(format!("{}/runs/{run}/cancel", self.base))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        Self::answer(response).await
+    }
+
     async fn get(&self, token: &str, path: &str) -> Answer {
         let response = self
             .http
@@ -274,6 +286,51 @@ async fn another_principals_thread_cannot_be_read_answered_replaced_or_kept_busy
         let operator = server.get(OPS, &view).await;
         assert_eq!(operator.status, 200, "{name}");
         assert_eq!(operator.json()["threadId"], thread, "{name}");
+    }
+}
+
+#[tokio::test]
+async fn only_its_principal_or_an_operator_cancels_a_run() {
+    for server in servers("cancel").await {
+        let name = server.name;
+        let thread = unique("alice-long");
+        let mut long = user(&thread, "a-long", "hello");
+        long["forwardedProps"] = json!({"scripted": {"tokens": 1_000, "delay_ms": 20}});
+        let streaming = server
+            .http
+            .post(&server.base)
+            .bearer_auth(ALICE)
+            .json(&long)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(streaming.status(), 200, "{name}");
+
+        // For bob her run does not exist; it goes on.
+        let refused = server.cancel(BOB, "a-long").await;
+        assert_eq!(
+            (refused.status, refused.code().as_str()),
+            (404, "unknown_run"),
+            "{name}"
+        );
+        let view = server
+            .get(ALICE, &format!("/threads/{thread}"))
+            .await
+            .json();
+        assert_eq!(view["runs"][0]["status"], "running", "{name}");
+
+        // An operator stops it; her stream ends cancelled, and her own request finds it ended.
+        assert_eq!(server.cancel(OPS, "a-long").await.status, 202, "{name}");
+        let events = Server::answer(streaming).await.events();
+        let end = events.last().unwrap();
+        assert_eq!(
+            (end["type"].as_str(), end["code"].as_str()),
+            (Some("RUN_ERROR"), Some("cancelled")),
+            "{name}"
+        );
+        let hers = server.cancel(ALICE, "a-long").await;
+        assert_eq!(hers.status, 200, "{name}");
+        assert_eq!(hers.json()["status"], "cancelled", "{name}");
     }
 }
 

@@ -8,7 +8,7 @@ use agent_tower::{
     message::Message,
     model::scripted::ScriptedModel,
     run::{RunOutcome, RunRequest},
-    runs::{Begun, MemoryLog, Runs},
+    runs::{Begun, Cancel, MemoryLog, Runs},
     tool::ToolRouter,
 };
 use futures_util::StreamExt;
@@ -70,7 +70,10 @@ async fn a_run_is_cancelled_by_its_id() {
     let begun = runs.begin(input("long", 10_000_000)).await.unwrap();
     let mut follow = runs.follow(begun.run_id().clone(), 0);
     follow.next().await.expect("RUN_STARTED");
-    assert!(runs.cancel(begun.run_id()));
+    assert_eq!(
+        runs.cancel(begun.run_id()).await.unwrap(),
+        Cancel::Cancelled
+    );
     let rest: Vec<Value> = follow
         .map(|e| serde_json::from_slice(e.json()).unwrap())
         .collect()
@@ -81,7 +84,11 @@ async fn a_run_is_cancelled_by_its_id() {
         "{:?}",
         rest.last()
     );
-    assert!(!runs.cancel(begun.run_id()), "it ended");
+    assert_eq!(
+        runs.cancel(begun.run_id()).await.unwrap(),
+        Cancel::NotRunning,
+        "it ended"
+    );
 }
 
 #[tokio::test]

@@ -436,6 +436,52 @@ async fn a_thread_keeps_its_conversation_and_state() {
 }
 
 #[tokio::test]
+async fn a_cancellation_asked_of_one_instance_reaches_the_one_that_drives_the_run() {
+    for (name, url) in each_store("cancel").await {
+        let (driver, asked) = (
+            RunStore::open(&url).await.unwrap(),
+            RunStore::open(&url).await.unwrap(),
+        );
+        let (thread, run) = ids();
+        let lease = driver.start(&start(&thread, &run, vec![])).await.unwrap();
+        assert!(asked.request_cancel(&run).await.unwrap(), "{name}: running");
+        assert_eq!(
+            driver.cancels_requested().await.unwrap(),
+            [run.clone()],
+            "{name}"
+        );
+        assert!(
+            asked.cancels_requested().await.unwrap().is_empty(),
+            "{name}: only the run's owner is told"
+        );
+
+        // Once it ended, there is nothing to cancel; a new segment starts without the request.
+        let stopped = interrupt("a", Duration::from_secs(60));
+        let mut end = RunEnd::new(RunStatus::Interrupted);
+        end.interrupts = vec![stopped.clone()];
+        driver
+            .write(&lease, &events(1..=1), Some(&end))
+            .await
+            .unwrap();
+        assert!(!asked.request_cancel(&run).await.unwrap(), "{name}: ended");
+        assert!(
+            driver.cancels_requested().await.unwrap().is_empty(),
+            "{name}"
+        );
+        let resume = start(&thread, &run, vec![(stopped.id, Decision::Approve)]);
+        driver.start(&resume).await.unwrap();
+        assert!(
+            driver.cancels_requested().await.unwrap().is_empty(),
+            "{name}: the continuation was not asked to stop"
+        );
+        assert!(
+            !asked.request_cancel(&RunId::new()).await.unwrap(),
+            "{name}: unknown"
+        );
+    }
+}
+
+#[tokio::test]
 async fn a_dead_instances_runs_are_recovered_once_and_it_is_fenced() {
     for (name, url) in each_store("recover").await {
         let (dead, alive) = (

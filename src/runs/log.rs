@@ -141,6 +141,31 @@ pub trait RunLog: fmt::Debug + Send + Sync + 'static {
     /// Failures of the backend.
     fn heartbeat(&self, lease: Duration) -> BoxFuture<'_, Result<(), LogError>>;
 
+    /// Asks whichever instance drives `run` to cancel it: the request is recorded with the run,
+    /// and that instance learns it from a [change](RunLog::on_change)
+    /// ([`Changed::CancelRequested`]) or from [`cancels_requested`](RunLog::cancels_requested).
+    /// `false` when the run is not running (it ended, or there is no such run). The default, for
+    /// a log only this process writes (its runs are all driven here), records nothing.
+    ///
+    /// # Errors
+    ///
+    /// Failures of the backend.
+    fn request_cancel<'a>(&'a self, run: &'a RunId) -> BoxFuture<'a, Result<bool, LogError>> {
+        let _ = run;
+        Box::pin(std::future::ready(Ok(false)))
+    }
+
+    /// The running runs of this instance whose cancellation was
+    /// [requested](RunLog::request_cancel); the engine reads them at every heartbeat, in case a
+    /// notification was missed. The default: none.
+    ///
+    /// # Errors
+    ///
+    /// Failures of the backend.
+    fn cancels_requested(&self) -> BoxFuture<'_, Result<Vec<RunId>, LogError>> {
+        Box::pin(std::future::ready(Ok(Vec::new())))
+    }
+
     /// Whether the log can take runs now: a cheap round trip to its backend, for readiness
     /// probes. The default (a log in this process) always can.
     ///
@@ -202,6 +227,8 @@ pub enum Interrupts<'a> {
 pub enum Changed<'a> {
     /// This run's log grew, or the run ended.
     Run(&'a RunId),
+    /// Another instance asked for this run to be cancelled ([`RunLog::request_cancel`]).
+    CancelRequested(&'a RunId),
     /// Changes may have been missed (a notification connection was lost): anything may have
     /// changed.
     Any,

@@ -238,6 +238,9 @@ impl<A> Runs<A> {
         let hub = self.inner.hub.clone();
         log.on_change(Arc::new(move |changed| match changed {
             Changed::Run(run) => hub.wake(run),
+            Changed::CancelRequested(run) => {
+                hub.cancel(run);
+            }
             Changed::Any => hub.wake_all(),
         }));
         self.inner_mut().log = Arc::new(log);
@@ -396,11 +399,37 @@ impl<A> Runs<A> {
         )
     }
 
-    /// Cancels `run` if this instance drives it (its terminal event says so); `false` when it
-    /// does not.
-    pub fn cancel(&self, run: &RunId) -> bool {
-        self.inner.hub.cancel(run)
+    /// Cancels `run`, whichever instance drives it: at once when it is this one, else through
+    /// the log ([`RunLog::request_cancel`]: the instance that drives it cancels it when the log
+    /// tells it, at the latest at its next heartbeat, a third of the [lease](Runs::lease)). The
+    /// run ends `cancelled` for every follower. Asking again, or for a run that ended, changes
+    /// nothing.
+    ///
+    /// # Errors
+    ///
+    /// When the run is not driven here and the log fails.
+    pub async fn cancel(&self, run: &RunId) -> Result<Cancel, LogError> {
+        if self.inner.hub.cancel(run) {
+            return Ok(Cancel::Cancelled);
+        }
+        Ok(if self.inner.log.request_cancel(run).await? {
+            Cancel::Requested
+        } else {
+            Cancel::NotRunning
+        })
     }
+}
+
+/// What [`Runs::cancel`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Cancel {
+    /// The run is driven here: it is cancelled.
+    Cancelled,
+    /// The run is driven by another instance: it was asked, through the log.
+    Requested,
+    /// The run is not running (it ended, or there is no such run): nothing was done.
+    NotRunning,
 }
 
 use crate::id::RunId;

@@ -52,6 +52,15 @@ where
         if let Err(error) = inner.log.heartbeat(lease).await {
             tracing::warn!(%error, "the heartbeat of this instance's runs failed");
         }
+        // Cancellations asked of another instance whose notification did not arrive.
+        match inner.log.cancels_requested().await {
+            Ok(runs) => {
+                for run in runs {
+                    inner.hub.cancel(&run);
+                }
+            }
+            Err(error) => tracing::warn!(%error, "could not read the cancellations asked for"),
+        }
         match inner.log.lost().await {
             Ok(lost) => {
                 for run in lost {

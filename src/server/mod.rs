@@ -23,6 +23,10 @@
 //! - `GET /ws`: the same over a WebSocket ([`ws`] module docs).
 //! - `GET /runs/{runId}/events`: the run's events after `Last-Event-ID` (or `?after=N`), then live
 //!   until its end; `204` when an ended run has nothing left, `404` for an unknown run.
+//! - `POST /runs/{runId}/cancel`: cancels the run, whichever instance of the server drives it
+//!   (its principal's or an operator's token); `202` while it stops (every follower gets its
+//!   end), `200` with the status of a run that already ended, `404` for an unknown run
+//!   ([`Runs::cancel`]).
 //! - `GET /threads/{threadId}`: the thread's conversation, state, runs and pending interrupts.
 //! - `GET /interrupts?status=pending|resolved|all`: the review queue.
 //! - `POST /interrupts/{id}/resolve` (`{"status"?, "payload"}`) and

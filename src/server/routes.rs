@@ -23,19 +23,20 @@ use crate::{
     id::{InterruptId, RunId, ThreadId},
     run::RunService,
     runs::{
-        InterruptRecord, InterruptStatus, Interrupts, LogError, ResumeError, Resumed, RunRecord,
-        RunStatus, rules::may_use,
+        Cancel, InterruptRecord, InterruptStatus, Interrupts, LogError, ResumeError, Resumed,
+        RunRecord, RunStatus, rules::may_use,
     },
 };
 
-/// `GET /runs/{runId}/events`, `GET /threads/{threadId}`, `POST /threads/{threadId}/resume`,
-/// `GET /interrupts`, `POST /interrupts/{id}/resolve`.
+/// `GET /runs/{runId}/events`, `POST /runs/{runId}/cancel`, `GET /threads/{threadId}`,
+/// `POST /threads/{threadId}/resume`, `GET /interrupts`, `POST /interrupts/{id}/resolve`.
 pub(super) fn routes<A>() -> Router<Arc<Server<A>>>
 where
     A: RunService,
 {
     Router::new()
         .route("/runs/{run_id}/events", get(run_events::<A>))
+        .route("/runs/{run_id}/cancel", post(cancel_run::<A>))
         .route("/threads/{thread_id}", get(thread::<A>))
         .route("/threads/{thread_id}/resume", post(resume_thread::<A>))
         .route("/interrupts", get(interrupts::<A>))
@@ -113,30 +114,9 @@ where
     let answer = async {
         let Path(run_id) = path?;
         let Query(query) = query?;
-        let unknown = || {
-            Rejection::new(
-                StatusCode::NOT_FOUND,
-                "unknown_run",
-                format!("no run `{run_id}`"),
-            )
-        };
-        // Ids with control characters are refused when runs start: no such run exists.
-        if run_id.chars().any(char::is_control) {
-            return Err(unknown());
-        }
-        let run_id = RunId::from(run_id.as_str());
+        let run = visible_run(&server, principal.as_ref(), &run_id).await?;
+        let run_id = run.run_id.clone();
         let after = cursor(&run_id, &query, &headers)?;
-        let run = server
-            .runs
-            .run_log()
-            .run(&run_id)
-            .await
-            .map_err(|e| unavailable(&e))?
-            .filter(|run| {
-                let what = format!("run {}", run.run_id);
-                visible(caller(principal.as_ref()), run.principal.as_deref(), &what)
-            })
-            .ok_or_else(unknown)?;
         if run.status != RunStatus::Running && after >= run.last_seq {
             // Up to date with an ended run: nothing to resume (and SSE clients stop retrying).
             return Ok(StatusCode::NO_CONTENT.into_response());
@@ -144,6 +124,80 @@ where
         let format = Format::negotiate(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
         let follow = server.runs.follow(run_id, after);
         Ok(respond::events(follow, format, server.config.keep_alive))
+    };
+    answer.await.unwrap_or_else(Rejection::into_response)
+}
+
+/// The run `run_id`, if the caller may see it: `404` for one it may not, as for no run at all.
+async fn visible_run<A>(
+    server: &Server<A>,
+    principal: Option<&Extension<Principal>>,
+    run_id: &str,
+) -> Result<RunRecord, Rejection>
+where
+    A: RunService,
+{
+    let unknown = || {
+        Rejection::new(
+            StatusCode::NOT_FOUND,
+            "unknown_run",
+            format!("no run `{run_id}`"),
+        )
+    };
+    // Ids with control characters are refused when runs start: no such run exists.
+    if run_id.chars().any(char::is_control) {
+        return Err(unknown());
+    }
+    server
+        .runs
+        .run_log()
+        .run(&RunId::from(run_id))
+        .await
+        .map_err(|e| unavailable(&e))?
+        .filter(|run| {
+            let what = format!("run {}", run.run_id);
+            visible(caller(principal), run.principal.as_deref(), &what)
+        })
+        .ok_or_else(unknown)
+}
+
+/// `POST /runs/{runId}/cancel`: the run is cancelled whichever instance drives it (its owner or
+/// an operator may); `202` while it stops (its followers get its end), `200` with its status for
+/// a run that already ended (asking again changes nothing).
+async fn cancel_run<A>(
+    State(server): State<Arc<Server<A>>>,
+    principal: Option<Extension<Principal>>,
+    path: Result<Path<String>, PathRejection>,
+) -> Response
+where
+    A: RunService,
+{
+    let answer = async {
+        let Path(run_id) = path?;
+        let run = visible_run(&server, principal.as_ref(), &run_id).await?;
+        let cancelled = if run.status == RunStatus::Running {
+            server
+                .runs
+                .cancel(&run.run_id)
+                .await
+                .map_err(|e| unavailable(&e))?
+        } else {
+            Cancel::NotRunning
+        };
+        let events = format!("/runs/{}/events", run.run_id);
+        Ok::<_, Rejection>(match cancelled {
+            Cancel::NotRunning => {
+                // Ended meanwhile, maybe: its status as the log has it now.
+                let run = visible_run(&server, principal.as_ref(), &run_id).await?;
+                let body =
+                    json!({"runId": run.run_id, "status": run.status.as_str(), "events": events});
+                (StatusCode::OK, Json(body)).into_response()
+            }
+            Cancel::Cancelled | Cancel::Requested => {
+                let body = json!({"runId": run.run_id, "status": "cancelling", "events": events});
+                (StatusCode::ACCEPTED, Json(body)).into_response()
+            }
+        })
     };
     answer.await.unwrap_or_else(Rejection::into_response)
 }

@@ -133,7 +133,10 @@ where
                 Some(Ok(Message::Text(text))) => {
                     if is_cancel(text.as_str()) {
                         if let Some(events) = &active {
-                            server.runs.cancel(events.run_id());
+                            // This instance drives the runs it starts: nothing to wait for.
+                            if let Err(error) = server.runs.cancel(events.run_id()).await {
+                                tracing::warn!(%error, "a run could not be cancelled");
+                            }
                         }
                     } else if waiting.len() >= MAX_WAITING {
                         let close = CloseFrame { code: 1008, reason: "too many waiting runs".into() };

@@ -4,7 +4,7 @@ use std::{sync::Arc, time::Duration};
 
 use sqlx::postgres::PgListener;
 
-use super::{CHANNEL, Observers, StoreError};
+use super::{CANCEL, CHANNEL, Observers, StoreError};
 use crate::{id::RunId, runs::Changed};
 
 /// Listens on the store's channel and tells `observers` of each run another instance wrote. A
@@ -19,10 +19,15 @@ pub(super) async fn forward(url: &str, observers: Arc<Observers>) -> Result<(), 
             match listener.try_recv().await {
                 Ok(Some(notification)) => {
                     backoff = Duration::from_millis(100);
-                    // A line `seq:run` for each run whose log changed.
+                    // A line `seq:run` for each run whose log changed, `cancel:run` for each
+                    // run asked to be cancelled.
                     for line in notification.payload().lines() {
-                        if let Some((_, run)) = line.split_once(':') {
-                            observers.changed(Changed::Run(&RunId::from(run)));
+                        match line.split_once(':') {
+                            Some((CANCEL, run)) => {
+                                observers.changed(Changed::CancelRequested(&RunId::from(run)));
+                            }
+                            Some((_, run)) => observers.changed(Changed::Run(&RunId::from(run))),
+                            None => {}
                         }
                     }
                 }

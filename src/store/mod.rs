@@ -182,6 +182,10 @@ const COMMIT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The channel PostgreSQL wake-ups go on; the payload is `seq:run_id`.
 const CHANNEL: &str = "agent_tower_events";
 
+/// What a notification line `cancel:run` starts with: the run's cancellation was asked for (an
+/// instance that does not know it reads a run whose log changed, and only wakes its followers).
+const CANCEL: &str = "cancel";
+
 /// What the writer and the readers share.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Backend {

@@ -517,6 +517,33 @@ impl RunLog for RunStore {
         self.lost_runs().boxed()
     }
 
+    fn request_cancel<'a>(&'a self, run: &'a RunId) -> BoxFuture<'a, Result<bool, LogError>> {
+        self.ask(
+            move |reply| writer::Job::RequestCancel {
+                run: run.clone(),
+                reply,
+            },
+            closed,
+        )
+        .boxed()
+    }
+
+    fn cancels_requested(&self) -> BoxFuture<'_, Result<Vec<RunId>, LogError>> {
+        async move {
+            let rows = sqlx::query(
+                "SELECT run_id FROM runs WHERE owner = $1 AND status = 'running' \
+                 AND cancel_requested = 1",
+            )
+            .bind(self.0.owner.as_str())
+            .fetch_all(&self.0.reader)
+            .await?;
+            rows.iter()
+                .map(|row| Ok(RunId::from(text(row, "run_id")?.as_str())))
+                .collect()
+        }
+        .boxed()
+    }
+
     fn ready(&self) -> BoxFuture<'_, Result<(), LogError>> {
         async move {
             sqlx::query("SELECT 1").execute(&self.0.reader).await?;

@@ -16,7 +16,7 @@ use sqlx::AnyPool;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{
-    Backend, CHANNEL, COMMIT_TIMEOUT, Observers,
+    Backend, CANCEL, CHANNEL, COMMIT_TIMEOUT, Observers,
     chunk::{self, Chunk},
     conn::{Arg, Columns, Conn, DbError, Row, Sqlite},
     rows::{INTERRUPT_COLUMNS, decision_text, interrupt_record, millis, number, seq, signed, text},
@@ -72,6 +72,10 @@ pub(super) enum Job {
     Heartbeat {
         lease: Duration,
         reply: oneshot::Sender<Result<(), LogError>>,
+    },
+    RequestCancel {
+        run: RunId,
+        reply: oneshot::Sender<Result<bool, LogError>>,
     },
     Recover {
         lost: LostRun,
@@ -154,6 +158,10 @@ enum Done {
         Result<Lease, StartError>,
     ),
     Unit(oneshot::Sender<Result<(), LogError>>, Result<(), LogError>),
+    Flag(
+        oneshot::Sender<Result<bool, LogError>>,
+        Result<bool, LogError>,
+    ),
     Refuse(
         oneshot::Sender<Result<(), StartError>>,
         Result<(), StartError>,
@@ -183,6 +191,12 @@ impl Done {
             (Self::Unit(reply, result), _) => {
                 let _ = reply.send(result);
             }
+            (Self::Flag(reply, Ok(_)), Some(why)) => {
+                let _ = reply.send(Err(fail(why)));
+            }
+            (Self::Flag(reply, result), _) => {
+                let _ = reply.send(result);
+            }
             (Self::Refuse(reply, Ok(())), Some(why)) => {
                 let _ = reply.send(Err(StartError::Log(fail(why))));
             }
@@ -202,6 +216,7 @@ impl Done {
         match self {
             Self::Start(_, r) => r.is_ok(),
             Self::Unit(_, r) => r.is_ok(),
+            Self::Flag(_, r) => r.is_ok(),
             Self::Refuse(_, r) => r.is_ok(),
             Self::Recover(_, r) => r.is_ok(),
         }
@@ -275,6 +290,8 @@ impl Writer {
         // whose logs changed.
         let mut logged: Vec<Chunk> = Vec::new();
         let mut changed: Vec<(RunId, u64)> = Vec::new();
+        // The runs whose cancellation was asked for, for the instances that drive them.
+        let mut cancels: Vec<RunId> = Vec::new();
         for job in group {
             let (answer, error) = match job {
                 Job::Start { start, reply } => {
@@ -326,6 +343,22 @@ impl Writer {
                     let (result, error) = split(saved);
                     (Done::Unit(reply, result.map_err(log_error)), error)
                 }
+                Job::RequestCancel { run, reply } => {
+                    let asked = tx
+                        .execute(
+                            "UPDATE runs SET cancel_requested = 1 \
+                             WHERE run_id = $1 AND status = 'running'",
+                            &[Arg::from(run.as_str())],
+                        )
+                        .await
+                        .map(|rows| rows > 0)
+                        .map_err(Failure::Store);
+                    if matches!(asked, Ok(true)) {
+                        cancels.push(run);
+                    }
+                    let (result, error) = split(asked);
+                    (Done::Flag(reply, result.map_err(log_error)), error)
+                }
                 Job::Heartbeat { lease, reply } => {
                     let (result, error) = split(self.heartbeat(tx, lease, now).await);
                     (Done::Unit(reply, result.map_err(log_error)), error)
@@ -350,7 +383,7 @@ impl Writer {
             }
         }
         insert_chunks(tx, &logged).await?;
-        self.notify(tx, &changed).await
+        self.notify(tx, &changed, &cancels).await
     }
 
     /// Inserts `start`'s run, running, belonging to `principal`, with `sql` (parameters: run,
@@ -565,6 +598,7 @@ impl Writer {
                 tx.execute(
                     "UPDATE runs SET status = 'running', owner = $1, lease_expires_at = 0, \
                      request_hash = $2, request = $3, segment_start = last_seq, attempts = 1, \
+                     cancel_requested = 0, \
                      updated_at = $4 WHERE run_id = $5 AND status = 'interrupted'",
                     &[
                         Arg::from(&self.owner),
@@ -821,25 +855,33 @@ impl Writer {
         }))
     }
 
-    /// Tells other instances (PostgreSQL) that the logs of `runs` changed: delivered at commit,
-    /// to every instance listening; one notification for many runs (a line `seq:run` each, as
-    /// many as fit in a payload), so a group costs one round trip, not one per run.
-    async fn notify(&self, tx: &mut impl Conn, runs: &[(RunId, u64)]) -> Result<(), DbError> {
+    /// Tells other instances (PostgreSQL) that the logs of `runs` changed and that `cancels`
+    /// are asked to be cancelled: delivered at commit, to every instance listening; one
+    /// notification for many runs (a line `seq:run` or `cancel:run` each, as many as fit in a
+    /// payload), so a group costs one round trip, not one per run.
+    async fn notify(
+        &self,
+        tx: &mut impl Conn,
+        runs: &[(RunId, u64)],
+        cancels: &[RunId],
+    ) -> Result<(), DbError> {
         if self.backend != Backend::Postgres {
             return Ok(());
         }
-        // A run id too long for a payload is left out: its remote followers are not woken, and
-        // the group's commit does not fail for it.
-        let runs: Vec<_> = runs
+        // A run id too long for a payload is left out: its remote followers are not woken (a
+        // cancellation waits for the heartbeat), and the group's commit does not fail for it.
+        let lines: Vec<String> = runs
             .iter()
-            .filter(|(run, _)| run.as_str().len() + 24 <= NOTIFY_BYTES)
+            .map(|(run, last)| format!("{last}:{run}\n"))
+            .chain(cancels.iter().map(|run| format!("{CANCEL}:{run}\n")))
+            .filter(|line| line.len() <= NOTIFY_BYTES)
             .collect();
         let mut payload = String::new();
-        for (i, (run, last)) in runs.iter().enumerate() {
-            payload.push_str(&format!("{last}:{run}\n"));
-            let full = runs
+        for (i, line) in lines.iter().enumerate() {
+            payload.push_str(line);
+            let full = lines
                 .get(i + 1)
-                .is_none_or(|(next, _)| payload.len() + next.as_str().len() + 24 > NOTIFY_BYTES);
+                .is_none_or(|next| payload.len() + next.len() > NOTIFY_BYTES);
             if full {
                 tx.execute(
                     "SELECT pg_notify($1, $2)",
