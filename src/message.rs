@@ -278,6 +278,26 @@ impl Message {
     }
 }
 
+/// A conversation's title: the first line of its first user message, at most 80 characters
+/// (`None` before anyone spoke).
+#[must_use]
+pub fn title(messages: &[Message]) -> Option<String> {
+    let first = messages
+        .iter()
+        .find(|m| matches!(m, Message::User { .. }))?;
+    first_line(&first.text())
+}
+
+/// The first non-empty line of `text`, trimmed, cut at 80 characters (`None` for blank text).
+#[must_use]
+pub fn first_line(text: &str) -> Option<String> {
+    let line = text.lines().find(|l| !l.trim().is_empty())?.trim();
+    Some(match line.char_indices().nth(80) {
+        Some((at, _)) => format!("{}…", &line[..at]),
+        None => line.to_owned(),
+    })
+}
+
 /// Joins parts into one string, media described in text.
 pub fn parts_to_text(parts: &[ContentPart]) -> String {
     let mut out = String::new();

@@ -1180,3 +1180,129 @@ async fn a_sub_agent_asks_the_editor_and_its_answer_is_the_calls_content() {
     })
     .await;
 }
+
+/// An editor's history: sessions kept in a store are listed (newest first, by directory, the
+/// principal's own), resumed without their history sent, and deleted, from later connections.
+#[cfg(feature = "store")]
+#[tokio::test]
+async fn kept_sessions_are_listed_resumed_and_deleted_by_later_connections() {
+    use agent_client_protocol::v1::schema::{
+        DeleteSessionRequest, ListSessionsRequest, ResumeSessionRequest,
+    };
+    use agent_tower::{context::Principal, store::RunStore};
+
+    let dir = std::env::temp_dir().join(format!("agent-tower-acp-list-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let store = RunStore::open(&format!("sqlite://{}", dir.join("sessions.db").display()))
+        .await
+        .unwrap();
+    let as_user = |name: &str| {
+        demo()
+            .store(store.clone())
+            .principal(Principal::user(name).unwrap())
+    };
+    let work = |cwd: &str, tasks: &'static [&'static str]| {
+        let cwd = cwd.to_owned();
+        async move |e: Editor| -> Result<(), Error> {
+            let capabilities = e.initialize(ProtocolVersion::V1).await.agent_capabilities;
+            let sessions = capabilities.session_capabilities;
+            assert!(sessions.list.is_some() && sessions.resume.is_some());
+            assert!(sessions.delete.is_some() && sessions.close.is_some());
+            for task in tasks {
+                let session =
+                    e.cx.send_request(NewSessionRequest::new(cwd.as_str()))
+                        .block_task()
+                        .await?
+                        .session_id;
+                e.prompt(&session, task).block_task().await?;
+            }
+            Ok(())
+        }
+    };
+    editor(as_user("alice"), work("/work/a", &["first task"])).await;
+    editor(as_user("alice"), work("/work/b", &["second task"])).await;
+    editor(as_user("alice"), work("/work/a", &["third task"])).await;
+    editor(as_user("bob"), work("/work/a", &["bob's task"])).await;
+
+    let (found, mut listed) = tokio::sync::oneshot::channel();
+    editor(as_user("alice"), async move |mut e: Editor| {
+        e.initialize(ProtocolVersion::V1).await;
+        let in_a =
+            e.cx.send_request(ListSessionsRequest::new().cwd("/work/a"))
+                .block_task()
+                .await?;
+        let titles: Vec<_> = in_a.sessions.iter().map(|s| s.title.clone()).collect();
+        assert_eq!(
+            titles,
+            [Some("third task".to_owned()), Some("first task".to_owned())],
+            "hers, in that directory, newest first"
+        );
+        assert!(in_a.sessions.iter().all(|s| s.updated_at.is_some()));
+        assert!(in_a.next_cursor.is_none());
+        let all =
+            e.cx.send_request(ListSessionsRequest::new())
+                .block_task()
+                .await?;
+        assert_eq!(all.sessions.len(), 3, "every directory, none of bob's");
+        let first = in_a.sessions[1].session_id.clone();
+        let second = all
+            .sessions
+            .iter()
+            .find(|s| s.title.as_deref() == Some("second task"))
+            .unwrap()
+            .session_id
+            .clone();
+
+        // Resumed: nothing of its history is sent, and it goes on.
+        e.cx.send_request(ResumeSessionRequest::new(first.clone(), "/work/a"))
+            .block_task()
+            .await?;
+        let sent = e.received();
+        assert!(
+            !sent
+                .iter()
+                .any(|u| matches!(u, SessionUpdate::UserMessageChunk(_))),
+            "no history replayed: {sent:#?}"
+        );
+        e.prompt(&first, "and then?").block_task().await?;
+
+        // Deleted: gone from the list, and nothing to load.
+        e.cx.send_request(DeleteSessionRequest::new(second.clone()))
+            .block_task()
+            .await?;
+        let left =
+            e.cx.send_request(ListSessionsRequest::new())
+                .block_task()
+                .await?;
+        assert_eq!(left.sessions.len(), 2);
+        let load =
+            e.cx.send_request(LoadSessionRequest::new(second.clone(), "/work/b"))
+                .block_task()
+                .await;
+        assert_eq!(
+            load.map(drop).map_err(|e| e.code),
+            Err(agent_client_protocol::ErrorCode::RESOURCE_NOT_FOUND)
+        );
+        let _ = found.send(first);
+        Ok(())
+    })
+    .await;
+    let first = listed.try_recv().expect("the resumed session");
+    let kept =
+        agent_tower::runs::RunLog::thread(&store, &agent_tower::id::ThreadId::from(&*first.0))
+            .await
+            .unwrap()
+            .unwrap();
+    let prompts: Vec<String> = kept
+        .messages
+        .iter()
+        .filter(|m| matches!(m, agent_tower::message::Message::User { .. }))
+        .map(agent_tower::message::Message::text)
+        .collect();
+    assert_eq!(
+        prompts,
+        ["first task", "and then?"],
+        "one conversation, continued"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -18,9 +18,9 @@ use agent_tower::{
     run::Interrupt,
     runs::{
         InterruptStatus, Interrupts, LogError, LoggedEvent, MemoryLog, RunEnd, RunLog, RunStatus,
-        Start, StartError,
+        SavedThread, Start, StartError,
     },
-    store::RunStore,
+    store::{Deleted, RunStore, ThreadCursor, ThreadQuery},
 };
 use serde_json::json;
 
@@ -426,12 +426,96 @@ async fn a_thread_keeps_its_conversation_and_state() {
             Message::user("hi"),
             Message::assistant("m-1".into(), "hello"),
         ];
-        log.save_thread(&thread, None, &messages, Some(&json!({"n": 1})))
+        let state = json!({"n": 1});
+        log.save_thread(SavedThread::new(&thread, &messages).state(Some(&state)))
             .await
             .unwrap();
         let saved = log.thread(&thread).await.unwrap().unwrap();
         assert_eq!(saved.messages, messages, "{name}");
-        assert_eq!(saved.state, Some(json!({"n": 1})), "{name}");
+        assert_eq!(saved.state, Some(state), "{name}");
+    }
+}
+
+#[tokio::test]
+async fn sessions_are_listed_newest_first_by_principal_and_workspace_in_pages_and_deleted() {
+    for (name, url) in each_store("sessions").await {
+        let store = RunStore::open(&url).await.unwrap();
+        let save = async |thread: &ThreadId, who: &str, dir: &str, prompt: &str| {
+            let messages = vec![Message::user(prompt)];
+            let saved = SavedThread::new(thread, &messages)
+                .principal(Some(who))
+                .workspace(Some(dir));
+            store.save_thread(saved).await.unwrap();
+        };
+        // Saved within one millisecond, sessions are ordered by id: the first one's sorts last,
+        // so that once saved again it is the newest whatever the clock says.
+        let mut threads: Vec<ThreadId> = (0..5).map(|_| ThreadId::new()).collect();
+        threads[0] = ThreadId::from(format!("z-{}", uuid::Uuid::now_v7()).as_str());
+        for (i, thread) in threads.iter().enumerate() {
+            let dir = if i % 2 == 0 { "/work/a" } else { "/work/b" };
+            save(thread, "alice", dir, &format!("task {i}\nmore detail")).await;
+        }
+        save(&ThreadId::new(), "bob", "/work/a", "bob's").await;
+        // A web thread (no workspace) is no editor's session.
+        let plain = vec![Message::user("from the web")];
+        let web = ThreadId::new();
+        let web_saved = SavedThread::new(&web, &plain).principal(Some("alice"));
+        store.save_thread(web_saved).await.unwrap();
+        // Saved again, the first is now the newest.
+        save(&threads[0], "alice", "/work/a", "task 0 again").await;
+
+        let mut seen = Vec::new();
+        let mut after = None;
+        loop {
+            let query = ThreadQuery::new(2)
+                .principal(Some("alice"))
+                .after(after.as_ref());
+            let page = store.threads(&query).await.unwrap();
+            assert!(page.threads.len() <= 2, "{name}");
+            seen.extend(page.threads);
+            match page.next {
+                Some(next) => after = Some(next.to_string().parse::<ThreadCursor>().unwrap()),
+                None => break,
+            }
+        }
+        let listed: Vec<&ThreadId> = seen.iter().map(|t| &t.thread_id).collect();
+        assert_eq!(
+            listed.len(),
+            5,
+            "{name}: alice's sessions, each once: {seen:?}"
+        );
+        assert_eq!(listed[0], &threads[0], "{name}: the newest first");
+        assert_eq!(seen[0].title.as_deref(), Some("task 0 again"), "{name}");
+        assert!(
+            seen.windows(2).all(|w| w[0].updated_at >= w[1].updated_at),
+            "{name}"
+        );
+        assert_eq!(seen[0].principal.as_deref(), Some("alice"));
+        let in_b = ThreadQuery::new(10)
+            .principal(Some("alice"))
+            .workspace(Some("/work/b"));
+        let in_b = store.threads(&in_b).await.unwrap();
+        assert_eq!(in_b.threads.len(), 2, "{name}");
+        assert!(in_b.threads.iter().all(|t| t.workspace == "/work/b"));
+        assert_eq!(in_b.threads[1].title.as_deref(), Some("task 1"), "{name}");
+        let everyone = store.threads(&ThreadQuery::new(10)).await.unwrap();
+        assert_eq!(everyone.threads.len(), 6, "{name}: with bob's");
+        assert!("nonsense".parse::<ThreadCursor>().is_err());
+
+        // Deleted: gone from the list and the log; a thread with a running run is not.
+        assert_eq!(
+            store.delete_thread(&threads[1]).await.unwrap(),
+            Deleted::Deleted
+        );
+        assert!(store.thread(&threads[1]).await.unwrap().is_none(), "{name}");
+        assert_eq!(
+            store.delete_thread(&threads[1]).await.unwrap(),
+            Deleted::Unknown
+        );
+        let (thread, run) = ids();
+        store.start(&start(&thread, &run, vec![])).await.unwrap();
+        assert_eq!(store.delete_thread(&thread).await.unwrap(), Deleted::Busy);
+        assert!(store.run(&run).await.unwrap().is_some(), "{name}: kept");
     }
 }
 
@@ -447,7 +531,7 @@ async fn a_cancellation_asked_of_one_instance_reaches_the_one_that_drives_the_ru
         assert!(asked.request_cancel(&run).await.unwrap(), "{name}: running");
         assert_eq!(
             driver.cancels_requested().await.unwrap(),
-            [run.clone()],
+            std::slice::from_ref(&run),
             "{name}"
         );
         assert!(

@@ -3,16 +3,12 @@
 use std::{fmt, sync::Arc, time::Duration};
 
 use futures_util::future::BoxFuture;
-use serde_json::Value;
 
 use super::{
     InterruptRecord, InterruptStatus, Lease, LogError, LoggedEvent, LostRun, Page, Recovered,
-    RunEnd, RunRecord, Start, StartError, ThreadRecord,
+    RunEnd, RunRecord, SavedThread, Start, StartError, ThreadRecord,
 };
-use crate::{
-    id::{InterruptId, RunId, ThreadId},
-    message::Message,
-};
+use crate::id::{InterruptId, RunId, ThreadId};
 
 /// Where runs, their events, threads and interrupts are kept: the spine every run goes through.
 ///
@@ -109,20 +105,13 @@ pub trait RunLog: fmt::Debug + Send + Sync + 'static {
         thread: &'a ThreadId,
     ) -> BoxFuture<'a, Result<Option<ThreadRecord>, LogError>>;
 
-    /// Keeps `messages` and `state` as the thread's conversation (for agents that do not go
-    /// through runs, such as an ACP session); a thread new to the log belongs to `principal`
-    /// (whom an existing thread belongs to does not change).
+    /// Keeps a thread's conversation and state (for agents that do not go through runs, such as
+    /// an ACP session); see [`SavedThread`].
     ///
     /// # Errors
     ///
     /// Failures of the backend.
-    fn save_thread<'a>(
-        &'a self,
-        thread: &'a ThreadId,
-        principal: Option<&'a str>,
-        messages: &'a [Message],
-        state: Option<&'a Value>,
-    ) -> BoxFuture<'a, Result<(), LogError>>;
+    fn save_thread<'a>(&'a self, saved: SavedThread<'a>) -> BoxFuture<'a, Result<(), LogError>>;
 
     /// Interrupts, oldest first: those `filter` selects.
     ///

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::{
     InterruptRecord, InterruptStatus, Interrupts, Lease, LogError, LoggedEvent, LostRun, Page,
-    Recovered, RunEnd, RunLog, RunRecord, RunStatus, Start, StartError, ThreadRecord,
+    Recovered, RunEnd, RunLog, RunRecord, RunStatus, SavedThread, Start, StartError, ThreadRecord,
     rules::{self, Begins, ExistingRun, Thread, ThreadView},
 };
 use crate::{
@@ -458,20 +458,14 @@ impl RunLog for MemoryLog {
         std::future::ready(Ok(record)).boxed()
     }
 
-    fn save_thread<'a>(
-        &'a self,
-        thread: &'a ThreadId,
-        principal: Option<&'a str>,
-        messages: &'a [Message],
-        state: Option<&'a Value>,
-    ) -> BoxFuture<'a, Result<(), LogError>> {
+    fn save_thread<'a>(&'a self, saved: SavedThread<'a>) -> BoxFuture<'a, Result<(), LogError>> {
         let mut log = self.lock();
-        let entry = log.threads.entry(thread.clone()).or_default();
+        let entry = log.threads.entry(saved.thread.clone()).or_default();
         if !entry.exists() {
-            entry.principal = principal.map(str::to_owned);
+            entry.principal = saved.principal.map(str::to_owned);
         }
-        entry.messages = messages.to_vec();
-        entry.state = state.cloned();
+        entry.messages = saved.messages.to_vec();
+        entry.state = saved.state.cloned();
         entry.saved = true;
         std::future::ready(Ok(())).boxed()
     }

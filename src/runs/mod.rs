@@ -126,7 +126,7 @@ pub use self::{
     quota::{Limit, PrincipalLimits},
     record::{
         InterruptRecord, InterruptStatus, Lease, LoggedEvent, LostRun, Page, Recovered, RunEnd,
-        RunRecord, RunStatus, Start, ThreadRecord,
+        RunRecord, RunStatus, SavedThread, Start, ThreadRecord,
     },
 };
 pub(crate) use self::{hub::Hub, record::args_hash};

@@ -293,6 +293,59 @@ impl InterruptRecord {
     }
 }
 
+/// A conversation to keep with [`RunLog::save_thread`]: the thread, its messages, and what goes
+/// with them.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct SavedThread<'a> {
+    /// The thread.
+    pub thread: &'a ThreadId,
+    /// Whom a thread new to the log belongs to (whom an existing thread belongs to does not
+    /// change).
+    pub principal: Option<&'a str>,
+    /// Its conversation.
+    pub messages: &'a [Message],
+    /// Its state.
+    pub state: Option<&'a Value>,
+    /// The directory it works in (an editor's session); kept when `None`.
+    pub workspace: Option<&'a str>,
+}
+
+impl<'a> SavedThread<'a> {
+    /// `messages` as `thread`'s conversation, with no state, principal or workspace.
+    #[must_use]
+    pub fn new(thread: &'a ThreadId, messages: &'a [Message]) -> Self {
+        Self {
+            thread,
+            principal: None,
+            messages,
+            state: None,
+            workspace: None,
+        }
+    }
+
+    /// Whom a new thread belongs to.
+    #[must_use]
+    pub fn principal(mut self, principal: Option<&'a str>) -> Self {
+        self.principal = principal;
+        self
+    }
+
+    /// The thread's state.
+    #[must_use]
+    pub fn state(mut self, state: Option<&'a Value>) -> Self {
+        self.state = state;
+        self
+    }
+
+    /// The directory the thread works in.
+    #[must_use]
+    pub fn workspace(mut self, workspace: Option<&'a str>) -> Self {
+        self.workspace = workspace;
+        self
+    }
+}
+
 /// A thread's conversation and state, and its runs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ThreadRecord {

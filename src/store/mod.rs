@@ -56,6 +56,7 @@ mod conn;
 mod listen;
 mod rows;
 mod sql;
+mod threads;
 mod writer;
 
 use std::{
@@ -64,7 +65,10 @@ use std::{
     time::Duration,
 };
 
-pub use self::sql::RunStore;
+pub use self::{
+    sql::RunStore,
+    threads::{Deleted, InvalidCursor, ThreadCursor, ThreadPage, ThreadQuery, ThreadSummary},
+};
 use crate::runs::{Changed, LogError, OnChange};
 
 /// A callback of [`RunStore::on_commit`].

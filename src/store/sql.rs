@@ -9,7 +9,6 @@ use std::{
 };
 
 use futures_util::{FutureExt, future::BoxFuture};
-use serde_json::Value;
 use sqlx::{AnyPool, Row, any::AnyPoolOptions, sqlite::SqliteConnectOptions};
 use tokio::sync::{mpsc, oneshot};
 
@@ -24,10 +23,9 @@ use super::{
 };
 use crate::{
     id::{RunId, ThreadId},
-    message::Message,
     runs::{
         InterruptRecord, Interrupts, Lease, LogError, LoggedEvent, LostRun, OnChange, Page,
-        Recovered, RunEnd, RunLog, RunRecord, Start, StartError, ThreadRecord,
+        Recovered, RunEnd, RunLog, RunRecord, SavedThread, Start, StartError, ThreadRecord,
     },
 };
 
@@ -240,8 +238,13 @@ impl RunStore {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::new(callback));
     }
 
+    /// The pool reads go through.
+    pub(super) fn reader(&self) -> &AnyPool {
+        &self.0.reader
+    }
+
     /// Sends a job to the writer and waits for its answer.
-    async fn ask<T>(
+    pub(super) async fn ask<T>(
         &self,
         job: impl FnOnce(oneshot::Sender<T>) -> writer::Job,
         gone: impl FnOnce() -> T,
@@ -481,19 +484,14 @@ impl RunLog for RunStore {
         self.thread_record(thread).boxed()
     }
 
-    fn save_thread<'a>(
-        &'a self,
-        thread: &'a ThreadId,
-        principal: Option<&'a str>,
-        messages: &'a [Message],
-        state: Option<&'a Value>,
-    ) -> BoxFuture<'a, Result<(), LogError>> {
+    fn save_thread<'a>(&'a self, saved: SavedThread<'a>) -> BoxFuture<'a, Result<(), LogError>> {
         self.ask(
             move |reply| writer::Job::SaveThread {
-                thread: thread.clone(),
-                principal: principal.map(str::to_owned),
-                messages: messages.to_vec(),
-                state: state.cloned(),
+                thread: saved.thread.clone(),
+                principal: saved.principal.map(str::to_owned),
+                messages: saved.messages.to_vec(),
+                state: saved.state.cloned(),
+                workspace: saved.workspace.map(str::to_owned),
                 reply,
             },
             closed,

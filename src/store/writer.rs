@@ -16,7 +16,7 @@ use sqlx::AnyPool;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{
-    Backend, CANCEL, CHANNEL, COMMIT_TIMEOUT, Observers,
+    Backend, CANCEL, CHANNEL, COMMIT_TIMEOUT, Deleted, Observers,
     chunk::{self, Chunk},
     conn::{Arg, Columns, Conn, DbError, Row, Sqlite},
     rows::{INTERRUPT_COLUMNS, decision_text, interrupt_record, millis, number, seq, signed, text},
@@ -26,7 +26,7 @@ use crate::{
     message::Message,
     runs::{
         InterruptRecord, Lease, LogError, LoggedEvent, LostRun, Recovered, RunEnd, RunStatus,
-        Start, StartError, args_hash,
+        SavedThread, Start, StartError, args_hash,
         rules::{self, Begins, ExistingRun, Thread, ThreadView},
     },
 };
@@ -67,6 +67,7 @@ pub(super) enum Job {
         principal: Option<String>,
         messages: Vec<Message>,
         state: Option<Value>,
+        workspace: Option<String>,
         reply: oneshot::Sender<Result<(), LogError>>,
     },
     Heartbeat {
@@ -76,6 +77,10 @@ pub(super) enum Job {
     RequestCancel {
         run: RunId,
         reply: oneshot::Sender<Result<bool, LogError>>,
+    },
+    DeleteThread {
+        thread: ThreadId,
+        reply: oneshot::Sender<Result<Deleted, LogError>>,
     },
     Recover {
         lost: LostRun,
@@ -162,6 +167,10 @@ enum Done {
         oneshot::Sender<Result<bool, LogError>>,
         Result<bool, LogError>,
     ),
+    Deleted(
+        oneshot::Sender<Result<Deleted, LogError>>,
+        Result<Deleted, LogError>,
+    ),
     Refuse(
         oneshot::Sender<Result<(), StartError>>,
         Result<(), StartError>,
@@ -197,6 +206,12 @@ impl Done {
             (Self::Flag(reply, result), _) => {
                 let _ = reply.send(result);
             }
+            (Self::Deleted(reply, Ok(_)), Some(why)) => {
+                let _ = reply.send(Err(fail(why)));
+            }
+            (Self::Deleted(reply, result), _) => {
+                let _ = reply.send(result);
+            }
             (Self::Refuse(reply, Ok(())), Some(why)) => {
                 let _ = reply.send(Err(StartError::Log(fail(why))));
             }
@@ -217,6 +232,7 @@ impl Done {
             Self::Start(_, r) => r.is_ok(),
             Self::Unit(_, r) => r.is_ok(),
             Self::Flag(_, r) => r.is_ok(),
+            Self::Deleted(_, r) => r.is_ok(),
             Self::Refuse(_, r) => r.is_ok(),
             Self::Recover(_, r) => r.is_ok(),
         }
@@ -331,14 +347,13 @@ impl Writer {
                     principal,
                     messages,
                     state,
+                    workspace,
                     reply,
                 } => {
-                    let saved = Saved {
-                        thread: &thread,
-                        principal: principal.as_deref(),
-                        messages: &messages,
-                        state: state.as_ref(),
-                    };
+                    let saved = SavedThread::new(&thread, &messages)
+                        .principal(principal.as_deref())
+                        .state(state.as_ref())
+                        .workspace(workspace.as_deref());
                     let saved = save_thread(tx, &saved, now).await;
                     let (result, error) = split(saved);
                     (Done::Unit(reply, result.map_err(log_error)), error)
@@ -358,6 +373,10 @@ impl Writer {
                     }
                     let (result, error) = split(asked);
                     (Done::Flag(reply, result.map_err(log_error)), error)
+                }
+                Job::DeleteThread { thread, reply } => {
+                    let (result, error) = split(delete_thread(tx, &thread).await);
+                    (Done::Deleted(reply, result.map_err(log_error)), error)
                 }
                 Job::Heartbeat { lease, reply } => {
                     let (result, error) = split(self.heartbeat(tx, lease, now).await);
@@ -750,12 +769,9 @@ impl Writer {
         // Its events go in with the group's.
         if let Some(end) = end {
             if let Some(messages) = &end.messages {
-                let thread = Saved {
-                    thread: &lease.thread_id,
-                    principal: lease.principal.as_deref(),
-                    messages,
-                    state: end.state.as_ref(),
-                };
+                let thread = SavedThread::new(&lease.thread_id, messages)
+                    .principal(lease.principal.as_deref())
+                    .state(end.state.as_ref());
                 save_thread(tx, &thread, now).await?;
             }
             for interrupt in &end.interrupts {
@@ -1016,32 +1032,61 @@ async fn insert_chunks(tx: &mut impl Conn, chunks: &[Chunk]) -> Result<(), DbErr
     Ok(())
 }
 
-/// A thread's conversation and state to keep, and the principal it belongs to.
-struct Saved<'a> {
-    thread: &'a ThreadId,
-    principal: Option<&'a str>,
-    messages: &'a [Message],
-    state: Option<&'a Value>,
+/// Deletes `thread` with everything of it, unless one of its runs is running.
+async fn delete_thread(tx: &mut impl Conn, thread: &ThreadId) -> Result<Deleted, Failure> {
+    let id = [Arg::from(thread.as_str())];
+    let running = tx
+        .fetch(
+            "SELECT run_id FROM runs WHERE thread_id = $1 AND status = 'running'",
+            &id,
+        )
+        .await?;
+    if !running.is_empty() {
+        return Ok(Deleted::Busy);
+    }
+    tx.execute(
+        "DELETE FROM run_chunks WHERE run_id IN (SELECT run_id FROM runs WHERE thread_id = $1)",
+        &id,
+    )
+    .await?;
+    tx.execute("DELETE FROM interrupts WHERE thread_id = $1", &id)
+        .await?;
+    let runs = tx
+        .execute("DELETE FROM runs WHERE thread_id = $1", &id)
+        .await?;
+    let threads = tx
+        .execute("DELETE FROM threads WHERE thread_id = $1", &id)
+        .await?;
+    Ok(if runs + threads > 0 {
+        Deleted::Deleted
+    } else {
+        Deleted::Unknown
+    })
 }
 
-/// Keeps `saved`; a thread's principal is the one it was first kept with.
+/// Keeps `saved`, titled by its first prompt; a thread's principal is the one it was first kept
+/// with, its workspace the last one given.
 async fn save_thread(
     tx: &mut impl Conn,
-    saved: &Saved<'_>,
+    saved: &SavedThread<'_>,
     now: SystemTime,
 ) -> Result<(), Failure> {
     let messages = serde_json::to_string(saved.messages)
         .map_err(|e| LogError::Corrupt(format!("conversation ({e})")))?;
+    let title = crate::message::title(saved.messages);
     tx.execute(
-        "INSERT INTO threads (thread_id, messages, state, updated_at, principal) \
-         VALUES ($1, $2, $3, $4, $5) ON CONFLICT (thread_id) DO UPDATE SET \
-         messages = excluded.messages, state = excluded.state, updated_at = excluded.updated_at",
+        "INSERT INTO threads (thread_id, messages, state, updated_at, principal, title, workspace) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (thread_id) DO UPDATE SET \
+         messages = excluded.messages, state = excluded.state, updated_at = excluded.updated_at, \
+         title = excluded.title, workspace = COALESCE(excluded.workspace, threads.workspace)",
         &[
             Arg::from(saved.thread.as_str()),
             Arg::from(&messages),
             Arg::from(saved.state.map(Value::to_string).as_deref()),
             Arg::from(millis(now)),
             Arg::from(saved.principal),
+            Arg::from(title.as_deref()),
+            Arg::from(saved.workspace),
         ],
     )
     .await?;

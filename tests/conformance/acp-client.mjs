@@ -173,3 +173,42 @@ for (const [name, run] of Object.entries(scenarios)) {
   });
   console.log("ok - a session survives a restart of the agent");
 }
+
+// An editor's history, from later processes: sessions listed (newest first), one resumed without
+// its history sent, one deleted.
+{
+  const cwd = process.cwd();
+  const made = await withAgent(async (ctx) => {
+    const { init, sessionId: first } = await session(ctx);
+    const caps = init.agentCapabilities.sessionCapabilities;
+    assert.ok(caps.list && caps.resume && caps.delete && caps.close, JSON.stringify(caps));
+    await prompt(ctx, first, "listed first");
+    const second = (await ctx.request(acp.methods.agent.session.new, { cwd, mcpServers: [] })).sessionId;
+    await prompt(ctx, second, "listed second");
+    return { first, second };
+  });
+  await withAgent(async (ctx, editor) => {
+    await ctx.request(acp.methods.agent.initialize, { protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {} });
+    const listed = await ctx.request(acp.methods.agent.session.list, { cwd });
+    const at = (id) => listed.sessions.findIndex((s) => s.sessionId === id);
+    assert.ok(at(made.second) >= 0 && at(made.second) < at(made.first), "newest first");
+    const second = listed.sessions[at(made.second)];
+    assert.equal(second.title, "listed second");
+    assert.equal(second.cwd, cwd);
+    assert.ok(!Number.isNaN(Date.parse(second.updatedAt)), "an ISO 8601 date");
+
+    editor.updates.length = 0;
+    await ctx.request(acp.methods.agent.session.resume, { sessionId: made.first, cwd, mcpServers: [] });
+    assert.ok(!editor.updates.some((u) => kind(u) === "user_message_chunk"), "no history replayed");
+    const more = await prompt(ctx, made.first, "resumed");
+    assert.equal(more.stopReason, "end_turn");
+
+    await ctx.request(acp.methods.agent.session.delete, { sessionId: made.second });
+    const left = await ctx.request(acp.methods.agent.session.list, { cwd });
+    assert.ok(!left.sessions.some((s) => s.sessionId === made.second), "deleted");
+    await assert.rejects(
+      ctx.request(acp.methods.agent.session.load, { sessionId: made.second, cwd, mcpServers: [] }),
+    );
+  });
+  console.log("ok - sessions listed, resumed and deleted by later processes");
+}

@@ -12,7 +12,8 @@ import os
 import sys
 
 from acp import PROTOCOL_VERSION, spawn_agent_process, text_block
-from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
+from acp.meta import AGENT_METHODS
+from acp.schema import AllowedOutcome, DeleteSessionRequest, DeniedOutcome, RequestPermissionResponse
 
 BIN, *ARGS = sys.argv[1:]
 
@@ -194,6 +195,37 @@ async def survives_restart():
         assert more.stop_reason == "end_turn", more
 
 
+async def sessions_listed_resumed_deleted():
+    cwd = os.getcwd()
+    editor = Editor()
+    async with spawn_agent_process(editor, BIN, "acp", *ARGS) as (conn, _process):
+        init, _, first = await start(conn)
+        caps = init.agent_capabilities.session_capabilities
+        assert caps.list is not None and caps.resume is not None, caps
+        assert caps.delete is not None and caps.close is not None, caps
+        await prompt(conn, first, "python listed first")
+        second = (await conn.new_session(cwd=cwd, mcp_servers=[])).session_id
+        await prompt(conn, second, "python listed second")
+    editor = Editor()
+    async with spawn_agent_process(editor, BIN, "acp", *ARGS) as (conn, _process):
+        await conn.initialize(protocol_version=PROTOCOL_VERSION)
+        listed = (await conn.list_sessions(cwd=cwd)).sessions
+        ids = [s.session_id for s in listed]
+        assert ids.index(second) < ids.index(first), "newest first"
+        assert listed[ids.index(second)].title == "python listed second"
+        await conn.resume_session(session_id=first, cwd=cwd, mcp_servers=[])
+        assert not editor.kinds("user_message_chunk"), "no history replayed"
+        more = await prompt(conn, first, "resumed")
+        assert more.stop_reason == "end_turn", more
+        # The client has no method for it: the request as its schema writes it.
+        request = DeleteSessionRequest(session_id=second)
+        await conn._conn.send_request(
+            AGENT_METHODS["session_delete"], request.model_dump(mode="json", by_alias=True, exclude_none=True)
+        )
+        left = [s.session_id for s in (await conn.list_sessions(cwd=cwd)).sessions]
+        assert second not in left, left
+
+
 async def main():
     for scenario in SCENARIOS:
         editor = Editor()
@@ -202,6 +234,8 @@ async def main():
         print(f"ok - {scenario.__name__}")
     await asyncio.wait_for(survives_restart(), 60)
     print("ok - survives_restart")
+    await asyncio.wait_for(sessions_listed_resumed_deleted(), 60)
+    print("ok - sessions_listed_resumed_deleted")
 
 
 asyncio.run(main())

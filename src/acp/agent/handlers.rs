@@ -9,12 +9,15 @@ use agent_client_protocol::{
         ConnectionTo, Responder,
         schema::{
             self as acp, AgentCapabilities, CloseSessionRequest, CloseSessionResponse,
-            ConfigOptionUpdate, ContentBlock, ContentChunk, CurrentModeUpdate, InitializeRequest,
-            InitializeResponse, LoadSessionRequest, LoadSessionResponse, McpCapabilities,
-            NewSessionRequest, NewSessionResponse, PromptRequest, PromptResponse,
-            SessionCapabilities, SessionCloseCapabilities, SessionId, SessionInfoUpdate,
-            SessionUpdate, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
-            SetSessionModeRequest, SetSessionModeResponse,
+            ConfigOptionUpdate, ContentBlock, ContentChunk, CurrentModeUpdate,
+            DeleteSessionRequest, DeleteSessionResponse, InitializeRequest, InitializeResponse,
+            ListSessionsRequest, ListSessionsResponse, LoadSessionRequest, LoadSessionResponse,
+            McpCapabilities, NewSessionRequest, NewSessionResponse, PromptRequest, PromptResponse,
+            ResumeSessionRequest, ResumeSessionResponse, SessionCapabilities,
+            SessionCloseCapabilities, SessionDeleteCapabilities, SessionId, SessionInfo,
+            SessionInfoUpdate, SessionListCapabilities, SessionResumeCapabilities, SessionUpdate,
+            SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest,
+            SetSessionModeResponse,
         },
     },
 };
@@ -81,7 +84,11 @@ where
                         .prompt_capabilities(self.config.prompt.clone())
                         .mcp_capabilities(McpCapabilities::new().http(cfg!(feature = "mcp")))
                         .session_capabilities(
-                            SessionCapabilities::new().close(SessionCloseCapabilities::new()),
+                            SessionCapabilities::new()
+                                .list(SessionListCapabilities::new())
+                                .resume(SessionResumeCapabilities::new())
+                                .delete(SessionDeleteCapabilities::new())
+                                .close(SessionCloseCapabilities::new()),
                         ),
                 )
                 .agent_info(self.config.info.clone()),
@@ -105,6 +112,8 @@ where
             shared.sessions.lock().insert(
                 id.to_string(),
                 Session {
+                    cwd: req.cwd.clone(),
+                    updated_at: std::time::SystemTime::now(),
                     messages: Vec::new(),
                     state: None,
                     mode,
@@ -142,7 +151,7 @@ where
         // connect first.
         let shared = self.clone();
         cx.clone().spawn(async move {
-            match shared.restore(&req.session_id).await {
+            match shared.restore(&req.session_id, &req.cwd).await {
                 Ok(true) => {}
                 Ok(false) if known => {}
                 Ok(false) => return responder.respond_with_error(not_found(&req.session_id)),
@@ -270,6 +279,161 @@ where
             return responder.respond_with_error(not_found(&req.session_id));
         }
         responder.respond(CloseSessionResponse::new())
+    }
+
+    /// `session/list`: the sessions of this connection's principal (everyone's for an operator,
+    /// or without one), newest first, in pages of [`PAGE`]; with a store, every session it
+    /// keeps, else this process's.
+    pub(super) fn list(
+        self: &Arc<Self>,
+        req: ListSessionsRequest,
+        responder: Responder<ListSessionsResponse>,
+        cx: &ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        #[cfg(feature = "store")]
+        if let Some(store) = self.config.store.clone() {
+            let shared = self.clone();
+            return cx.spawn(async move {
+                let listed = shared.list_kept(&store, &req).await;
+                responder.respond_with_result(listed)
+            });
+        }
+        // The sessions in memory are all this agent's principal's.
+        let mut sessions: Vec<(std::time::SystemTime, SessionInfo)> = self
+            .sessions
+            .lock()
+            .iter()
+            .filter(|(_, s)| req.cwd.as_ref().is_none_or(|cwd| *cwd == s.cwd))
+            .map(|(id, s)| {
+                let info = SessionInfo::new(SessionId::new(id.clone()), s.cwd.clone())
+                    .title(crate::message::title(&s.messages))
+                    .updated_at(rfc3339(s.updated_at));
+                (s.updated_at, info)
+            })
+            .collect();
+        sessions.sort_by_key(|(at, _)| std::cmp::Reverse(*at));
+        responder.respond(ListSessionsResponse::new(
+            sessions.into_iter().map(|(_, info)| info).collect(),
+        ))
+    }
+
+    /// The principal whose sessions this connection sees (`None`: everyone's).
+    fn owner_filter(&self) -> Option<&str> {
+        self.config
+            .principal
+            .as_ref()
+            .filter(|p| !p.is_operator())
+            .map(|p| p.name())
+    }
+
+    /// One page of the sessions `store` keeps.
+    #[cfg(feature = "store")]
+    async fn list_kept(
+        &self,
+        store: &crate::store::RunStore,
+        req: &ListSessionsRequest,
+    ) -> Result<ListSessionsResponse, Error> {
+        let cursor = req
+            .cursor
+            .as_deref()
+            .map(str::parse::<crate::store::ThreadCursor>)
+            .transpose()
+            .map_err(|e| Error::invalid_params().data(json!({"cursor": e.to_string()})))?;
+        let cwd = req.cwd.as_ref().map(|cwd| cwd.to_string_lossy());
+        let query = crate::store::ThreadQuery::new(PAGE)
+            .principal(self.owner_filter())
+            .workspace(cwd.as_deref())
+            .after(cursor.as_ref());
+        let page = store.threads(&query).await.map_err(|error| {
+            tracing::error!(%error, "the session store failed");
+            Error::internal_error().data(json!({"reason": "the session store is unavailable"}))
+        })?;
+        let sessions = page
+            .threads
+            .into_iter()
+            .map(|thread| {
+                SessionInfo::new(
+                    SessionId::new(thread.thread_id.to_string()),
+                    thread.workspace,
+                )
+                .title(thread.title)
+                .updated_at(rfc3339(thread.updated_at))
+            })
+            .collect();
+        Ok(ListSessionsResponse::new(sessions).next_cursor(page.next.map(|c| c.to_string())))
+    }
+
+    /// `session/resume`: a known session (in memory or in the store) open again, without its
+    /// history sent.
+    pub(super) fn resume(
+        self: &Arc<Self>,
+        req: ResumeSessionRequest,
+        responder: Responder<ResumeSessionResponse>,
+        cx: &ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        let shared = self.clone();
+        let cx = cx.clone();
+        cx.clone().spawn(async move {
+            let known = shared.sessions.lock().contains_key(&*req.session_id.0);
+            if !known {
+                match shared.restore(&req.session_id, &req.cwd).await {
+                    Ok(true) => {}
+                    Ok(false) => return responder.respond_with_error(not_found(&req.session_id)),
+                    Err(error) => return responder.respond_with_error(error),
+                }
+            }
+            let tools = match connect_mcp(&req.mcp_servers).await {
+                Ok(tools) => tools,
+                Err(error) => return responder.respond_with_error(error),
+            };
+            let mode = {
+                let mut sessions = shared.sessions.lock();
+                let Some(session) = sessions.get_mut(&*req.session_id.0) else {
+                    return responder.respond_with_error(not_found(&req.session_id));
+                };
+                session.open = true;
+                session.cwd = req.cwd.clone();
+                if tools.is_some() {
+                    session.tools = tools;
+                }
+                session.mode
+            };
+            responder.respond(
+                ResumeSessionResponse::new()
+                    .modes(mode_state(mode))
+                    .config_options(config_options(mode)),
+            )?;
+            notify(
+                &cx,
+                &req.session_id,
+                SessionUpdate::AvailableCommandsUpdate(commands()),
+            );
+            Ok(())
+        })
+    }
+
+    /// `session/delete`: the session and its history gone, its running turn cancelled first.
+    pub(super) fn delete(
+        self: &Arc<Self>,
+        req: DeleteSessionRequest,
+        responder: Responder<DeleteSessionResponse>,
+        cx: &ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        let removed = self.sessions.lock().remove(&*req.session_id.0);
+        if let Some(turn) = removed.as_ref().and_then(|s| s.turn.as_ref()) {
+            turn.cancel();
+        }
+        let shared = self.clone();
+        cx.spawn(async move {
+            let kept = shared.forget(&req.session_id).await;
+            match kept {
+                Ok(true) => {}
+                Ok(false) if removed.is_some() => {}
+                Ok(false) => return responder.respond_with_error(not_found(&req.session_id)),
+                Err(error) => return responder.respond_with_error(error),
+            }
+            responder.respond(DeleteSessionResponse::new())
+        })
     }
 
     pub(super) fn cancel(&self, session: &SessionId) {
@@ -411,6 +575,7 @@ where
                     entry.messages = outcome.messages;
                     entry.state = outcome.state;
                     entry.turn = None;
+                    entry.updated_at = std::time::SystemTime::now();
                 }
                 Ok(AcpStopReason::from(outcome.stop))
             }
@@ -440,6 +605,14 @@ where
         }
         answer.map(|reason| PromptResponse::new(stop_reason(reason)))
     }
+}
+
+/// How many sessions one `session/list` answer holds at most.
+pub(super) const PAGE: usize = 50;
+
+/// `time` as ISO 8601 (RFC 3339, UTC, milliseconds).
+fn rfc3339(time: std::time::SystemTime) -> String {
+    humantime::format_rfc3339_millis(time).to_string()
 }
 
 fn stop_reason(reason: AcpStopReason) -> acp::StopReason {

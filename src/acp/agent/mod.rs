@@ -6,9 +6,10 @@ use std::{fmt, sync::Arc};
 use agent_client_protocol::{
     Agent, ConnectTo, Error,
     v1::schema::{
-        CancelNotification, CloseSessionRequest, Implementation, InitializeRequest,
-        LoadSessionRequest, NewSessionRequest, PromptCapabilities, PromptRequest,
-        SetSessionConfigOptionRequest, SetSessionModeRequest,
+        CancelNotification, CloseSessionRequest, DeleteSessionRequest, Implementation,
+        InitializeRequest, ListSessionsRequest, LoadSessionRequest, NewSessionRequest,
+        PromptCapabilities, PromptRequest, ResumeSessionRequest, SetSessionConfigOptionRequest,
+        SetSessionModeRequest,
     },
 };
 use tower_service::Service;
@@ -52,7 +53,14 @@ struct Shared<S> {
 /// ACP client) start sessions and prompt turns; each turn is one call of the service.
 ///
 /// - `initialize` answers protocol version 1 with what is really routed: `loadSession`, the
-///   prompt capabilities set here (image, audio and embedded context by default), `session/close`.
+///   prompt capabilities set here (image, audio and embedded context by default), and the
+///   session capabilities `list`, `resume`, `delete` and `close`.
+/// - `session/list`: the sessions of the agent's principal (everyone's for an operator or
+///   without one), newest first, each with its directory, title (its first prompt's first line)
+///   and date, filtered by `cwd`; with a [`store`](Self::store), every session it keeps, in pages
+///   of 50 (`nextCursor`), else this process's. `session/resume` opens a session again without
+///   sending its history; `session/delete` cancels its turn and forgets it (with its runs, in the
+///   store).
 /// - `session/new`, `session/load` (the conversation replayed as updates, and the commands, before the answer; with
 ///   a [`store`](Self::store), sessions from before a restart too). With the `mcp` feature, the
 ///   request's `mcpServers` (stdio and http) are connected and lend their tools to the session
@@ -290,6 +298,24 @@ where
             .on_receive_request(
                 handler!(shared, |req: CloseSessionRequest, responder, _cx| {
                     shared.close(req, responder)
+                }),
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                handler!(shared, |req: ListSessionsRequest, responder, cx| {
+                    shared.list(req, responder, &cx)
+                }),
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                handler!(shared, |req: ResumeSessionRequest, responder, cx| {
+                    shared.resume(req, responder, &cx)
+                }),
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                handler!(shared, |req: DeleteSessionRequest, responder, cx| {
+                    shared.delete(req, responder, &cx)
                 }),
                 agent_client_protocol::on_receive_request!(),
             )

@@ -3,7 +3,9 @@
 
 use std::{
     collections::HashMap,
+    path::PathBuf,
     sync::{Mutex, MutexGuard, PoisonError},
+    time::SystemTime,
 };
 
 use agent_client_protocol::{Error, v1::schema::SessionId};
@@ -18,6 +20,10 @@ use crate::{message::Message, permission::Mode, tool::ToolRouter};
 /// One editor session: its conversation and its mode.
 #[derive(Debug)]
 pub(super) struct Session {
+    /// The directory it works in.
+    pub(super) cwd: PathBuf,
+    /// When its conversation last changed.
+    pub(super) updated_at: SystemTime,
     pub(super) messages: Vec<Message>,
     pub(super) state: Option<Value>,
     pub(super) mode: Mode,
@@ -52,27 +58,36 @@ impl<S> Shared<S> {
     pub(super) async fn persist(&self, session: &SessionId) -> Result<(), Error> {
         #[cfg(feature = "store")]
         if let Some(store) = &self.config.store {
-            let Some((messages, state)) = self
+            let Some((messages, state, cwd)) = self
                 .sessions
                 .lock()
                 .get(&*session.0)
-                .map(|s| (s.messages.clone(), s.state.clone()))
+                .map(|s| (s.messages.clone(), s.state.clone(), s.cwd.clone()))
             else {
                 return Ok(());
             };
             let thread = crate::id::ThreadId::from(&*session.0);
             let principal = self.config.principal.as_ref().map(|p| p.name());
-            crate::runs::RunLog::save_thread(store, &thread, principal, &messages, state.as_ref())
+            let cwd = cwd.to_string_lossy();
+            let saved = crate::runs::SavedThread::new(&thread, &messages)
+                .principal(principal)
+                .state(state.as_ref())
+                .workspace(Some(&cwd));
+            crate::runs::RunLog::save_thread(store, saved)
                 .await
                 .map_err(|error| store_failed(session, &error))?;
         }
         Ok(())
     }
 
-    /// Brings a session the store knows (from before a restart) back into memory, closed;
-    /// `false` when no store knows it.
+    /// Brings a session the store knows (from before a restart) back into memory, closed,
+    /// working in `cwd`; `false` when no store knows it.
     #[cfg_attr(not(feature = "store"), allow(clippy::unused_async, unused_variables))]
-    pub(super) async fn restore(&self, session: &SessionId) -> Result<bool, Error> {
+    pub(super) async fn restore(
+        &self,
+        session: &SessionId,
+        cwd: &std::path::Path,
+    ) -> Result<bool, Error> {
         #[cfg(feature = "store")]
         if let Some(store) = &self.config.store {
             let thread = crate::id::ThreadId::from(&*session.0);
@@ -89,6 +104,8 @@ impl<S> Shared<S> {
                 .lock()
                 .entry(session.to_string())
                 .or_insert_with(|| Session {
+                    cwd: cwd.to_owned(),
+                    updated_at: SystemTime::now(),
                     titled: !record.messages.is_empty(),
                     messages: record.messages,
                     state: record.state,
@@ -103,15 +120,40 @@ impl<S> Shared<S> {
     }
 }
 
+impl<S> Shared<S> {
+    /// Deletes the session from the store, if there is one and it keeps it for this
+    /// connection's principal; `false` when it does not.
+    #[cfg_attr(not(feature = "store"), allow(clippy::unused_async, unused_variables))]
+    pub(super) async fn forget(&self, session: &SessionId) -> Result<bool, Error> {
+        #[cfg(feature = "store")]
+        if let Some(store) = &self.config.store {
+            let thread = crate::id::ThreadId::from(&*session.0);
+            let caller = self.config.principal.as_ref();
+            let kept = crate::runs::RunLog::thread(store, &thread)
+                .await
+                .map_err(|error| store_failed(session, &error))?
+                .is_some_and(|record| {
+                    crate::runs::rules::may_use(caller, record.principal.as_deref())
+                });
+            if !kept {
+                return Ok(false);
+            }
+            return match store
+                .delete_thread(&thread)
+                .await
+                .map_err(|error| store_failed(session, &error))?
+            {
+                crate::store::Deleted::Busy => Err(Error::invalid_request().data(json!({
+                    "reason": "a run of this session is running; cancel it first",
+                }))),
+                _ => Ok(true),
+            };
+        }
+        Ok(false)
+    }
+}
+
 /// A session's title: the first line of its first prompt, at most 80 characters.
 pub(super) fn session_title(text: &str) -> String {
-    let line = text
-        .lines()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("New session")
-        .trim();
-    match line.char_indices().nth(80) {
-        Some((at, _)) => format!("{}…", &line[..at]),
-        None => line.to_owned(),
-    }
+    crate::message::first_line(text).unwrap_or_else(|| "New session".to_owned())
 }
