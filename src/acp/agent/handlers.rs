@@ -282,8 +282,9 @@ where
     }
 
     /// `session/list`: the sessions of this connection's principal (everyone's for an operator,
-    /// or without one), newest first, in pages of [`PAGE`]; with a store, every session it
+    /// or without one), newest first, in pages of 50; with a store, every session it
     /// keeps, else this process's.
+    #[cfg_attr(not(feature = "store"), allow(unused_variables))]
     pub(super) fn list(
         self: &Arc<Self>,
         req: ListSessionsRequest,
@@ -318,6 +319,7 @@ where
     }
 
     /// The principal whose sessions this connection sees (`None`: everyone's).
+    #[cfg(feature = "store")]
     fn owner_filter(&self) -> Option<&str> {
         self.config
             .principal
@@ -608,6 +610,7 @@ where
 }
 
 /// How many sessions one `session/list` answer holds at most.
+#[cfg(feature = "store")]
 pub(super) const PAGE: usize = 50;
 
 /// `time` as ISO 8601 (RFC 3339, UTC, milliseconds).
