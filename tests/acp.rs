@@ -1067,23 +1067,34 @@ async fn a_client_that_stops_reading_holds_the_turn_back() {
     assert!(ended.try_recv().is_ok());
 }
 
+/// A SQLite store for `test`'s sessions, in a directory of its own (removed by the test).
+#[cfg(feature = "store")]
+async fn session_store(test: &str) -> (std::path::PathBuf, agent_tower::store::RunStore) {
+    let dir = std::env::temp_dir().join(format!("agent-tower-acp-{test}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let url = format!("sqlite://{}", dir.join("sessions.db").display());
+    let store = agent_tower::store::RunStore::open(&url).await.unwrap();
+    (dir, store)
+}
+
+/// The demo agent on `store`, for the principal `name`.
+#[cfg(feature = "store")]
+fn demo_as(
+    store: &agent_tower::store::RunStore,
+    name: &str,
+) -> AcpAgent<agent_tower::demo::ScriptedAgent<agent_tower::acp::AcpApprover>> {
+    demo()
+        .store(store.clone())
+        .principal(agent_tower::context::Principal::user(name).unwrap())
+}
+
 /// Sessions kept in a store shared by several connections belong to their connection's
 /// principal: another principal's `session/load` finds nothing, as for a session nobody kept.
 #[cfg(feature = "store")]
 #[tokio::test]
 async fn a_kept_session_is_unknown_to_another_principal() {
-    use agent_tower::{context::Principal, store::RunStore};
-
-    let dir = std::env::temp_dir().join(format!("agent-tower-acp-owner-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let store = RunStore::open(&format!("sqlite://{}", dir.join("sessions.db").display()))
-        .await
-        .unwrap();
-    let as_user = |name: &str| {
-        demo()
-            .store(store.clone())
-            .principal(Principal::user(name).unwrap())
-    };
+    let (dir, store) = session_store("owner").await;
+    let as_user = |name: &str| demo_as(&store, name);
     let (made, mut session) = tokio::sync::oneshot::channel();
     editor(as_user("alice"), async move |mut e: Editor| {
         let session = e.session().await;
@@ -1189,18 +1200,8 @@ async fn kept_sessions_are_listed_resumed_and_deleted_by_later_connections() {
     use agent_client_protocol::v1::schema::{
         DeleteSessionRequest, ListSessionsRequest, ResumeSessionRequest,
     };
-    use agent_tower::{context::Principal, store::RunStore};
-
-    let dir = std::env::temp_dir().join(format!("agent-tower-acp-list-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let store = RunStore::open(&format!("sqlite://{}", dir.join("sessions.db").display()))
-        .await
-        .unwrap();
-    let as_user = |name: &str| {
-        demo()
-            .store(store.clone())
-            .principal(Principal::user(name).unwrap())
-    };
+    let (dir, store) = session_store("list").await;
+    let as_user = |name: &str| demo_as(&store, name);
     let work = |cwd: &str, tasks: &'static [&'static str]| {
         let cwd = cwd.to_owned();
         async move |e: Editor| -> Result<(), Error> {
