@@ -74,7 +74,21 @@ fn a_bad_file_is_refused_with_a_sentence() {
     for (name, text, expected) in [
         ("broken.toml", "[serve\naddr =", "not valid TOML"),
         ("table.toml", "[serve]\naddr = { a = 1 }", "`addr` must be"),
-        ("unknown.toml", "[serve]\nno-such-flag = 1", "no-such-flag"),
+        (
+            "unknown.toml",
+            "[serve]\nno-such-flag = 1",
+            "unknown.toml: unknown setting `no-such-flag` in [serve]",
+        ),
+        (
+            "top.toml",
+            "frobnicate = 1",
+            "top.toml: unknown setting `frobnicate`;",
+        ),
+        (
+            "agent.toml",
+            "[agent]\ninstruction = \"x\"",
+            "unknown setting `instruction` in [agent]",
+        ),
     ] {
         let file = config(name, text);
         let output = std::process::Command::new(AGENT)

@@ -795,6 +795,7 @@ fn with_config(args: Vec<std::ffi::OsString>) -> Result<Vec<std::ffi::OsString>,
                 &mut commands
             }
             value => {
+                known(&cli, key, None, &path)?;
                 if !from_env(&cli, key) {
                     push_flag(&mut global, key, value, &path)?;
                 }
@@ -805,6 +806,7 @@ fn with_config(args: Vec<std::ffi::OsString>) -> Result<Vec<std::ffi::OsString>,
             continue;
         };
         for (flag, value) in flags {
+            known(subcommand, flag, Some(key), &path)?;
             if !from_env(subcommand, flag) {
                 push_flag(out, flag, value, &path)?;
             }
@@ -818,6 +820,33 @@ fn with_config(args: Vec<std::ffi::OsString>) -> Result<Vec<std::ffi::OsString>,
     }
     merged.splice(1..1, global);
     Ok(merged)
+}
+
+/// Refuses a setting of the config file (in `table`, or at the top) that `command` has no flag
+/// for, naming the file and the setting.
+fn known(
+    command: &clap::Command,
+    flag: &str,
+    table: Option<&str>,
+    path: &std::path::Path,
+) -> Result<(), BoxError> {
+    if command
+        .get_arguments()
+        .any(|arg| arg.get_long() == Some(flag))
+    {
+        return Ok(());
+    }
+    let place = table.map(|t| format!(" in [{t}]")).unwrap_or_default();
+    let name = match command.get_name() {
+        "agent-tower" => "agent-tower".to_owned(),
+        sub => format!("agent-tower {sub}"),
+    };
+    Err(format!(
+        "the config file {}: unknown setting `{flag}`{place}; the settings are the long flags of \
+         `{name} --help`, without their dashes",
+        path.display()
+    )
+    .into())
 }
 
 /// `--flag value` (a value per element for an array; `--flag` alone for `true`, nothing for
