@@ -34,8 +34,10 @@ async fn serve() -> (SocketAddr, mpsc::UnboundedReceiver<RunSummary>) {
     .on_run_end(move |run| {
         let _ = tx.send(run.clone());
     });
+    // A cut connection cancels its run at once, without waiting for a re-join.
     let router = AguiServer::with_runs(engine)
         .body_timeout(SHORT)
+        .rejoin_grace(Duration::ZERO)
         .into_router();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

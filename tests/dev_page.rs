@@ -1,7 +1,7 @@
 //! The development page of the built `agent-tower serve` in Debian's Chromium (driven by
 //! `playwright-core`, `tests/conformance/dev-page.mjs`): a chat with reasoning, a backend tool,
-//! interrupts approved, edited and rejected, state set from the page, Stop, and a reload that
-//! re-joins the run; and CORS from a page on another origin. Without a browser: what the page
+//! interrupts approved, edited and rejected, state set from the page; a reload that re-joins the
+//! run and Stop that cancels it on the server; and CORS from a page on another origin. Without a browser: what the page
 //! routes answer to other clients, and `--no-ui`.
 
 #[path = "support/debian.rs"]
@@ -39,7 +39,6 @@ async fn the_page_chats_through_the_server() {
         "ok interrupt edited",
         "ok interrupt rejected",
         "ok state set from the page",
-        "ok stop",
         "chat: passed",
     ] {
         assert!(out.contains(step), "{step} missing from:\n{out}");
@@ -47,11 +46,14 @@ async fn the_page_chats_through_the_server() {
 }
 
 #[tokio::test]
-async fn a_reload_rejoins_the_run_where_it_was() {
+async fn a_reload_rejoins_the_run_and_stop_cancels_it() {
+    // The default settings: a run whose page went away waits for it to come back.
     let store = stores::sqlite("dev-page-rejoin");
-    let server = Process::serve(&["--store", &store, "--on-disconnect", "continue"]).await;
+    let server = Process::serve(&["--store", &store]).await;
     let out = browser(&["rejoin", &server.base]).await;
-    assert!(out.contains("rejoin: passed"), "{out}");
+    for step in ["ok re-joined after a reload", "ok stop", "rejoin: passed"] {
+        assert!(out.contains(step), "{step} missing from:\n{out}");
+    }
 }
 
 #[tokio::test]

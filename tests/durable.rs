@@ -30,6 +30,12 @@ async fn serve(url: &str) -> Server {
 /// A durable server on the store at `url` whose runs' leases last `lease` (default: 30 s), so
 /// that it beats every third of it.
 async fn serve_leased(url: &str, lease: Option<Duration>) -> Server {
+    serve_on(url, lease, None).await
+}
+
+/// A durable server on the store at `url`; with `rejoin_grace`, a run whose client went away is
+/// cancelled once nobody has followed it for that long (else it goes on).
+async fn serve_on(url: &str, lease: Option<Duration>, rejoin_grace: Option<Duration>) -> Server {
     let store = RunStore::open(url).await.unwrap();
     let agent = demo::scripted()
         .policy(demo::policy())
@@ -41,9 +47,12 @@ async fn serve_leased(url: &str, lease: Option<Duration>) -> Server {
         Some(lease) => runs.lease(lease),
         None => runs,
     };
-    let router = AguiServer::with_runs(runs)
-        .on_disconnect(OnDisconnect::Continue)
-        .into_router();
+    let server = AguiServer::with_runs(runs);
+    let router = match rejoin_grace {
+        Some(grace) => server.rejoin_grace(grace),
+        None => server.on_disconnect(OnDisconnect::Continue),
+    }
+    .into_router();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, router).await });
@@ -437,6 +446,36 @@ async fn the_official_client_answers_interrupts_through_its_verifier() {
         output.contains("all interrupt scenarios passed"),
         "{output}"
     );
+}
+
+#[tokio::test]
+async fn a_run_rejoined_on_another_instance_outlives_its_page() {
+    let Some(url) = stores::postgres("rejoin-elsewhere").await else {
+        return;
+    };
+    // The page leaves the instance that drives the run and re-joins through another (a load
+    // balancer's choice); the run lasts ten graces.
+    let grace = Duration::from_millis(500);
+    let a = serve_on(&url, None, Some(grace)).await;
+    let b = serve_on(&url, None, Some(grace)).await;
+    let (thread, run) = (
+        format!("t-{}", uuid::Uuid::now_v7()),
+        format!("r-{}", uuid::Uuid::now_v7()),
+    );
+    let seen = a.watch_then_leave(&thread, &run, 3).await;
+    let rejoined = b.rejoin(&run, &seen.last().unwrap().0).await;
+    assert_eq!(rejoined.status(), 200);
+    let rest = frames(&rejoined.text().await.unwrap());
+    let (_, last) = rest.last().unwrap();
+    assert_eq!(last["type"], "RUN_FINISHED", "{last}");
+    assert_eq!(last["outcome"]["type"], "success", "not cancelled: {last}");
+    let tokens = types(&seen)
+        .into_iter()
+        .chain(types(&rest))
+        .filter(|t| *t == "TEXT_MESSAGE_CONTENT")
+        .count();
+    assert_eq!(tokens, 1000, "every token, once");
+    assert_eq!(b.thread(&thread).await["runs"][0]["status"], "finished");
 }
 
 #[tokio::test]

@@ -47,6 +47,9 @@ async fn prometheus_scrapes_runs_by_outcome() {
         "20",
         "--metrics-group",
         "support=alice,bob",
+        // The run whose client goes away is cancelled at once, not after a re-join grace.
+        "--rejoin-grace",
+        "0s",
     ])
     .await;
 

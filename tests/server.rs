@@ -52,11 +52,26 @@ fn scripted_on(
     let runs = engine(Runs::new(demo::scripted().build())).on_run_end(move |run| {
         let _ = tx.send(run.clone());
     });
-    (server(AguiServer::with_runs(runs)).into_router(), rx)
+    // Disconnects cancel at once here; the grace period for a re-join has its own tests.
+    let configured = server(AguiServer::with_runs(runs).rejoin_grace(Duration::ZERO));
+    (configured.into_router(), rx)
 }
 
-/// A server whose model streams `items` (for runs that hang).
+/// A server whose model streams `items` (for runs that hang); disconnects cancel at once.
 fn mocked(items: Vec<MockItem>, busy: BusyThread) -> (Router, mpsc::UnboundedReceiver<RunSummary>) {
+    mocked_with(items, busy, |server| server.rejoin_grace(Duration::ZERO))
+}
+
+/// The agent of [`mocked`]: the mock model and no tools, under the AG-UI layer.
+type MockAgent = Agui<Agent<Agui<MockModel>, Agui<ToolRouter>>>;
+type Agui<S> =
+    agent_tower::agui::Agui<S, agent_tower::transport::Channel<agent_tower::agui::Event>>;
+
+fn mocked_with(
+    items: Vec<MockItem>,
+    busy: BusyThread,
+    configure: impl FnOnce(AguiServer<MockAgent>) -> AguiServer<MockAgent>,
+) -> (Router, mpsc::UnboundedReceiver<RunSummary>) {
     let agui = AguiLayer::new();
     let agent = agui.layer(Agent::new(
         agui.layer(MockModel::new([items])),
@@ -66,9 +81,8 @@ fn mocked(items: Vec<MockItem>, busy: BusyThread) -> (Router, mpsc::UnboundedRec
     let runs = Runs::new(agent).busy_thread(busy).on_run_end(move |run| {
         let _ = tx.send(run.clone());
     });
-    let router = AguiServer::with_runs(runs)
-        .keep_alive(Duration::from_millis(100))
-        .into_router();
+    let router =
+        configure(AguiServer::with_runs(runs).keep_alive(Duration::from_millis(100))).into_router();
     (router, rx)
 }
 
@@ -181,6 +195,46 @@ async fn a_disconnect_cancels_the_run_within_a_second() {
             .unwrap();
         assert_eq!(summary.end, Ended::Disconnected, "quiet: {quiet}");
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_whose_client_left_waits_for_a_rejoin_then_is_cancelled() {
+    let grace = Duration::from_secs(30);
+    let hang = vec![MockItem::text("waiting"), MockItem::Pending];
+    let (router, mut runs) = mocked_with(hang, BusyThread::Reject, |s| s.rejoin_grace(grace));
+    // The page starts the run, reads its first event, and goes away (it reloads).
+    let started = router
+        .clone()
+        .oneshot(post_json(&input("t", "left")))
+        .await
+        .unwrap();
+    let mut viewer = started.into_body();
+    viewer.frame().await.unwrap().unwrap();
+    drop(viewer);
+    tokio::time::sleep(grace - Duration::from_secs(1)).await;
+    assert!(runs.try_recv().is_err(), "the run waits for its page");
+
+    // The page comes back within the grace and re-joins; it stays long past the grace.
+    let rejoin = Request::get("/runs/run-left/events")
+        .header(header::ACCEPT, "text/event-stream")
+        .header("last-event-id", "run-left:1")
+        .body(Body::empty())
+        .unwrap();
+    let rejoined = router.clone().oneshot(rejoin).await.unwrap();
+    assert_eq!(rejoined.status(), StatusCode::OK);
+    tokio::time::sleep(grace * 3).await;
+    assert!(runs.try_recv().is_err(), "a run somebody follows goes on");
+
+    // It goes away for good: the grace starts again, and the run is cancelled at its end.
+    drop(rejoined);
+    let left = tokio::time::Instant::now();
+    let summary = runs.recv().await.unwrap();
+    assert_eq!(summary.end, Ended::Disconnected);
+    assert_eq!(
+        left.elapsed(),
+        grace,
+        "cancelled when the grace ended, not before"
+    );
 }
 
 #[tokio::test]

@@ -173,9 +173,14 @@ struct Serve {
     /// The largest accepted request body, in bytes.
     #[arg(long, default_value_t = 1024 * 1024)]
     body_limit: usize,
-    /// What happens to a run whose client disconnects.
+    /// What happens to a run whose client disconnects: cancel it once nobody has re-joined it
+    /// for the re-join grace, or let it continue.
     #[arg(long, value_enum, default_value_t = DisconnectChoice::Cancel)]
     on_disconnect: DisconnectChoice,
+    /// How long a run whose client disconnected waits to be re-joined (a reloaded page) before
+    /// it is cancelled, at most 1h; 0s cancels at once.
+    #[arg(long, default_value = "30s", value_parser = parse_rejoin_grace)]
+    rejoin_grace: Duration,
     /// What happens to a second run on a thread that already has an active one.
     #[arg(long, value_enum, default_value_t = BusyChoice::Reject)]
     busy_thread: BusyChoice,
@@ -630,7 +635,7 @@ impl ModelArgs {
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum DisconnectChoice {
-    /// Cancel the run.
+    /// Cancel the run once nobody has re-joined it for the re-join grace.
     Cancel,
     /// Let the run finish without the client.
     Continue,
@@ -693,6 +698,10 @@ fn parse_lease(value: &str) -> Result<Duration, String> {
         Duration::from_secs(1),
         Duration::from_secs(24 * 3600),
     )
+}
+
+fn parse_rejoin_grace(value: &str) -> Result<Duration, String> {
+    duration_within(value, Duration::ZERO, Duration::from_secs(3600))
 }
 
 fn parse_interrupt_ttl(value: &str) -> Result<Duration, String> {
@@ -1152,6 +1161,7 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
             DisconnectChoice::Cancel => OnDisconnect::Cancel,
             DisconnectChoice::Continue => OnDisconnect::Continue,
         })
+        .rejoin_grace(args.rejoin_grace)
         .allow_origins(&args.allow_origins)?
         .allow_hosts(&args.allow_hosts)?
         .metrics(metrics)

@@ -6,6 +6,7 @@ use std::{
     pin::Pin,
     sync::Arc,
     task::{Context, Poll},
+    time::Duration,
 };
 
 use futures_core::Stream;
@@ -13,7 +14,7 @@ use futures_util::{FutureExt, future::BoxFuture};
 
 use super::{
     Hub, LoggedEvent, RunLog, RunObserver, RunStatus,
-    hub::{TailRead, Topic},
+    hub::{TailRead, Topic, Unfollowed},
 };
 use crate::{
     agui::{
@@ -49,8 +50,9 @@ pub struct Follow {
     buffered: VecDeque<LoggedEvent>,
     next: Option<BoxFuture<'static, Step>>,
     done: bool,
-    /// What dropping this follower before the run's end does to the run.
-    on_drop: Option<OnDisconnect>,
+    /// When this follower is the run's viewer: the grace period after which the run is
+    /// cancelled once nobody follows it (`None`: it goes on).
+    on_drop: Option<Option<Duration>>,
     /// Told when this follower comes and goes.
     observer: Arc<dyn RunObserver>,
 }
@@ -71,8 +73,10 @@ impl Follow {
         after: u64,
     ) -> Self {
         observer.on_follower(true);
+        let topic = hub.watch(&run_id);
+        topic.follower_joined();
         Self {
-            topic: hub.watch(&run_id),
+            topic,
             log,
             run_id,
             after,
@@ -84,12 +88,19 @@ impl Follow {
         }
     }
 
-    /// Makes this follower the run's viewer: when it is dropped before the run's end (its client
-    /// went away), [`OnDisconnect::Cancel`] cancels the run (if this instance drives it) and
-    /// [`OnDisconnect::Continue`] lets it go on; the run's [summary](super::RunSummary) says so.
+    /// Makes this follower the run's viewer (its client started the run). When it is dropped
+    /// before the run's end (the client went away), [`OnDisconnect::Continue`] lets the run go
+    /// on, and [`OnDisconnect::Cancel`] cancels it once nobody has followed it for `grace`: a
+    /// client that re-joins within it (a reloaded page, on this instance or, with a shared log,
+    /// on another) keeps it going, and the grace starts again when the last follower leaves.
+    /// A zero `grace` cancels the run at once. The run's [summary](super::RunSummary) says
+    /// whether its viewer left.
     #[must_use]
-    pub fn viewer(mut self, on_drop: OnDisconnect) -> Self {
-        self.on_drop = Some(on_drop);
+    pub fn viewer(mut self, on_drop: OnDisconnect, grace: Duration) -> Self {
+        self.on_drop = Some(match on_drop {
+            OnDisconnect::Cancel => Some(grace),
+            OnDisconnect::Continue => None,
+        });
         self
     }
 
@@ -107,17 +118,60 @@ impl Follow {
 
     fn end(&mut self) {
         self.done = true;
-        self.on_drop = None;
     }
 }
 
 impl Drop for Follow {
     fn drop(&mut self) {
-        if let Some(policy) = self.on_drop {
-            self.topic.viewer_left(policy == OnDisconnect::Cancel);
+        let viewer = if self.done { None } else { self.on_drop };
+        if let Some(unfollowed) = self.topic.follower_left(viewer) {
+            cancel_unless_rejoined(
+                self.topic.clone(),
+                self.log.clone(),
+                self.run_id.clone(),
+                unfollowed,
+            );
         }
         self.observer.on_follower(false);
     }
+}
+
+/// Cancels a run nobody follows here once `unfollowed.grace` has passed, unless somebody
+/// followed it again meanwhile, here or on another instance (the log knows). Outside a tokio
+/// runtime, or with no grace, at once.
+fn cancel_unless_rejoined(
+    topic: Arc<Topic>,
+    log: Arc<dyn RunLog>,
+    run: RunId,
+    unfollowed: Unfollowed,
+) {
+    let runtime = match tokio::runtime::Handle::try_current() {
+        Ok(runtime) if !unfollowed.grace.is_zero() => runtime,
+        _ => {
+            topic.cancel();
+            return;
+        }
+    };
+    runtime.spawn(async move {
+        loop {
+            tokio::time::sleep(unfollowed.grace).await;
+            if !topic.still_unfollowed(unfollowed) {
+                return;
+            }
+            match log.followed_elsewhere(&run).await {
+                Ok(true) => continue,
+                Ok(false) => {}
+                Err(error) => {
+                    tracing::warn!(run_id = %run, %error, "could not learn whether another instance follows an unfollowed run: it is cancelled");
+                }
+            }
+            if topic.still_unfollowed(unfollowed) {
+                tracing::info!(run_id = %run, grace = %humantime::format_duration(unfollowed.grace), "nobody followed the run after its client left: it is cancelled");
+                topic.cancel();
+            }
+            return;
+        }
+    });
 }
 
 /// The next events of `run` after `after`, waiting for them while the run runs.

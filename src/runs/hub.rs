@@ -6,6 +6,7 @@ use std::{
     collections::{HashMap, VecDeque},
     fmt,
     sync::{Arc, Mutex, MutexGuard, PoisonError, Weak},
+    time::Duration,
 };
 
 use tokio::sync::Notify;
@@ -31,6 +32,27 @@ pub(crate) struct Topic {
     live: Mutex<Option<Tail>>,
     /// The viewer that started the run went away before its end.
     viewer_left: std::sync::atomic::AtomicBool,
+    followers: Mutex<Followers>,
+}
+
+/// A run's followers in this process, and how long the run may go on without any.
+#[derive(Default)]
+struct Followers {
+    count: usize,
+    /// Set when the viewer left with a grace period: the run is cancelled once nobody has
+    /// followed it for that long.
+    grace: Option<Duration>,
+    /// Bumped each time the last follower leaves: a wait for a re-join started before a later
+    /// one is stale.
+    generation: u64,
+}
+
+/// The last follower of a run driven here left after its viewer did: unless somebody follows it
+/// again within `grace`, it is cancelled. Checked with [`Topic::still_unfollowed`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Unfollowed {
+    pub(crate) grace: Duration,
+    generation: u64,
 }
 
 /// The committed events of a run driven here, and how it stands.
@@ -122,11 +144,22 @@ impl Hub {
     /// Whether this process drives `run` and it has not ended.
     #[must_use]
     pub(crate) fn is_driven(&self, run: &RunId) -> bool {
-        self.topic(run).is_some_and(|topic| {
-            lock(&topic.live)
-                .as_ref()
-                .is_some_and(|tail| tail.end.is_none())
-        })
+        self.topic(run).is_some_and(|topic| topic.is_running_here())
+    }
+
+    /// The runs followed here that another instance drives (or nobody: ended runs too), so that
+    /// their owner knows somebody still follows them.
+    #[must_use]
+    pub(crate) fn followed_not_driven(&self) -> Vec<RunId> {
+        lock(&self.0)
+            .iter()
+            .filter(|(_, weak)| {
+                weak.upgrade().is_some_and(|topic| {
+                    lock(&topic.followers).count > 0 && lock(&topic.live).is_none()
+                })
+            })
+            .map(|(run, _)| run.clone())
+            .collect()
     }
 
     /// The number of runs watched or driven here.
@@ -156,6 +189,7 @@ impl Topic {
     pub(crate) fn drive(&self, last: u64, cancel: CancellationToken) {
         self.viewer_left
             .store(false, std::sync::atomic::Ordering::Release);
+        lock(&self.followers).grace = None;
         *lock(&self.live) = Some(Tail {
             events: VecDeque::new(),
             last,
@@ -187,14 +221,53 @@ impl Topic {
         self.end(TailEnd::Failed(why));
     }
 
-    /// The viewer that started the run went away before its end; with `cancel`, the run is
-    /// cancelled too.
-    pub(crate) fn viewer_left(&self, cancel: bool) {
-        self.viewer_left
-            .store(true, std::sync::atomic::Ordering::Release);
-        if cancel && let Some(tail) = lock(&self.live).as_ref() {
+    /// A follower of the run came, in this process.
+    pub(crate) fn follower_joined(&self) {
+        lock(&self.followers).count += 1;
+    }
+
+    /// A follower of the run went away (before the run's end, or it would not matter). `viewer`
+    /// when it was the run's viewer (the client that started it), with the grace period after
+    /// which a run nobody follows is cancelled, if it is to be. When this leaves a run driven
+    /// here with no follower after its viewer left with a grace period, what to wait for.
+    pub(crate) fn follower_left(&self, viewer: Option<Option<Duration>>) -> Option<Unfollowed> {
+        let mut followers = lock(&self.followers);
+        followers.count = followers.count.saturating_sub(1);
+        if let Some(grace) = viewer {
+            self.viewer_left
+                .store(true, std::sync::atomic::Ordering::Release);
+            followers.grace = grace;
+        }
+        if followers.count > 0 || !self.is_running_here() {
+            return None;
+        }
+        let grace = followers.grace?;
+        followers.generation += 1;
+        Some(Unfollowed {
+            grace,
+            generation: followers.generation,
+        })
+    }
+
+    /// Whether nobody followed the run here since `unfollowed` and it still runs here.
+    pub(crate) fn still_unfollowed(&self, unfollowed: Unfollowed) -> bool {
+        let followers = lock(&self.followers);
+        followers.count == 0
+            && followers.generation == unfollowed.generation
+            && self.is_running_here()
+    }
+
+    /// Cancels the run if this process drives it.
+    pub(crate) fn cancel(&self) {
+        if let Some(tail) = lock(&self.live).as_ref() {
             tail.cancel.cancel();
         }
+    }
+
+    fn is_running_here(&self) -> bool {
+        lock(&self.live)
+            .as_ref()
+            .is_some_and(|tail| tail.end.is_none())
     }
 
     /// Whether the viewer that started the run went away before its end.

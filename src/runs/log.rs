@@ -155,6 +155,34 @@ pub trait RunLog: fmt::Debug + Send + Sync + 'static {
         Box::pin(std::future::ready(Ok(Vec::new())))
     }
 
+    /// Records that `runs`, which this instance follows but does not drive, are followed until
+    /// `lease` from now, so that the instance driving one does not cancel it as abandoned
+    /// ([`Follow::viewer`](super::Follow::viewer)); the engine renews it at every heartbeat while
+    /// they are followed. Runs that ended are left alone. The default, for a log only this
+    /// process writes (its runs are all driven here), records nothing.
+    ///
+    /// # Errors
+    ///
+    /// Failures of the backend.
+    fn followed<'a>(
+        &'a self,
+        runs: &'a [RunId],
+        lease: Duration,
+    ) -> BoxFuture<'a, Result<(), LogError>> {
+        let _ = (runs, lease);
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    /// Whether another instance [follows](RunLog::followed) `run` now. The default: no.
+    ///
+    /// # Errors
+    ///
+    /// Failures of the backend.
+    fn followed_elsewhere<'a>(&'a self, run: &'a RunId) -> BoxFuture<'a, Result<bool, LogError>> {
+        let _ = run;
+        Box::pin(std::future::ready(Ok(false)))
+    }
+
     /// Whether the log can take runs now: a cheap round trip to its backend, for readiness
     /// probes. The default (a log in this process) always can.
     ///

@@ -399,6 +399,23 @@ impl<A> Runs<A> {
         )
     }
 
+    /// [Follows](Runs::follow) `run` as a client that re-joins it (a reloaded page): when
+    /// another instance may drive it, the log records that it is followed from here (renewed at
+    /// every heartbeat) before this returns, so that its owner does not cancel it as abandoned
+    /// (see [`Follow::viewer`]). A log that fails to record it is logged, not fatal.
+    pub async fn rejoin(&self, run: RunId, after: u64) -> Follow {
+        let inner = &self.inner;
+        if !inner.hub.is_driven(&run)
+            && let Err(error) = inner
+                .log
+                .followed(std::slice::from_ref(&run), inner.config.lease)
+                .await
+        {
+            tracing::warn!(run_id = %run, %error, "could not record that a run is followed here");
+        }
+        self.follow(run, after)
+    }
+
     /// Cancels `run`, whichever instance drives it: at once when it is this one, else through
     /// the log ([`RunLog::request_cancel`]: the instance that drives it cancels it when the log
     /// tells it, at the latest at its next heartbeat, a third of the [lease](Runs::lease)). The

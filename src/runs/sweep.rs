@@ -52,6 +52,12 @@ where
         if let Err(error) = inner.log.heartbeat(lease).await {
             tracing::warn!(%error, "the heartbeat of this instance's runs failed");
         }
+        // Runs followed here that another instance drives: it must not cancel them as
+        // abandoned.
+        let followed = inner.hub.followed_not_driven();
+        if let Err(error) = inner.log.followed(&followed, lease).await {
+            tracing::warn!(%error, "could not record the runs followed here");
+        }
         // Cancellations asked of another instance whose notification did not arrive.
         match inner.log.cancels_requested().await {
             Ok(runs) => {

@@ -56,9 +56,12 @@
 //! # Disconnects
 //!
 //! Runs are driven by a task of their own and the response follows the log. When the client that
-//! started a run goes away, the run is cancelled ([`OnDisconnect::Cancel`], the default) or goes
-//! on ([`OnDisconnect::Continue`]), to be re-joined later. A quiet run's disconnect is noticed at
-//! the next keep-alive.
+//! started a run goes away (a quiet run's disconnect is noticed at the next keep-alive), the run
+//! goes on for a grace period ([`AguiServer::rejoin_grace`], 30 s by default), so that a
+//! reloaded page can re-join it with `GET /runs/{id}/events` and `Last-Event-ID`; once nobody
+//! has followed it for that long, on any instance, it is cancelled ([`OnDisconnect::Cancel`], the
+//! default). With [`OnDisconnect::Continue`] it always goes on. Stop a run at once with `POST
+//! /runs/{id}/cancel`.
 //!
 //! # The agent
 //!
@@ -127,6 +130,9 @@ where
     AguiServer::new(agent).into_router()
 }
 
+/// How long a run whose client went away waits to be re-joined, by default.
+const DEFAULT_REJOIN_GRACE: Duration = Duration::from_secs(30);
+
 /// The AG-UI server's configuration; [`into_router`](AguiServer::into_router) builds the router.
 #[must_use]
 pub struct AguiServer<A> {
@@ -142,6 +148,7 @@ struct Config {
     body_timeout: Duration,
     max_messages: usize,
     on_disconnect: OnDisconnect,
+    rejoin_grace: Duration,
     /// Also the allowed origins of CORS.
     guard: BrowserGuardLayer,
     auth: Option<BearerAuthLayer>,
@@ -167,8 +174,8 @@ where
 {
     /// A server for `agent` on an engine with its defaults ([`Runs::new`]: runs in a bounded
     /// in-memory log, a second run on a busy thread refused): path `/`, keep-alive every 15 s,
-    /// 1 MiB bodies sent within 30 s, 1,000 messages per request, runs cancelled when the client
-    /// that started them goes away, CORS off.
+    /// 1 MiB bodies sent within 30 s, 1,000 messages per request, runs cancelled 30 s after the
+    /// client that started them went away unless somebody re-joined them, CORS off.
     pub fn new(agent: A) -> Self {
         Self::with_runs(Runs::new(agent))
     }
@@ -197,6 +204,7 @@ where
                 body_timeout: Duration::from_secs(30),
                 max_messages: 1_000,
                 on_disconnect: OnDisconnect::Cancel,
+                rejoin_grace: DEFAULT_REJOIN_GRACE,
                 guard: BrowserGuardLayer::new(),
                 auth: None,
                 access_log: false,
@@ -250,9 +258,19 @@ where
         self
     }
 
-    /// What happens to a run whose client went away (default: cancel it).
+    /// What happens to a run whose client went away (default: [`OnDisconnect::Cancel`], once
+    /// nobody has re-joined it for the [re-join grace](AguiServer::rejoin_grace)).
     pub fn on_disconnect(mut self, policy: OnDisconnect) -> Self {
         self.config.on_disconnect = policy;
+        self
+    }
+
+    /// How long a run whose client went away waits for somebody to follow it again (a reloaded
+    /// page re-joining it, on this instance or another) before it is cancelled (default 30 s;
+    /// zero: at once). Stop a run at once with `POST /runs/{id}/cancel`. Only with
+    /// [`OnDisconnect::Cancel`].
+    pub fn rejoin_grace(mut self, grace: Duration) -> Self {
+        self.config.rejoin_grace = grace;
         self
     }
 
@@ -582,7 +600,9 @@ where
             .map_err(begin_rejection)?;
         let follow = self.runs.follow(begun.run_id().clone(), begun.from());
         Ok(match begun {
-            Begun::Started { .. } => follow.viewer(self.config.on_disconnect),
+            Begun::Started { .. } => {
+                follow.viewer(self.config.on_disconnect, self.config.rejoin_grace)
+            }
             _ => follow,
         })
     }

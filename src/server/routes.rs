@@ -122,7 +122,7 @@ where
             return Ok(StatusCode::NO_CONTENT.into_response());
         }
         let format = Format::negotiate(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
-        let follow = server.runs.follow(run_id, after);
+        let follow = server.runs.rejoin(run_id, after).await;
         Ok(respond::events(follow, format, server.config.keep_alive))
     };
     answer.await.unwrap_or_else(Rejection::into_response)

@@ -526,6 +526,44 @@ impl RunLog for RunStore {
         .boxed()
     }
 
+    fn followed<'a>(
+        &'a self,
+        runs: &'a [RunId],
+        lease: Duration,
+    ) -> BoxFuture<'a, Result<(), LogError>> {
+        // Only PostgreSQL is shared with other instances: a SQLite file's runs are all driven
+        // by the process that writes it.
+        if self.0.backend != Backend::Postgres || runs.is_empty() {
+            return Box::pin(std::future::ready(Ok(())));
+        }
+        self.ask(
+            move |reply| writer::Job::Followed {
+                runs: runs.to_vec(),
+                lease,
+                reply,
+            },
+            closed,
+        )
+        .boxed()
+    }
+
+    fn followed_elsewhere<'a>(&'a self, run: &'a RunId) -> BoxFuture<'a, Result<bool, LogError>> {
+        async move {
+            if self.0.backend != Backend::Postgres {
+                return Ok(false);
+            }
+            let row = sqlx::query("SELECT followed_until FROM runs WHERE run_id = $1")
+                .bind(run.as_str())
+                .fetch_optional(&self.0.reader)
+                .await?;
+            let Some(row) = row else {
+                return Ok(false);
+            };
+            Ok(number(&row, "followed_until")? > millis(SystemTime::now()))
+        }
+        .boxed()
+    }
+
     fn cancels_requested(&self) -> BoxFuture<'_, Result<Vec<RunId>, LogError>> {
         async move {
             let rows = sqlx::query(

@@ -78,6 +78,11 @@ pub(super) enum Job {
         run: RunId,
         reply: oneshot::Sender<Result<bool, LogError>>,
     },
+    Followed {
+        runs: Vec<RunId>,
+        lease: Duration,
+        reply: oneshot::Sender<Result<(), LogError>>,
+    },
     DeleteThread {
         thread: ThreadId,
         reply: oneshot::Sender<Result<Deleted, LogError>>,
@@ -373,6 +378,10 @@ impl Writer {
                     }
                     let (result, error) = split(asked);
                     (Done::Flag(reply, result.map_err(log_error)), error)
+                }
+                Job::Followed { runs, lease, reply } => {
+                    let (result, error) = split(followed(tx, &runs, now + lease).await);
+                    (Done::Unit(reply, result.map_err(log_error)), error)
                 }
                 Job::DeleteThread { thread, reply } => {
                     let (result, error) = split(delete_thread(tx, &thread).await);
@@ -1028,6 +1037,18 @@ async fn insert_chunks(tx: &mut impl Conn, chunks: &[Chunk]) -> Result<(), DbErr
         }
         tx.execute(&INSERTS[index], &args).await?;
         rest = tail;
+    }
+    Ok(())
+}
+
+/// See [`RunLog::followed`](crate::runs::RunLog::followed).
+async fn followed(tx: &mut impl Conn, runs: &[RunId], until: SystemTime) -> Result<(), Failure> {
+    for run in runs {
+        tx.execute(
+            "UPDATE runs SET followed_until = $1 WHERE run_id = $2 AND status = 'running'",
+            &[Arg::from(millis(until)), Arg::from(run.as_str())],
+        )
+        .await?;
     }
     Ok(())
 }

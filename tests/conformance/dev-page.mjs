@@ -2,7 +2,7 @@
 // playwright-core), and CORS from a page on another origin.
 //
 //   node dev-page.mjs chat   http://127.0.0.1:PORT [screenshot.png]
-//   node dev-page.mjs rejoin http://127.0.0.1:PORT           (a server with --on-disconnect continue)
+//   node dev-page.mjs rejoin http://127.0.0.1:PORT           (reload, then Stop; the default settings)
 //   node dev-page.mjs cors   http://127.0.0.1:PORT APP_ORIGIN OTHER_ORIGIN TOKEN
 //
 // What the page shows is checked against what the server logged (`GET /runs/{id}/events`), so
@@ -55,7 +55,7 @@ async function send(message) {
 async function settled(timeout = 20_000) {
   const status = page.locator("#status");
   await page.waitForFunction(
-    () => !["running", "re-joining"].includes(document.getElementById("status").textContent),
+    () => !["running", "re-joining", "stopping"].includes(document.getElementById("status").textContent),
     null,
     { timeout },
   );
@@ -171,23 +171,6 @@ async function chat(screenshot) {
   assert.deepEqual(snapshot.snapshot, { mood: "calm" }, "the server ran with the page's state");
   console.log("ok state set from the page");
 
-  // Stop: the run is cancelled on the server, not only hidden.
-  await send("tell me slowly");
-  await page.waitForFunction(() => {
-    const all = document.querySelectorAll(".message.assistant");
-    return all[all.length - 1]?.textContent.split(" ").length > 3;
-  });
-  await page.click("#stop");
-  ({ status, runId } = await settled());
-  assert.equal(status, "stopped");
-  const stoppedRun = await logged(runId);
-  const ended = stoppedRun.at(-1);
-  assert.equal(ended.type, "RUN_FINISHED");
-  assert.deepEqual(ended.outcome, { type: "cancelled" }, "the server cancelled the stopped run");
-  const words = text(stoppedRun).split(" ").length;
-  assert.ok(words < 150, `cancelled early (${words} words of 200)`);
-  console.log(`ok stop: the server cancelled the run after ${words} words`);
-
   // A new thread starts empty.
   await page.click("#new-thread");
   assert.equal(await page.locator(".message").count(), 0);
@@ -210,6 +193,24 @@ async function rejoin() {
   const seq = Number(first.match(new RegExp(`${runId}:(\\d+)`))[1]);
   assert.ok(seq > 1, `the page re-joined after the events it had (first read: ${seq})`);
   console.log(`ok re-joined after a reload from event ${seq}`);
+
+  // Stop: the run is cancelled on the server, not only hidden; the page follows it to its end.
+  await send("tell me slowly");
+  await page.waitForFunction(() => {
+    const all = document.querySelectorAll(".message.assistant");
+    return all[all.length - 1]?.textContent.split(" ").length > 3;
+  });
+  await page.click("#stop");
+  const stopped = await settled();
+  assert.equal(stopped.status, "cancelled", "the page shows the run's real end");
+  const stoppedRun = await logged(stopped.runId);
+  const ended = stoppedRun.at(-1);
+  assert.equal(ended.type, "RUN_FINISHED");
+  assert.deepEqual(ended.outcome, { type: "cancelled" }, "the server cancelled the stopped run");
+  const words = text(stoppedRun).split(" ").length;
+  assert.ok(words < 150, `cancelled early (${words} words of 200)`);
+  assert.equal(await lastAssistant(), text(stoppedRun), "the page shows every token the run sent");
+  console.log(`ok stop: the server cancelled the run after ${words} words`);
 }
 
 async function cors([app, other, token]) {

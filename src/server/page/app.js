@@ -1,7 +1,8 @@
 // The development page of agent-tower: an AG-UI client in one file, with no dependencies.
 // It keeps the conversation in localStorage (the protocol is stateless: every run carries the
 // messages) and the token in sessionStorage; a run in progress is re-joined after a reload or a
-// dropped connection with `Last-Event-ID: {runId}:{seq}`.
+// dropped connection with `Last-Event-ID: {runId}:{seq}`, and Stop cancels it on the server
+// (`POST /runs/{id}/cancel`), whose stream then ends with the run.
 "use strict";
 
 const RUN_PATH = document.querySelector('meta[name="agent-tower-run-path"]').content;
@@ -13,7 +14,7 @@ const $ = (id) => document.getElementById(id);
 let chat = load() ?? fresh();
 /** The request being streamed: its AbortController, or null. */
 let streaming = null;
-/** Whether the user stopped the run (its events are no longer followed). */
+/** Whether the page left the run (a new thread): its events are no longer followed. */
 let stopped = false;
 /** Decisions taken on the pending interrupts, by interrupt id. */
 const answers = new Map();
@@ -129,7 +130,7 @@ async function stream(runId, request) {
     render();
   }
   if (stopped) return;
-  if (!chat.live && $("status").textContent !== "error") {
+  if (!chat.live && !["error", "cancelled"].includes($("status").textContent)) {
     setStatus(chat.interrupts.length ? "interrupted" : "idle");
   }
 }
@@ -163,12 +164,23 @@ async function readEvents(body, runId) {
   }
 }
 
-function stop() {
-  stopped = true;
-  streaming?.abort();
-  chat.live = null;
-  save();
-  setStatus("stopped");
+/** Cancels the live run on the server; its stream goes on to the run's last events. */
+async function stop() {
+  const runId = chat.live?.runId;
+  if (!runId) return;
+  setStatus("stopping");
+  try {
+    const response = await fetch(`/runs/${encodeURIComponent(runId)}/cancel`, {
+      method: "POST",
+      headers: headers({}),
+    });
+    if (!response.ok) {
+      const error = (await response.json().catch(() => ({}))).error ?? {};
+      fail(`${response.status} ${error.code ?? ""}: ${error.message ?? response.statusText}`);
+    }
+  } catch (error) {
+    showError(`the run could not be stopped: ${error.message}`);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
