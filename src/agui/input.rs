@@ -153,6 +153,17 @@ pub struct Tool {
 }
 
 impl Tool {
+    /// The AG-UI tool of a protocol-neutral spec.
+    #[must_use]
+    pub fn from_spec(spec: &ToolSpec) -> Self {
+        Self {
+            name: spec.name.clone(),
+            description: spec.description.clone(),
+            parameters: Some(spec.parameters.clone()),
+            metadata: None,
+        }
+    }
+
     /// The protocol-neutral spec.
     #[must_use]
     pub fn to_spec(&self) -> ToolSpec {

@@ -63,6 +63,7 @@
 //! Events are sent through the transport's `Sink` half: a client that reads slowly holds the
 //! model stream back. Only the closing events of a dropped stream bypass the bound.
 
+pub mod capabilities;
 #[cfg(feature = "agui-client")]
 #[cfg_attr(docsrs, doc(cfg(feature = "agui-client")))]
 pub mod client;

@@ -202,7 +202,7 @@ where
                 thread_id: ids.thread_id.clone(),
                 run_id: ids.run_id.clone(),
                 parent_run_id: None,
-                input: None,
+                input: Some(Box::new(answered(&ids, &req.messages))),
                 protocol_version: Some(super::PROTOCOL_VERSION.to_owned()),
                 base: BaseEvent::default(),
             }
@@ -225,6 +225,25 @@ where
         req.run.extensions.insert(options.clone());
         future::RunResponseFuture::new(self.inner.call(req), outbox, ids, options, shared, span)
     }
+}
+
+/// What `RUN_STARTED` echoes of the run's input: the messages the run answers, those after the
+/// conversation's last assistant message (the new user turn, the results of client tools), so
+/// that a client that follows the run from its start (a reloaded page re-joining it) shows what
+/// it answers. The conversation before them is the thread's, and is not sent again: a run's log
+/// grows with its own input only.
+fn answered(ids: &future::RunIds, messages: &[crate::message::Message]) -> super::RunAgentInput {
+    let from = messages
+        .iter()
+        .rposition(|message| matches!(message, crate::message::Message::Assistant { .. }))
+        .map_or(0, |last| last + 1);
+    let echoed = messages[from..]
+        .iter()
+        .filter_map(super::input::Message::from_domain)
+        .collect();
+    let mut input = super::RunAgentInput::new(ids.thread_id.clone(), ids.run_id.clone(), echoed);
+    input.protocol_version = None;
+    input
 }
 
 /// The run's options: its context's over the request's (`forwardedProps.agui`) over the layer's.

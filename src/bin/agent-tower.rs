@@ -3,7 +3,9 @@
 use std::time::Duration;
 
 use agent_tower::{
-    BoxError, demo,
+    BoxError,
+    agui::capabilities::Capabilities,
+    demo,
     demo::DemoStack,
     map_error::Detail,
     model::{
@@ -1093,6 +1095,23 @@ async fn agent_stack(
     })
 }
 
+/// What `GET /capabilities` declares: the stack's, under this command's name. A bridged agent's
+/// tools are its own, called inside it: only its approvals are known.
+fn command_capabilities(stack: Capabilities, bridged: bool) -> Capabilities {
+    let identity = agent_tower::agui::capabilities::Identity {
+        name: Some("agent-tower".to_owned()),
+        kind: Some("agent-tower".to_owned()),
+        version: Some(env!("CARGO_PKG_VERSION").to_owned()),
+        ..Default::default()
+    };
+    Capabilities {
+        identity: Some(identity),
+        tools: if bridged { None } else { stack.tools },
+        execution: if bridged { None } else { stack.execution },
+        ..stack
+    }
+}
+
 async fn run_server(args: Serve) -> Result<(), BoxError> {
     let max_turns =
         std::num::NonZeroU32::new(args.max_turns).ok_or("--max-turns must be at least 1")?;
@@ -1114,12 +1133,14 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         }
         None => None,
     };
-    let agent = agent_stack(bridge, &args.model, &args.settings)
+    let bridged = bridge.is_some();
+    let stack = agent_stack(bridge, &args.model, &args.settings)
         .await?
         .approver(InterruptApprover::new(args.interrupt_ttl))
         .max_turns(max_turns)
-        .detail(args.error_detail)
-        .build();
+        .detail(args.error_detail);
+    let capabilities = command_capabilities(stack.capabilities(), bridged);
+    let agent = stack.build();
     let runs = CancellationToken::new();
     let metrics = agent_tower::metrics::Metrics::with_groups(metrics_groups(&args.metrics_groups)?);
     let mut engine = Runs::new(agent)
@@ -1165,6 +1186,7 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         .allow_origins(&args.allow_origins)?
         .allow_hosts(&args.allow_hosts)?
         .metrics(metrics)
+        .capabilities(capabilities)
         .access_log(true)
         .dev_page(!args.no_ui);
     let listener = tokio::net::TcpListener::bind(args.addr.as_str())

@@ -181,6 +181,16 @@ impl Policy {
         self.kind(tool).access()
     }
 
+    /// Whether a call of one of `tools` may be asked about: a rule, the default or the mode
+    /// asks about one of them, or calls are picked by [`ask_if`](Policy::ask_if).
+    #[must_use]
+    pub fn may_ask(&self, tools: &[ToolSpec]) -> bool {
+        self.asks.is_some()
+            || tools
+                .iter()
+                .any(|spec| self.decide(&spec.name) == Action::Ask)
+    }
+
     /// What to do with a call of `tool`.
     #[must_use]
     pub fn decide(&self, tool: &str) -> Action {

@@ -77,6 +77,7 @@ mod access;
 mod auth;
 mod error;
 mod guard;
+mod hydrate;
 mod negotiate;
 mod refuse;
 mod respond;
@@ -115,7 +116,10 @@ pub use self::{
 pub use crate::runs::{BusyThread, Ended, RunSummary};
 use crate::{
     BoxError,
-    agui::RunAgentInput,
+    agui::{
+        RunAgentInput,
+        capabilities::{self, Capabilities},
+    },
     context::Principal,
     run::RunService,
     runs::{BeginError, Begun, Runs},
@@ -154,6 +158,8 @@ struct Config {
     auth: Option<BearerAuthLayer>,
     access_log: bool,
     dev_page: bool,
+    /// What `GET /capabilities` declares besides the server's transports.
+    capabilities: Capabilities,
     /// Served on `GET /metrics`, fed by the engine.
     #[cfg(feature = "metrics")]
     metrics: Option<crate::metrics::Metrics>,
@@ -209,6 +215,7 @@ where
                 auth: None,
                 access_log: false,
                 dev_page: false,
+                capabilities: Capabilities::default(),
                 #[cfg(feature = "metrics")]
                 metrics: None,
             },
@@ -262,6 +269,16 @@ where
     /// nobody has re-joined it for the [re-join grace](AguiServer::rejoin_grace)).
     pub fn on_disconnect(mut self, policy: OnDisconnect) -> Self {
         self.config.on_disconnect = policy;
+        self
+    }
+
+    /// What the agent declares it supports, served by `GET /capabilities` (AG-UI 1.0
+    /// `AgentCapabilities`) with the server's transports (SSE, WebSocket, protobuf with the
+    /// feature `proto`, streams resumed with `Last-Event-ID`); a category declared here replaces
+    /// the server's. [`Stack::capabilities`](crate::stack::Stack::capabilities) derives them
+    /// from a stack.
+    pub fn capabilities(mut self, capabilities: Capabilities) -> Self {
+        self.config.capabilities = capabilities;
         self
     }
 
@@ -410,6 +427,7 @@ where
                 get(|| async { axum::Json(serde_json::json!({"status": "ok"})) }),
             )
             .route("/ready", get(ready::<A>))
+            .route("/capabilities", get(capabilities::<A>))
             .merge(routes::routes::<A>());
         let router = if state.config.dev_page {
             router.merge(page::routes(&state.config.path))
@@ -463,6 +481,24 @@ fn route_scope(request: &Request) -> Option<Scope> {
         // Runs and threads: a principal's own (see `runs::rules::may_use`).
         Some(Scope::Run)
     }
+}
+
+/// `GET /capabilities`: what the agent declares, with the server's transports.
+async fn capabilities<A>(State(server): State<Arc<Server<A>>>) -> Response
+where
+    A: RunService,
+{
+    let transports = Capabilities {
+        transport: Some(capabilities::Transport {
+            streaming: Some(true),
+            websocket: Some(true),
+            http_binary: Some(cfg!(feature = "proto")),
+            push_notifications: None,
+            resumable: Some(true),
+        }),
+        ..Capabilities::default()
+    };
+    axum::Json(transports.merge(server.config.capabilities.clone())).into_response()
 }
 
 /// How long `/ready` waits for the run log.

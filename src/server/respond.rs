@@ -22,7 +22,10 @@ use futures_core::Stream;
 use tokio::time::{Instant, Sleep};
 
 use super::Format;
-use crate::runs::{Follow, LoggedEvent};
+use crate::{
+    id::RunId,
+    runs::{Follow, LoggedEvent},
+};
 
 /// The most bytes one chunk gathers before it is sent (a larger single event is sent whole).
 const MAX_CHUNK: usize = 64 * 1024;
@@ -34,6 +37,16 @@ const PING: &[u8] = b": ping\n\n";
 /// are not in the log, such as a follower's own `RUN_ERROR`, carry none), and `: ping` comments
 /// go out while the run is quiet.
 pub(super) fn events(follow: Follow, format: Format, keep_alive: Duration) -> Response {
+    let run = follow.run_id().clone();
+    stream(follow, &run, format, keep_alive)
+}
+
+/// The events of `run` that `events` yields (some of them perhaps not in its log), as
+/// [`events`] sends them.
+pub(super) fn stream<S>(events: S, run: &RunId, format: Format, keep_alive: Duration) -> Response
+where
+    S: Stream<Item = LoggedEvent> + Send + Unpin + 'static,
+{
     let mut headers = HeaderMap::new();
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
@@ -42,14 +55,14 @@ pub(super) fn events(follow: Follow, format: Format, keep_alive: Duration) -> Re
         HeaderValue::from_static(format.content_type()),
     );
     let framing = match format {
-        Format::Sse => Framing::Sse(follow.run_id().as_str().into()),
+        Format::Sse => Framing::Sse(run.as_str().into()),
         Format::Ndjson => Framing::Ndjson,
         #[cfg(feature = "proto")]
         Format::Proto => Framing::Proto,
     };
     let keep_alive = matches!(framing, Framing::Sse(_)).then(|| KeepAlive::new(keep_alive));
     let chunks = Chunks {
-        follow,
+        events,
         framing,
         keep_alive,
         done: false,
@@ -160,21 +173,24 @@ impl KeepAlive {
 }
 
 /// The body: chunks of framed events.
-struct Chunks {
-    follow: Follow,
+struct Chunks<S> {
+    events: S,
     framing: Framing,
     keep_alive: Option<KeepAlive>,
     done: bool,
 }
 
-impl Stream for Chunks {
+impl<S> Stream for Chunks<S>
+where
+    S: Stream<Item = LoggedEvent> + Unpin,
+{
     type Item = Result<Bytes, Infallible>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = &mut *self;
         let mut chunk = BytesMut::new();
         while !this.done && chunk.len() < MAX_CHUNK {
-            match Pin::new(&mut this.follow).poll_next(cx) {
+            match Pin::new(&mut this.events).poll_next(cx) {
                 Poll::Ready(Some(event)) => this.framing.write(&event, &mut chunk),
                 Poll::Ready(None) => this.done = true,
                 Poll::Pending => break,

@@ -1,7 +1,7 @@
 //! The routes around runs: re-joining a run's events, the thread view, the review queue and
 //! answers given out of band.
 
-use std::sync::Arc;
+use std::{collections::HashSet, sync::Arc};
 
 use axum::{
     Extension, Json, Router,
@@ -16,7 +16,7 @@ use axum::{
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::{Format, Rejection, Server, begin_rejection, require_json, respond};
+use super::{Format, Rejection, Server, begin_rejection, hydrate, require_json, respond};
 use crate::{
     agui::input::{ResumeEntry, ResumeStatus},
     context::Principal,
@@ -24,7 +24,7 @@ use crate::{
     run::RunService,
     runs::{
         Cancel, InterruptRecord, InterruptStatus, Interrupts, LogError, ResumeError, Resumed,
-        RunRecord, RunStatus, rules::may_use,
+        RunRecord, RunStatus, ThreadRecord, rules::may_use,
     },
 };
 
@@ -38,6 +38,7 @@ where
         .route("/runs/{run_id}/events", get(run_events::<A>))
         .route("/runs/{run_id}/cancel", post(cancel_run::<A>))
         .route("/threads/{thread_id}", get(thread::<A>))
+        .route("/threads/{thread_id}/events", get(thread_events::<A>))
         .route("/threads/{thread_id}/resume", post(resume_thread::<A>))
         .route("/interrupts", get(interrupts::<A>))
         .route("/interrupts/{interrupt_id}/resolve", post(resolve::<A>))
@@ -274,26 +275,8 @@ where
     let answer = async {
         let Path(thread_id) = path?;
         let log = server.runs.run_log();
-        let thread_id = ThreadId::from(thread_id);
-        let thread = log
-            .thread(&thread_id)
-            .await
-            .map_err(|e| unavailable(&e))?
-            .filter(|thread| {
-                let what = format!("thread {}", thread.thread_id);
-                visible(
-                    caller(principal.as_ref()),
-                    thread.principal.as_deref(),
-                    &what,
-                )
-            })
-            .ok_or_else(|| {
-                Rejection::new(
-                    StatusCode::NOT_FOUND,
-                    "unknown_thread",
-                    format!("no thread `{thread_id}`"),
-                )
-            })?;
+        let thread = visible_thread(&server, principal.as_ref(), thread_id).await?;
+        let thread_id = thread.thread_id.clone();
         let pending = log
             .interrupts(Interrupts::PendingOf(&thread_id))
             .await
@@ -313,6 +296,84 @@ where
             }))
             .into_response(),
         )
+    };
+    answer.await.unwrap_or_else(Rejection::into_response)
+}
+
+/// The thread `thread_id`, if the caller may see it: `404` for one it may not, as for none.
+async fn visible_thread<A>(
+    server: &Server<A>,
+    principal: Option<&Extension<Principal>>,
+    thread_id: String,
+) -> Result<ThreadRecord, Rejection>
+where
+    A: RunService,
+{
+    let thread_id = ThreadId::from(thread_id);
+    server
+        .runs
+        .run_log()
+        .thread(&thread_id)
+        .await
+        .map_err(|e| unavailable(&e))?
+        .filter(|thread| {
+            let what = format!("thread {}", thread.thread_id);
+            visible(caller(principal), thread.principal.as_deref(), &what)
+        })
+        .ok_or_else(|| {
+            Rejection::new(
+                StatusCode::NOT_FOUND,
+                "unknown_thread",
+                format!("no thread `{thread_id}`"),
+            )
+        })
+}
+
+/// `GET /threads/{threadId}/events`: the thread as events, for a client connecting to it (see
+/// [`hydrate`](super::hydrate)), in the format it accepts.
+async fn thread_events<A>(
+    State(server): State<Arc<Server<A>>>,
+    principal: Option<Extension<Principal>>,
+    path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+) -> Response
+where
+    A: RunService,
+{
+    let answer = async {
+        let Path(thread_id) = path?;
+        let thread = visible_thread(&server, principal.as_ref(), thread_id).await?;
+        let format = Format::negotiate(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
+        let keep_alive = server.config.keep_alive;
+        if let Some(run) = hydrate::in_flight(&thread) {
+            let follow = server.runs.rejoin(run.run_id.clone(), 0).await;
+            let joined = hydrate::Joined::new(follow, &thread);
+            let run_id = joined.run_id().clone();
+            return Ok(respond::stream(joined, &run_id, format, keep_alive));
+        }
+        let log = server.runs.run_log();
+        let pending: HashSet<InterruptId> = log
+            .interrupts(Interrupts::PendingOf(&thread.thread_id))
+            .await
+            .map_err(|e| unavailable(&e))?
+            .into_iter()
+            .map(|interrupt| interrupt.id)
+            .collect();
+        let last_end = match thread.runs.last() {
+            Some(run) if !pending.is_empty() && run.last_seq > 0 => log
+                .read(&run.run_id, run.last_seq - 1, 1)
+                .await
+                .map_err(|e| unavailable(&e))?
+                .and_then(|page| page.events.into_iter().next()),
+            _ => None,
+        };
+        let events = hydrate::ended(&thread, last_end.as_ref(), &pending);
+        let run_id = thread
+            .runs
+            .last()
+            .map_or_else(|| RunId::from("none"), |run| run.run_id.clone());
+        let events = futures_util::stream::iter(events);
+        Ok::<_, Rejection>(respond::stream(events, &run_id, format, keep_alive))
     };
     answer.await.unwrap_or_else(Rejection::into_response)
 }

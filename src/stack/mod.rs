@@ -57,7 +57,10 @@ use tower_layer::{Identity, Layer};
 use crate::{
     acp::{Acp, AcpAgent, AcpApprover, AcpLayer, Notifier},
     agent::Agent,
-    agui::{Agui, AguiLayer, Event},
+    agui::{
+        Agui, AguiLayer, Event,
+        capabilities::{self, Capabilities},
+    },
     map_error::{DefaultClassifier, Detail, MapError, MapErrorLayer},
     metrics::{Counted, MetricsLayer},
     model::ModelOptions,
@@ -251,6 +254,36 @@ impl<M, A, L> Stack<M, A, L> {
     #[must_use]
     pub fn tools(&self) -> &ToolRouter {
         &self.tools
+    }
+
+    /// The AG-UI capabilities of the agent this stack builds (for
+    /// [`AguiServer::capabilities`](crate::server::AguiServer::capabilities) and
+    /// `GET /capabilities`): its tools and the client's, state snapshots and deltas, its most
+    /// model turns a run, and approvals through interrupts when its policy may ask about a call
+    /// and its approver is not [`AutoApprove`]. What the model can do (reasoning, images) is not
+    /// known here: add it with [`Capabilities::merge`].
+    #[must_use]
+    pub fn capabilities(&self) -> Capabilities
+    where
+        A: 'static,
+    {
+        let specs = self.tools.specs();
+        let asks = self.settings.policy.may_ask(&specs)
+            && std::any::TypeId::of::<A>() != std::any::TypeId::of::<AutoApprove>();
+        Capabilities {
+            tools: Some(capabilities::Tools::of(&specs)),
+            state: Some(capabilities::State {
+                snapshots: Some(true),
+                deltas: Some(true),
+                ..capabilities::State::default()
+            }),
+            execution: Some(capabilities::Execution {
+                max_iterations: Some(self.settings.max_turns.get()),
+                ..capabilities::Execution::default()
+            }),
+            human_in_the_loop: asks.then(capabilities::HumanInTheLoop::interrupts),
+            ..Capabilities::default()
+        }
     }
 
     /// The agent, every layer in its place.

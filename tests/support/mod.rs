@@ -62,6 +62,25 @@ pub async fn node_modules() -> std::path::PathBuf {
 pub async fn node(script: &str, args: &[&str], stdin: Option<String>) -> String {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance");
     install_client(&dir).await;
+    node_in(&dir, script, args, stdin).await
+}
+
+/// The client package `clients/js`, its dependencies installed and built once; its directory.
+pub async fn js_client() -> std::path::PathBuf {
+    static BUILT: tokio::sync::OnceCell<std::path::PathBuf> = tokio::sync::OnceCell::const_new();
+    BUILT
+        .get_or_init(|| async {
+            let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/js");
+            npm_ci(&dir, &["@ag-ui/client", "@ag-ui/core", "typescript"]).await;
+            npm(&dir, &["run", "build"]).await;
+            dir
+        })
+        .await
+        .clone()
+}
+
+/// Runs `script` of `dir` with node, in `dir`; panics with its output when it fails.
+pub async fn node_in(dir: &Path, script: &str, args: &[&str], stdin: Option<String>) -> String {
     let mut child = tokio::process::Command::new("node")
         .arg(dir.join(script))
         .args(args)

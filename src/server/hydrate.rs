@@ -1,0 +1,168 @@
+//! `GET /threads/{threadId}/events`: a thread as an AG-UI event stream, for a client that
+//! connects to it (a reloaded page, a second screen): the conversation, the state and the
+//! interrupts it waits on, then the run in flight, if any, from its start to its end.
+//!
+//! With no run in flight: `RUN_STARTED`, `MESSAGES_SNAPSHOT`, `STATE_SNAPSHOT` (when the
+//! thread has a state) and `RUN_FINISHED` under the id of the thread's last run, whose outcome
+//! is `interrupt` with the interrupts still pending (as the run that stopped at them sent them),
+//! else `success`. With a run in flight: that run's logged events from its start, with a
+//! `MESSAGES_SNAPSHOT` after its `RUN_STARTED` (the thread's conversation and what the run
+//! answers, from the `RUN_STARTED`'s input), following it to its end. Events that are not in
+//! the log carry no SSE id.
+
+use std::{
+    collections::{HashSet, VecDeque},
+    pin::Pin,
+    task::{Context, Poll},
+};
+
+use futures_core::Stream;
+
+use crate::{
+    agui::{
+        Event,
+        event::{BaseEvent, MessagesSnapshot, RunFinished, RunFinishedOutcome, RunStarted},
+        input::Message,
+    },
+    id::InterruptId,
+    runs::{Follow, LoggedEvent, RunRecord, ThreadRecord},
+};
+
+/// The events of a thread with no run in flight; `last_end` is the terminal event its last run
+/// logged (the interrupts it stopped at), `pending` the interrupts that still wait.
+pub(super) fn ended(
+    thread: &ThreadRecord,
+    last_end: Option<&LoggedEvent>,
+    pending: &HashSet<InterruptId>,
+) -> VecDeque<LoggedEvent> {
+    let run_id = thread
+        .runs
+        .last()
+        .map_or_else(|| crate::id::RunId::from("none"), |run| run.run_id.clone());
+    let mut events = VecDeque::new();
+    events.push_back(unlogged(Event::from(RunStarted {
+        thread_id: thread.thread_id.clone(),
+        run_id: run_id.clone(),
+        parent_run_id: None,
+        input: None,
+        protocol_version: Some(crate::agui::PROTOCOL_VERSION.to_owned()),
+        base: BaseEvent::default(),
+    })));
+    events.push_back(snapshot(conversation(thread)));
+    if let Some(state) = &thread.state {
+        events.push_back(unlogged(Event::state_snapshot(state.clone())));
+    }
+    let waiting: Vec<_> = last_end
+        .and_then(|end| end.event().ok())
+        .and_then(|end| match end {
+            Event::RunFinished(RunFinished {
+                outcome: Some(RunFinishedOutcome::Interrupt { interrupts }),
+                ..
+            }) => Some(interrupts),
+            _ => None,
+        })
+        .into_iter()
+        .flatten()
+        .filter(|interrupt| pending.contains(interrupt.id.as_str()))
+        .collect();
+    let outcome = if waiting.is_empty() {
+        RunFinishedOutcome::Success {
+            pending_tool_call_ids: None,
+        }
+    } else {
+        RunFinishedOutcome::Interrupt {
+            interrupts: waiting,
+        }
+    };
+    events.push_back(unlogged(Event::from(RunFinished {
+        thread_id: thread.thread_id.clone(),
+        run_id,
+        result: None,
+        outcome: Some(outcome),
+        usage: None,
+        base: BaseEvent::default(),
+    })));
+    events
+}
+
+/// The run of `thread` in flight, if any.
+pub(super) fn in_flight(thread: &ThreadRecord) -> Option<&RunRecord> {
+    thread
+        .runs
+        .iter()
+        .rev()
+        .find(|run| run.status == crate::runs::RunStatus::Running)
+}
+
+/// A run in flight followed from its start, the thread's conversation given after its
+/// `RUN_STARTED`.
+pub(super) struct Joined {
+    follow: Follow,
+    conversation: Option<Vec<Message>>,
+    queued: Option<LoggedEvent>,
+}
+
+impl Joined {
+    /// `follow` (from the run's start) for a client that knows nothing of `thread`.
+    pub(super) fn new(follow: Follow, thread: &ThreadRecord) -> Self {
+        Self {
+            follow,
+            conversation: Some(conversation(thread)),
+            queued: None,
+        }
+    }
+
+    pub(super) fn run_id(&self) -> &crate::id::RunId {
+        self.follow.run_id()
+    }
+}
+
+impl Stream for Joined {
+    type Item = LoggedEvent;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<LoggedEvent>> {
+        let this = &mut *self;
+        if let Some(queued) = this.queued.take() {
+            return Poll::Ready(Some(queued));
+        }
+        let event = futures_core::ready!(Pin::new(&mut this.follow).poll_next(cx));
+        if let (Some(event), Some(mut messages)) = (&event, this.conversation.take()) {
+            // The run's first event: what it answers joins the conversation.
+            if let Ok(Event::RunStarted(started)) = event.event() {
+                let known: HashSet<_> = messages.iter().map(|m| m.id().clone()).collect();
+                let answered = started
+                    .input
+                    .map(|input| input.messages)
+                    .unwrap_or_default();
+                messages.extend(
+                    answered
+                        .into_iter()
+                        .filter(|message| !known.contains(message.id())),
+                );
+            }
+            this.queued = Some(snapshot(messages));
+        }
+        Poll::Ready(event)
+    }
+}
+
+/// The thread's conversation as AG-UI messages.
+fn conversation(thread: &ThreadRecord) -> Vec<Message> {
+    thread
+        .messages
+        .iter()
+        .filter_map(Message::from_domain)
+        .collect()
+}
+
+fn snapshot(messages: Vec<Message>) -> LoggedEvent {
+    unlogged(Event::from(MessagesSnapshot {
+        messages,
+        base: BaseEvent::default(),
+    }))
+}
+
+/// An event that is not in the log (sequence number 0: no SSE id).
+fn unlogged(event: Event) -> LoggedEvent {
+    LoggedEvent::new(0, event)
+}

@@ -1,0 +1,34 @@
+//! The client package `clients/js` (`@agent-tower/client`), built with its pinned TypeScript and
+//! run through the official `@ag-ui/client` 1.0 against the built `agent-tower serve`: a thread
+//! restored with its conversation, state and pending interrupt (answered from the restored
+//! agent), a run in flight re-joined by a second reader, Stop cancelling on the server,
+//! capabilities read through the official schema, and the CopilotKit runner; the steps are in
+//! `clients/js/test/connect.mjs`.
+
+#[path = "support/process.rs"]
+mod process;
+#[path = "support/stores.rs"]
+mod stores;
+mod support;
+
+use process::Process;
+
+#[tokio::test]
+async fn the_client_package_restores_rejoins_and_cancels() {
+    let dir = support::js_client().await;
+    let store = stores::sqlite("js-client");
+    let server = Process::serve(&["--store", &store]).await;
+    let out = support::node_in(&dir, "test/connect.mjs", &[&server.base], None).await;
+    println!("{out}");
+    for step in [
+        "ok capabilities",
+        "ok finished thread restored",
+        "ok pending interrupt restored and answered",
+        "ok run in flight re-joined",
+        "ok abortRun cancels on the server",
+        "ok runner runs, stops and connects through the server",
+        "connect: passed",
+    ] {
+        assert!(out.contains(step), "{step} missing from:\n{out}");
+    }
+}
