@@ -16,16 +16,34 @@ use std::{path::Path, process::Stdio};
 use process::Process;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
+/// The example, installed and built once: its copy of `clients/js` (`@agent-tower/client`) is
+/// the package as built now.
+async fn example() -> std::path::PathBuf {
+    static BUILT: tokio::sync::OnceCell<std::path::PathBuf> = tokio::sync::OnceCell::const_new();
+    BUILT
+        .get_or_init(|| async {
+            let client = support::js_client().await.join("dist/index.js");
+            let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/copilotkit");
+            let copy = dir.join("node_modules/@agent-tower/client/dist/index.js");
+            if std::fs::read(&copy).ok() != std::fs::read(&client).ok() {
+                support::npm(&dir, &["ci", "--no-audit", "--no-fund"]).await;
+            }
+            support::npm_ci(
+                &dir,
+                &["@copilotkit/react-core", "@copilotkit/runtime", "vite"],
+            )
+            .await;
+            support::npm(&dir, &["run", "build"]).await;
+            dir
+        })
+        .await
+        .clone()
+}
+
 /// The example's runtime and page (`node server.mjs`), in front of `agent` (reached with the
 /// token in `credential`: `AGENT_TOKEN` or `AGENT_FRONT_TOKEN`); its address.
 async fn runtime(agent: &str, credential: (&str, &str)) -> (tokio::process::Child, String) {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/copilotkit");
-    support::npm_ci(
-        &dir,
-        &["@copilotkit/react-core", "@copilotkit/runtime", "vite"],
-    )
-    .await;
-    support::npm(&dir, &["run", "build"]).await;
+    let dir = example().await;
     let mut child = tokio::process::Command::new("node")
         .arg("server.mjs")
         .current_dir(&dir)
@@ -63,7 +81,14 @@ async fn copilotkit_chats_calls_tools_shares_state_and_asks_approval() {
     )
     .await;
     let (_runtime, page) = runtime(&agent.base, ("AGENT_TOKEN", token)).await;
-    let out = support::node("copilotkit.mjs", &[&page, &agent.base, token], None).await;
+    // A second runtime in front of the same agent: a reloaded page may reach either.
+    let (_other, other_page) = runtime(&agent.base, ("AGENT_TOKEN", token)).await;
+    let out = support::node(
+        "copilotkit.mjs",
+        &[&page, &agent.base, token, &other_page],
+        None,
+    )
+    .await;
     println!("{out}");
     assert!(out.contains("copilotkit: passed"), "{out}");
 }

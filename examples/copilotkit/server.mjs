@@ -2,10 +2,13 @@
 //
 //   AGENT_URL=http://127.0.0.1:8000/ PORT=3000 node server.mjs
 //
-// The runtime knows one agent, "default": agent-tower's AG-UI endpoint, reached with the official
-// `HttpAgent`. The page talks only to this server (`/api/copilotkit`), as CopilotKit apps do; when
-// agent-tower asks for a token (`--auth-token-env`), this server holds it (`AGENT_TOKEN`), never
-// the page.
+// The runtime knows one agent, "default": agent-tower's AG-UI endpoint, reached with
+// `@agent-tower/client`'s `AgentTowerAgent` (the official `HttpAgent`, whose Stop cancels the run
+// on the server). Its runner is `AgentTowerRunner`: threads and runs live in agent-tower, so a
+// reloaded page gets its conversation back, re-joins the run in flight and sees the approval it
+// waits on, whichever runtime instance it reaches. The page talks only to this server
+// (`/api/copilotkit`), as CopilotKit apps do; when agent-tower asks for a token
+// (`--auth-token-env`), this server holds it (`AGENT_TOKEN`), never the page.
 //
 // With many users, this server is a trusted front (agent-tower's `--front-token-env`): it holds
 // the front token (`AGENT_FRONT_TOKEN`), authenticates its own users, and names the one each
@@ -17,8 +20,8 @@ import { createServer } from "node:http";
 import { readFile } from "node:fs/promises";
 import { extname, join, normalize } from "node:path";
 import { fileURLToPath } from "node:url";
-import { HttpAgent } from "@ag-ui/client";
-import { CopilotRuntime, InMemoryAgentRunner } from "@copilotkit/runtime/v2";
+import { AgentTowerAgent, AgentTowerRunner } from "@agent-tower/client";
+import { CopilotRuntime } from "@copilotkit/runtime/v2";
 import { createCopilotNodeListener } from "@copilotkit/runtime/v2/node";
 
 const agentUrl = process.env.AGENT_URL ?? "http://127.0.0.1:8000/";
@@ -45,7 +48,7 @@ const runtime = new CopilotRuntime({
     ? // One agent per request, acting for the request's user; what the browser sends in
       // `X-Agent-Tower-User` is never forwarded (this server's headers win anyway).
       ({ request }) => ({
-        default: new HttpAgent({
+        default: new AgentTowerAgent({
           url: agentUrl,
           headers: {
             Authorization: `Bearer ${front}`,
@@ -53,8 +56,8 @@ const runtime = new CopilotRuntime({
           },
         }),
       })
-    : { default: new HttpAgent({ url: agentUrl, headers }) },
-  runner: new InMemoryAgentRunner(),
+    : { default: new AgentTowerAgent({ url: agentUrl, headers }) },
+  runner: new AgentTowerRunner({ url: agentUrl, headers }),
   forwardHeaders: { deny: ["x-agent-tower-user"] },
 });
 const copilotkit = createCopilotNodeListener({

@@ -1,12 +1,15 @@
-// CopilotKit (react-core 1.74 in Debian's Chromium, runtime 1.75 with the official `HttpAgent`)
-// in front of `agent-tower serve`: the example in examples/copilotkit, driven by playwright-core.
+// CopilotKit (react-core 1.74 in Debian's Chromium, runtime 1.75 with `@agent-tower/client`'s
+// agent and runner) in front of `agent-tower serve`: the example in examples/copilotkit, driven
+// by playwright-core.
 //
-//   node copilotkit.mjs http://127.0.0.1:PAGE_PORT http://127.0.0.1:AGENT_PORT OPERATOR_TOKEN
+//   node copilotkit.mjs http://127.0.0.1:PAGE_PORT http://127.0.0.1:AGENT_PORT OPERATOR_TOKEN \
+//     http://127.0.0.1:OTHER_PAGE_PORT (a second runtime in front of the same agent-tower)
 //
 // (Answers are Markdown in the page: `add` shows as "add".) What the page shows is checked against the thread the server kept (`GET /threads/{id}`, with
 // an operator token): chat with reasoning, a backend tool, a frontend tool run in the page and
 // its result read by the model, the state set in the page, interrupts approved, edited and
-// rejected through `useInterrupt`, and Stop cancelling the run on the server. On failure a
+// rejected through `useInterrupt`, Stop cancelling the run on the server, and reloads mid-run
+// and while an approval waits (the page restored from the server). On failure a
 // screenshot and the page's console are saved under target/browser-artifacts/.
 import assert from "node:assert/strict";
 import { mkdirSync } from "node:fs";
@@ -15,8 +18,11 @@ import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
 import { chat } from "./copilotkit-chat.mjs";
 
-const [app, agent, token] = process.argv.slice(2);
-assert.ok(app && agent && token, "usage: node copilotkit.mjs <page url> <agent url> <operator token>");
+const [app, agent, token, otherApp] = process.argv.slice(2);
+assert.ok(
+  app && agent && token && otherApp,
+  "usage: node copilotkit.mjs <page url> <agent url> <operator token> <another runtime's page url>",
+);
 const artifacts = join(dirname(fileURLToPath(import.meta.url)), "../../target/browser-artifacts");
 
 const browser = await chromium.launch({
@@ -35,6 +41,24 @@ async function thread() {
   assert.equal(response.status, 200, `the server has thread ${id}`);
   return response.json();
 }
+
+/** Every event the server logged for `runId` (waits for the run's end). */
+async function logged(runId) {
+  const response = await fetch(`${agent}/runs/${runId}/events`, {
+    headers: { Accept: "text/event-stream", Authorization: `Bearer ${token}` },
+  });
+  assert.equal(response.status, 200);
+  return (await response.text())
+    .split("\n")
+    .filter((line) => line.startsWith("data: "))
+    .map((line) => JSON.parse(line.slice(6)));
+}
+
+const text = (events) =>
+  events
+    .filter((e) => e.type === "TEXT_MESSAGE_CONTENT")
+    .map((e) => e.delta)
+    .join("");
 
 /** The thread once none of its runs is running: each running run's events are followed to its end. */
 async function settled() {
@@ -135,6 +159,45 @@ try {
   const runs = (await settled()).runs;
   assert.equal(runs.at(-1).status, "cancelled", "Stop cancelled the run on the server");
   console.log("ok stop cancelled the run on the server");
+
+  // A reload mid-run, through another runtime (which has never seen the thread): the page gets
+  // the conversation back from agent-tower and re-joins the run, which streams on to its end.
+  const threadId = await page.textContent("#thread");
+  await say("tell me slowly and then some", /^lorem elit/);
+  const inFlight = (await thread()).runs.at(-1);
+  assert.equal(inFlight.status, "running");
+  await page.goto(`${otherApp}/?thread=${threadId}`);
+  await ready();
+  assert.equal(await page.textContent("#thread"), threadId, "the same thread after the reload");
+  const full = text(await logged(inFlight.runId));
+  await page.waitForFunction((tail) => document.body.innerText.includes(tail), full.slice(-80), {
+    timeout: 30_000,
+  });
+  await page.getByText("tell me slowly and then some").first().waitFor();
+  await page.getByText("You said: hello").first().waitFor();
+  assert.equal((await thread()).runs.at(-1).status, "finished", "the run went on through the reload");
+  console.log("ok reloaded mid-run through another runtime: the conversation came back and the answer streamed to its end");
+
+  // A reload while an approval waits: the card comes back, and answering it there runs the tool
+  // (on a new thread: this one approves `remember` always).
+  await page.evaluate(() => localStorage.removeItem("agent-tower-thread"));
+  await page.goto(`${otherApp}/`);
+  await ready();
+  assert.notEqual(await page.textContent("#thread"), threadId, "a new thread");
+  const before = await page.getByText(/The remember tool returned remembered mood\./).count();
+  await say('remember {"key": "mood", "value": "bold"}');
+  await page.locator(".approval").last().waitFor();
+  assert.equal((await thread()).pendingInterrupts.length, 1);
+  await page.reload();
+  await ready();
+  const card = page.locator(".approval").last();
+  await card.waitFor({ timeout: 15_000 });
+  await card.getByRole("button", { name: "Approve", exact: true }).click();
+  await another(page.getByText(/The remember tool returned remembered mood\./), before);
+  seen = await settled();
+  assert.equal(seen.state.mood, "bold", "approved from the reloaded page");
+  assert.deepEqual(seen.pendingInterrupts, []);
+  console.log("ok reloaded while an approval waited: the card came back and its answer ran the tool");
   console.log("copilotkit: passed");
 } catch (error) {
   mkdirSync(artifacts, { recursive: true });

@@ -47,6 +47,19 @@ function Approval({ interrupt, resolve, cancel }) {
   );
 }
 
+/** The thread this page shows: `?thread=ID`, else the one kept across reloads, else a new one
+ * (agent-tower keeps its conversation). */
+function pageThread() {
+  const threadId =
+    new URLSearchParams(location.search).get("thread") ??
+    localStorage.getItem("agent-tower-thread") ??
+    crypto.randomUUID();
+  localStorage.setItem("agent-tower-thread", threadId);
+  return threadId;
+}
+
+const threadId = pageThread();
+
 function App() {
   const [background, setBackground] = useState("white");
   const { agent, isReady } = useAgent();
@@ -55,7 +68,7 @@ function App() {
   return (
     <main data-ready={isReady} style={{ background, display: "flex", height: "100vh" }}>
       <section style={{ flex: 2, minWidth: 0 }}>
-        <CopilotChat />
+        <CopilotChat threadId={threadId} />
       </section>
       <aside style={{ flex: 1, padding: "1em" }}>
         <p>
