@@ -51,7 +51,12 @@ async fn a_reload_rejoins_the_run_and_stop_cancels_it() {
     let store = stores::sqlite("dev-page-rejoin");
     let server = Process::serve(&["--store", &store]).await;
     let out = browser(&["rejoin", &server.base]).await;
-    for step in ["ok re-joined after a reload", "ok stop", "rejoin: passed"] {
+    for step in [
+        "ok re-joined after a reload",
+        "ok stop",
+        "ok another device restored the thread from the server",
+        "rejoin: passed",
+    ] {
         assert!(out.contains(step), "{step} missing from:\n{out}");
     }
 }

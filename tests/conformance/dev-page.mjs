@@ -211,6 +211,16 @@ async function rejoin() {
   assert.ok(words < 150, `cancelled early (${words} words of 200)`);
   assert.equal(await lastAssistant(), text(stoppedRun), "the page shows every token the run sent");
   console.log(`ok stop: the server cancelled the run after ${words} words`);
+
+  // Another device (no local copy, a phone's width) opens the thread: the server restores it.
+  const threadId = await page.evaluate(() => JSON.parse(localStorage.getItem("agent-tower")).threadId);
+  const phone = await (await browser.newContext({ viewport: { width: 390, height: 800 } })).newPage();
+  await phone.goto(`${base}/?thread=${threadId}`);
+  await phone.waitForFunction(() => document.querySelectorAll(".message.assistant").length > 0);
+  const shown = (p) =>
+    p.$$eval(".message.user, .message.assistant", (all) => all.map((m) => [m.className, m.firstChild?.textContent ?? ""]));
+  assert.deepEqual(await shown(phone), await shown(page), "the same conversation on the other device");
+  console.log("ok another device restored the thread from the server");
 }
 
 async function cors([app, other, token]) {

@@ -84,7 +84,7 @@ pub async fn node_in(dir: &Path, script: &str, args: &[&str], stdin: Option<Stri
     let mut child = tokio::process::Command::new("node")
         .arg(dir.join(script))
         .args(args)
-        .current_dir(&dir)
+        .current_dir(dir)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

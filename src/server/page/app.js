@@ -1,8 +1,9 @@
 // The development page of agent-tower: an AG-UI client in one file, with no dependencies.
 // It keeps the conversation in localStorage (the protocol is stateless: every run carries the
-// messages) and the token in sessionStorage; a run in progress is re-joined after a reload or a
-// dropped connection with `Last-Event-ID: {runId}:{seq}`, and Stop cancels it on the server
-// (`POST /runs/{id}/cancel`), whose stream then ends with the run.
+// messages), restores it from the server on load (`GET /threads/{id}/events`; `?thread=ID` opens
+// another page's thread), and keeps the token in sessionStorage. A run in progress is re-joined
+// after a reload or a dropped connection with `Last-Event-ID: {runId}:{seq}`, and Stop cancels
+// it on the server (`POST /runs/{id}/cancel`), whose stream then ends with the run.
 "use strict";
 
 const RUN_PATH = document.querySelector('meta[name="agent-tower-run-path"]').content;
@@ -104,8 +105,24 @@ async function rejoin() {
   }
 }
 
-/** Reads one response's events; leaves `chat.live` set if the stream ended before the run. */
-async function stream(runId, request) {
+/** Restores the thread from the server (`GET /threads/{id}/events`): its conversation, state
+ * and pending interrupts, then its run in flight, followed to its end. A thread the server does
+ * not have stays as this page kept it. */
+async function connect() {
+  await stream(
+    null,
+    () =>
+      fetch(`/threads/${encodeURIComponent(chat.threadId)}/events`, {
+        headers: headers({ Accept: "text/event-stream" }),
+        signal: streaming.signal,
+      }),
+    { missing: "keep" },
+  );
+}
+
+/** Reads one response's events (of `runId`; `null`: whichever run they name); leaves
+ * `chat.live` set if the stream ended before the run. */
+async function stream(runId, request, { missing = "fail" } = {}) {
   streaming = new AbortController();
   setStatus(chat.live?.seq ? "re-joining" : "running");
   showError(null);
@@ -113,6 +130,8 @@ async function stream(runId, request) {
     const response = await request();
     if (response.status === 204) {
       chat.live = null; // the run ended and every event was seen
+    } else if (response.status === 404 && missing === "keep") {
+      // Nothing on the server for this thread: the page's own copy stands.
     } else if (!response.ok) {
       chat.live = null;
       const body = await response.json().catch(() => ({}));
@@ -155,7 +174,12 @@ async function readEvents(body, runId) {
       }
       if (!data.length) continue; // a keep-alive comment
       const event = JSON.parse(data.join("\n"));
-      if (id && chat.live?.runId === runId) chat.live.seq = Number(id.slice(id.lastIndexOf(":") + 1));
+      if (id) {
+        // `{runId}:{seq}`: where to re-join (a connected thread's run is learnt from its ids).
+        const run = id.slice(0, id.lastIndexOf(":"));
+        const seq = Number(id.slice(id.lastIndexOf(":") + 1));
+        if ((runId ?? run) === run) chat.live = { runId: run, seq };
+      }
       apply(event);
       logEvent(event, id);
       save();
@@ -239,9 +263,21 @@ function apply(event) {
         content: event.content,
       });
       break;
-    case "MESSAGES_SNAPSHOT":
-      chat.messages = event.messages;
+    case "MESSAGES_SNAPSHOT": {
+      // The server's conversation has no reasoning: the page keeps what it saw, before the
+      // message it preceded.
+      const before = new Map();
+      let reasoning = [];
+      for (const m of chat.messages) {
+        if (m.role === "reasoning") reasoning.push(m);
+        else if (reasoning.length) {
+          before.set(m.id, reasoning);
+          reasoning = [];
+        }
+      }
+      chat.messages = event.messages.flatMap((m) => [...(before.get(m.id) ?? []), m]).concat(reasoning);
       break;
+    }
     case "STATE_SNAPSHOT":
       chat.state = event.snapshot ?? {};
       break;
@@ -508,6 +544,15 @@ $("set-state").addEventListener("click", () => {
 });
 $("clear-events").addEventListener("click", () => $("events").replaceChildren());
 
+// `?thread=ID` opens that thread (another tab's, another device's): the server restores it.
+const asked = new URLSearchParams(location.search).get("thread");
+if (asked && asked !== chat.threadId) {
+  chat = { ...fresh(), threadId: asked };
+  save();
+}
 render();
 setStatus(chat.interrupts.length ? "interrupted" : "idle");
+// A run this page was following is re-joined after its last event; else the thread is restored
+// from the server (what another page did meanwhile included).
 if (chat.live) rejoin();
+else connect();
