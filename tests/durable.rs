@@ -449,6 +449,73 @@ async fn the_official_client_answers_interrupts_through_its_verifier() {
 }
 
 #[tokio::test]
+async fn a_thread_connected_on_another_instance_shows_its_interrupt_and_answers_it() {
+    // On SQLite the two "instances" are one; on PostgreSQL, two servers on one database.
+    let mut pairs = Vec::new();
+    for (name, url) in stores::store_urls("connect").await {
+        pairs.push((name, serve(&url).await, serve(&url).await));
+    }
+    for (name, a, b) in pairs {
+        let thread = format!("t-{}", uuid::Uuid::now_v7());
+        let asked = a.run(remember(&thread, "r1")).await;
+        let interrupt = asked.last().unwrap().1["outcome"]["interrupts"][0].clone();
+
+        // Another screen, through the other instance, knows only the thread's id.
+        let connected = frames(
+            &b.get(&format!("/threads/{thread}/events"))
+                .await
+                .text()
+                .await
+                .unwrap(),
+        );
+        assert_eq!(
+            types(&connected),
+            ["RUN_STARTED", "MESSAGES_SNAPSHOT", "RUN_FINISHED"],
+            "{name}"
+        );
+        let (_, end) = connected.last().unwrap();
+        assert_eq!(
+            end["outcome"]["interrupts"],
+            json!([interrupt]),
+            "{name}: the same interrupt"
+        );
+        assert!(
+            connected.iter().all(|(id, _)| id.is_empty()),
+            "{name}: not in the log"
+        );
+
+        // It answers; the first screen's late answer is refused; both then see the same thread.
+        let entry = json!([{"interruptId": interrupt["id"], "status": "resolved", "payload": {"approved": true}}]);
+        let answered = b.run(resume(&thread, "r2", entry.clone())).await;
+        assert_eq!(answered.last().unwrap().1["type"], "RUN_FINISHED", "{name}");
+        let late = a.run(resume(&thread, "r3", entry)).await;
+        assert_eq!(
+            late.last().unwrap().1["code"],
+            "interrupt_already_resolved",
+            "{name}"
+        );
+        let again = frames(
+            &a.get(&format!("/threads/{thread}/events"))
+                .await
+                .text()
+                .await
+                .unwrap(),
+        );
+        let (_, end) = again.last().unwrap();
+        assert_eq!(end["outcome"]["type"], "success", "{name}: nothing waits");
+        let (_, snapshot) = &again[1];
+        assert!(
+            snapshot["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|m| m["role"] == "tool" && m["toolCallId"] == interrupt["toolCallId"]),
+            "{name}: the approved call's result is in the conversation: {snapshot}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn a_run_rejoined_on_another_instance_outlives_its_page() {
     let Some(url) = stores::postgres("rejoin-elsewhere").await else {
         return;
