@@ -39,6 +39,8 @@ async fn the_page_chats_through_the_server() {
         "ok interrupt edited",
         "ok interrupt rejected",
         "ok state set from the page",
+        "ok markdown",
+        "ok event log",
         "chat: passed",
     ] {
         assert!(out.contains(step), "{step} missing from:\n{out}");

@@ -171,6 +171,26 @@ async function chat(screenshot) {
   assert.deepEqual(snapshot.snapshot, { mood: "calm" }, "the server ran with the page's state");
   console.log("ok state set from the page");
 
+  // Answers are Markdown, rendered as elements.
+  await send("render **bold**, `code` and *emphasis*");
+  await settled();
+  const answer = page.locator(".message.assistant").last();
+  assert.equal(await answer.locator("strong").textContent(), "bold");
+  assert.equal(await answer.locator("code").textContent(), "code");
+  assert.equal(await answer.locator("em").textContent(), "emphasis");
+  assert.ok(!(await answer.textContent()).includes("**"), "no markup left");
+  console.log("ok markdown");
+
+  // The event log: one line per event, the whole event when opened, filtered by type.
+  await page.fill("#event-filter", "RUN_");
+  const kept = await page.$$eval("#events li:not([hidden])", (all) => all.map((li) => li.dataset.type));
+  assert.ok(kept.length > 1 && kept.every((type) => type.startsWith("RUN_")), kept.join());
+  const line = page.locator("#events li:not([hidden])").first();
+  await line.locator("summary").click();
+  assert.match(await line.locator("pre").textContent(), /"type": "RUN_/);
+  await page.fill("#event-filter", "");
+  console.log("ok event log");
+
   // A new thread starts empty.
   await page.click("#new-thread");
   assert.equal(await page.locator(".message").count(), 0);
@@ -220,6 +240,8 @@ async function rejoin() {
   const shown = (p) =>
     p.$$eval(".message.user, .message.assistant", (all) => all.map((m) => [m.className, m.firstChild?.textContent ?? ""]));
   assert.deepEqual(await shown(phone), await shown(page), "the same conversation on the other device");
+  const width = await phone.evaluate(() => document.documentElement.scrollWidth);
+  assert.ok(width <= 390, `nothing wider than the phone (${width}px)`);
   console.log("ok another device restored the thread from the server");
 }
 

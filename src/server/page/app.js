@@ -451,7 +451,10 @@ function render() {
   const items = chat.messages
     .filter((m) => m.role !== "tool")
     .map((m) => {
-      const item = el("li", `message ${m.role}`, typeof m.content === "string" ? m.content : JSON.stringify(m.content));
+      const text =
+        typeof m.content === "string" ? m.content : m.content == null ? "" : JSON.stringify(m.content);
+      const item = el("li", `message ${m.role}`);
+      item.append(m.role === "assistant" ? markdown(text) : text);
       item.dataset.messageId = m.id;
       for (const call of m.toolCalls ?? []) {
         const card = el("div", "tool-call");
@@ -476,12 +479,96 @@ function render() {
   $("stop").disabled = !busy;
 }
 
+/** One line per event (its type and id), the whole event when opened; the filter applies. */
 function logEvent(event, id) {
   const item = el("li");
-  item.append(el("span", "type", event.type), ` ${id ?? ""} ${JSON.stringify(event)}`);
+  item.dataset.type = event.type;
+  const line = el("details");
+  const summary = el("summary");
+  summary.append(el("span", "type", event.type), ` ${id ?? ""}`);
+  line.append(summary, el("pre", "", JSON.stringify(event, null, 2)));
+  item.append(line);
+  item.hidden = !shown(event.type);
   const events = $("events");
   events.prepend(item);
   while (events.childElementCount > MAX_LOGGED) events.lastElementChild.remove();
+}
+
+/** Whether the event filter lets events of `type` show. */
+function shown(type) {
+  const filter = $("event-filter").value.trim().toUpperCase();
+  return !filter || type.includes(filter);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Markdown, as elements (never HTML from the model): paragraphs, headings, lists, fenced code,
+// `code`, **strong**, *emphasis* and http(s) links.
+
+function markdown(text) {
+  const root = el("div", "text");
+  const lines = text.split("\n");
+  let paragraph = [];
+  let list = null;
+  const flush = () => {
+    if (paragraph.length) root.append(inline(el("p"), paragraph.join("\n")));
+    paragraph = [];
+  };
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i];
+    if (line.startsWith("```")) {
+      flush();
+      list = null;
+      const code = [];
+      while (++i < lines.length && !lines[i].startsWith("```")) code.push(lines[i]);
+      const pre = el("pre");
+      pre.append(el("code", "", code.join("\n")));
+      root.append(pre);
+      continue;
+    }
+    const heading = line.match(/^#{1,6}\s+(.*)$/);
+    const item = line.match(/^\s*(?:[-*]|(\d+)\.)\s+(.*)$/);
+    if (heading) {
+      flush();
+      list = null;
+      root.append(inline(el("h4"), heading[1]));
+    } else if (item) {
+      flush();
+      const tag = item[1] === undefined ? "ul" : "ol";
+      if (list?.tagName.toLowerCase() !== tag) root.append((list = el(tag)));
+      list.append(inline(el("li"), item[2]));
+    } else if (!line.trim()) {
+      flush();
+      list = null;
+    } else {
+      list = null;
+      paragraph.push(line);
+    }
+  }
+  flush();
+  return root;
+}
+
+/** `text`'s inline markup into `node`. */
+function inline(node, text) {
+  const pattern = /`([^`]+)`|\*\*([^*]+)\*\*|\*([^*\s][^*]*)\*|\[([^\]]+)\]\((https?:\/\/[^)\s]+)\)/g;
+  let at = 0;
+  for (const match of text.matchAll(pattern)) {
+    node.append(text.slice(at, match.index));
+    const [, code, strong, em, label, href] = match;
+    if (code !== undefined) node.append(el("code", "", code));
+    else if (strong !== undefined) node.append(el("strong", "", strong));
+    else if (em !== undefined) node.append(el("em", "", em));
+    else {
+      const link = el("a", "", label);
+      link.href = href;
+      link.rel = "noopener noreferrer";
+      link.target = "_blank";
+      node.append(link);
+    }
+    at = match.index + match[0].length;
+  }
+  node.append(text.slice(at));
+  return node;
 }
 
 function setStatus(text) {
@@ -543,6 +630,9 @@ $("set-state").addEventListener("click", () => {
   }
 });
 $("clear-events").addEventListener("click", () => $("events").replaceChildren());
+$("event-filter").addEventListener("input", () => {
+  for (const item of $("events").children) item.hidden = !shown(item.dataset.type);
+});
 
 // `?thread=ID` opens that thread (another tab's, another device's): the server restores it.
 const asked = new URLSearchParams(location.search).get("thread");
