@@ -354,9 +354,21 @@ async fn the_same_request_a_resolved_resume_and_a_resume_under_the_runs_own_id()
             again, continued,
             "{name}: the same resume replays the continuation"
         );
+        // Replayed, it reads as one run: the first segment's end at the interrupt and the
+        // continuation's start are not sent again.
+        let replay = server.log("c1").await;
+        let one_run: Vec<(String, Value)> = first[..first.len() - 1]
+            .iter()
+            .chain(&continued[1..])
+            .cloned()
+            .collect();
+        assert_eq!(replay, one_run, "{name}: one coherent run");
         assert_eq!(
-            server.log("c1").await.len(),
-            first.len() + continued.len(),
+            types(&events(&replay))
+                .iter()
+                .filter(|t| **t == "RUN_STARTED")
+                .count(),
+            1,
             "{name}"
         );
     }

@@ -48,6 +48,10 @@ pub struct Follow {
     run_id: RunId,
     after: u64,
     buffered: VecDeque<LoggedEvent>,
+    /// A `RUN_FINISHED` at interrupts, held until the follower knows whether the run went on
+    /// under its own id (the answer to its interrupts): then neither it nor the next
+    /// `RUN_STARTED` is yielded, and a replay reads one run.
+    held: Option<LoggedEvent>,
     next: Option<BoxFuture<'static, Step>>,
     done: bool,
     /// When this follower is the run's viewer: the grace period after which the run is
@@ -81,6 +85,7 @@ impl Follow {
             run_id,
             after,
             buffered: VecDeque::new(),
+            held: None,
             next: None,
             done: false,
             on_drop: None,
@@ -228,10 +233,22 @@ impl Stream for Follow {
         loop {
             if let Some(event) = this.buffered.pop_front() {
                 this.after = event.seq.max(this.after);
-                return Poll::Ready(Some(event));
+                match this.held.take() {
+                    // The run went on under its id: one run, not two.
+                    Some(_) if event.is_start() => continue,
+                    Some(held) => {
+                        this.buffered.push_front(event);
+                        return Poll::Ready(Some(held));
+                    }
+                    None if event.is_interrupted_end() => {
+                        this.held = Some(event);
+                        continue;
+                    }
+                    None => return Poll::Ready(Some(event)),
+                }
             }
             if this.done {
-                return Poll::Ready(None);
+                return Poll::Ready(this.held.take());
             }
             let next = this.next.get_or_insert_with(|| {
                 step(

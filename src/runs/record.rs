@@ -99,6 +99,26 @@ impl LoggedEvent {
         self
     }
 
+    /// Whether it starts a run segment (`RUN_STARTED`).
+    #[must_use]
+    pub fn is_start(&self) -> bool {
+        self.json.starts_with(br#"{"type":"RUN_STARTED""#)
+    }
+
+    /// Whether it ends a run segment at interrupts (`RUN_FINISHED` with an `interrupt` outcome):
+    /// a run answered under its own id goes on after it.
+    #[must_use]
+    pub fn is_interrupted_end(&self) -> bool {
+        self.json.starts_with(br#"{"type":"RUN_FINISHED""#)
+            && matches!(
+                self.event(),
+                Ok(Event::RunFinished(crate::agui::event::RunFinished {
+                    outcome: Some(crate::agui::event::RunFinishedOutcome::Interrupt { .. }),
+                    ..
+                }))
+            )
+    }
+
     /// Whether it ends a run segment (`RUN_FINISHED`, `RUN_ERROR`).
     #[must_use]
     pub fn is_terminal(&self) -> bool {
