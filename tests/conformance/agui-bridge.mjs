@@ -100,10 +100,10 @@ async function answered(agent, interrupt, response) {
   console.log("ok edited arguments refused");
 }
 
-// 6. Cancel: the client goes away mid-turn; the agent's turn is cancelled, the thread goes on.
+// 6. Stop: the run is cancelled mid-turn (the bridged agent's turn with it); the stream ends
+// cancelled and the thread goes on.
 {
   const agent = thread("tell me slowly");
-  const controller = new AbortController();
   const runId = randomUUID();
   const response = await fetch(url, {
     method: "POST",
@@ -112,20 +112,21 @@ async function answered(agent, interrupt, response) {
       threadId: agent.threadId, runId, messages: agent.messages,
       tools: [], context: [], state: {}, forwardedProps: {}, protocolVersion: "1.0",
     }),
-    signal: controller.signal,
   });
   const reader = response.body.getReader();
   let seen = "";
   while (!seen.includes("TEXT_MESSAGE_CONTENT")) seen += new TextDecoder().decode((await reader.read()).value);
-  controller.abort();
-  // The server ends the run it was left with (the bridged agent's turn cancelled first).
-  const rest = await (await fetch(new URL(`/runs/${runId}/events`, url))).text();
-  const ended = JSON.parse(rest.trim().split("\n").filter((l) => l.startsWith("data: ")).at(-1).slice(6));
+  const stop = await fetch(new URL(`/runs/${runId}/cancel`, url), { method: "POST" });
+  assert.equal(stop.status, 202);
+  for (let part = await reader.read(); !part.done; part = await reader.read()) {
+    seen += new TextDecoder().decode(part.value);
+  }
+  const ended = JSON.parse(seen.trim().split("\n").filter((l) => l.startsWith("data: ")).at(-1).slice(6));
   assert.deepEqual(ended.outcome, { type: "cancelled" });
   agent.addMessage(user("hello"));
   const events = await run(agent);
   assert.equal(text(events), "You said: hello", "the next turn of the thread runs");
-  console.log("ok cancelled mid-turn, the thread goes on");
+  console.log("ok stopped mid-turn, the thread goes on");
 }
 
 console.log("all bridge scenarios passed");

@@ -17,9 +17,10 @@
 //!   [`AguiBridge::interrupted`] is the predicate for
 //!   [`Policy::ask_if`](crate::permission::Policy::ask_if) that asks a person exactly about those
 //!   calls; if none of them runs (all rejected), the next step answers them.
-//! - A run cancelled mid-way drops the connection; a connection dropped before the run's end is
-//!   re-joined once with `Last-Event-ID` at `/runs/{runId}/events` (agent-tower's route), else
-//!   the step fails.
+//! - A run cancelled mid-way is cancelled on the remote agent too when it is agent-tower (its
+//!   events name their run and place; `POST /runs/{runId}/cancel`), and its connection dropped;
+//!   a connection dropped before the run's end is re-joined once with `Last-Event-ID` at
+//!   `/runs/{runId}/events` (agent-tower's route), else the step fails.
 //!
 //! The tools the model is offered (the run's own: an ACP session's MCP servers, the tools of the
 //! stack) are offered to the remote agent as client tools: it calls them, its run ends waiting
@@ -226,6 +227,35 @@ fn decided(decisions: &Decisions) -> impl Fn(&input::Interrupt) -> Decision + '_
     }
 }
 
+/// How long a remote agent may take to take a cancellation.
+const CANCEL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Asks the remote agent to cancel `run` (`POST /runs/{runId}/cancel`, agent-tower's route, for a
+/// server whose events name their run and place, as agent-tower's do): leaving is not Stop, a
+/// server may keep a run going for a client to come back. Best effort: a failure is logged.
+async fn cancel(bridge: &AguiBridge, run: &RunId) {
+    let Ok(url) = bridge.inner.url.join(&format!("/runs/{run}/cancel")) else {
+        return;
+    };
+    let asked = bridge
+        .inner
+        .client
+        .post(url)
+        .headers(bridge.inner.headers.clone())
+        .timeout(CANCEL_TIMEOUT)
+        .send()
+        .await;
+    match asked {
+        Ok(response) if response.status().is_success() => {}
+        Ok(response) => {
+            tracing::debug!(run_id = %run, status = %response.status(), "the AG-UI agent did not take the cancellation");
+        }
+        Err(error) => {
+            tracing::debug!(run_id = %run, %error, "the AG-UI agent could not be asked to cancel")
+        }
+    }
+}
+
 /// Sends `request`; a `409 Conflict` (the thread's last run, just left, has not ended yet on
 /// the remote side) is tried again, a few times over about three seconds.
 async fn send(request: reqwest::RequestBuilder) -> reqwest::Result<reqwest::Response> {
@@ -316,7 +346,12 @@ async fn read(
         let mut events = response.bytes_stream().eventsource();
         loop {
             let item = tokio::select! {
-                () = stop.cancelled() => return,
+                () = stop.cancelled() => {
+                    if last_seq.is_some() {
+                        cancel(&bridge, &run_id).await;
+                    }
+                    return;
+                }
                 item = events.next() => item,
             };
             match item {
