@@ -17,6 +17,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
 import { chat } from "./copilotkit-chat.mjs";
+import { logged as loggedBy, text } from "./runs.mjs";
 
 const [app, agent, token, otherApp] = process.argv.slice(2);
 assert.ok(
@@ -43,22 +44,7 @@ async function thread() {
 }
 
 /** Every event the server logged for `runId` (waits for the run's end). */
-async function logged(runId) {
-  const response = await fetch(`${agent}/runs/${runId}/events`, {
-    headers: { Accept: "text/event-stream", Authorization: `Bearer ${token}` },
-  });
-  assert.equal(response.status, 200);
-  return (await response.text())
-    .split("\n")
-    .filter((line) => line.startsWith("data: "))
-    .map((line) => JSON.parse(line.slice(6)));
-}
-
-const text = (events) =>
-  events
-    .filter((e) => e.type === "TEXT_MESSAGE_CONTENT")
-    .map((e) => e.delta)
-    .join("");
+const logged = (runId) => loggedBy(agent, runId, { Authorization: `Bearer ${token}` });
 
 /** The thread once none of its runs is running: each running run's events are followed to its end. */
 async function settled() {

@@ -13,6 +13,7 @@ import { mkdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
+import { logged as loggedBy, text } from "./runs.mjs";
 
 const [scenario, base, ...rest] = process.argv.slice(2);
 assert.ok(scenario && base, "usage: node dev-page.mjs chat|rejoin|cors <base url> …");
@@ -29,22 +30,7 @@ page.on("console", (message) => console_.push(`${message.type()}: ${message.text
 page.on("pageerror", (error) => console_.push(`pageerror: ${error.message}`));
 
 /** Every event the server logged for `runId` (the whole run: it waits for its end). */
-async function logged(runId, headers = {}) {
-  const response = await fetch(`${base}/runs/${runId}/events`, {
-    headers: { Accept: "text/event-stream", ...headers },
-  });
-  assert.equal(response.status, 200, `the server has run ${runId}`);
-  return (await response.text())
-    .split("\n")
-    .filter((line) => line.startsWith("data: "))
-    .map((line) => JSON.parse(line.slice(6)));
-}
-
-const text = (events) =>
-  events
-    .filter((e) => e.type === "TEXT_MESSAGE_CONTENT")
-    .map((e) => e.delta)
-    .join("");
+const logged = (runId, headers = {}) => loggedBy(base, runId, headers);
 
 async function send(message) {
   await page.fill("#message", message);
@@ -215,11 +201,12 @@ async function rejoin() {
   console.log(`ok re-joined after a reload from event ${seq}`);
 
   // Stop: the run is cancelled on the server, not only hidden; the page follows it to its end.
+  const answers = await page.locator(".message.assistant").count();
   await send("tell me slowly");
-  await page.waitForFunction(() => {
+  await page.waitForFunction((before) => {
     const all = document.querySelectorAll(".message.assistant");
-    return all[all.length - 1]?.textContent.split(" ").length > 3;
-  });
+    return all.length > before && all[all.length - 1].textContent.split(" ").length > 3;
+  }, answers);
   await page.click("#stop");
   const stopped = await settled();
   assert.equal(stopped.status, "cancelled", "the page shows the run's real end");

@@ -8,6 +8,7 @@
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { AgentCapabilitiesSchema } from "@ag-ui/core/schemas";
+import { logged as loggedBy, text } from "../../../tests/conformance/runs.mjs";
 import { AgentTowerAgent, AgentTowerRunner } from "../dist/index.js";
 
 const [base] = process.argv.slice(2);
@@ -19,19 +20,7 @@ const agentOn = (threadId, messages = []) =>
   new AgentTowerAgent({ url, threadId, initialMessages: messages });
 
 /** Every event the server logged for `runId` (waits for the run's end). */
-async function logged(runId) {
-  const response = await fetch(`${base}/runs/${runId}/events`, { headers: { Accept: "text/event-stream" } });
-  assert.equal(response.status, 200);
-  return (await response.text())
-    .split("\n")
-    .filter((line) => line.startsWith("data: "))
-    .map((line) => JSON.parse(line.slice(6)));
-}
-const text = (events) =>
-  events
-    .filter((e) => e.type === "TEXT_MESSAGE_CONTENT")
-    .map((e) => e.delta)
-    .join("");
+const logged = (runId) => loggedBy(base, runId);
 const thread = async (id) => (await fetch(`${base}/threads/${id}`)).json();
 const visible = (messages) => messages.map(({ id, role, content }) => ({ id, role, content }));
 
