@@ -32,3 +32,28 @@ async fn the_client_package_restores_rejoins_and_cancels() {
         assert!(out.contains(step), "{step} missing from:\n{out}");
     }
 }
+
+#[tokio::test]
+async fn the_client_package_is_ready_to_publish() {
+    let dir = support::js_client().await;
+    let out = tokio::process::Command::new("npm")
+        .args(["pack", "--dry-run", "--json"])
+        .current_dir(&dir)
+        .output()
+        .await
+        .expect("npm is installed");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let packed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let files: Vec<&str> = packed[0]["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|file| file["path"].as_str().unwrap())
+        .collect();
+    // The built code with its types, and nothing of the sources or the tests.
+    assert_eq!(
+        files,
+        ["README.md", "dist/index.d.ts", "dist/index.js", "package.json"]
+    );
+    assert_eq!(packed[0]["name"], "@agent-tower/client");
+}

@@ -63,6 +63,14 @@ try {
   await page.goto(`${app}/`);
   await ready();
 
+  // The runtime shows pages what agent-tower declares (`AgentTowerAgent.getCapabilities()`).
+  const info = await (await fetch(`${app}/api/copilotkit/info`)).json();
+  const capabilities = info.agents?.default?.capabilities;
+  assert.equal(capabilities?.transport?.resumable, true, JSON.stringify(info));
+  assert.ok(capabilities.tools.items.some((tool) => tool.name === "remember"));
+  assert.equal(capabilities.humanInTheLoop.interrupts, true);
+  console.log("ok capabilities through the runtime");
+
   await say("think about this", "You said: think about this");
   await page.getByText("Let me answer briefly").first().waitFor();
   console.log("ok chat with reasoning");
