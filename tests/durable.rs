@@ -17,6 +17,7 @@ use frames::frames;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
+#[derive(Clone)]
 struct Server {
     base: String,
     http: reqwest::Client,
@@ -511,6 +512,75 @@ async fn a_thread_connected_on_another_instance_shows_its_interrupt_and_answers_
                 .iter()
                 .any(|m| m["role"] == "tool" && m["toolCallId"] == interrupt["toolCallId"]),
             "{name}: the approved call's result is in the conversation: {snapshot}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_screen_following_a_thread_sees_the_answer_another_gave() {
+    // Two instances on PostgreSQL; one on SQLite (a file has one server: there is no other
+    // instance to hear from).
+    let mut pairs = Vec::new();
+    for (name, url) in stores::store_urls("follow-thread").await {
+        let a = serve(&url).await;
+        let b = if name == "sqlite" {
+            a.clone()
+        } else {
+            serve(&url).await
+        };
+        pairs.push((name, a, b));
+    }
+    for (name, a, b) in pairs {
+        let thread = format!("t-{}", uuid::Uuid::now_v7());
+        let asked = a.run(remember(&thread, "r1")).await;
+        let interrupt = asked.last().unwrap().1["outcome"]["interrupts"][0].clone();
+
+        // The first screen follows the thread through A: the thread as it is, then what comes.
+        let response = a
+            .get(&format!("/threads/{thread}/events?follow=true"))
+            .await;
+        let mut body = response.bytes_stream();
+        let mut text = String::new();
+        while !frames(&text)
+            .iter()
+            .any(|(_, e)| e["type"] == "RUN_FINISHED")
+        {
+            text.push_str(std::str::from_utf8(&body.next().await.unwrap().unwrap()).unwrap());
+        }
+        assert_eq!(
+            frames(&text).last().unwrap().1["outcome"]["interrupts"][0]["id"],
+            interrupt["id"],
+            "{name}"
+        );
+
+        // The second screen answers through B; the first sees the run that answer started.
+        let entry = json!([{"interruptId": interrupt["id"], "status": "resolved", "payload": {"approved": true}}]);
+        let answered = b.run(resume(&thread, "r2", entry)).await;
+        let ended = |text: &str| {
+            frames(text)
+                .iter()
+                .any(|(_, e)| e["type"] == "RUN_FINISHED" && e["runId"] == "r2")
+        };
+        let seen = tokio::time::timeout(Duration::from_secs(10), async {
+            while !ended(&text) {
+                text.push_str(std::str::from_utf8(&body.next().await.unwrap().unwrap()).unwrap());
+            }
+            text
+        })
+        .await
+        .unwrap_or_else(|_| panic!("{name}: the first screen never saw the answer"));
+        let later: Vec<Value> = frames(&seen)
+            .into_iter()
+            .skip_while(|(_, e)| e["runId"] != "r2")
+            .map(|(id, e)| {
+                assert!(id.is_empty(), "{name}: a later run's events carry no id");
+                e
+            })
+            .collect();
+        let answered: Vec<Value> = answered.into_iter().map(|(_, e)| e).collect();
+        assert_eq!(
+            later, answered,
+            "{name}: the answer's run, as its own screen saw it"
         );
     }
 }

@@ -42,7 +42,11 @@ async fn the_client_package_is_ready_to_publish() {
         .output()
         .await
         .expect("npm is installed");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let packed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let files: Vec<&str> = packed[0]["files"]
         .as_array()
@@ -53,7 +57,12 @@ async fn the_client_package_is_ready_to_publish() {
     // The built code with its types, and nothing of the sources or the tests.
     assert_eq!(
         files,
-        ["README.md", "dist/index.d.ts", "dist/index.js", "package.json"]
+        [
+            "README.md",
+            "dist/index.d.ts",
+            "dist/index.js",
+            "package.json"
+        ]
     );
     assert_eq!(packed[0]["name"], "@agent-tower/client");
 }

@@ -154,6 +154,7 @@ where
         let cancel = self.config.shutdown.child_token();
         let topic = self.hub.watch(&launch.lease.run_id);
         topic.drive(launch.lease.last_seq, cancel.clone());
+        self.hub.wake_thread(&launch.lease.thread_id);
         let driver = Driver {
             next_seq: launch.lease.last_seq + 1,
             lease: Arc::new(launch.lease.clone()),

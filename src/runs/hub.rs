@@ -13,7 +13,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::LoggedEvent;
-use crate::id::RunId;
+use crate::id::{RunId, ThreadId};
 
 /// How many committed events of a live run stay in memory for its followers; a follower further
 /// behind reads the log.
@@ -23,7 +23,11 @@ const TAIL: usize = 4096;
 /// process drives it, its recent events. Wake-ups are hints: a follower reads (the tail or the
 /// log) after each one. Clones share the same hub.
 #[derive(Clone, Default)]
-pub(crate) struct Hub(Arc<Mutex<HashMap<RunId, Weak<Topic>>>>);
+pub(crate) struct Hub {
+    runs: Arc<Mutex<HashMap<RunId, Weak<Topic>>>>,
+    /// The threads someone waits on for their next run.
+    threads: Arc<Mutex<HashMap<ThreadId, Weak<Notify>>>>,
+}
 
 /// One run's wake-up and tail.
 #[derive(Default)]
@@ -100,7 +104,7 @@ impl Hub {
     /// The topic of `run` (shared by everyone watching it while one does).
     #[must_use]
     pub(crate) fn watch(&self, run: &RunId) -> Arc<Topic> {
-        let mut topics = lock(&self.0);
+        let mut topics = lock(&self.runs);
         if let Some(topic) = topics.get(run).and_then(Weak::upgrade) {
             return topic;
         }
@@ -113,7 +117,7 @@ impl Hub {
     }
 
     fn topic(&self, run: &RunId) -> Option<Arc<Topic>> {
-        lock(&self.0).get(run).and_then(Weak::upgrade)
+        lock(&self.runs).get(run).and_then(Weak::upgrade)
     }
 
     /// Wakes `run`'s followers: its log may have grown or its run ended (another instance wrote
@@ -124,11 +128,22 @@ impl Hub {
         }
     }
 
-    /// Wakes every follower: wake-ups may have been missed (a lost notification connection).
+    /// Wakes every follower and everyone waiting on a thread: wake-ups may have been missed (a
+    /// lost notification connection).
     pub(crate) fn wake_all(&self) {
-        let topics: Vec<_> = lock(&self.0).values().filter_map(Weak::upgrade).collect();
+        let topics: Vec<_> = lock(&self.runs)
+            .values()
+            .filter_map(Weak::upgrade)
+            .collect();
         for topic in topics {
             topic.notify.notify_waiters();
+        }
+        let threads: Vec<_> = lock(&self.threads)
+            .values()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for thread in threads {
+            thread.notify_waiters();
         }
     }
 
@@ -151,7 +166,7 @@ impl Hub {
     /// their owner knows somebody still follows them.
     #[must_use]
     pub(crate) fn followed_not_driven(&self) -> Vec<RunId> {
-        lock(&self.0)
+        lock(&self.runs)
             .iter()
             .filter(|(_, weak)| {
                 weak.upgrade().is_some_and(|topic| {
@@ -162,10 +177,33 @@ impl Hub {
             .collect()
     }
 
+    /// The wake-up of `thread`'s runs: it fires when a run of the thread starts (here, or on
+    /// another instance that tells the log's listeners). Shared by everyone waiting on it.
+    #[must_use]
+    pub(crate) fn watch_thread(&self, thread: &ThreadId) -> Arc<Notify> {
+        let mut threads = lock(&self.threads);
+        if let Some(notify) = threads.get(thread).and_then(Weak::upgrade) {
+            return notify;
+        }
+        if threads.len() >= 64 && threads.len().is_power_of_two() {
+            threads.retain(|_, weak| weak.strong_count() > 0);
+        }
+        let notify = Arc::new(Notify::new());
+        threads.insert(thread.clone(), Arc::downgrade(&notify));
+        notify
+    }
+
+    /// A run of `thread` started: whoever waits on the thread looks at it again.
+    pub(crate) fn wake_thread(&self, thread: &ThreadId) {
+        if let Some(notify) = lock(&self.threads).get(thread).and_then(Weak::upgrade) {
+            notify.notify_waiters();
+        }
+    }
+
     /// The number of runs watched or driven here.
     #[must_use]
     pub(crate) fn len(&self) -> usize {
-        lock(&self.0)
+        lock(&self.runs)
             .values()
             .filter(|weak| weak.strong_count() > 0)
             .count()

@@ -246,6 +246,8 @@ pub enum Changed<'a> {
     Run(&'a RunId),
     /// Another instance asked for this run to be cancelled ([`RunLog::request_cancel`]).
     CancelRequested(&'a RunId),
+    /// A run of this thread started on another instance.
+    ThreadStarted(&'a ThreadId),
     /// Changes may have been missed (a notification connection was lost): anything may have
     /// changed.
     Any,

@@ -241,6 +241,7 @@ impl<A> Runs<A> {
             Changed::CancelRequested(run) => {
                 hub.cancel(run);
             }
+            Changed::ThreadStarted(thread) => hub.wake_thread(thread),
             Changed::Any => hub.wake_all(),
         }));
         self.inner_mut().log = Arc::new(log);
@@ -397,6 +398,11 @@ impl<A> Runs<A> {
             run,
             after,
         )
+    }
+
+    /// The wake-up of `thread`: it fires when one of its runs starts, here or on another instance.
+    pub(crate) fn watch_thread(&self, thread: &crate::id::ThreadId) -> Arc<tokio::sync::Notify> {
+        self.inner.hub.watch_thread(thread)
     }
 
     /// [Follows](Runs::follow) `run` as a client that re-joins it (a reloaded page): when

@@ -11,7 +11,7 @@
 //! the log carry no SSE id.
 
 use std::{
-    collections::{HashSet, VecDeque},
+    collections::{HashMap, HashSet, VecDeque},
     pin::Pin,
     task::{Context, Poll},
 };
@@ -24,7 +24,7 @@ use crate::{
         event::{BaseEvent, MessagesSnapshot, RunFinished, RunFinishedOutcome, RunStarted},
         input::Message,
     },
-    id::InterruptId,
+    id::{InterruptId, RunId, ThreadId},
     runs::{Follow, LoggedEvent, RunRecord, ThreadRecord},
 };
 
@@ -92,6 +92,145 @@ pub(super) fn in_flight(thread: &ThreadRecord) -> Option<&RunRecord> {
         .iter()
         .rev()
         .find(|run| run.status == crate::runs::RunStatus::Running)
+}
+
+/// What a thread stream shows first: the thread with no run in flight ([`ended`]), or its run
+/// in flight ([`Joined`]).
+pub(super) enum First {
+    /// The events of [`ended`].
+    Ended(VecDeque<LoggedEvent>),
+    /// The run in flight.
+    Joined(Box<Joined>),
+}
+
+/// The events of `thread` (its record as read, `first` made of it), then with `follow` its later
+/// runs as they start, each from where the stream left it; `runs` follows them.
+pub(super) fn stream<A>(
+    runs: crate::runs::Runs<A>,
+    thread: &ThreadRecord,
+    first: First,
+    follow: bool,
+) -> impl Stream<Item = LoggedEvent> + Send + Unpin + 'static
+where
+    A: crate::run::RunService,
+{
+    // How far each run is shown: the ended ones to their end, the one in flight as followed.
+    let mut shown: HashMap<RunId, u64> = thread
+        .runs
+        .iter()
+        .map(|run| (run.run_id.clone(), run.last_seq))
+        .collect();
+    if let First::Joined(joined) = &first {
+        shown.remove(joined.run_id());
+    }
+    let state = Shown {
+        runs,
+        thread: thread.thread_id.clone(),
+        shown,
+        part: Some(Part::First(first)),
+        follow,
+        failed: false,
+    };
+    Box::pin(futures_util::stream::unfold(
+        state,
+        |mut state| async move {
+            let event = state.next().await?;
+            Some((event, state))
+        },
+    ))
+}
+
+/// The state of a thread stream.
+struct Shown<A> {
+    runs: crate::runs::Runs<A>,
+    thread: ThreadId,
+    shown: HashMap<RunId, u64>,
+    part: Option<Part>,
+    follow: bool,
+    failed: bool,
+}
+
+enum Part {
+    First(First),
+    /// A later run, followed.
+    Later(Follow),
+}
+
+impl<A> Shown<A>
+where
+    A: crate::run::RunService,
+{
+    /// Notes a follower's own end (its log failed: a terminal event not in the log).
+    fn seen(&mut self, event: LoggedEvent) -> LoggedEvent {
+        self.failed |= event.seq == 0 && event.is_terminal();
+        event
+    }
+
+    async fn next(&mut self) -> Option<LoggedEvent> {
+        use futures_util::StreamExt;
+        loop {
+            match self.part.as_mut() {
+                Some(Part::First(First::Ended(events))) => match events.pop_front() {
+                    Some(event) => return Some(event),
+                    None => self.part = None,
+                },
+                Some(Part::First(First::Joined(joined))) => match joined.next().await {
+                    Some(event) => return Some(self.seen(event)),
+                    None => {
+                        let (run, at) = (joined.run_id().clone(), joined.follow.position());
+                        self.shown.insert(run, at);
+                        self.part = None;
+                    }
+                },
+                Some(Part::Later(follow)) => match follow.next().await {
+                    // Not the first part's: no SSE id (see the module).
+                    Some(event) => return Some(self.seen(event).with_seq(0)),
+                    None => {
+                        self.shown
+                            .insert(follow.run_id().clone(), follow.position());
+                        self.part = None;
+                    }
+                },
+                // A log that failed ends the stream (the client connects again).
+                None if !self.follow || self.failed => return None,
+                None => {
+                    let next = next_run(&self.runs, &self.thread, &self.shown).await?;
+                    self.part = Some(Part::Later(next));
+                }
+            }
+        }
+    }
+}
+
+/// The next run of `thread` with events `shown` does not cover, once there is one, followed
+/// from there; `None` when the thread is gone or its log fails (the client connects again).
+async fn next_run<A>(
+    runs: &crate::runs::Runs<A>,
+    thread: &ThreadId,
+    shown: &HashMap<RunId, u64>,
+) -> Option<Follow>
+where
+    A: crate::run::RunService,
+{
+    let wake = runs.watch_thread(thread);
+    // A run never shown, a run that went on (answered under its own id), or one with events
+    // not shown yet.
+    let unseen = |run: &RunRecord| match shown.get(&run.run_id) {
+        None => true,
+        Some(&at) => run.status == crate::runs::RunStatus::Running || run.last_seq > at,
+    };
+    let shown = |run: &RunRecord| shown.get(&run.run_id).copied().unwrap_or(0);
+    loop {
+        // Registered before reading: a run that starts after the read still wakes us.
+        let woken = wake.notified();
+        let mut woken = std::pin::pin!(woken);
+        woken.as_mut().enable();
+        let record = runs.run_log().thread(thread).await.ok()??;
+        if let Some(run) = record.runs.iter().find(|run| unseen(run)) {
+            return Some(runs.rejoin(run.run_id.clone(), shown(run)).await);
+        }
+        woken.await;
+    }
 }
 
 /// A run in flight followed from its start, the thread's conversation given after its

@@ -335,6 +335,7 @@ async fn thread_events<A>(
     State(server): State<Arc<Server<A>>>,
     principal: Option<Extension<Principal>>,
     path: Result<Path<String>, PathRejection>,
+    query: Result<Query<FollowThread>, QueryRejection>,
     headers: HeaderMap,
 ) -> Response
 where
@@ -342,40 +343,65 @@ where
 {
     let answer = async {
         let Path(thread_id) = path?;
+        let Query(query) = query?;
         let thread = visible_thread(&server, principal.as_ref(), thread_id).await?;
         let format = Format::negotiate(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
         let keep_alive = server.config.keep_alive;
-        if let Some(run) = hydrate::in_flight(&thread) {
-            let follow = server.runs.rejoin(run.run_id.clone(), 0).await;
-            let joined = hydrate::Joined::new(follow, &thread);
-            let run_id = joined.run_id().clone();
-            return Ok(respond::stream(joined, &run_id, format, keep_alive));
-        }
-        let log = server.runs.run_log();
-        let pending: HashSet<InterruptId> = log
-            .interrupts(Interrupts::PendingOf(&thread.thread_id))
-            .await
-            .map_err(|e| unavailable(&e))?
-            .into_iter()
-            .map(|interrupt| interrupt.id)
-            .collect();
-        let last_end = match thread.runs.last() {
-            Some(run) if !pending.is_empty() && run.last_seq > 0 => log
-                .read(&run.run_id, run.last_seq - 1, 1)
-                .await
-                .map_err(|e| unavailable(&e))?
-                .and_then(|page| page.events.into_iter().next()),
-            _ => None,
+        let follow = query.follow.unwrap_or(false);
+        let (first, run_id) = match hydrate::in_flight(&thread) {
+            Some(run) => {
+                let follow = server.runs.rejoin(run.run_id.clone(), 0).await;
+                (
+                    hydrate::First::Joined(Box::new(hydrate::Joined::new(follow, &thread))),
+                    run.run_id.clone(),
+                )
+            }
+            None => {
+                let events = ended_thread(&server, &thread).await?;
+                let run_id = thread
+                    .runs
+                    .last()
+                    .map_or_else(|| RunId::from("none"), |run| run.run_id.clone());
+                (hydrate::First::Ended(events), run_id)
+            }
         };
-        let events = hydrate::ended(&thread, last_end.as_ref(), &pending);
-        let run_id = thread
-            .runs
-            .last()
-            .map_or_else(|| RunId::from("none"), |run| run.run_id.clone());
-        let events = futures_util::stream::iter(events);
+        let events = hydrate::stream(server.runs.clone(), &thread, first, follow);
         Ok::<_, Rejection>(respond::stream(events, &run_id, format, keep_alive))
     };
     answer.await.unwrap_or_else(Rejection::into_response)
+}
+
+/// `?follow=true`: after the thread as it is, its later runs as they start.
+#[derive(Debug, Deserialize)]
+struct FollowThread {
+    follow: Option<bool>,
+}
+
+/// The events of `thread`, which has no run in flight (see [`hydrate::ended`]).
+async fn ended_thread<A>(
+    server: &Server<A>,
+    thread: &ThreadRecord,
+) -> Result<std::collections::VecDeque<crate::runs::LoggedEvent>, Rejection>
+where
+    A: RunService,
+{
+    let log = server.runs.run_log();
+    let pending: HashSet<InterruptId> = log
+        .interrupts(Interrupts::PendingOf(&thread.thread_id))
+        .await
+        .map_err(|e| unavailable(&e))?
+        .into_iter()
+        .map(|interrupt| interrupt.id)
+        .collect();
+    let last_end = match thread.runs.last() {
+        Some(run) if !pending.is_empty() && run.last_seq > 0 => log
+            .read(&run.run_id, run.last_seq - 1, 1)
+            .await
+            .map_err(|e| unavailable(&e))?
+            .and_then(|page| page.events.into_iter().next()),
+        _ => None,
+    };
+    Ok(hydrate::ended(thread, last_end.as_ref(), &pending))
 }
 
 #[derive(Debug, Deserialize)]

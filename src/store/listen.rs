@@ -4,8 +4,11 @@ use std::{sync::Arc, time::Duration};
 
 use sqlx::postgres::PgListener;
 
-use super::{CANCEL, CHANNEL, Observers, StoreError};
-use crate::{id::RunId, runs::Changed};
+use super::{CANCEL, CHANNEL, Observers, StoreError, THREAD};
+use crate::{
+    id::{RunId, ThreadId},
+    runs::Changed,
+};
 
 /// Listens on the store's channel and tells `observers` of each run another instance wrote. A
 /// notification is a hint: the followers read the log. When the connection drops, what was sent
@@ -20,11 +23,14 @@ pub(super) async fn forward(url: &str, observers: Arc<Observers>) -> Result<(), 
                 Ok(Some(notification)) => {
                     backoff = Duration::from_millis(100);
                     // A line `seq:run` for each run whose log changed, `cancel:run` for each
-                    // run asked to be cancelled.
+                    // run asked to be cancelled, `thread:thread` for each thread a run started on.
                     for line in notification.payload().lines() {
                         match line.split_once(':') {
                             Some((CANCEL, run)) => {
                                 observers.changed(Changed::CancelRequested(&RunId::from(run)));
+                            }
+                            Some((THREAD, thread)) => {
+                                observers.changed(Changed::ThreadStarted(&ThreadId::from(thread)));
                             }
                             Some((_, run)) => observers.changed(Changed::Run(&RunId::from(run))),
                             None => {}

@@ -190,6 +190,10 @@ const CHANNEL: &str = "agent_tower_events";
 /// instance that does not know it reads a run whose log changed, and only wakes its followers).
 const CANCEL: &str = "cancel";
 
+/// What a notification line `thread:thread` starts with: a run of the thread started (a
+/// client waiting on the thread for its next run follows it).
+const THREAD: &str = "thread";
+
 /// What the writer and the readers share.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Backend {

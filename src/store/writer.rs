@@ -16,7 +16,7 @@ use sqlx::AnyPool;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{
-    Backend, CANCEL, CHANNEL, COMMIT_TIMEOUT, Deleted, Observers,
+    Backend, CANCEL, CHANNEL, COMMIT_TIMEOUT, Deleted, Observers, THREAD,
     chunk::{self, Chunk},
     conn::{Arg, Columns, Conn, DbError, Row, Sqlite},
     rows::{INTERRUPT_COLUMNS, decision_text, interrupt_record, millis, number, seq, signed, text},
@@ -313,6 +313,7 @@ impl Writer {
         let mut changed: Vec<(RunId, u64)> = Vec::new();
         // The runs whose cancellation was asked for, for the instances that drive them.
         let mut cancels: Vec<RunId> = Vec::new();
+        let mut threads: Vec<ThreadId> = Vec::new();
         for job in group {
             let (answer, error) = match job {
                 Job::Start { start, reply } => {
@@ -321,6 +322,9 @@ impl Writer {
                         Ok(None) => self.start(tx, &start, now).await,
                         Err(error) => Err(error),
                     };
+                    if started.is_ok() {
+                        threads.push(start.thread_id.clone());
+                    }
                     let (result, error) = split(started);
                     (Done::Start(reply, result), error)
                 }
@@ -400,6 +404,9 @@ impl Writer {
                     let recovered = self.recover(tx, &lost, &terminal, retry, now).await;
                     if let Ok(Some(recovered)) = &recovered {
                         changed.push((lost.record.run_id.clone(), recovered.terminal.seq));
+                        if recovered.lease.is_some() {
+                            threads.push(lost.record.thread_id.clone());
+                        }
                     }
                     let (result, error) = split(recovered);
                     (Done::Recover(reply, result.map_err(log_error)), error)
@@ -411,7 +418,7 @@ impl Writer {
             }
         }
         insert_chunks(tx, &logged).await?;
-        self.notify(tx, &changed, &cancels).await
+        self.notify(tx, &changed, &cancels, &threads).await
     }
 
     /// Inserts `start`'s run, running, belonging to `principal`, with `sql` (parameters: run,
@@ -880,15 +887,17 @@ impl Writer {
         }))
     }
 
-    /// Tells other instances (PostgreSQL) that the logs of `runs` changed and that `cancels`
-    /// are asked to be cancelled: delivered at commit, to every instance listening; one
-    /// notification for many runs (a line `seq:run` or `cancel:run` each, as many as fit in a
-    /// payload), so a group costs one round trip, not one per run.
+    /// Tells other instances (PostgreSQL) that the logs of `runs` changed, that `cancels` are
+    /// asked to be cancelled and that runs of `threads` started: delivered at commit, to every
+    /// instance listening; one notification for many runs (a line `seq:run`, `cancel:run` or
+    /// `thread:thread` each, as many as fit in a payload), so a group costs one round trip, not
+    /// one per run.
     async fn notify(
         &self,
         tx: &mut impl Conn,
         runs: &[(RunId, u64)],
         cancels: &[RunId],
+        threads: &[ThreadId],
     ) -> Result<(), DbError> {
         if self.backend != Backend::Postgres {
             return Ok(());
@@ -899,6 +908,7 @@ impl Writer {
             .iter()
             .map(|(run, last)| format!("{last}:{run}\n"))
             .chain(cancels.iter().map(|run| format!("{CANCEL}:{run}\n")))
+            .chain(threads.iter().map(|thread| format!("{THREAD}:{thread}\n")))
             .filter(|line| line.len() <= NOTIFY_BYTES)
             .collect();
         let mut payload = String::new();
