@@ -180,6 +180,7 @@ impl Hub {
     /// The wake-up of `thread`'s runs: it fires when a run of the thread starts (here, or on
     /// another instance that tells the log's listeners). Shared by everyone waiting on it.
     #[must_use]
+    #[cfg(feature = "server")]
     pub(crate) fn watch_thread(&self, thread: &ThreadId) -> Arc<Notify> {
         let mut threads = lock(&self.threads);
         if let Some(notify) = threads.get(thread).and_then(Weak::upgrade) {

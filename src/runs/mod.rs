@@ -401,6 +401,7 @@ impl<A> Runs<A> {
     }
 
     /// The wake-up of `thread`: it fires when one of its runs starts, here or on another instance.
+    #[cfg(feature = "server")]
     pub(crate) fn watch_thread(&self, thread: &crate::id::ThreadId) -> Arc<tokio::sync::Notify> {
         self.inner.hub.watch_thread(thread)
     }
