@@ -227,6 +227,19 @@ struct Step {
 
 type Item = Result<ModelEvent, crate::BoxError>;
 
+impl Drop for Step {
+    /// A step left before its end (the run was cancelled, its client stopped it, a layer timed
+    /// it out), or after a cancellation, cancels the turn at once: the remote agent must not go
+    /// on working for nobody until the thread's next prompt.
+    fn drop(&mut self) {
+        let ended = self.done && self.queued.is_empty();
+        if !self.cancel_sent && (!ended || self.cancel.is_cancelled()) {
+            self.cancel_sent = true;
+            self.turn.cancel();
+        }
+    }
+}
+
 impl Step {
     async fn next(mut self) -> Option<(Item, Self)> {
         loop {

@@ -13,6 +13,8 @@ mod support;
 
 use std::time::Duration;
 
+use futures_util::StreamExt;
+
 use process::Process;
 use serde_json::{Value, json};
 
@@ -239,6 +241,85 @@ async fn an_agent_on_the_official_sdk_asks_through_an_interrupt() {
         .find(|e| e["type"] == "TOOL_CALL_RESULT")
         .unwrap_or_else(|| panic!("{next:?}"));
     assert_eq!(got["content"], "wrote todo.txt");
+}
+
+#[tokio::test]
+async fn stop_reaches_the_bridged_agent_at_once() {
+    // The agent (on the official SDK) writes each `session/cancel` it gets to a named pipe.
+    let dir = std::env::temp_dir().join(format!("bridge-stop-{}", uuid::Uuid::now_v7()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("cancels");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let cancels = tokio::net::unix::pipe::OpenOptions::new()
+        .open_receiver(&fifo)
+        .unwrap();
+    let agent = support::node_modules().await.join("../sdk-agent.mjs");
+    let server = Process::serve_with_env(
+        &[
+            "--store",
+            "memory",
+            "--agent",
+            &format!("acp:node {}", agent.display()),
+        ],
+        &[("CANCEL_FIFO", fifo.to_str().unwrap())],
+    )
+    .await;
+
+    let run = format!("r-{}", uuid::Uuid::now_v7());
+    let http = reqwest::Client::new();
+    let response = http
+        .post(format!("{}/", server.base))
+        .json(&json!({
+            "threadId": format!("t-{}", uuid::Uuid::now_v7()), "runId": run,
+            "messages": [{"id": "m1", "role": "user", "content": "tell me slowly"}],
+            "protocolVersion": "1.0",
+        }))
+        .send()
+        .await
+        .unwrap();
+    let mut body = response.bytes_stream();
+    let mut text = String::new();
+    while !text.contains("TEXT_MESSAGE_CONTENT") {
+        text.push_str(std::str::from_utf8(&body.next().await.unwrap().unwrap()).unwrap());
+    }
+    let stop = http
+        .post(format!("{}/runs/{run}/cancel", server.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stop.status(), 202);
+
+    // The agent hears of it within a bound, not at the thread's next prompt.
+    let mut heard = String::new();
+    tokio::time::timeout(Duration::from_secs(5), async {
+        let mut buf = [0u8; 256];
+        while !heard.contains('\n') {
+            cancels.readable().await.unwrap();
+            match cancels.try_read(&mut buf) {
+                Ok(n) => heard.push_str(std::str::from_utf8(&buf[..n]).unwrap()),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => panic!("{e}"),
+            }
+        }
+    })
+    .await
+    .expect("the agent got session/cancel within 5 s");
+    assert!(heard.starts_with("cancelled "), "{heard}");
+    while let Some(chunk) = body.next().await {
+        text.push_str(std::str::from_utf8(&chunk.unwrap()).unwrap());
+    }
+    let last = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .last()
+        .unwrap();
+    let last: Value = serde_json::from_str(last).unwrap();
+    assert_eq!(last["outcome"]["type"], "cancelled", "{last}");
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[tokio::test]

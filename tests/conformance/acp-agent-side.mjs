@@ -1,11 +1,11 @@
 // The agent side of the official TypeScript ACP SDK (@agentclientprotocol/sdk) on this process's
 // stdio, for agents written in the test scripts: `initialize` and `session/new` answered, every
-// `session/prompt` handed to `prompt({ params, client })`.
+// `session/prompt` handed to `prompt({ params, client })`, every `session/cancel` to `cancel`.
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk";
 
-/** Serves `prompt` as the agent `name` until the client goes away. */
-export async function serveAgent(name, prompt) {
+/** Serves `prompt` (and `cancel`, if given) as the agent `name` until the client goes away. */
+export async function serveAgent(name, prompt, cancel = async () => {}) {
   let sessions = 0;
   const stream = acp.ndJsonStream(Writable.toWeb(process.stdout), Readable.toWeb(process.stdin));
   const connection = acp
@@ -16,6 +16,7 @@ export async function serveAgent(name, prompt) {
     }))
     .onRequest(acp.methods.agent.session.new, async () => ({ sessionId: `s${++sessions}` }))
     .onRequest(acp.methods.agent.session.prompt, prompt)
+    .onNotification(acp.methods.agent.session.cancel, cancel)
     .connect(stream);
   await connection.closed;
 }

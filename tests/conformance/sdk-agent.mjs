@@ -1,9 +1,16 @@
 // An ACP agent written with the official TypeScript SDK's agent side (@agentclientprotocol/sdk),
 // shaped like a coding agent: to a prompt `edit <file>` it thinks, starts an `edit` tool call,
-// asks the client's permission (unless allowed "always" in the session), and writes (nothing: it says so) or does not. Anything else is
-// echoed. For `agent-tower serve --agent 'acp:node sdk-agent.mjs'` (tests/bridge.rs).
+// asks the client's permission (unless allowed "always" in the session), and writes (nothing: it says so) or does not. To a prompt
+// with `slowly` it writes 200 words, one every 50 ms, until its turn is cancelled; each
+// `session/cancel` is written, as `cancelled <sessionId>`, to the named pipe `CANCEL_FIFO` when
+// set. Anything else is echoed. For `agent-tower serve --agent 'acp:node sdk-agent.mjs'`
+// (tests/bridge.rs).
+import { appendFileSync } from "node:fs";
 import * as acp from "@agentclientprotocol/sdk";
 import { serveAgent } from "./acp-agent-side.mjs";
+
+/** The sessions whose turn was cancelled, each with what ends its turn. */
+const cancelled = new Map();
 
 let calls = 0;
 /** The sessions whose user allowed editing "always": not asked again. */
@@ -14,6 +21,15 @@ await serveAgent("sdk-agent", async ({ params, client }) => {
   const say = (text) => update({ sessionUpdate: "agent_message_chunk", content: { type: "text", text } });
   const words = params.prompt.map((block) => block.text ?? "").join(" ").trim();
   const file = /^edit (\S+)$/.exec(words)?.[1];
+  if (words.split(/\s+/).includes("slowly")) {
+    const stop = new Promise((resolve) => cancelled.set(sessionId, resolve));
+    for (let n = 0; n < 200; n++) {
+      const tick = new Promise((resolve) => setTimeout(() => resolve(false), 50));
+      if (await Promise.race([tick, stop.then(() => true)])) return { stopReason: "cancelled" };
+      await say(`word${n} `);
+    }
+    return { stopReason: "end_turn" };
+  }
   if (!file) {
     await say(`Echo: ${words}`);
     return { stopReason: "end_turn" };
@@ -52,4 +68,7 @@ await serveAgent("sdk-agent", async ({ params, client }) => {
   });
   await say(allowed ? "Done." : "I did not write it.");
   return { stopReason: "end_turn" };
+}, async ({ params }) => {
+  if (process.env.CANCEL_FIFO) appendFileSync(process.env.CANCEL_FIFO, `cancelled ${params.sessionId}\n`);
+  cancelled.get(params.sessionId)?.();
 });

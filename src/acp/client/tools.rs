@@ -7,6 +7,7 @@ use tower_service::Service;
 
 use super::{AcpBridge, turn::Verdict};
 use crate::{
+    bridge::Turn,
     permission::{Decision, Resolutions, StepDecisions},
     tool::{ToolCall, ToolError, ToolErrorKind, ToolOutput},
 };
@@ -14,6 +15,12 @@ use crate::{
 crate::bridge::side! {
     /// The tool side of an [`AcpBridge`]: see the [module](super).
     AcpTools(AcpBridge)
+}
+
+/// A run cancelled while the agent works on its call: its turn is cancelled at once.
+fn cancelled(session: &dyn Turn) -> ToolError {
+    session.cancel();
+    ToolError::new(ToolErrorKind::Cancelled, "the run was cancelled")
 }
 
 /// The call made again by the agent in a new turn, and its result.
@@ -45,9 +52,7 @@ async fn replay(bridge: &AcpBridge, call: &ToolCall) -> Result<ToolOutput, ToolE
         }
         tokio::select! {
             () = changed => {}
-            () = call.run.cancel.cancelled() => {
-                return Err(ToolError::new(ToolErrorKind::Cancelled, "the run was cancelled"));
-            }
+            () = call.run.cancel.cancelled() => return Err(cancelled(session.as_ref())),
         }
     }
 }
@@ -109,9 +114,7 @@ impl Service<ToolCall> for AcpTools {
                 }
                 tokio::select! {
                     () = changed => {}
-                    () = call.run.cancel.cancelled() => {
-                        return Err(ToolError::new(ToolErrorKind::Cancelled, "the run was cancelled"));
-                    }
+                    () = call.run.cancel.cancelled() => return Err(cancelled(session.as_ref())),
                 }
             }
         })
