@@ -314,8 +314,8 @@ async fn stop_reaches_the_bridged_agent_at_once() {
     }
     let last = text
         .lines()
-        .filter_map(|line| line.strip_prefix("data: "))
-        .last()
+        .rev()
+        .find_map(|line| line.strip_prefix("data: "))
         .unwrap();
     let last: Value = serde_json::from_str(last).unwrap();
     assert_eq!(last["outcome"]["type"], "cancelled", "{last}");
