@@ -134,3 +134,32 @@ async fn json_logs_name_the_principal_and_an_operators_reads() {
     assert_eq!(audit["what"], "thread alices", "{audit}");
     logs.kill().await;
 }
+
+#[tokio::test]
+async fn a_base_url_the_scripted_model_ignores_is_said_at_start() {
+    let mut logs = JsonLogged::start(
+        &[
+            "--log-format",
+            "json",
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--store",
+            "memory",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+        ],
+        &[],
+    );
+    let warned = logs
+        .message(
+            "--base-url (or AGENT_TOWER_BASE_URL) is ignored: the model is scripted; name one \
+             with --model openai:<model>",
+        )
+        .await;
+    assert_eq!(warned["level"], "WARN", "{warned}");
+    assert_eq!(warned["base_url"], "http://127.0.0.1:9/v1", "{warned}");
+    // It still serves.
+    logs.base().await;
+    logs.kill().await;
+}

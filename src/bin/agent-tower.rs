@@ -434,13 +434,10 @@ struct ModelArgs {
     /// makes the server write gigabytes.
     #[arg(long)]
     scripted_knobs: bool,
-    /// The OpenAI-compatible server's base URL (its paths start there: `…/chat/completions`).
-    #[arg(
-        long,
-        default_value = "https://api.openai.com/v1",
-        env = "AGENT_TOWER_BASE_URL"
-    )]
-    base_url: String,
+    /// The OpenAI-compatible server's base URL (its paths start there: `…/chat/completions`;
+    /// default https://api.openai.com/v1). Only with an `openai:` model.
+    #[arg(long, env = "AGENT_TOWER_BASE_URL")]
+    base_url: Option<String>,
     /// The environment variable holding the API key (sent as a bearer token, never logged).
     #[arg(long, default_value = "OPENAI_API_KEY")]
     api_key_env: String,
@@ -611,9 +608,19 @@ impl ModelArgs {
 
     fn service(&self) -> BoxModel {
         match &self.model {
-            ModelChoice::Scripted => boxed(ScriptedModel::new().client_knobs(self.scripted_knobs)),
+            ModelChoice::Scripted => {
+                if let Some(base_url) = &self.base_url {
+                    tracing::warn!(
+                        %base_url,
+                        "--base-url (or AGENT_TOWER_BASE_URL) is ignored: the model is scripted; \
+                         name one with --model openai:<model>"
+                    );
+                }
+                boxed(ScriptedModel::new().client_knobs(self.scripted_knobs))
+            }
             ModelChoice::OpenAi(name) => {
-                tracing::info!(model = %name, base_url = %self.base_url, "OpenAI-compatible model");
+                let base_url = self.base_url.as_deref().unwrap_or(OPENAI_BASE_URL);
+                tracing::info!(model = %name, %base_url, "OpenAI-compatible model");
                 if std::env::var_os(&self.api_key_env).is_none() {
                     tracing::warn!(
                         variable = %self.api_key_env,
@@ -621,8 +628,7 @@ impl ModelArgs {
                          a local server, refused by hosted ones)"
                     );
                 }
-                let provider =
-                    OpenAi::new(&self.base_url, name.clone()).api_key_env(&self.api_key_env);
+                let provider = OpenAi::new(base_url, name.clone()).api_key_env(&self.api_key_env);
                 boxed(
                     tower::ServiceBuilder::new()
                         .layer(IdleTimeoutLayer::new(self.idle_timeout))
@@ -634,6 +640,9 @@ impl ModelArgs {
         }
     }
 }
+
+/// Where `openai:` models are, unless `--base-url` says otherwise.
+const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum DisconnectChoice {
