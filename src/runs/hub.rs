@@ -94,6 +94,26 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// The value of `key` in `map`, shared by everyone holding it while one does (made when nobody
+/// does); the entries nobody holds are dropped now and then, so the map stays bounded by what is
+/// held.
+fn shared<K, V>(map: &Mutex<HashMap<K, Weak<V>>>, key: &K) -> Arc<V>
+where
+    K: Clone + Eq + std::hash::Hash,
+    V: Default,
+{
+    let mut map = lock(map);
+    if let Some(value) = map.get(key).and_then(Weak::upgrade) {
+        return value;
+    }
+    if map.len() >= 64 && map.len().is_power_of_two() {
+        map.retain(|_, weak| weak.strong_count() > 0);
+    }
+    let value = Arc::new(V::default());
+    map.insert(key.clone(), Arc::downgrade(&value));
+    value
+}
+
 impl Hub {
     /// A hub with nobody in it.
     #[must_use]
@@ -104,16 +124,7 @@ impl Hub {
     /// The topic of `run` (shared by everyone watching it while one does).
     #[must_use]
     pub(crate) fn watch(&self, run: &RunId) -> Arc<Topic> {
-        let mut topics = lock(&self.runs);
-        if let Some(topic) = topics.get(run).and_then(Weak::upgrade) {
-            return topic;
-        }
-        if topics.len() >= 64 && topics.len().is_power_of_two() {
-            topics.retain(|_, weak| weak.strong_count() > 0);
-        }
-        let topic = Arc::new(Topic::default());
-        topics.insert(run.clone(), Arc::downgrade(&topic));
-        topic
+        shared(&self.runs, run)
     }
 
     fn topic(&self, run: &RunId) -> Option<Arc<Topic>> {
@@ -182,16 +193,7 @@ impl Hub {
     #[must_use]
     #[cfg(feature = "server")]
     pub(crate) fn watch_thread(&self, thread: &ThreadId) -> Arc<Notify> {
-        let mut threads = lock(&self.threads);
-        if let Some(notify) = threads.get(thread).and_then(Weak::upgrade) {
-            return notify;
-        }
-        if threads.len() >= 64 && threads.len().is_power_of_two() {
-            threads.retain(|_, weak| weak.strong_count() > 0);
-        }
-        let notify = Arc::new(Notify::new());
-        threads.insert(thread.clone(), Arc::downgrade(&notify));
-        notify
+        shared(&self.threads, thread)
     }
 
     /// A run of `thread` started: whoever waits on the thread looks at it again.
