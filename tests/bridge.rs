@@ -381,3 +381,38 @@ async fn an_approval_after_a_restart_of_the_bridge_runs_the_call() {
     );
     assert_eq!(resumed.last().unwrap()["outcome"]["type"], "success");
 }
+
+#[tokio::test]
+async fn a_web_page_at_the_agui_url_is_said_to_be_one() {
+    use agent_tower::{
+        agui::client::AguiBridge, context::RunContext, message::Message, model::ModelRequest,
+    };
+    use tower::ServiceExt;
+
+    // A server that answers every request with a web page, as a mistyped URL often does.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let page = axum::Router::new()
+        .fallback(|| async { axum::response::Html("<!doctype html><title>not an agent</title>") });
+    tokio::spawn(async move { axum::serve(listener, page).await });
+
+    let bridge = AguiBridge::new(&format!("http://{addr}/")).unwrap();
+    let thread = format!("t-{}", uuid::Uuid::now_v7());
+    let request = ModelRequest {
+        messages: vec![Message::user("hello")],
+        tools: Vec::new().into(),
+        options: Default::default(),
+        run: RunContext::new(thread.as_str().into(), "r".into()),
+    };
+    let mut steps = bridge.model().oneshot(request).await.unwrap();
+    let error = tokio::time::timeout(Duration::from_secs(5), steps.next())
+        .await
+        .expect("the step ends")
+        .expect("an item")
+        .expect_err("a web page is no event stream")
+        .to_string();
+    assert!(
+        error.contains("answered `text/html; charset=utf-8`, not an event stream"),
+        "{error}"
+    );
+}

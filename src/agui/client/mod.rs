@@ -227,6 +227,18 @@ fn decided(decisions: &Decisions) -> impl Fn(&input::Interrupt) -> Decision + '_
     }
 }
 
+/// The content type of `response` when it is not an event stream (a web page at the URL, a
+/// proxy's error page): nothing to read events from.
+fn not_events(response: &reqwest::Response) -> Option<String> {
+    let kind = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or("no content type");
+    let media = kind.split(';').next().unwrap_or_default().trim();
+    (!media.eq_ignore_ascii_case("text/event-stream")).then(|| kind.chars().take(100).collect())
+}
+
 /// How long a remote agent may take to take a cancellation.
 const CANCEL_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -343,6 +355,16 @@ async fn read(
             }
             Err(_) => break,
         };
+        if let Some(kind) = not_events(&response) {
+            remote.fail(
+                run,
+                format!(
+                    "the AG-UI agent answered `{kind}`, not an event stream: is the URL its run \
+                     endpoint?"
+                ),
+            );
+            return;
+        }
         let mut events = response.bytes_stream().eventsource();
         loop {
             let item = tokio::select! {
