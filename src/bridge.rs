@@ -203,6 +203,7 @@ pub(crate) fn steps(turn: Arc<dyn Turn>, run: &RunContext) -> BoxModelStream {
         cancel: run.cancel.clone(),
         cancel_sent: false,
         named: false,
+        text_id: None,
         queued: VecDeque::new(),
         held: None,
         done: false,
@@ -219,6 +220,8 @@ struct Step {
     cancel_sent: bool,
     /// Whether the step's message has its id (from its first text).
     named: bool,
+    /// The remote agent's id of the last text read.
+    text_id: Option<MessageId>,
     queued: VecDeque<ModelEvent>,
     /// A tool call read, held until the remote agent shows what it needs.
     held: Option<(String, String, serde_json::Value)>,
@@ -300,13 +303,20 @@ impl Step {
                 // The step's message takes the remote agent's id for it, once.
                 if !self.named {
                     self.named = true;
-                    if let Some(id) = id {
-                        self.message_id = id;
+                    if let Some(id) = &id {
+                        self.message_id = id.clone();
                     }
                 }
+                // Another message of the remote agent in the same step: a paragraph of its own,
+                // not glued to the last one's words.
+                let another = id.is_some() && self.text_id.is_some() && id != self.text_id;
+                if id.is_some() {
+                    self.text_id = id;
+                }
+                let delta = if another { format!("\n\n{text}") } else { text };
                 Some(ModelEvent::TextDelta {
                     message_id: self.message_id.clone(),
-                    delta: text.into(),
+                    delta: delta.into(),
                 })
             }
             Update::Thought(id, text) if !text.is_empty() => Some(ModelEvent::ReasoningDelta {
@@ -357,6 +367,47 @@ impl Step {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A turn that has already sent `updates` and ended.
+    struct Said(std::sync::Mutex<VecDeque<Result<Update, End>>>, Notify);
+
+    impl Turn for Said {
+        fn next(&self) -> Option<Result<Update, End>> {
+            self.0.lock().unwrap().pop_front()
+        }
+        fn is_settled(&self, _id: &str) -> bool {
+            true
+        }
+        fn changed(&self) -> &Notify {
+            &self.1
+        }
+        fn cancel(&self) {}
+    }
+
+    #[tokio::test]
+    async fn two_messages_of_one_step_stay_two_paragraphs() {
+        use futures_util::StreamExt;
+        let text = |id: &str, text: &str| Ok(Update::Text(Some(id.into()), text.to_owned()));
+        let said = [
+            text("a", "Hello"),
+            text("a", " there."),
+            text("b", "Anything"),
+            text("b", " else?"),
+            Err(End::Finished(FinishReason::Stop)),
+        ];
+        let turn = Arc::new(Said(std::sync::Mutex::new(said.into()), Notify::new()));
+        let run = RunContext::new("t".into(), "r".into());
+        let deltas: Vec<String> = steps(turn, &run)
+            .filter_map(|event| async move {
+                match event.unwrap() {
+                    ModelEvent::TextDelta { delta, .. } => Some(delta.to_string()),
+                    _ => None,
+                }
+            })
+            .collect()
+            .await;
+        assert_eq!(deltas.concat(), "Hello there.\n\nAnything else?");
+    }
 
     #[test]
     fn threads_forget_the_oldest_idle_one_past_the_bound() {
