@@ -416,3 +416,34 @@ async fn a_web_page_at_the_agui_url_is_said_to_be_one() {
         "{error}"
     );
 }
+
+#[tokio::test]
+async fn an_agent_that_never_answers_stops_the_server_at_its_start_timeout() {
+    // `sleep` reads nothing and answers nothing: the server must not wait for it silently.
+    let child = tokio::process::Command::new(AGENT)
+        .args([
+            "serve",
+            "--store",
+            "memory",
+            "--agent",
+            "acp:sleep 3600",
+            "--agent-start-timeout",
+            "1s",
+        ])
+        .env("RUST_LOG", "error")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let output = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+        .await
+        .expect("the server gives up on the agent")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("the ACP agent did not answer `initialize` within 1s"),
+        "{stderr}"
+    );
+}

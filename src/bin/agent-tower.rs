@@ -195,6 +195,10 @@ struct Serve {
     /// events, its permission requests go through this server's policy and interrupts.
     #[arg(long, value_parser = parse_agent)]
     agent: Option<agent_tower::acp::client::AcpCommand>,
+    /// How long the `--agent` has to answer ACP `initialize` once started (at most 10m); past
+    /// it the server does not start.
+    #[arg(long, default_value = "30s", value_parser = parse_agent_start_timeout)]
+    agent_start_timeout: Duration,
     /// Does not serve the development page (a chat with this server at `GET /` in a browser).
     #[arg(long)]
     no_ui: bool,
@@ -711,6 +715,10 @@ fn parse_lease(value: &str) -> Result<Duration, String> {
     )
 }
 
+fn parse_agent_start_timeout(value: &str) -> Result<Duration, String> {
+    duration_within(value, Duration::from_secs(1), Duration::from_secs(600))
+}
+
 fn parse_rejoin_grace(value: &str) -> Result<Duration, String> {
     duration_within(value, Duration::ZERO, Duration::from_secs(3600))
 }
@@ -1129,6 +1137,8 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
     let bridge = match &args.agent {
         Some(command) => {
             args.settings.check_bridged()?;
+            tracing::info!(timeout = %humantime::format_duration(args.agent_start_timeout), "starting the ACP agent: {command:?}");
+            let command = command.clone().start_timeout(args.agent_start_timeout);
             let bridge = agent_tower::acp::client::AcpBridge::spawn(command.clone()).await?;
             tracing::info!("serving an ACP agent: {command:?}");
             Some(bridged(

@@ -68,7 +68,11 @@ use crate::{
 pub struct AcpCommand {
     config: AcpAgentConfig,
     cwd: PathBuf,
+    start_timeout: std::time::Duration,
 }
+
+/// How long an agent has to answer `initialize`, by default.
+const START_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl AcpCommand {
     /// `command` with `args`, in the current directory.
@@ -81,6 +85,7 @@ impl AcpCommand {
         Self {
             config: AcpAgentConfig::new(command).args(args),
             cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+            start_timeout: START_TIMEOUT,
         }
     }
 
@@ -101,6 +106,14 @@ impl AcpCommand {
     #[must_use]
     pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         self.config = self.config.env(name, value);
+        self
+    }
+
+    /// How long the agent has to answer `initialize` once started (default 30 s); past it,
+    /// [`AcpBridge::spawn`] fails and the agent is stopped.
+    #[must_use]
+    pub fn start_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.start_timeout = timeout;
         self
     }
 
@@ -185,7 +198,8 @@ impl AcpBridge {
     ///
     /// # Errors
     ///
-    /// When the agent cannot be started or does not answer `initialize`.
+    /// When the agent cannot be started, or does not answer `initialize` within its
+    /// [start timeout](AcpCommand::start_timeout).
     pub async fn spawn(command: AcpCommand) -> Result<Self, BoxError> {
         let routes = Arc::new(Routes::default());
         let closed = CancellationToken::new();
@@ -199,16 +213,31 @@ impl AcpBridge {
             closed.clone(),
             stop.clone(),
         ));
+        // Whatever goes wrong before the agent answers, it is stopped.
+        let failed = |why: String| -> BoxError {
+            stop.cancel();
+            why.into()
+        };
         let connection = match connected.await {
             Ok(connection) => connection,
-            Err(_) => return Err("the ACP agent could not be started".into()),
+            Err(_) => return Err(failed("the ACP agent could not be started".to_owned())),
         };
         let init = connection
             .send_request(InitializeRequest::new(ProtocolVersion::V1))
             .block_task();
         tokio::select! {
-            answer = init => { answer.map_err(|e| format!("the ACP agent refused `initialize`: {e}"))?; }
-            () = closed.cancelled() => return Err("the ACP agent exited before answering `initialize`".into()),
+            answer = init => {
+                answer.map_err(|e| failed(format!("the ACP agent refused `initialize`: {e}")))?;
+            }
+            () = closed.cancelled() => {
+                return Err(failed("the ACP agent exited before answering `initialize`".to_owned()));
+            }
+            () = tokio::time::sleep(command.start_timeout) => {
+                return Err(failed(format!(
+                    "the ACP agent did not answer `initialize` within {}",
+                    humantime::format_duration(command.start_timeout)
+                )));
+            }
         }
         Ok(Self {
             inner: Arc::new(Inner {
