@@ -105,3 +105,30 @@ async fn a_store_that_dies_mid_run_ends_the_stream_and_refuses_new_runs() {
     let health = http.get(format!("{base}/health")).send().await.unwrap();
     assert_eq!(health.status(), 200);
 }
+
+#[tokio::test]
+async fn readiness_is_a_write_a_file_another_process_holds_is_not_ready() {
+    let dir = std::env::temp_dir().join(format!("agent-tower-ready-{}", uuid::Uuid::now_v7()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("runs.db");
+    let store = RunStore::open(&format!("sqlite://{}", path.display()))
+        .await
+        .unwrap();
+    let router =
+        AguiServer::with_runs(Runs::new(demo::scripted().build()).log(store)).into_router();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let ready = format!("http://{}/ready", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    let http = reqwest::Client::new();
+    let status = || async { http.get(&ready).send().await.unwrap().status().as_u16() };
+    assert_eq!(status().await, 200);
+
+    // Another process takes the write lock (a backup tool, a stray `sqlite3` shell): reads
+    // still answer, runs would wait and fail, and readiness says so.
+    let other = rusqlite::Connection::open(&path).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    assert_eq!(status().await, 503, "not ready while writes cannot be made");
+    other.execute_batch("ROLLBACK").unwrap();
+    assert_eq!(status().await, 200, "ready again once they can");
+    std::fs::remove_dir_all(&dir).ok();
+}

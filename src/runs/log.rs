@@ -183,8 +183,9 @@ pub trait RunLog: fmt::Debug + Send + Sync + 'static {
         Box::pin(std::future::ready(Ok(false)))
     }
 
-    /// Whether the log can take runs now: a cheap round trip to its backend, for readiness
-    /// probes. The default (a log in this process) always can.
+    /// Whether the log can take runs now, for readiness probes: a cheap write to its backend
+    /// (a read would answer while a full disk or another process's write lock refuses every
+    /// run). The default (a log in this process) always can.
     ///
     /// # Errors
     ///

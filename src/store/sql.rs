@@ -581,11 +581,10 @@ impl RunLog for RunStore {
     }
 
     fn ready(&self) -> BoxFuture<'_, Result<(), LogError>> {
-        async move {
-            sqlx::query("SELECT 1").execute(&self.0.reader).await?;
-            Ok(())
-        }
-        .boxed()
+        // A write, not a read: a full disk or a write lock another process holds refuse runs
+        // while reads still answer.
+        self.ask(|reply| writer::Job::Probe { reply }, closed)
+            .boxed()
     }
 
     fn on_change(&self, changed: OnChange) {

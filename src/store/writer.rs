@@ -74,6 +74,10 @@ pub(super) enum Job {
         lease: Duration,
         reply: oneshot::Sender<Result<(), LogError>>,
     },
+    /// A write that changes nothing, committed as any other: whether the log takes writes.
+    Probe {
+        reply: oneshot::Sender<Result<(), LogError>>,
+    },
     RequestCancel {
         run: RunId,
         reply: oneshot::Sender<Result<bool, LogError>>,
@@ -390,6 +394,18 @@ impl Writer {
                 Job::DeleteThread { thread, reply } => {
                     let (result, error) = split(delete_thread(tx, &thread).await);
                     (Done::Deleted(reply, result.map_err(log_error)), error)
+                }
+                Job::Probe { reply } => {
+                    let probed = tx
+                        .execute(
+                            "UPDATE instances SET expires_at = expires_at WHERE owner = $1",
+                            &[Arg::from(&self.owner)],
+                        )
+                        .await
+                        .map(|_| ())
+                        .map_err(Failure::Store);
+                    let (result, error) = split(probed);
+                    (Done::Unit(reply, result.map_err(log_error)), error)
                 }
                 Job::Heartbeat { lease, reply } => {
                     let (result, error) = split(self.heartbeat(tx, lease, now).await);
