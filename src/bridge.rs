@@ -6,6 +6,9 @@
 //! call reads it with [`steps`]: deltas stream, a tool call is held until the remote agent shows
 //! what it needs (it asks permission, runs it, or the turn ends) and then ends the step; the next
 //! model call goes on reading the same turn.
+//!
+//! Its public part is [`BridgeError`]: why a bridged agent failed a run, which
+//! [`map_error`](crate::map_error) turns into a specific `RUN_ERROR` code.
 
 use std::{collections::VecDeque, sync::Arc};
 
@@ -16,8 +19,83 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     context::{RunContext, SharedState},
     id::{MessageId, ToolCallId},
-    model::{BoxModelStream, FinishReason, ModelError, ModelErrorKind, ModelEvent},
+    model::{BoxModelStream, FinishReason, ModelEvent},
 };
+
+/// Why a bridged agent (an ACP agent behind [`AcpBridge`](crate::acp::client::AcpBridge), an
+/// AG-UI agent behind [`AguiBridge`](crate::agui::client::AguiBridge)) failed a run.
+///
+/// The model side of a bridge fails with it; the default
+/// [classifier](crate::map_error::DefaultClassifier) gives each kind its own `RUN_ERROR` code
+/// (see [`BridgeErrorKind::code`]). None is retried: a bridged agent keeps its own history, and a
+/// prompt sent twice would be answered twice.
+///
+/// ```
+/// use agent_tower::bridge::{BridgeError, BridgeErrorKind};
+///
+/// let error = BridgeError::new(BridgeErrorKind::AgentUnavailable, "the ACP agent is restarting");
+/// assert_eq!(error.kind().code(), "agent_unavailable");
+/// assert_eq!(error.to_string(), "the ACP agent is restarting");
+/// ```
+#[derive(Debug, Clone)]
+pub struct BridgeError {
+    kind: BridgeErrorKind,
+    message: String,
+}
+
+/// What kind of failure a [`BridgeError`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum BridgeErrorKind {
+    /// The agent's process exited, or its connection closed, during the run.
+    AgentExited,
+    /// The agent is not running (it is being restarted) or cannot be reached.
+    AgentUnavailable,
+    /// The agent requires an authentication it was not given, or refused it.
+    AuthRequired,
+    /// The agent answered outside its protocol, or refused a request of it.
+    ProtocolError,
+    /// The agent reported a failure of its own (an AG-UI `RUN_ERROR`, a refused prompt).
+    AgentError,
+}
+
+impl BridgeErrorKind {
+    /// The stable snake_case code, used as AG-UI `RUN_ERROR.code`.
+    #[must_use]
+    pub fn code(self) -> &'static str {
+        match self {
+            Self::AgentExited => "agent_exited",
+            Self::AgentUnavailable => "agent_unavailable",
+            Self::AuthRequired => "auth_required",
+            Self::ProtocolError => "protocol_error",
+            Self::AgentError => "agent_error",
+        }
+    }
+}
+
+impl BridgeError {
+    /// An error of `kind` with a message for people.
+    pub fn new(kind: BridgeErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// Its kind.
+    #[must_use]
+    pub fn kind(&self) -> BridgeErrorKind {
+        self.kind
+    }
+}
+
+impl std::fmt::Display for BridgeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for BridgeError {}
 
 /// A side of a bridge (its model or its tools): a service holding the bridge, built by it.
 macro_rules! side {
@@ -121,7 +199,7 @@ pub(crate) enum Update {
 #[derive(Debug, Clone)]
 pub(crate) enum End {
     Finished(FinishReason),
-    Failed(String),
+    Failed(BridgeError),
 }
 
 /// A turn's updates not yet read, and its end.
@@ -188,12 +266,64 @@ pub(crate) trait Turn: Send + Sync + 'static {
     fn changed(&self) -> &Notify;
     /// Asks the remote agent to stop the turn (it then ends it).
     fn cancel(&self);
+    /// The run knows the remote agent's call `remote` as `run`: the remote agent reused the id of
+    /// a call the conversation already has (another turn's, or its own before a restart).
+    fn rename(&self, remote: &str, run: &str);
+}
+
+/// The remote agent's ids of calls the run knows under another id (see [`Turn::rename`]).
+#[derive(Debug, Default)]
+pub(crate) struct Aliases(std::collections::HashMap<String, String>);
+
+impl Aliases {
+    pub(crate) fn insert(&mut self, remote: &str, run: &str) {
+        self.0.insert(run.to_owned(), remote.to_owned());
+    }
+
+    /// The remote agent's id of the run's call `id`.
+    pub(crate) fn remote<'a>(&'a self, id: &'a str) -> &'a str {
+        self.0.get(id).map_or(id, String::as_str)
+    }
+
+    /// The run's id of the remote agent's call `id` (the latest it was renamed to).
+    pub(crate) fn run<'a>(&'a self, id: &'a str) -> &'a str {
+        self.0
+            .iter()
+            .filter(|(_, remote)| remote.as_str() == id)
+            .map(|(run, _)| run.as_str())
+            .max_by_key(|run| (run.len(), *run))
+            .unwrap_or(id)
+    }
+}
+
+/// The ids of the tool calls `messages` hold: a call the remote agent makes under one of them
+/// gets another id in the run.
+pub(crate) fn call_ids(messages: &[crate::message::Message]) -> std::collections::HashSet<String> {
+    use crate::message::Message;
+    let mut ids = std::collections::HashSet::new();
+    for message in messages {
+        match message {
+            Message::Assistant { tool_calls, .. } => {
+                ids.extend(tool_calls.iter().map(|call| call.id.to_string()));
+            }
+            Message::Tool { tool_call_id, .. } => {
+                ids.insert(tool_call_id.to_string());
+            }
+            _ => {}
+        }
+    }
+    ids
 }
 
 /// One model step of `turn` in `run`: its text and reasoning under the step's message id, ended
 /// by a tool call or by the turn's end; state updates go to the run's shared state. The run's
-/// cancellation cancels the turn.
-pub(crate) fn steps(turn: Arc<dyn Turn>, run: &RunContext) -> BoxModelStream {
+/// cancellation cancels the turn. A call under one of the ids `taken` (the conversation's) gets
+/// a new one.
+pub(crate) fn steps(
+    turn: Arc<dyn Turn>,
+    run: &RunContext,
+    taken: std::collections::HashSet<String>,
+) -> BoxModelStream {
     let message_id = run.message_id.clone();
     let step = Step {
         reasoning_id: MessageId::from(format!("{message_id}-reasoning")),
@@ -206,6 +336,7 @@ pub(crate) fn steps(turn: Arc<dyn Turn>, run: &RunContext) -> BoxModelStream {
         text_id: None,
         queued: VecDeque::new(),
         held: None,
+        taken,
         done: false,
     };
     Box::pin(stream::unfold(step, Step::next).fuse())
@@ -225,6 +356,8 @@ struct Step {
     queued: VecDeque<ModelEvent>,
     /// A tool call read, held until the remote agent shows what it needs.
     held: Option<(String, String, serde_json::Value)>,
+    /// The conversation's call ids.
+    taken: std::collections::HashSet<String>,
     done: bool,
 }
 
@@ -272,9 +405,8 @@ impl Step {
                     self.done = true;
                     self.queued.push_back(ModelEvent::Finish(reason));
                 }
-                Some(Err(End::Failed(why))) => {
+                Some(Err(End::Failed(error))) => {
                     self.done = true;
-                    let error = ModelError::new(ModelErrorKind::Transport, why);
                     return Some((Err(error.into()), self));
                 }
                 None => self.wait(turn.as_ref(), changed).await,
@@ -350,6 +482,16 @@ impl Step {
 
     /// The events of a tool call the remote agent started; it ends the step.
     fn tool_call(&mut self, id: String, name: String, arguments: serde_json::Value) -> ModelEvent {
+        let id = if self.taken.contains(&id) {
+            let fresh = (2..)
+                .map(|n| format!("{id}.{n}"))
+                .find(|fresh| !self.taken.contains(fresh))
+                .expect("an unused id");
+            self.turn.rename(&id, &fresh);
+            fresh
+        } else {
+            id
+        };
         let id = ToolCallId::from(id);
         self.done = true;
         self.queued.extend([
@@ -382,6 +524,7 @@ mod tests {
             &self.1
         }
         fn cancel(&self) {}
+        fn rename(&self, _remote: &str, _run: &str) {}
     }
 
     #[tokio::test]
@@ -397,7 +540,7 @@ mod tests {
         ];
         let turn = Arc::new(Said(std::sync::Mutex::new(said.into()), Notify::new()));
         let run = RunContext::new("t".into(), "r".into());
-        let deltas: Vec<String> = steps(turn, &run)
+        let deltas: Vec<String> = steps(turn, &run, Default::default())
             .filter_map(|event| async move {
                 match event.unwrap() {
                     ModelEvent::TextDelta { delta, .. } => Some(delta.to_string()),

@@ -173,7 +173,10 @@ pub mod acp;
 #[cfg_attr(docsrs, doc(cfg(feature = "agui")))]
 pub mod agui;
 #[cfg(any(feature = "acp-client", feature = "agui-client"))]
-mod bridge;
+#[cfg_attr(docsrs, doc(cfg(any(feature = "acp-client", feature = "agui-client"))))]
+pub mod bridge;
+#[cfg(any(feature = "acp-client", feature = "mcp"))]
+mod child;
 #[cfg(feature = "demo")]
 #[cfg_attr(docsrs, doc(cfg(feature = "demo")))]
 pub mod demo;

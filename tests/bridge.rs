@@ -83,14 +83,202 @@ async fn an_agent_that_exits_mid_turn_ends_the_run_with_an_error() {
     let events = run(&server.base, "hello").await;
     let last = events.last().unwrap();
     assert_eq!(last["type"], "RUN_ERROR", "{events:?}");
-    assert_eq!(last["code"], "transport", "{last}");
+    assert_eq!(last["code"], "agent_exited", "{last}");
     assert!(
-        last["message"].as_str().unwrap().contains("ACP agent"),
+        last["message"]
+            .as_str()
+            .unwrap()
+            .contains("the ACP agent exited (exit status: 3)"),
         "{last}"
     );
-    // Later runs are refused the same way, at once.
-    let again = run(&server.base, "hello again").await;
-    assert_eq!(again.last().unwrap()["type"], "RUN_ERROR");
+}
+
+/// The official-SDK agent (`tests/conformance/sdk-agent.mjs`), served with `args`; `env` is the
+/// agent's (passed on with `--agent-env`).
+async fn sdk_agent(args: &[&str], env: &[(&str, &str)]) -> Process {
+    let agent = support::node_modules().await.join("../sdk-agent.mjs");
+    let mut all = vec![
+        "--agent".to_owned(),
+        format!("acp:node {}", agent.display()),
+    ];
+    for (name, _) in env {
+        all.extend(["--agent-env".to_owned(), (*name).to_owned()]);
+    }
+    all.extend(args.iter().map(|arg| (*arg).to_owned()));
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    Process::serve_with_env(&all, env).await
+}
+
+/// A fresh directory for one test's files.
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("{name}-{}", uuid::Uuid::now_v7()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[tokio::test]
+async fn a_crashed_agent_is_started_again_and_meanwhile_runs_and_readiness_say_so() {
+    // While the gate file exists, the agent exits as it starts.
+    let gate = scratch("bridge-restart").join("gate");
+    let gate_env = gate.to_str().unwrap();
+    let server = sdk_agent(&["--store", "memory"], &[("START_GATE", gate_env)]).await;
+    let thread = format!("t-{}", uuid::Uuid::now_v7());
+    assert_eq!(
+        said(&start(&server.base, &thread, "hello").await),
+        "Echo: hello"
+    );
+    assert_eq!(server.get("/ready").await.status(), 200);
+
+    std::fs::write(&gate, "").unwrap();
+    let events = run(&server.base, "exit").await;
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "RUN_ERROR", "{events:?}");
+    assert_eq!(last["code"], "agent_exited", "{last}");
+    assert!(
+        last["message"].as_str().unwrap().contains("exit status: 3"),
+        "{last}"
+    );
+
+    // Down (every restart exits at once): runs fail at once, saying so, and /ready says why.
+    let ready = server.get("/ready").await;
+    assert_eq!(ready.status(), 503);
+    let ready: Value = ready.json().await.unwrap();
+    assert_eq!(ready["status"], "agent_unavailable", "{ready}");
+    let events = run(&server.base, "hello").await;
+    let last = events.last().unwrap();
+    assert_eq!(last["code"], "agent_unavailable", "{events:?}");
+    assert!(
+        last["message"]
+            .as_str()
+            .unwrap()
+            .contains("it is started again in"),
+        "{last}"
+    );
+
+    // The gate opens: the next restart stays up, and the thread goes on in a new session.
+    std::fs::remove_file(&gate).unwrap();
+    tokio::time::timeout(
+        Duration::from_secs(60),
+        server.logged("the ACP agent was started again"),
+    )
+    .await
+    .expect("restarted within its back-off");
+    assert_eq!(server.get("/ready").await.status(), 200);
+    let again = start(&server.base, &thread, "hello again").await;
+    assert!(said(&again).contains("hello again"), "{again:?}");
+    assert_eq!(again.last().unwrap()["outcome"]["type"], "success");
+}
+
+#[tokio::test]
+async fn the_agent_dies_with_the_server_and_gets_none_of_its_secrets() {
+    let token = "a-run-token-of-at-least-16-chars";
+    let agent = support::node_modules().await.join("../sdk-agent.mjs");
+    let mut server = Process::serve_with_env(
+        &[
+            "--store",
+            "memory",
+            "--agent",
+            &format!("acp:node {}", agent.display()),
+            "--auth-token-env",
+            "RUN_TOKENS",
+            "--agent-env",
+            "AGENT_KEY",
+            "--agent-env",
+            "AGENT_MODE=careful",
+        ],
+        &[
+            ("RUN_TOKENS", token),
+            ("OPENAI_API_KEY", "sk-not-for-the-agent"),
+            ("AGENT_KEY", "for-the-agent"),
+        ],
+    )
+    .await;
+    let ask = async |text: &str| -> String {
+        let body = reqwest::Client::new()
+            .post(format!("{}/", server.base))
+            .bearer_auth(token)
+            .json(&json!({
+                "threadId": format!("t-{}", uuid::Uuid::now_v7()),
+                "runId": format!("r-{}", uuid::Uuid::now_v7()),
+                "messages": [{"id": "m1", "role": "user", "content": text}],
+            }))
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let events: Vec<Value> = body
+            .lines()
+            .filter_map(|line| line.strip_prefix("data: "))
+            .map(|data| serde_json::from_str(data).unwrap())
+            .collect();
+        said(&events)
+    };
+    let env = ask("env").await;
+    let names: Vec<&str> = env.trim_start_matches("Echo: ").split(' ').collect();
+    assert!(names.contains(&"PATH"), "{env}");
+    assert!(names.contains(&"AGENT_KEY"), "named: {env}");
+    assert!(names.contains(&"AGENT_MODE"), "set: {env}");
+    for secret in ["RUN_TOKENS", "OPENAI_API_KEY", "RUST_LOG"] {
+        assert!(!names.contains(&secret), "{secret} leaked: {env}");
+    }
+
+    // SIGTERM: the server goes, and its agent with it.
+    let pid: i32 = ask("pid").await.trim_start_matches("pid ").parse().unwrap();
+    server.signal("TERM");
+    let status = server.exit_within(Duration::from_secs(30)).await;
+    assert!(status.is_some(), "the server stops");
+    let gone = tokio::time::timeout(Duration::from_secs(5), async {
+        while std::path::Path::new(&format!("/proc/{pid}/stat")).exists()
+            && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .unwrap_or_default()
+                .contains(") Z")
+        {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    assert!(gone.is_ok(), "the agent (pid {pid}) outlived the server");
+}
+
+#[tokio::test]
+async fn an_agent_that_requires_login_is_authenticated_or_says_so() {
+    let env = [("AUTH_METHOD", "agent-key")];
+    let server = sdk_agent(&["--store", "memory"], &env).await;
+    let events = run(&server.base, "hello").await;
+    let last = events.last().unwrap();
+    assert_eq!(last["code"], "auth_required", "{events:?}");
+    assert!(
+        last["message"]
+            .as_str()
+            .unwrap()
+            .contains("`agent-key` (Use the key)"),
+        "{last}"
+    );
+
+    let server = sdk_agent(&["--store", "memory", "--agent-auth", "agent-key"], &env).await;
+    assert_eq!(said(&run(&server.base, "hello").await), "Echo: hello");
+
+    // A method the agent does not offer: the server does not start.
+    let agent = support::node_modules().await.join("../sdk-agent.mjs");
+    let output = tokio::process::Command::new(AGENT)
+        .args(["serve", "--store", "memory", "--agent-auth", "password"])
+        .args(["--agent-env", "AUTH_METHOD"])
+        .arg("--agent")
+        .arg(format!("acp:node {}", agent.display()))
+        .envs(env)
+        .env("RUST_LOG", "error")
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("offers no authentication method `password` (it offers: `agent-key`)"),
+        "{stderr}"
+    );
 }
 
 #[tokio::test]
@@ -257,14 +445,8 @@ async fn stop_reaches_the_bridged_agent_at_once() {
     let cancels = tokio::net::unix::pipe::OpenOptions::new()
         .open_receiver(&fifo)
         .unwrap();
-    let agent = support::node_modules().await.join("../sdk-agent.mjs");
-    let server = Process::serve_with_env(
-        &[
-            "--store",
-            "memory",
-            "--agent",
-            &format!("acp:node {}", agent.display()),
-        ],
+    let server = sdk_agent(
+        &["--store", "memory"],
         &[("CANCEL_FIFO", fifo.to_str().unwrap())],
     )
     .await;
@@ -380,6 +562,52 @@ async fn an_approval_after_a_restart_of_the_bridge_runs_the_call() {
         "The `remember` tool returned remembered theme."
     );
     assert_eq!(resumed.last().unwrap()["outcome"]["type"], "success");
+}
+
+#[tokio::test]
+async fn after_a_restart_the_approved_call_runs_and_another_call_is_asked_anew() {
+    let store = stores::sqlite("bridge-replay");
+    for other in [false, true] {
+        let args = ["--store", store.as_str()];
+        let server = sdk_agent(&args, &[]).await;
+        let thread = format!("t-{}", uuid::Uuid::now_v7());
+        let events = start(&server.base, &thread, "edit notes.txt").await;
+        let interrupt = events.last().unwrap()["outcome"]["interrupts"][0].clone();
+        assert!(interrupt["id"].is_string(), "{events:?}");
+        server.kill().await;
+
+        let env: &[(&str, &str)] = if other { &[("REPLAY_OTHER", "1")] } else { &[] };
+        let server = sdk_agent(&args, env).await;
+        let resumed = resume(&server.base, &thread, &interrupt, json!({"approved": true})).await;
+        let result = resumed
+            .iter()
+            .find(|e| e["type"] == "TOOL_CALL_RESULT")
+            .unwrap_or_else(|| panic!("{resumed:?}"));
+        assert_eq!(result["toolCallId"], interrupt["toolCallId"]);
+        let last = resumed.last().unwrap();
+        if other {
+            // Not approved by the approval: said so, and asked about as a new call.
+            assert!(
+                result["content"]
+                    .as_str()
+                    .unwrap()
+                    .contains("it made `Edit other.txt` instead"),
+                "{result}"
+            );
+            let asked = &last["outcome"]["interrupts"][0];
+            assert_eq!(last["outcome"]["type"], "interrupt", "{resumed:?}");
+            assert_ne!(asked["toolCallId"], interrupt["toolCallId"]);
+            let start = resumed
+                .iter()
+                .find(|e| e["type"] == "TOOL_CALL_START" && e["toolCallId"] == asked["toolCallId"])
+                .unwrap_or_else(|| panic!("{resumed:?}"));
+            assert_eq!(start["toolCallName"], "Edit other.txt");
+        } else {
+            assert_eq!(result["content"], "wrote notes.txt");
+            assert_eq!(said(&resumed), "Done.");
+            assert_eq!(last["outcome"]["type"], "success", "{resumed:?}");
+        }
+    }
 }
 
 #[tokio::test]

@@ -199,6 +199,17 @@ struct Serve {
     /// it the server does not start.
     #[arg(long, default_value = "30s", value_parser = parse_agent_start_timeout)]
     agent_start_timeout: Duration,
+    /// A variable of the `--agent`'s environment: `NAME` passes this process's value on (its
+    /// provider key, say), `NAME=VALUE` sets one. Repeat for several. Besides these the agent
+    /// gets only PATH, HOME, USER, SHELL, the locale, TERM, TZ, TMPDIR and the XDG directories:
+    /// never this server's tokens or keys unless named.
+    #[arg(long = "agent-env", value_parser = parse_env_setting)]
+    agent_env: Vec<(String, Option<String>)>,
+    /// The authentication method the `--agent` is authenticated with once started, one its ACP
+    /// `initialize` answer lists (codex-acp: `openai-api-key`). An agent that requires one
+    /// refuses runs without it (`auth_required`).
+    #[arg(long)]
+    agent_auth: Option<String>,
     /// Does not serve the development page (a chat with this server at `GET /` in a browser).
     #[arg(long)]
     no_ui: bool,
@@ -461,8 +472,9 @@ struct ModelArgs {
     /// several.
     #[arg(long = "mcp")]
     mcp: Vec<McpServer>,
-    /// An environment variable for a spawned `--mcp` server, `name=KEY=VALUE` (the server also
-    /// inherits this process's environment). Repeat for several.
+    /// An environment variable for a spawned `--mcp` server: `name=KEY=VALUE` sets one,
+    /// `name=KEY` passes this process's value on. Repeat for several. Besides these the server
+    /// gets only PATH, HOME, USER, SHELL, the locale, TERM, TZ, TMPDIR and the XDG directories.
     #[arg(long = "mcp-env", value_parser = parse_mcp_setting)]
     mcp_env: Vec<McpSetting>,
     /// A header for an HTTP `--mcp` server, its value read from an environment variable (so that
@@ -471,23 +483,37 @@ struct ModelArgs {
     mcp_header_env: Vec<McpSetting>,
 }
 
-/// `server=key=value`: a setting of one `--mcp` server.
+/// `server=key=value` (or `server=key`): a setting of one `--mcp` server.
 #[derive(Debug, Clone)]
 struct McpSetting {
     server: String,
     key: String,
-    value: String,
+    value: Option<String>,
 }
 
 fn parse_mcp_setting(value: &str) -> Result<McpSetting, String> {
-    match value.splitn(3, '=').collect::<Vec<_>>()[..] {
-        [server, key, value] if !server.is_empty() && !key.is_empty() => Ok(McpSetting {
-            server: server.to_owned(),
-            key: key.to_owned(),
-            value: value.to_owned(),
-        }),
-        _ => Err("`server=KEY=VALUE`, the server named as in its --mcp".to_owned()),
+    let (server, setting) = value
+        .split_once('=')
+        .filter(|(server, _)| !server.is_empty())
+        .ok_or("`server=KEY=VALUE` (or `server=KEY`), the server named as in its --mcp")?;
+    let (key, value) = parse_env_setting(setting)?;
+    Ok(McpSetting {
+        server: server.to_owned(),
+        key,
+        value,
+    })
+}
+
+/// `NAME=VALUE` (a value set) or `NAME` (this process's value passed on).
+fn parse_env_setting(value: &str) -> Result<(String, Option<String>), String> {
+    let (name, value) = match value.split_once('=') {
+        Some((name, value)) => (name, Some(value.to_owned())),
+        None => (value, None),
+    };
+    if name.is_empty() || name.contains('\0') {
+        return Err("`NAME=VALUE` or `NAME` (a variable of this process passed on)".to_owned());
     }
+    Ok((name.to_owned(), value))
 }
 
 #[derive(Debug, Clone)]
@@ -570,7 +596,8 @@ impl ModelArgs {
         }
         let mut servers = self.mcp.clone();
         for setting in &self.mcp_env {
-            let McpServer::Stdio { env, .. } = named(&mut servers, "--mcp-env", &setting.server)?
+            let McpServer::Stdio { env, inherit, .. } =
+                named(&mut servers, "--mcp-env", &setting.server)?
             else {
                 return Err(format!(
                     "--mcp-env {}=…: that server is reached over HTTP; its headers go in \
@@ -578,14 +605,24 @@ impl ModelArgs {
                     setting.server
                 ));
             };
-            env.push((setting.key.clone(), setting.value.clone()));
+            match &setting.value {
+                Some(value) => env.push((setting.key.clone(), value.clone())),
+                None => inherit.push(setting.key.clone()),
+            }
         }
         for setting in &self.mcp_header_env {
             let server = named(&mut servers, "--mcp-header-env", &setting.server)?;
-            let value = std::env::var(&setting.value).map_err(|_| {
+            let variable = setting.value.as_deref().ok_or_else(|| {
                 format!(
-                    "--mcp-header-env {}={}={}: the variable {} is not set",
-                    setting.server, setting.key, setting.value, setting.value
+                    "--mcp-header-env {}={}: `name=Header-Name=VARIABLE`, the variable holding \
+                     the header's value",
+                    setting.server, setting.key
+                )
+            })?;
+            let value = std::env::var(variable).map_err(|_| {
+                format!(
+                    "--mcp-header-env {}={}={variable}: the variable {variable} is not set",
+                    setting.server, setting.key
                 )
             })?;
             let McpServer::Http { headers, .. } = server else {
@@ -1134,13 +1171,27 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         std::num::NonZeroU32::new(args.max_turns).ok_or("--max-turns must be at least 1")?;
     // What waits for a person (an interrupt, resumable for --interrupt-ttl): what the rules ask
     // about, or of a bridged agent what it asks permission for.
+    let mut acp_agent = None;
+    if args.agent.is_none() && (!args.agent_env.is_empty() || args.agent_auth.is_some()) {
+        return Err("--agent-env and --agent-auth set up an --agent; there is none".into());
+    }
     let bridge = match &args.agent {
         Some(command) => {
             args.settings.check_bridged()?;
             tracing::info!(timeout = %humantime::format_duration(args.agent_start_timeout), "starting the ACP agent: {command:?}");
-            let command = command.clone().start_timeout(args.agent_start_timeout);
+            let mut command = command.clone().start_timeout(args.agent_start_timeout);
+            for (name, value) in &args.agent_env {
+                command = match value {
+                    Some(value) => command.env(name, value),
+                    None => command.inherit_env(name),
+                };
+            }
+            if let Some(method) = &args.agent_auth {
+                command = command.authenticate(method);
+            }
             let bridge = agent_tower::acp::client::AcpBridge::spawn(command.clone()).await?;
             tracing::info!("serving an ACP agent: {command:?}");
+            acp_agent = Some(bridge.clone());
             Some(bridged(
                 bridge.model(),
                 bridge.tools(),
@@ -1206,6 +1257,13 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         .allow_hosts(&args.allow_hosts)?
         .metrics(metrics)
         .capabilities(capabilities)
+        .ready_unless(move || {
+            let down = acp_agent.as_ref()?.availability().err()?;
+            Some(agent_tower::server::NotReady::new(
+                down.kind().code(),
+                down.to_string(),
+            ))
+        })
         .access_log(true)
         .dev_page(!args.no_ui);
     let listener = tokio::net::TcpListener::bind(args.addr.as_str())

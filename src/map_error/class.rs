@@ -29,6 +29,16 @@ pub enum ErrorKind {
     ToolFailed,
     /// A connection or a provider failed.
     Transport,
+    /// A bridged agent's process exited, or its connection closed, during the run.
+    AgentExited,
+    /// A bridged agent is not running (restarting) or cannot be reached.
+    AgentUnavailable,
+    /// A bridged agent requires an authentication it was not given.
+    AuthRequired,
+    /// A bridged agent answered outside its protocol.
+    ProtocolError,
+    /// A bridged agent reported a failure of its own.
+    AgentError,
     /// Anything else.
     Internal,
 }
@@ -48,6 +58,11 @@ impl ErrorKind {
             Self::InvalidRequest => "invalid_request",
             Self::ToolFailed => "tool_failed",
             Self::Transport => "transport",
+            Self::AgentExited => "agent_exited",
+            Self::AgentUnavailable => "agent_unavailable",
+            Self::AuthRequired => "auth_required",
+            Self::ProtocolError => "protocol_error",
+            Self::AgentError => "agent_error",
             Self::Internal => "internal",
         }
     }
@@ -66,6 +81,11 @@ impl ErrorKind {
             Self::InvalidRequest => "The request was not valid.",
             Self::ToolFailed => "A tool failed.",
             Self::Transport => "The connection to the model failed.",
+            Self::AgentExited => "The agent stopped during the run.",
+            Self::AgentUnavailable => "The agent is not available; try again shortly.",
+            Self::AuthRequired => "The agent needs to be signed in.",
+            Self::ProtocolError => "The agent answered something it should not have.",
+            Self::AgentError => "The agent failed.",
             Self::Internal => "The agent failed.",
         }
     }
@@ -121,8 +141,8 @@ pub trait ClassifyError {
     fn classify(&self, error: &(dyn StdError + 'static)) -> ErrorClass;
 }
 
-/// Knows tower's errors (`Elapsed`, `Overloaded`), [`ModelError`] and [`ToolError`] kinds, our
-/// transport and configuration errors, anywhere in the source chain; everything else is
+/// Knows tower's errors (`Elapsed`, `Overloaded`), [`ModelError`] and [`ToolError`] kinds, a
+/// bridged agent's errors (`BridgeError`), our transport and configuration errors, anywhere in the source chain; everything else is
 /// [`ErrorKind::Internal`]. It looks at types, never at messages.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DefaultClassifier {
@@ -146,6 +166,17 @@ impl DefaultClassifier {
                 ModelErrorKind::Refusal => ErrorKind::Refusal,
                 ModelErrorKind::Transport | ModelErrorKind::StreamCut => ErrorKind::Transport,
                 _ => ErrorKind::Internal,
+            });
+        }
+        #[cfg(any(feature = "acp-client", feature = "agui-client"))]
+        if let Some(bridge) = error.downcast_ref::<crate::bridge::BridgeError>() {
+            use crate::bridge::BridgeErrorKind as B;
+            return Some(match bridge.kind() {
+                B::AgentExited => ErrorKind::AgentExited,
+                B::AgentUnavailable => ErrorKind::AgentUnavailable,
+                B::AuthRequired => ErrorKind::AuthRequired,
+                B::ProtocolError => ErrorKind::ProtocolError,
+                B::AgentError => ErrorKind::AgentError,
             });
         }
         if let Some(tool) = error.downcast_ref::<ToolError>() {

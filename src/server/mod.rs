@@ -160,6 +160,8 @@ struct Config {
     dev_page: bool,
     /// What `GET /capabilities` declares besides the server's transports.
     capabilities: Capabilities,
+    /// What else `/ready` asks (a bridged agent running, say).
+    readiness: Option<Readiness>,
     /// Served on `GET /metrics`, fed by the engine.
     #[cfg(feature = "metrics")]
     metrics: Option<crate::metrics::Metrics>,
@@ -216,6 +218,7 @@ where
                 access_log: false,
                 dev_page: false,
                 capabilities: Capabilities::default(),
+                readiness: None,
                 #[cfg(feature = "metrics")]
                 metrics: None,
             },
@@ -279,6 +282,32 @@ where
     /// from a stack.
     pub fn capabilities(mut self, capabilities: Capabilities) -> Self {
         self.config.capabilities = capabilities;
+        self
+    }
+
+    /// Makes `/ready` also ask `check`: while it says [`NotReady`], `/ready` answers 503 with its
+    /// status and message (public: say nothing secret). For what runs need besides the run log,
+    /// such as a bridged agent that is running.
+    ///
+    /// ```
+    /// use agent_tower::server::{AguiServer, NotReady};
+    /// # use agent_tower::{agent::Agent, agui::AguiLayer, model::scripted::ScriptedModel, tool::ToolRouter};
+    /// # use tower::Layer;
+    /// # let agui = AguiLayer::new();
+    /// # let agent = agui.layer(Agent::new(agui.layer(ScriptedModel::new()), agui.layer(ToolRouter::new())));
+    /// let maintenance = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    /// let flag = maintenance.clone();
+    /// let server = AguiServer::new(agent).ready_unless(move || {
+    ///     flag.load(std::sync::atomic::Ordering::Relaxed)
+    ///         .then(|| NotReady::new("maintenance", "back soon"))
+    /// });
+    /// # let _ = server;
+    /// ```
+    pub fn ready_unless(
+        mut self,
+        check: impl Fn() -> Option<NotReady> + Send + Sync + 'static,
+    ) -> Self {
+        self.config.readiness = Some(Readiness(Arc::new(check)));
         self
     }
 
@@ -501,11 +530,39 @@ where
     axum::Json(transports.merge(server.config.capabilities.clone())).into_response()
 }
 
+/// Why the server does not take runs now, for `/ready` (see [`AguiServer::ready_unless`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotReady {
+    status: String,
+    message: String,
+}
+
+impl NotReady {
+    /// A `status` (a snake_case word, `status` in `/ready`'s body) and a message for operators.
+    pub fn new(status: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            status: status.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// A check of [`AguiServer::ready_unless`].
+#[derive(Clone)]
+struct Readiness(Arc<dyn Fn() -> Option<NotReady> + Send + Sync>);
+
+impl fmt::Debug for Readiness {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Readiness(..)")
+    }
+}
+
 /// How long `/ready` waits for the run log.
 const READY_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// `/ready`: 200 when runs are taken, 503 while the server stops or its log does not answer
-/// (within 2 s); `/health` stays a liveness check.
+/// `/ready`: 200 when runs are taken, 503 while the server stops, a [readiness
+/// check](AguiServer::ready_unless) says no, or its log does not answer (within 2 s); `/health`
+/// stays a liveness check.
 async fn ready<A>(State(server): State<Arc<Server<A>>>) -> Response
 where
     A: RunService,
@@ -517,6 +574,14 @@ where
     };
     if server.runs.is_stopping() {
         return unready("draining", "the server is stopping".to_owned());
+    }
+    if let Some(not) = server
+        .config
+        .readiness
+        .as_ref()
+        .and_then(|Readiness(check)| check())
+    {
+        return unready(&not.status, not.message);
     }
     match tokio::time::timeout(READY_TIMEOUT, server.runs.run_log().ready()).await {
         Ok(Ok(())) => axum::Json(serde_json::json!({"status": "ready"})).into_response(),

@@ -58,6 +58,10 @@ pub enum McpServer {
         args: Vec<String>,
         /// Environment variables set for it.
         env: Vec<(String, String)>,
+        /// Variables of this process's environment it gets, by name. Besides these and `env`, it
+        /// gets only what a program needs to run (`PATH`, `HOME`, the locale, `TMPDIR`, …): never
+        /// this process's tokens or keys unless named.
+        inherit: Vec<String>,
     },
     /// A streamable HTTP endpoint.
     Http {
@@ -112,28 +116,9 @@ impl FromStr for McpServer {
             command,
             args: words.collect(),
             env: Vec::new(),
+            inherit: Vec::new(),
         })
     }
-}
-
-/// A spawned server's stderr, line by line, into this process's logs (at `INFO`, target
-/// `agent_tower::tool::mcp`), so that it neither mixes into them raw nor is lost. A line is
-/// cut at 4 KiB.
-fn log_stderr(server: String, stderr: tokio::process::ChildStderr) {
-    use futures_util::StreamExt;
-    use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
-    tokio::spawn(async move {
-        let mut lines = FramedRead::new(stderr, LinesCodec::new_with_max_length(4096));
-        while let Some(line) = lines.next().await {
-            match line {
-                Ok(line) => tracing::info!(mcp_server = %server, "{line}"),
-                Err(LinesCodecError::MaxLineLengthExceeded) => {
-                    tracing::info!(mcp_server = %server, "(a line longer than 4 KiB, left out)");
-                }
-                Err(LinesCodecError::Io(_)) => break,
-            }
-        }
-    });
 }
 
 /// Connecting to or talking with an MCP server failed.
@@ -210,16 +195,19 @@ impl McpConnection {
         };
         let client = match server {
             McpServer::Stdio {
-                command, args, env, ..
+                command,
+                args,
+                env,
+                inherit,
+                ..
             } => {
-                let mut process = tokio::process::Command::new(command);
-                process.args(args).envs(env.iter().map(|(k, v)| (k, v)));
+                let process = crate::child::command(command, args, inherit, env);
                 let (transport, stderr) = TokioChildProcess::builder(process)
                     .stderr(std::process::Stdio::piped())
                     .spawn()
                     .map_err(|e| failed(e.into()))?;
                 if let Some(stderr) = stderr {
-                    log_stderr(server.name().to_owned(), stderr);
+                    crate::child::log_stderr(format!("mcp:{}", server.name()), stderr);
                 }
                 ().serve(transport).await.map_err(|e| failed(e.into()))?
             }
@@ -427,6 +415,7 @@ mod tests {
                 command: "npx".into(),
                 args: vec!["-y".into(), "server".into(), "/tmp".into()],
                 env: Vec::new(),
+                inherit: Vec::new(),
             }
         );
         assert_eq!(

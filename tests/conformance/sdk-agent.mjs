@@ -1,16 +1,22 @@
 // An ACP agent written with the official TypeScript SDK's agent side (@agentclientprotocol/sdk),
 // shaped like a coding agent: to a prompt `edit <file>` it thinks, starts an `edit` tool call,
-// asks the client's permission (unless allowed "always" in the session), and writes (nothing: it says so) or does not. To a prompt
-// with `slowly` it writes 200 words, one every 50 ms, until its turn is cancelled; each
-// `session/cancel` is written, as `cancelled <sessionId>`, to the named pipe `CANCEL_FIFO` when
-// set. Anything else is echoed. For `agent-tower serve --agent 'acp:node sdk-agent.mjs'`
-// (tests/bridge.rs).
-import { appendFileSync } from "node:fs";
+// asks the client's permission (unless allowed "always" in the session), and writes (nothing: it
+// says so) or does not. To a prompt with `slowly` it writes 200 words, one every 50 ms, until its
+// turn is cancelled; each `session/cancel` is written, as `cancelled <sessionId>`, to the named
+// pipe `CANCEL_FIFO` when set. To `env` it says the names of its environment variables, to `pid`
+// its process id; to `exit` it says a word and exits mid-turn. Asked after a restart to make an
+// approved `Edit <file>` call again, it does (or, with `REPLAY_OTHER` set, edits `other.txt`
+// instead). It does not start while the file `START_GATE` names exists, and with `AUTH_METHOD`
+// set it requires that authentication. Anything else is echoed. For
+// `agent-tower serve --agent 'acp:node sdk-agent.mjs'` (tests/bridge.rs).
+import { appendFileSync, existsSync } from "node:fs";
 import * as acp from "@agentclientprotocol/sdk";
 import { serveAgent } from "./acp-agent-side.mjs";
 
 /** The sessions whose turn was cancelled, each with what ends its turn. */
 const cancelled = new Map();
+
+if (process.env.START_GATE && existsSync(process.env.START_GATE)) process.exit(4);
 
 let calls = 0;
 /** The sessions whose user allowed editing "always": not asked again. */
@@ -20,7 +26,20 @@ await serveAgent("sdk-agent", async ({ params, client }) => {
   const update = (update) => client.notify(acp.methods.client.session.update, { sessionId, update });
   const say = (text) => update({ sessionUpdate: "agent_message_chunk", content: { type: "text", text } });
   const words = params.prompt.map((block) => block.text ?? "").join(" ").trim();
-  const file = /^edit (\S+)$/.exec(words)?.[1];
+  if (words === "env") {
+    await say(Object.keys(process.env).sort().join(" "));
+    return { stopReason: "end_turn" };
+  }
+  if (words === "pid") {
+    await say(`pid ${process.pid}`);
+    return { stopReason: "end_turn" };
+  }
+  if (words === "exit") {
+    await say("Leaving.");
+    process.exit(3);
+  }
+  const again = /make this call again now: Edit (\S+)/.exec(words)?.[1];
+  const file = again ? (process.env.REPLAY_OTHER ? "other.txt" : again) : /^edit (\S+)$/.exec(words)?.[1];
   if (words.split(/\s+/).includes("slowly")) {
     const stop = new Promise((resolve) => cancelled.set(sessionId, resolve));
     for (let n = 0; n < 200; n++) {
@@ -71,4 +90,8 @@ await serveAgent("sdk-agent", async ({ params, client }) => {
 }, async ({ params }) => {
   if (process.env.CANCEL_FIFO) appendFileSync(process.env.CANCEL_FIFO, `cancelled ${params.sessionId}\n`);
   cancelled.get(params.sessionId)?.();
+}, {
+  authMethods: process.env.AUTH_METHOD
+    ? [{ id: process.env.AUTH_METHOD, name: "Use the key", description: "SDK_AGENT_KEY from the environment" }]
+    : [],
 });

@@ -4,7 +4,7 @@
 use std::process::Stdio;
 
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, BufReader};
 
 const AGENT: &str = env!("CARGO_BIN_EXE_agent-tower");
 
@@ -12,6 +12,8 @@ const AGENT: &str = env!("CARGO_BIN_EXE_agent-tower");
 pub struct Process {
     child: tokio::process::Child,
     pub base: String,
+    /// Its log lines since it listened, and a notification for each new one.
+    logs: std::sync::Arc<(std::sync::Mutex<Vec<String>>, tokio::sync::Notify)>,
 }
 
 impl Process {
@@ -47,13 +49,22 @@ impl Process {
             }
         };
         // Keep reading its logs, so that it never blocks on a full pipe.
+        let logs = std::sync::Arc::new((
+            std::sync::Mutex::new(Vec::new()),
+            tokio::sync::Notify::new(),
+        ));
+        let kept = logs.clone();
         tokio::spawn(async move {
-            let mut sink = Vec::new();
-            let _ = stderr.read_to_end(&mut sink).await;
+            let mut lines = stderr.lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                kept.0.lock().unwrap().push(line);
+                kept.1.notify_waiters();
+            }
         });
         Self {
             child,
             base: format!("http://{addr}"),
+            logs,
         }
     }
 
@@ -77,6 +88,24 @@ impl Process {
             .await
             .ok()
             .map(|status| status.unwrap())
+    }
+
+    /// Once it logged a line holding `text` (since it listened); the line.
+    pub async fn logged(&self, text: &str) -> String {
+        loop {
+            let changed = self.logs.1.notified();
+            if let Some(line) = self
+                .logs
+                .0
+                .lock()
+                .unwrap()
+                .iter()
+                .find(|l| l.contains(text))
+            {
+                return line.clone();
+            }
+            changed.await;
+        }
     }
 
     /// SIGKILL: no shutdown, no flush, no goodbye.

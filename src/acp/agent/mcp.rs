@@ -37,6 +37,8 @@ pub(super) async fn connect_mcp(servers: &[acp::McpServer]) -> Result<Option<Too
                     .iter()
                     .map(|v| (v.name.clone(), v.value.clone()))
                     .collect(),
+                // The editor gives the server what it needs in `env`.
+                inherit: Vec::new(),
             }),
             acp::McpServer::Http(http) => Ok(McpServer::Http {
                 name: name(&http.name),

@@ -33,46 +33,80 @@ use std::{
     fmt,
     path::PathBuf,
     sync::{Arc, Mutex},
+    time::Duration,
 };
 
-use agent_client_protocol::{
-    AcpAgent, AcpAgentConfig, Agent, Client,
-    schema::ProtocolVersion,
-    v1::{
-        ConnectionTo,
-        schema::{
-            self as acp, ContentBlock, InitializeRequest, NewSessionRequest, PromptRequest,
-            RequestPermissionRequest, SessionId, SessionNotification, SessionUpdate,
-        },
-    },
+use agent_client_protocol::v1::schema::{
+    self as acp, ContentBlock, NewSessionRequest, PromptRequest, SessionId, SessionUpdate,
 };
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+mod link;
 mod model;
 mod tools;
 mod turn;
 
-use self::turn::Session;
+use self::{
+    link::{Connection, Link},
+    turn::Session,
+};
 pub use self::{model::AcpModel, tools::AcpTools};
 use crate::{
     BoxError,
-    bridge::{End, Threads, Turn, Update},
+    bridge::{BridgeError, BridgeErrorKind, End, Threads, Turn, Update},
     id::ThreadId,
     message::Message,
     model::FinishReason,
 };
 
-/// How to start an ACP agent: its command, arguments and environment, and the working directory
-/// its sessions get.
-#[derive(Debug, Clone)]
+/// How to start an ACP agent: its command, arguments and environment, the working directory its
+/// sessions get, and how it is authenticated.
+///
+/// The agent gets an allow-listed environment, not this process's: `PATH`, `HOME`, `USER`,
+/// `LOGNAME`, `SHELL`, the locale (`LANG`, `LANGUAGE`, `LC_ALL`, `LC_CTYPE`, `LC_MESSAGES`),
+/// `TERM`, `TZ`, `TMPDIR` and the `XDG_*` directories when set, then the variables named with
+/// [`inherit_env`](Self::inherit_env) and the values set with [`env`](Self::env). A server's
+/// tokens and provider keys stay out of reach of an agent that runs commands, unless named.
+///
+/// ```
+/// use agent_tower::acp::client::AcpCommand;
+///
+/// let command = AcpCommand::parse("codex-acp")?
+///     .inherit_env("OPENAI_API_KEY")
+///     .authenticate("openai-api-key");
+/// # Ok::<(), agent_tower::BoxError>(())
+/// ```
+#[derive(Clone)]
 pub struct AcpCommand {
-    config: AcpAgentConfig,
+    program: PathBuf,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    inherit: Vec<String>,
     cwd: PathBuf,
-    start_timeout: std::time::Duration,
+    start_timeout: Duration,
+    auth_method: Option<String>,
 }
 
-/// How long an agent has to answer `initialize`, by default.
-const START_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+/// How long an agent has to answer `initialize` (and `authenticate`), by default.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+impl fmt::Debug for AcpCommand {
+    /// The command, its arguments and the *names* of its variables: values may be secrets.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AcpCommand")
+            .field("program", &self.program)
+            .field("args", &self.args)
+            .field(
+                "env",
+                &self.env.iter().map(|(name, _)| name).collect::<Vec<_>>(),
+            )
+            .field("inherit", &self.inherit)
+            .field("cwd", &self.cwd)
+            .field("auth_method", &self.auth_method)
+            .finish_non_exhaustive()
+    }
+}
 
 impl AcpCommand {
     /// `command` with `args`, in the current directory.
@@ -83,9 +117,13 @@ impl AcpCommand {
         S: Into<String>,
     {
         Self {
-            config: AcpAgentConfig::new(command).args(args),
+            program: command.into(),
+            args: args.into_iter().map(Into::into).collect(),
+            env: Vec::new(),
+            inherit: Vec::new(),
             cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
             start_timeout: START_TIMEOUT,
+            auth_method: None,
         }
     }
 
@@ -105,14 +143,31 @@ impl AcpCommand {
     /// Sets a variable of the agent's environment.
     #[must_use]
     pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
-        self.config = self.config.env(name, value);
+        self.env.push((name.into(), value.into()));
         self
     }
 
-    /// How long the agent has to answer `initialize` once started (default 30 s); past it,
-    /// [`AcpBridge::spawn`] fails and the agent is stopped.
+    /// Passes the variable `name` of this process's environment on to the agent (when set):
+    /// its provider key, say.
     #[must_use]
-    pub fn start_timeout(mut self, timeout: std::time::Duration) -> Self {
+    pub fn inherit_env(mut self, name: impl Into<String>) -> Self {
+        self.inherit.push(name.into());
+        self
+    }
+
+    /// Authenticates with the agent's method `id` (one of those its `initialize` answer lists)
+    /// once it is started: an agent that requires it refuses sessions otherwise
+    /// (`auth_required`).
+    #[must_use]
+    pub fn authenticate(mut self, id: impl Into<String>) -> Self {
+        self.auth_method = Some(id.into());
+        self
+    }
+
+    /// How long the agent has to answer `initialize` (and `authenticate`) once started
+    /// (default 30 s); past it, [`AcpBridge::spawn`] fails and the agent is stopped.
+    #[must_use]
+    pub fn start_timeout(mut self, timeout: Duration) -> Self {
         self.start_timeout = timeout;
         self
     }
@@ -132,14 +187,12 @@ pub struct AcpBridge {
 }
 
 struct Inner {
-    connection: ConnectionTo<Agent>,
     cwd: PathBuf,
-    routes: Arc<Routes>,
+    /// The agent now: its connection, or why it is down.
+    link: watch::Receiver<Link>,
     /// Held while a thread's session is created, so that a thread gets one.
     creating: tokio::sync::Mutex<()>,
-    /// Fires when the connection ends (the agent exited).
-    closed: CancellationToken,
-    /// Ends the connection when the last bridge goes.
+    /// Stops the agent (and its supervision) when the last bridge goes.
     _stop: tokio_util::sync::DropGuard,
 }
 
@@ -176,10 +229,10 @@ impl Routes {
         }
     }
 
-    fn end_all(&self, why: &str) {
+    fn end_all(&self, why: &BridgeError) {
         let sessions: Vec<_> = self.lock().by_id.values().cloned().collect();
         for session in sessions {
-            session.end(End::Failed(why.to_owned()));
+            session.end(End::Failed(why.clone()));
         }
     }
 }
@@ -188,64 +241,31 @@ impl fmt::Debug for AcpBridge {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AcpBridge")
             .field("cwd", &self.inner.cwd)
-            .field("closed", &self.inner.closed.is_cancelled())
+            .field("up", &!self.is_closed())
             .finish_non_exhaustive()
     }
 }
 
 impl AcpBridge {
-    /// Starts the agent and initializes the connection (protocol version 1).
+    /// Starts the agent and initializes the connection (protocol version 1), then authenticates
+    /// when the command names a method. From then on the agent is supervised: when it exits,
+    /// the runs it was in end with `agent_exited`, it is started again (after 1 s, doubling to
+    /// 60 s while it keeps failing), and runs meanwhile fail at once with `agent_unavailable`.
     ///
     /// # Errors
     ///
-    /// When the agent cannot be started, or does not answer `initialize` within its
-    /// [start timeout](AcpCommand::start_timeout).
+    /// When the agent cannot be started, does not answer `initialize` within its
+    /// [start timeout](AcpCommand::start_timeout), or refuses the authentication.
     pub async fn spawn(command: AcpCommand) -> Result<Self, BoxError> {
-        let routes = Arc::new(Routes::default());
-        let closed = CancellationToken::new();
         let stop = CancellationToken::new();
-        let (ready, connected) = tokio::sync::oneshot::channel();
-        let agent = AcpAgent::new(command.config.clone());
-        tokio::spawn(connect(
-            agent,
-            routes.clone(),
-            ready,
-            closed.clone(),
-            stop.clone(),
-        ));
-        // Whatever goes wrong before the agent answers, it is stopped.
-        let failed = |why: String| -> BoxError {
-            stop.cancel();
-            why.into()
-        };
-        let connection = match connected.await {
-            Ok(connection) => connection,
-            Err(_) => return Err(failed("the ACP agent could not be started".to_owned())),
-        };
-        let init = connection
-            .send_request(InitializeRequest::new(ProtocolVersion::V1))
-            .block_task();
-        tokio::select! {
-            answer = init => {
-                answer.map_err(|e| failed(format!("the ACP agent refused `initialize`: {e}")))?;
-            }
-            () = closed.cancelled() => {
-                return Err(failed("the ACP agent exited before answering `initialize`".to_owned()));
-            }
-            () = tokio::time::sleep(command.start_timeout) => {
-                return Err(failed(format!(
-                    "the ACP agent did not answer `initialize` within {}",
-                    humantime::format_duration(command.start_timeout)
-                )));
-            }
-        }
+        let first = link::start(&command, &stop).await?;
+        let (link, watched) = watch::channel(Link::Up(first.clone()));
+        tokio::spawn(link::supervise(command.clone(), first, link, stop.clone()));
         Ok(Self {
             inner: Arc::new(Inner {
-                connection,
                 cwd: command.cwd,
-                routes,
+                link: watched,
                 creating: tokio::sync::Mutex::new(()),
-                closed,
                 _stop: stop.drop_guard(),
             }),
         })
@@ -271,42 +291,76 @@ impl AcpBridge {
     /// A step holds each tool call until the agent asks about it or starts running it, so that
     /// the answer is known when the call reaches the permission layer.
     pub fn asked(&self) -> impl Fn(&crate::tool::ToolCall) -> bool + Send + Sync + 'static {
-        let routes = self.inner.routes.clone();
+        let link = self.inner.link.clone();
         move |call| {
-            routes
-                .of_thread(&call.run.thread_id)
-                .is_some_and(|session| session.was_asked(call.id.as_str()))
+            let connection = link.borrow().connection();
+            connection.is_ok_and(|connection| {
+                connection
+                    .routes
+                    .of_thread(&call.run.thread_id)
+                    .is_some_and(|session| session.was_asked(call.id.as_str()))
+            })
         }
     }
 
-    /// Whether the agent's connection ended.
+    /// Whether the agent is down now (it exited and is started again after a back-off).
     #[must_use]
     pub fn is_closed(&self) -> bool {
-        self.inner.closed.is_cancelled()
+        self.availability().is_err()
+    }
+
+    /// `Ok` while the agent runs; while it is down, the `agent_unavailable` error runs get
+    /// (saying why and when it is started again): for a readiness probe.
+    ///
+    /// # Errors
+    ///
+    /// While the agent is down.
+    pub fn availability(&self) -> Result<(), BridgeError> {
+        self.connection().map(|_| ())
+    }
+
+    fn connection(&self) -> Result<Arc<Connection>, BridgeError> {
+        let connection = self.inner.link.borrow().connection()?;
+        if connection.closed.is_cancelled() {
+            // Exited; its supervisor has not said so yet.
+            return Err(BridgeError::new(
+                BridgeErrorKind::AgentUnavailable,
+                "the ACP agent exited; it is started again shortly",
+            ));
+        }
+        Ok(connection)
     }
 
     /// The session of `thread`, created on first use.
-    async fn session(&self, thread: &ThreadId) -> Result<Arc<Session>, BoxError> {
+    async fn session(&self, thread: &ThreadId) -> Result<Arc<Session>, BridgeError> {
+        let link = self.connection()?;
         let _creating = self.inner.creating.lock().await;
-        if let Some(session) = self.inner.routes.of_thread(thread) {
+        if let Some(session) = link.routes.of_thread(thread) {
             return Ok(session);
         }
-        let created = self
-            .inner
+        let created = link
             .connection
             .send_request(NewSessionRequest::new(self.inner.cwd.clone()))
             .block_task();
         let created = tokio::select! {
-            answer = created => answer.map_err(|e| format!("the ACP agent refused `session/new`: {e}"))?,
-            () = self.inner.closed.cancelled() => return Err(exited().into()),
+            answer = created => answer
+                .map_err(|e| link::refused("session/new", &e, &link.auth_methods))?,
+            () = link.closed.cancelled() => return Err(BridgeError::new(
+                BridgeErrorKind::AgentExited,
+                "the ACP agent exited before answering `session/new`",
+            )),
         };
-        let session = Session::new(created.session_id, self.inner.connection.clone());
-        self.inner.routes.insert(thread.clone(), session.clone());
+        let session = Session::new(
+            created.session_id,
+            link.connection.clone(),
+            link.closed.clone(),
+        );
+        link.routes.insert(thread.clone(), session.clone());
         Ok(session)
     }
 
     fn existing_session(&self, thread: &ThreadId) -> Option<Arc<Session>> {
-        self.inner.routes.of_thread(thread)
+        self.connection().ok()?.routes.of_thread(thread)
     }
 
     /// Starts a turn of `session` with `prompt`, once its last turn ended (cancelled if it had
@@ -337,16 +391,26 @@ impl AcpBridge {
             session.expect(name, arguments, approved);
         }
         let request = PromptRequest::new(session.id.clone(), prompt);
-        let answer = self.inner.connection.send_request(request).block_task();
+        let answer = session.connection.send_request(request).block_task();
         let session = session.clone();
-        let closed = self.inner.closed.clone();
         tokio::spawn(async move {
             let end = tokio::select! {
                 answer = answer => match answer {
                     Ok(answer) => End::Finished(finish(answer.stop_reason)),
-                    Err(error) => End::Failed(format!("the ACP agent failed the prompt: {error}")),
+                    Err(error) => {
+                        if link::is_gone(&error) {
+                            // The connection's end ends the turn, saying how the agent exited
+                            // (the first end counts).
+                            let exited = session.closed.cancelled();
+                            let _ = tokio::time::timeout(2 * link::EXIT_GRACE, exited).await;
+                        }
+                        End::Failed(link::refused("session/prompt", &error, &[]))
+                    }
                 },
-                () = closed.cancelled() => End::Failed(exited().to_owned()),
+                () = session.closed.cancelled() => End::Failed(BridgeError::new(
+                    BridgeErrorKind::AgentExited,
+                    "the ACP agent exited",
+                )),
             };
             session.end_turn(turn, end);
         });
@@ -363,65 +427,6 @@ fn finish(reason: acp::StopReason) -> FinishReason {
         acp::StopReason::Refusal => FinishReason::ContentFilter,
         _ => FinishReason::Stop,
     }
-}
-
-fn exited() -> &'static str {
-    "the ACP agent exited"
-}
-
-/// Runs the connection: routes the agent's updates and permission requests to their sessions,
-/// until the agent exits or the bridge is dropped.
-async fn connect(
-    agent: AcpAgent,
-    routes: Arc<Routes>,
-    ready: tokio::sync::oneshot::Sender<ConnectionTo<Agent>>,
-    closed: CancellationToken,
-    stop: CancellationToken,
-) {
-    let updates = routes.clone();
-    let asks = routes.clone();
-    let result = Client
-        .v1()
-        .name("agent-tower")
-        .on_receive_notification(
-            async move |notification: SessionNotification, _cx| {
-                if let Some(session) = updates.get(&notification.session_id) {
-                    route(&session, notification.update);
-                }
-                Ok(())
-            },
-            agent_client_protocol::on_receive_notification!(),
-        )
-        .on_receive_request(
-            async move |request: RequestPermissionRequest, responder, _cx| {
-                match asks.get(&request.session_id) {
-                    Some(session) => session.ask(
-                        &request.tool_call.tool_call_id.to_string(),
-                        request.options,
-                        responder,
-                    ),
-                    None => responder.respond(acp::RequestPermissionResponse::new(
-                        acp::RequestPermissionOutcome::Cancelled,
-                    ))?,
-                }
-                Ok(())
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .connect_with(agent, async |connection: ConnectionTo<Agent>| {
-            let _ = ready.send(connection.clone());
-            tokio::select! {
-                () = connection.incoming_closed() => {}
-                () = stop.cancelled() => {}
-            }
-            Ok(())
-        })
-        .await;
-    if let Err(error) = result {
-        tracing::warn!(%error, "the ACP agent's connection ended");
-    }
-    closed.cancel();
-    routes.end_all(exited());
 }
 
 /// One update of the agent, into its session.

@@ -9,7 +9,7 @@ use super::AcpBridge;
 use crate::{
     BoxError,
     message::Message,
-    model::{BoxModelStream, ModelError, ModelErrorKind, ModelRequest},
+    model::{BoxModelStream, ModelRequest},
 };
 
 crate::bridge::side! {
@@ -29,13 +29,7 @@ impl Service<ModelRequest> for AcpModel {
     fn call(&mut self, req: ModelRequest) -> Self::Future {
         let bridge = self.bridge.clone();
         Box::pin(async move {
-            if bridge.is_closed() {
-                return Err(ModelError::new(ModelErrorKind::Transport, super::exited()).into());
-            }
-            let session = bridge
-                .session(&req.run.thread_id)
-                .await
-                .map_err(|e| ModelError::new(ModelErrorKind::Transport, e.to_string()))?;
+            let session = bridge.session(&req.run.thread_id).await?;
             let after_tools = matches!(req.messages.last(), Some(Message::Tool { .. }));
             if session.is_open() && after_tools {
                 // The turn goes on; calls the run did not make are refused.
@@ -44,7 +38,8 @@ impl Service<ModelRequest> for AcpModel {
                 let prompt = super::prompt_of(&session.sent, &req.messages);
                 bridge.prompt(&session, prompt, None).await;
             }
-            Ok(crate::bridge::steps(session, &req.run))
+            let taken = crate::bridge::call_ids(&req.messages);
+            Ok(crate::bridge::steps(session, &req.run, taken))
         })
     }
 }

@@ -23,7 +23,17 @@ fn cancelled(session: &dyn Turn) -> ToolError {
     ToolError::new(ToolErrorKind::Cancelled, "the run was cancelled")
 }
 
+/// How long the agent has, after a restart, to make an approved call again.
+const REPLAY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// The call made again by the agent in a new turn, and its result.
+///
+/// The agent's call counts as the approved one when it has the same name (or title) and
+/// arguments (in any order); its permission request is then allowed. When the agent makes
+/// another call first, the approval is not used for it: the approved call's result says so, and
+/// the other call reaches the run as a new one (asked about as any). When the agent makes no call
+/// within [`REPLAY_TIMEOUT`], or ends its turn without one, its turn is cancelled and the
+/// approved call fails.
 async fn replay(bridge: &AcpBridge, call: &ToolCall) -> Result<ToolOutput, ToolError> {
     let failed = |why: String| ToolError::new(ToolErrorKind::Failed, why);
     let session = bridge
@@ -34,25 +44,45 @@ async fn replay(bridge: &AcpBridge, call: &ToolCall) -> Result<ToolOutput, ToolE
     let prompt = super::replay_prompt(&call.name, &call.arguments);
     let expect = (call.name.clone(), call.arguments.clone(), approved.clone());
     bridge.prompt(&session, prompt, Some(expect)).await;
+    let deadline = tokio::time::sleep(REPLAY_TIMEOUT);
+    tokio::pin!(deadline);
     loop {
         let changed = session.changed.notified();
-        match session.replayed(&approved) {
+        let made = session.replayed(&approved);
+        match &made {
             Some(id) => {
-                if let Some(result) = session.result(&id) {
+                if let Some(result) = session.result(id) {
                     return result.map_err(failed);
                 }
             }
-            None if session.has_ended() => {
-                return Err(failed(format!(
-                    "the agent did not make the approved call of `{}` again after a restart",
-                    call.name
-                )));
+            None => {
+                if let Some(other) = session.made_instead() {
+                    return Ok(ToolOutput::error(format!(
+                        "after a restart the agent did not make the approved call of `{}` again: \
+                         it made `{other}` instead, which is not approved by this approval",
+                        call.name
+                    )));
+                }
+                if session.has_ended() {
+                    return Err(failed(format!(
+                        "the agent did not make the approved call of `{}` again after a restart",
+                        call.name
+                    )));
+                }
             }
-            None => {}
         }
         tokio::select! {
             () = changed => {}
             () = call.run.cancel.cancelled() => return Err(cancelled(session.as_ref())),
+            () = &mut deadline, if made.is_none() => {
+                session.cancel();
+                return Err(failed(format!(
+                    "the agent did not make the approved call of `{}` again within {} of a \
+                     restart",
+                    call.name,
+                    humantime::format_duration(REPLAY_TIMEOUT)
+                )));
+            }
         }
     }
 }

@@ -41,6 +41,8 @@ pub(super) struct Call {
     verdict: Option<Verdict>,
     /// The agent asked permission for it.
     asked: bool,
+    /// A model step read it (the run decides on it, or its permission layer refused it).
+    read: bool,
     asking: Option<(
         Responder<RequestPermissionResponse>,
         Vec<acp::PermissionOption>,
@@ -50,7 +52,9 @@ pub(super) struct Call {
 /// One ACP session, the turn running in it, and its calls.
 pub(super) struct Session {
     pub(super) id: SessionId,
-    connection: ConnectionTo<Agent>,
+    pub(super) connection: ConnectionTo<Agent>,
+    /// Fires once the agent exited.
+    pub(super) closed: tokio_util::sync::CancellationToken,
     state: Mutex<State>,
     pub(super) changed: Notify,
     /// The user messages the agent was given (it keeps its own history).
@@ -92,15 +96,24 @@ struct State {
     expected: Vec<(String, serde_json::Value, String)>,
     /// The calls that made them again, by the approved call's id.
     replayed: HashMap<String, String>,
+    /// The first call the agent made instead, while one was expected: its name.
+    instead: Option<String>,
     /// The number of the current turn.
     turn: u64,
+    /// Its calls the run knows under another id.
+    aliases: crate::bridge::Aliases,
 }
 
 impl Session {
-    pub(super) fn new(id: SessionId, connection: ConnectionTo<Agent>) -> Arc<Self> {
+    pub(super) fn new(
+        id: SessionId,
+        connection: ConnectionTo<Agent>,
+        closed: tokio_util::sync::CancellationToken,
+    ) -> Arc<Self> {
         Arc::new(Self {
             id,
             connection,
+            closed,
             state: Mutex::new(State::default()),
             changed: Notify::new(),
             sent: Sent::default(),
@@ -158,10 +171,11 @@ impl Session {
             arguments,
         } = &update
         {
-            let replay = state
-                .expected
-                .iter()
-                .position(|(n, a, _)| n == name && a == arguments);
+            // The same arguments (in any order), under the same name; or, when there are
+            // arguments, under another title.
+            let replay = state.expected.iter().position(|(n, a, _)| {
+                a == arguments && (n == name || a.as_object().is_none_or(|o| !o.is_empty()))
+            });
             let call = state.calls.entry(id.clone()).or_default();
             call.arguments = Some(arguments.clone());
             if let Some(at) = replay {
@@ -177,6 +191,9 @@ impl Session {
                 }
                 self.changed.notify_waiters();
                 return;
+            }
+            if !state.expected.is_empty() && state.instead.is_none() {
+                state.instead = Some(name.clone());
             }
         }
         state.updates.push(update);
@@ -227,19 +244,30 @@ impl Session {
         self.lock().replayed.get(approved).cloned()
     }
 
+    /// The name of the call the agent made instead of an expected one, if it did.
+    pub(super) fn made_instead(&self) -> Option<String> {
+        self.lock().instead.clone()
+    }
+
     /// Whether `id` is a call of this session's turns.
     pub(super) fn knows(&self, id: &str) -> bool {
-        self.lock().calls.contains_key(id)
+        let state = self.lock();
+        state.calls.contains_key(state.aliases.remote(id))
     }
 
     /// The arguments the agent proposed for `id`.
     pub(super) fn proposed(&self, id: &str) -> Option<serde_json::Value> {
-        self.lock().calls.get(id)?.arguments.clone()
+        let state = self.lock();
+        state.calls.get(state.aliases.remote(id))?.arguments.clone()
     }
 
     /// Whether the agent asked permission for `id`.
     pub(super) fn was_asked(&self, id: &str) -> bool {
-        self.lock().calls.get(id).is_some_and(|call| call.asked)
+        let state = self.lock();
+        state
+            .calls
+            .get(state.aliases.remote(id))
+            .is_some_and(|call| call.asked)
     }
 
     /// The agent asks whether `id` may run: answered at once when the run already decided.
@@ -266,10 +294,11 @@ impl Session {
         self.changed.notify_waiters();
     }
 
-    /// The run's decision on `id`; the agent's question, if it asked, is answered.
+    /// The run's decision on `id` (the run's id); the agent's question, if it asked, is answered.
     pub(super) fn decide(&self, id: &str, verdict: Verdict) {
         let mut state = self.lock();
-        let call = state.calls.entry(id.to_owned()).or_default();
+        let id = state.aliases.remote(id).to_owned();
+        let call = state.calls.entry(id).or_default();
         call.verdict.get_or_insert(verdict);
         if let Some((responder, options)) = call.asking.take() {
             drop(state);
@@ -277,14 +306,15 @@ impl Session {
         }
     }
 
-    /// Rejects every call of the turn the run did not let run (its tool service was never called:
-    /// a permission layer said no).
+    /// Rejects every call of the turn a step read that the run did not let run (its tool
+    /// service was never called: a permission layer said no). Calls not read yet are the next
+    /// step's.
     pub(super) fn reject_undecided(&self) {
         let undecided: Vec<String> = self
             .lock()
             .calls
             .iter()
-            .filter(|(_, call)| call.verdict.is_none())
+            .filter(|(_, call)| call.read && call.verdict.is_none())
             .map(|(id, _)| id.clone())
             .collect();
         for id in undecided {
@@ -295,7 +325,7 @@ impl Session {
     /// The result of `id` once the agent says it completed or failed, or why it has none.
     pub(super) fn result(&self, id: &str) -> Option<Result<ToolOutput, String>> {
         let state = self.lock();
-        let call = state.calls.get(id)?;
+        let call = state.calls.get(state.aliases.remote(id))?;
         let text = || {
             call.content
                 .iter()
@@ -323,7 +353,12 @@ impl Session {
 
 impl Turn for Session {
     fn next(&self) -> Option<Result<Update, End>> {
-        self.lock().updates.next()
+        let mut state = self.lock();
+        let next = state.updates.next();
+        if let Some(Ok(Update::ToolCall { id, .. })) = &next {
+            state.calls.entry(id.clone()).or_default().read = true;
+        }
+        next
     }
 
     /// The agent asked permission for the call, or runs or ran it, or the turn ended.
@@ -345,6 +380,10 @@ impl Turn for Session {
 
     fn changed(&self) -> &Notify {
         &self.changed
+    }
+
+    fn rename(&self, remote: &str, run: &str) {
+        self.lock().aliases.insert(remote, run);
     }
 
     fn cancel(&self) {

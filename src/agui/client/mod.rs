@@ -51,7 +51,7 @@ use super::{
 };
 use crate::{
     BoxError,
-    bridge::Threads,
+    bridge::{BridgeError, BridgeErrorKind, Threads},
     id::{RunId, ThreadId},
     permission::{Decision, Decisions},
 };
@@ -220,9 +220,14 @@ fn resume_entry(interrupt: &input::Interrupt, decision: Decision) -> ResumeEntry
 }
 
 /// The decision of the step about the interrupt's call (approved when it ran unasked).
-fn decided(decisions: &Decisions) -> impl Fn(&input::Interrupt) -> Decision + '_ {
+fn decided<'a>(
+    decisions: &'a Decisions,
+    remote: &'a Remote,
+) -> impl Fn(&input::Interrupt) -> Decision + 'a {
     |interrupt| match &interrupt.tool_call_id {
-        Some(id) => decisions.get(id).clone(),
+        Some(id) => decisions
+            .get(&crate::id::ToolCallId::from(remote.run_id(id.as_str())))
+            .clone(),
         None => Decision::Approve,
     }
 }
@@ -338,10 +343,13 @@ async fn read(
                 let body = response.text().await.unwrap_or_default();
                 let body: String = body.chars().take(500).collect();
                 if attempt == 0 {
-                    remote.fail(
-                        run,
-                        format!("the AG-UI agent refused the run ({status}): {body}"),
-                    );
+                    let kind = match status.as_u16() {
+                        401 | 403 => BridgeErrorKind::AuthRequired,
+                        409 | 429 | 500.. => BridgeErrorKind::AgentUnavailable,
+                        _ => BridgeErrorKind::ProtocolError,
+                    };
+                    let why = format!("the AG-UI agent refused the run ({status}): {body}");
+                    remote.fail(run, BridgeError::new(kind, why));
                     return;
                 }
                 break;
@@ -349,7 +357,10 @@ async fn read(
             Err(error) if attempt == 0 => {
                 remote.fail(
                     run,
-                    format!("the AG-UI agent could not be reached: {error}"),
+                    BridgeError::new(
+                        BridgeErrorKind::AgentUnavailable,
+                        format!("the AG-UI agent could not be reached: {error}"),
+                    ),
                 );
                 return;
             }
@@ -358,9 +369,12 @@ async fn read(
         if let Some(kind) = not_events(&response) {
             remote.fail(
                 run,
-                format!(
-                    "the AG-UI agent answered `{kind}`, not an event stream: is the URL its run \
-                     endpoint?"
+                BridgeError::new(
+                    BridgeErrorKind::ProtocolError,
+                    format!(
+                        "the AG-UI agent answered `{kind}`, not an event stream: is the URL its \
+                         run endpoint?"
+                    ),
                 ),
             );
             return;
@@ -389,7 +403,12 @@ async fn read(
                         Err(error) => {
                             remote.fail(
                                 run,
-                                format!("the AG-UI agent sent an event that is not AG-UI: {error}"),
+                                BridgeError::new(
+                                    BridgeErrorKind::ProtocolError,
+                                    format!(
+                                        "the AG-UI agent sent an event that is not AG-UI: {error}"
+                                    ),
+                                ),
                             );
                             return;
                         }
@@ -405,7 +424,10 @@ async fn read(
     }
     remote.fail(
         run,
-        "the connection to the AG-UI agent dropped before the run's end".to_owned(),
+        BridgeError::new(
+            BridgeErrorKind::AgentExited,
+            "the connection to the AG-UI agent dropped before the run's end",
+        ),
     );
 }
 

@@ -72,7 +72,8 @@ impl Service<ModelRequest> for AguiModel {
                 let tools = req.tools.iter().map(offered).collect();
                 bridge.start(&remote, thread, messages, tools, None);
             }
-            Ok(crate::bridge::steps(remote, &req.run))
+            let taken = crate::bridge::call_ids(&req.messages);
+            Ok(crate::bridge::steps(remote, &req.run, taken))
         })
     }
 }

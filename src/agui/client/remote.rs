@@ -16,7 +16,7 @@ use super::super::{
     input::{self, InputContent, Interrupt, ToolContent},
 };
 use crate::{
-    bridge::{End, Turn, Update, Updates},
+    bridge::{BridgeError, BridgeErrorKind, End, Turn, Update, Updates},
     context::SharedState,
     model::FinishReason,
     tool::ToolOutput,
@@ -46,6 +46,8 @@ struct State {
     offered: Vec<input::Tool>,
     /// The number of the run being read.
     run: u64,
+    /// Calls the run knows under another id.
+    aliases: crate::bridge::Aliases,
 }
 
 /// One thread's remote runs, one at a time.
@@ -88,6 +90,7 @@ impl Remote {
     /// when `call` is one of them, or for any call when `call` is `None`.
     pub(super) fn take_interrupts(&self, call: Option<&str>) -> Vec<Interrupt> {
         let mut state = self.lock();
+        let call = call.map(|call| state.aliases.remote(call).to_owned());
         let concerned = call.is_none_or(|call| {
             state.interrupts.iter().any(|i| {
                 i.tool_call_id
@@ -124,16 +127,22 @@ impl Remote {
 
     /// Whether `id` is a call the remote agent interrupted for.
     pub(super) fn is_interrupted(&self, id: &str) -> bool {
-        self.lock()
+        let state = self.lock();
+        state
             .calls
-            .get(id)
+            .get(state.aliases.remote(id))
             .is_some_and(|call| call.interrupt.is_some())
+    }
+
+    /// The run's id of the remote agent's call `id`.
+    pub(super) fn run_id(&self, id: &str) -> String {
+        self.lock().aliases.run(id).to_owned()
     }
 
     /// The result of `id` once the remote agent sent it, or why it will not.
     pub(super) fn result(&self, id: &str) -> Option<Result<ToolOutput, String>> {
         let state = self.lock();
-        let call = state.calls.get(id);
+        let call = state.calls.get(state.aliases.remote(id));
         if let Some(result) = call.and_then(|call| call.result.clone()) {
             return Some(Ok(result));
         }
@@ -149,7 +158,7 @@ impl Remote {
     }
 
     /// Run `run` ended without its terminal event (nothing, if another run began since).
-    pub(super) fn fail(&self, run: u64, why: String) {
+    pub(super) fn fail(&self, run: u64, why: BridgeError) {
         let mut state = self.lock();
         if state.run == run {
             state.updates.finish(End::Failed(why));
@@ -251,9 +260,10 @@ impl Remote {
                         state.interrupts = interrupts;
                         End::Finished(FinishReason::ToolCalls)
                     }
-                    Some(RunFinishedOutcome::Cancelled) => {
-                        End::Failed("the AG-UI agent cancelled its run".to_owned())
-                    }
+                    Some(RunFinishedOutcome::Cancelled) => End::Failed(BridgeError::new(
+                        BridgeErrorKind::AgentError,
+                        "the AG-UI agent cancelled its run",
+                    )),
                     _ => End::Finished(FinishReason::Stop),
                 };
                 state.updates.finish(end);
@@ -261,9 +271,9 @@ impl Remote {
             Event::RunError(e) => {
                 last = true;
                 let code = e.code.map(|code| format!(" ({code})")).unwrap_or_default();
-                state.updates.finish(End::Failed(format!(
-                    "the AG-UI agent failed{code}: {}",
-                    e.message
+                state.updates.finish(End::Failed(BridgeError::new(
+                    BridgeErrorKind::AgentError,
+                    format!("the AG-UI agent failed{code}: {}", e.message),
                 )));
             }
             _ => {}
@@ -317,15 +327,20 @@ impl Turn for Remote {
         &self.changed
     }
 
+    fn rename(&self, remote: &str, run: &str) {
+        self.lock().aliases.insert(remote, run);
+    }
+
     /// Drops the connection (an AG-UI server cancels a run its client left).
     fn cancel(&self) {
         let mut state = self.lock();
         if let Some(reader) = state.reader.take() {
             reader.cancel();
         }
-        state
-            .updates
-            .finish(End::Failed("the run was cancelled".to_owned()));
+        state.updates.finish(End::Failed(BridgeError::new(
+            BridgeErrorKind::AgentError,
+            "the run was cancelled",
+        )));
         drop(state);
         self.changed_now();
     }
@@ -405,7 +420,10 @@ mod tests {
         let new = remote.begin(CancellationToken::new(), Vec::new());
         let text = json!({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "late"});
         assert!(remote.apply(old, event(text.clone())), "its reader stops");
-        remote.fail(old, "dropped".to_owned());
+        remote.fail(
+            old,
+            BridgeError::new(BridgeErrorKind::AgentExited, "dropped"),
+        );
         assert!(remote.next().is_none(), "nothing of the old run");
         assert!(!remote.apply(new, event(text)));
         assert!(matches!(remote.next(), Some(Ok(Update::Text(_, t))) if t == "late"));

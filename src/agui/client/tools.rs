@@ -43,7 +43,12 @@ impl Service<ToolCall> for AguiTools {
                          in front of these tools?)",
                     ));
                 };
-                bridge.resume(&remote, thread, &interrupts, &super::decided(decisions));
+                bridge.resume(
+                    &remote,
+                    thread,
+                    &interrupts,
+                    &super::decided(decisions, &remote),
+                );
             }
             loop {
                 let changed = remote_changed(&remote);

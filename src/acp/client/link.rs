@@ -1,0 +1,403 @@
+//! The bridged agent's process and its connection, started again when the agent exits.
+//!
+//! [`start`] spawns the agent (an allow-listed environment, its own process group), opens the
+//! ACP connection over its stdio, `initialize`s it and, when its command names a method,
+//! `authenticate`s. [`supervise`] waits for the agent to exit and starts it again with back-off
+//! (1 s, doubling to 60 s; back to 1 s once it ran for a minute), publishing each state as a
+//! [`Link`]: runs get `agent_unavailable` while it is down, and the sessions of the agent that
+//! exited end with `agent_exited`.
+
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use agent_client_protocol::{
+    Agent, ByteStreams, Client,
+    schema::ProtocolVersion,
+    v1::{
+        ConnectionTo,
+        schema::{
+            self as acp, AuthenticateRequest, InitializeRequest, RequestPermissionRequest,
+            SessionNotification,
+        },
+    },
+};
+use tokio::sync::watch;
+use tokio_util::{
+    compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt},
+    sync::CancellationToken,
+};
+
+use super::{AcpCommand, Routes};
+use crate::bridge::{BridgeError, BridgeErrorKind};
+
+/// The agent as the bridge sees it now.
+#[derive(Clone)]
+pub(super) enum Link {
+    /// Running, connected.
+    Up(Arc<Connection>),
+    /// Exited; started again at `retry_at`.
+    Down {
+        why: Arc<str>,
+        attempt: u32,
+        retry_at: Instant,
+    },
+}
+
+impl Link {
+    /// The connection, or why there is none.
+    pub(super) fn connection(&self) -> Result<Arc<Connection>, BridgeError> {
+        match self {
+            Self::Up(connection) => Ok(connection.clone()),
+            Self::Down {
+                why,
+                attempt,
+                retry_at,
+            } => {
+                let left = retry_at.saturating_duration_since(Instant::now());
+                let left = Duration::from_secs(left.as_secs() + u64::from(left.subsec_nanos() > 0));
+                Err(BridgeError::new(
+                    BridgeErrorKind::AgentUnavailable,
+                    format!(
+                        "the ACP agent is not running ({why}); it is started again in {} \
+                         (attempt {attempt})",
+                        humantime::format_duration(left)
+                    ),
+                ))
+            }
+        }
+    }
+}
+
+/// A running agent's connection and the sessions opened on it.
+pub(super) struct Connection {
+    pub(super) connection: ConnectionTo<Agent>,
+    pub(super) routes: Arc<Routes>,
+    /// Fires once the agent exited (its sessions are ended first).
+    pub(super) closed: CancellationToken,
+    /// The authentication methods the agent offers, for the error that says one is needed.
+    pub(super) auth_methods: Vec<acp::AuthMethod>,
+}
+
+/// The agent's refusal of `request`, as a bridge error: `auth_required` when it asks for an
+/// authentication (naming the methods it offers, `methods`), `protocol_error` when it says the
+/// request is malformed or unknown to it, `agent_error` otherwise.
+pub(super) fn refused(
+    request: &str,
+    error: &agent_client_protocol::Error,
+    methods: &[acp::AuthMethod],
+) -> BridgeError {
+    use acp::ErrorCode as Code;
+    if is_gone(error) {
+        return BridgeError::new(
+            BridgeErrorKind::AgentExited,
+            format!("the ACP agent exited before answering `{request}`"),
+        );
+    }
+    let code = acp::ErrorCode::from(i32::from(error.code));
+    let kind = match code {
+        Code::AuthRequired => BridgeErrorKind::AuthRequired,
+        Code::ParseError | Code::InvalidRequest | Code::MethodNotFound | Code::InvalidParams => {
+            BridgeErrorKind::ProtocolError
+        }
+        _ => BridgeErrorKind::AgentError,
+    };
+    let mut message = format!("the ACP agent refused `{request}`: {error}");
+    if kind == BridgeErrorKind::AuthRequired {
+        let offered: Vec<String> = methods
+            .iter()
+            .map(|method| format!("`{}` ({})", method.id(), method.name()))
+            .collect();
+        if offered.is_empty() {
+            message.push_str("; it offers no authentication method");
+        } else {
+            message.push_str(&format!(
+                "; name one of its authentication methods ({}) with AcpCommand::authenticate \
+                 (--agent-auth)",
+                offered.join(", ")
+            ));
+        }
+    }
+    BridgeError::new(kind, message)
+}
+
+/// Whether `error` is the connection's end (the request will never be answered), not the
+/// agent's answer.
+pub(super) fn is_gone(error: &agent_client_protocol::Error) -> bool {
+    agent_client_protocol::is_incoming_transport_closed(error)
+        || agent_client_protocol::is_connection_terminated(error)
+}
+
+/// Back-off between starts: from [`RESTART_MIN`] doubling to [`RESTART_MAX`]; back to the
+/// start once the agent ran for [`RESTART_MAX`].
+const RESTART_MIN: Duration = Duration::from_secs(1);
+const RESTART_MAX: Duration = Duration::from_secs(60);
+
+/// Watches the agent: when it exits, starts it again (with back-off) until `stop` fires,
+/// publishing each state on `link`.
+pub(super) async fn supervise(
+    command: AcpCommand,
+    mut current: Arc<Connection>,
+    link: watch::Sender<Link>,
+    stop: CancellationToken,
+) {
+    let mut wait = RESTART_MIN;
+    loop {
+        let up = Instant::now();
+        tokio::select! {
+            () = current.closed.cancelled() => {}
+            () = stop.cancelled() => return,
+        }
+        if up.elapsed() >= RESTART_MAX {
+            wait = RESTART_MIN;
+        }
+        let mut attempt = 1;
+        let mut why: Arc<str> = Arc::from("it exited");
+        current = loop {
+            tracing::warn!(
+                reason = %why,
+                "the ACP agent is down; starting it again in {}",
+                humantime::format_duration(wait)
+            );
+            link.send_replace(Link::Down {
+                why: why.clone(),
+                attempt,
+                retry_at: Instant::now() + wait,
+            });
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                () = stop.cancelled() => return,
+            }
+            wait = (wait * 2).min(RESTART_MAX);
+            match start(&command, &stop).await {
+                Ok(connection) => break connection,
+                Err(error) => {
+                    why = Arc::from(error.to_string());
+                    attempt += 1;
+                }
+            }
+        };
+        tracing::info!(attempt, "the ACP agent was started again");
+        link.send_replace(Link::Up(current.clone()));
+    }
+}
+
+/// Starts the agent of `command` and opens its connection: `initialize` (within the command's
+/// start timeout), then `authenticate` when the command names a method. Whatever fails, the
+/// agent is stopped. `stop` ends the connection (and the agent) later.
+pub(super) async fn start(
+    command: &AcpCommand,
+    stop: &CancellationToken,
+) -> Result<Arc<Connection>, BridgeError> {
+    let unavailable = |why: String| BridgeError::new(BridgeErrorKind::AgentUnavailable, why);
+    let mut process = crate::child::command(
+        &command.program,
+        &command.args,
+        &command.inherit,
+        &command.env,
+    );
+    process
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    // Its own process group, killed whole: agents are often started through a launcher
+    // (`npx …`, `uvx …`) whose child is the agent.
+    #[cfg(unix)]
+    process.process_group(0);
+    let mut child = process
+        .spawn()
+        .map_err(|e| unavailable(format!("the ACP agent could not be started: {e}")))?;
+    let (Some(stdin), Some(stdout), Some(stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        return Err(unavailable(
+            "the ACP agent's stdio could not be opened".to_owned(),
+        ));
+    };
+    crate::child::log_stderr("acp".to_owned(), stderr);
+
+    let routes = Arc::new(Routes::default());
+    let closed = CancellationToken::new();
+    // This start's own end: `stop`, or a failure before the agent is up.
+    let ended = stop.child_token();
+    let (ready, connected) = tokio::sync::oneshot::channel();
+    tokio::spawn(connect(
+        Group(child),
+        ByteStreams::new(stdin.compat_write(), stdout.compat()),
+        routes.clone(),
+        ready,
+        closed.clone(),
+        ended.clone(),
+    ));
+    let failed = |error: BridgeError| {
+        ended.cancel();
+        error
+    };
+    let Ok(connection) = connected.await else {
+        return Err(failed(unavailable(
+            "the ACP agent's connection could not be opened".to_owned(),
+        )));
+    };
+    let within = |what: &'static str| {
+        let closed = closed.clone();
+        let timeout = command.start_timeout;
+        async move {
+            tokio::select! {
+                () = closed.cancelled() => BridgeError::new(
+                    BridgeErrorKind::AgentExited,
+                    format!("the ACP agent exited before answering `{what}`"),
+                ),
+                () = tokio::time::sleep(timeout) => unavailable(format!(
+                    "the ACP agent did not answer `{what}` within {}",
+                    humantime::format_duration(timeout)
+                )),
+            }
+        }
+    };
+    let init = connection
+        .send_request(InitializeRequest::new(ProtocolVersion::V1))
+        .block_task();
+    let initialized = tokio::select! {
+        answer = init => answer.map_err(|e| failed(BridgeError::new(
+            BridgeErrorKind::ProtocolError,
+            format!("the ACP agent refused `initialize`: {e}"),
+        )))?,
+        error = within("initialize") => return Err(failed(error)),
+    };
+    let link = Arc::new(Connection {
+        connection,
+        routes,
+        closed: closed.clone(),
+        auth_methods: initialized.auth_methods,
+    });
+    if let Some(method) = &command.auth_method {
+        if !link
+            .auth_methods
+            .iter()
+            .any(|m| m.id().0.as_ref() == method)
+        {
+            let offered: Vec<String> = link
+                .auth_methods
+                .iter()
+                .map(|m| format!("`{}`", m.id()))
+                .collect();
+            return Err(failed(BridgeError::new(
+                BridgeErrorKind::AuthRequired,
+                format!(
+                    "the ACP agent offers no authentication method `{method}` (it offers: {})",
+                    if offered.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        offered.join(", ")
+                    }
+                ),
+            )));
+        }
+        let authenticate = link
+            .connection
+            .send_request(AuthenticateRequest::new(method.clone()))
+            .block_task();
+        tokio::select! {
+            answer = authenticate => {
+                answer.map_err(|e| failed(BridgeError::new(
+                    BridgeErrorKind::AuthRequired,
+                    format!("the ACP agent refused `authenticate` with `{method}`: {e}"),
+                )))?;
+            }
+            error = within("authenticate") => return Err(failed(error)),
+        }
+    }
+    Ok(link)
+}
+
+/// The agent's process group: killed whole when dropped (the connection task ended, or the
+/// runtime went down with it).
+struct Group(tokio::process::Child);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        #[cfg(unix)]
+        if let Some(pid) = self
+            .0
+            .id()
+            .and_then(|pid| rustix::process::Pid::from_raw(pid.cast_signed()))
+        {
+            let _gone = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        }
+        let _gone = self.0.start_kill();
+    }
+}
+
+/// How long an agent whose connection closed has to exit before it is killed.
+pub(super) const EXIT_GRACE: Duration = Duration::from_secs(2);
+
+/// Runs the connection: routes the agent's updates and permission requests to their sessions,
+/// until the agent exits or `stop` fires; then ends every session (saying how the agent exited)
+/// and kills what is left of its process group.
+async fn connect<W, R>(
+    mut child: Group,
+    transport: ByteStreams<W, R>,
+    routes: Arc<Routes>,
+    ready: tokio::sync::oneshot::Sender<ConnectionTo<Agent>>,
+    closed: CancellationToken,
+    stop: CancellationToken,
+) where
+    W: futures_util::AsyncWrite + Send + 'static,
+    R: futures_util::AsyncRead + Send + 'static,
+{
+    let updates = routes.clone();
+    let asks = routes.clone();
+    let result = Client
+        .v1()
+        .name("agent-tower")
+        .on_receive_notification(
+            async move |notification: SessionNotification, _cx| {
+                if let Some(session) = updates.get(&notification.session_id) {
+                    super::route(&session, notification.update);
+                }
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .on_receive_request(
+            async move |request: RequestPermissionRequest, responder, _cx| {
+                match asks.get(&request.session_id) {
+                    Some(session) => session.ask(
+                        &request.tool_call.tool_call_id.to_string(),
+                        request.options,
+                        responder,
+                    ),
+                    None => responder.respond(acp::RequestPermissionResponse::new(
+                        acp::RequestPermissionOutcome::Cancelled,
+                    ))?,
+                }
+                Ok(())
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .connect_with(transport, async |connection: ConnectionTo<Agent>| {
+            let _ = ready.send(connection.clone());
+            tokio::select! {
+                () = connection.incoming_closed() => {}
+                () = stop.cancelled() => {}
+            }
+            Ok(())
+        })
+        .await;
+    if let Err(error) = result {
+        tracing::warn!(%error, "the ACP agent's connection ended");
+    }
+    // Its stdout closed: it exits (or is made to).
+    let why = match tokio::time::timeout(EXIT_GRACE, child.0.wait()).await {
+        Ok(Ok(status)) => format!("the ACP agent exited ({status})"),
+        _ => "the ACP agent closed its connection".to_owned(),
+    };
+    drop(child);
+    if !stop.is_cancelled() {
+        tracing::warn!("{why}");
+    }
+    routes.end_all(&BridgeError::new(BridgeErrorKind::AgentExited, why));
+    closed.cancel();
+}
