@@ -1,9 +1,9 @@
 //! What the protocol bridges share ([`acp::client`](crate::acp::client),
 //! [`agui::client`](crate::agui::client)): a remote agent's turn read as model steps.
 //!
-//! A bridge keeps one [`Turn`] per thread, fed by its connection: text and thoughts as they come,
+//! A bridge keeps one `Turn` per thread, fed by its connection: text and thoughts as they come,
 //! the tool calls the remote agent starts (it runs them itself), and how the turn ended. A model
-//! call reads it with [`steps`]: deltas stream, a tool call is held until the remote agent shows
+//! call reads it with `steps`: deltas stream, a tool call is held until the remote agent shows
 //! what it needs (it asks permission, runs it, or the turn ends) and then ends the step; the next
 //! model call goes on reading the same turn.
 //!
