@@ -286,6 +286,7 @@ impl Aliases {
     }
 
     /// The run's id of the remote agent's call `id` (the latest it was renamed to).
+    #[cfg(feature = "agui-client")]
     pub(crate) fn run<'a>(&'a self, id: &'a str) -> &'a str {
         self.0
             .iter()
