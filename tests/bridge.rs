@@ -61,6 +61,16 @@ async fn resume(base: &str, thread: &str, interrupt: &Value, payload: Value) -> 
     .await
 }
 
+/// The run's `RUN_ERROR`, which must be its last event: its code and message.
+fn run_error(events: &[Value]) -> (&str, &str) {
+    let last = events.last().expect("events");
+    assert_eq!(last["type"], "RUN_ERROR", "{events:?}");
+    (
+        last["code"].as_str().unwrap(),
+        last["message"].as_str().unwrap(),
+    )
+}
+
 /// The text the run's events said.
 fn said(events: &[Value]) -> String {
     events
@@ -81,15 +91,11 @@ async fn an_agent_that_exits_mid_turn_ends_the_run_with_an_error() {
     ])
     .await;
     let events = run(&server.base, "hello").await;
-    let last = events.last().unwrap();
-    assert_eq!(last["type"], "RUN_ERROR", "{events:?}");
-    assert_eq!(last["code"], "agent_exited", "{last}");
+    let (code, message) = run_error(&events);
+    assert_eq!(code, "agent_exited");
     assert!(
-        last["message"]
-            .as_str()
-            .unwrap()
-            .contains("the ACP agent exited (exit status: 3)"),
-        "{last}"
+        message.contains("the ACP agent exited (exit status: 3)"),
+        "{message}"
     );
 }
 
@@ -131,13 +137,9 @@ async fn a_crashed_agent_is_started_again_and_meanwhile_runs_and_readiness_say_s
 
     std::fs::write(&gate, "").unwrap();
     let events = run(&server.base, "exit").await;
-    let last = events.last().unwrap();
-    assert_eq!(last["type"], "RUN_ERROR", "{events:?}");
-    assert_eq!(last["code"], "agent_exited", "{last}");
-    assert!(
-        last["message"].as_str().unwrap().contains("exit status: 3"),
-        "{last}"
-    );
+    let (code, message) = run_error(&events);
+    assert_eq!(code, "agent_exited");
+    assert!(message.contains("exit status: 3"), "{message}");
 
     // Down (every restart exits at once): runs fail at once, saying so, and /ready says why.
     let ready = server.get("/ready").await;
@@ -145,15 +147,9 @@ async fn a_crashed_agent_is_started_again_and_meanwhile_runs_and_readiness_say_s
     let ready: Value = ready.json().await.unwrap();
     assert_eq!(ready["status"], "agent_unavailable", "{ready}");
     let events = run(&server.base, "hello").await;
-    let last = events.last().unwrap();
-    assert_eq!(last["code"], "agent_unavailable", "{events:?}");
-    assert!(
-        last["message"]
-            .as_str()
-            .unwrap()
-            .contains("it is started again in"),
-        "{last}"
-    );
+    let (code, message) = run_error(&events);
+    assert_eq!(code, "agent_unavailable");
+    assert!(message.contains("it is started again in"), "{message}");
 
     // The gate opens: the next restart stays up, and the thread goes on in a new session.
     std::fs::remove_file(&gate).unwrap();
@@ -194,27 +190,12 @@ async fn the_agent_dies_with_the_server_and_gets_none_of_its_secrets() {
     )
     .await;
     let ask = async |text: &str| -> String {
-        let body = reqwest::Client::new()
-            .post(format!("{}/", server.base))
-            .bearer_auth(token)
-            .json(&json!({
-                "threadId": format!("t-{}", uuid::Uuid::now_v7()),
-                "runId": format!("r-{}", uuid::Uuid::now_v7()),
-                "messages": [{"id": "m1", "role": "user", "content": text}],
-            }))
-            .timeout(Duration::from_secs(10))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        let events: Vec<Value> = body
-            .lines()
-            .filter_map(|line| line.strip_prefix("data: "))
-            .map(|data| serde_json::from_str(data).unwrap())
-            .collect();
-        said(&events)
+        let input = json!({
+            "threadId": format!("t-{}", uuid::Uuid::now_v7()),
+            "runId": format!("r-{}", uuid::Uuid::now_v7()),
+            "messages": [{"id": "m1", "role": "user", "content": text}],
+        });
+        said(&post_as(&server.base, Some(token), input).await)
     };
     let env = ask("env").await;
     let names: Vec<&str> = env.trim_start_matches("Echo: ").split(' ').collect();
@@ -248,15 +229,9 @@ async fn an_agent_that_requires_login_is_authenticated_or_says_so() {
     let env = [("AUTH_METHOD", "agent-key")];
     let server = sdk_agent(&["--store", "memory"], &env).await;
     let events = run(&server.base, "hello").await;
-    let last = events.last().unwrap();
-    assert_eq!(last["code"], "auth_required", "{events:?}");
-    assert!(
-        last["message"]
-            .as_str()
-            .unwrap()
-            .contains("`agent-key` (Use the key)"),
-        "{last}"
-    );
+    let (code, message) = run_error(&events);
+    assert_eq!(code, "auth_required");
+    assert!(message.contains("`agent-key` (Use the key)"), "{message}");
 
     let server = sdk_agent(&["--store", "memory", "--agent-auth", "agent-key"], &env).await;
     assert_eq!(said(&run(&server.base, "hello").await), "Echo: hello");
@@ -347,8 +322,16 @@ async fn the_official_acp_client_runs_a_bridged_agui_agent() {
 
 /// Posts `input`; the events of the run, read to its end within 10 s.
 async fn post(base: &str, input: Value) -> Vec<Value> {
-    let body = reqwest::Client::new()
-        .post(format!("{base}/"))
+    post_as(base, None, input).await
+}
+
+/// [`post`] with a bearer token.
+async fn post_as(base: &str, token: Option<&str>, input: Value) -> Vec<Value> {
+    let mut request = reqwest::Client::new().post(format!("{base}/"));
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let body = request
         .json(&input)
         .timeout(Duration::from_secs(10))
         .send()
