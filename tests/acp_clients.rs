@@ -12,7 +12,7 @@ mod support;
 const AGENT: &str = env!("CARGO_BIN_EXE_agent-tower");
 
 /// Every scenario's line, in order.
-const SCENARIOS: usize = 9;
+const SCENARIOS: usize = 10;
 
 #[tokio::test]
 async fn the_typescript_client_drives_every_scenario() {

@@ -102,6 +102,8 @@ pin_project! {
         outbox: Outbox<T, SessionUpdate>,
         call: Lifecycle,
         output: Option<F::Output>,
+        // The `tool_call` update is out: what the call asks of the editor comes after it.
+        announced: bool,
         done: bool,
     }
 
@@ -139,6 +141,7 @@ where
             outbox,
             call,
             output: None,
+            announced: false,
             done: false,
         }
     }
@@ -155,6 +158,12 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
+        if !*this.announced {
+            // The editor hears of the call before anything the call asks of it (a permission
+            // request), as ACP wants: a call is reported when the model makes it.
+            ready!(this.outbox.poll_drain(cx));
+            *this.announced = true;
+        }
         if this.output.is_none() {
             // The inner call first: it is what lets a held call start.
             let polled = this.inner.poll(cx);

@@ -8,7 +8,10 @@
 //!   `id: null`; here it is answered with its own id, when it has one;
 //! - the SDK queues outgoing messages without bound; here the updates of prompt turns take room
 //!   in an [`Outbox`] that the writer gives back once they are written, so a client that stops
-//!   reading stops the model instead of filling memory.
+//!   reading stops the model instead of filling memory;
+//! - the SDK refuses every request that comes before its answer to `initialize`; a client may send
+//!   `session/new` right behind `initialize` without waiting (JSON-RPC allows it), so here what
+//!   follows an `initialize` is read only once its answer is written ([`Handshake`]).
 
 use std::{
     sync::{
@@ -18,7 +21,9 @@ use std::{
     task::{Context, Poll},
 };
 
-use agent_client_protocol::{Channel, Error, RawJsonRpcMessage, TransportFrame};
+use agent_client_protocol::{
+    Channel, Error, RawJsonRpcId, RawJsonRpcMessage, RawJsonRpcResponse, TransportFrame,
+};
 use futures_channel::mpsc::{UnboundedReceiver, UnboundedSender};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
@@ -94,6 +99,64 @@ impl Outbox {
     }
 }
 
+/// The `initialize` request whose answer is not written yet: the reader holds the next frames
+/// until the writer wrote it (or stopped writing).
+#[derive(Default)]
+struct Handshake {
+    pending: std::sync::Mutex<Option<RawJsonRpcId>>,
+    answered: tokio::sync::Notify,
+}
+
+impl Handshake {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<RawJsonRpcId>> {
+        self.pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Notes `frame` on its way to the SDK: an `initialize` request is now pending.
+    fn reading(&self, frame: &TransportFrame) {
+        if let TransportFrame::Single(RawJsonRpcMessage::Request(request)) = frame
+            && &*request.method == "initialize"
+        {
+            *self.lock() = Some(request.id.clone());
+        }
+    }
+
+    /// Waits until no `initialize` answer is pending.
+    async fn settled(&self) {
+        loop {
+            let answered = self.answered.notified();
+            if self.lock().is_none() {
+                return;
+            }
+            answered.await;
+        }
+    }
+
+    /// Notes `frame`, written: the answer to the pending `initialize`, perhaps.
+    fn written(&self, frame: &TransportFrame) {
+        let TransportFrame::Single(RawJsonRpcMessage::Response(
+            RawJsonRpcResponse::Result { id, .. } | RawJsonRpcResponse::Error { id, .. },
+        )) = frame
+        else {
+            return;
+        };
+        let mut pending = self.lock();
+        if pending.as_ref() == Some(id) {
+            *pending = None;
+            drop(pending);
+            self.answered.notify_waiters();
+        }
+    }
+
+    /// Nothing more is written: nothing to wait for.
+    fn close(&self) {
+        *self.lock() = None;
+        self.answered.notify_waiters();
+    }
+}
+
 /// Connects `channel` (the SDK's end is its counterpart) to `reader` and `writer`: reads until
 /// the reader ends (then the SDK sees its input closed), writes until the SDK and `answers` are
 /// done sending.
@@ -109,10 +172,12 @@ where
     W: AsyncWrite + Unpin,
 {
     let Channel { rx, tx, .. } = channel;
-    let (read, written) = tokio::join!(
-        read_frames(reader, tx, answers),
-        write_frames(rx, writer, outbox)
-    );
+    let handshake = Handshake::default();
+    let (read, written) = tokio::join!(read_frames(reader, tx, answers, &handshake), async {
+        let written = write_frames(rx, writer, outbox, &handshake).await;
+        handshake.close();
+        written
+    });
     read.and(written)
 }
 
@@ -121,6 +186,7 @@ async fn read_frames<R: AsyncRead + Unpin>(
     reader: R,
     to_sdk: UnboundedSender<TransportFrame>,
     answers: UnboundedSender<TransportFrame>,
+    handshake: &Handshake,
 ) -> std::io::Result<()> {
     let mut reader = BufReader::new(reader);
     let mut line = Vec::new();
@@ -149,11 +215,15 @@ async fn read_frames<R: AsyncRead + Unpin>(
         };
         let sent = match answer_with_id(&frame) {
             Some(answer) => answers.unbounded_send(answer),
-            None => to_sdk.unbounded_send(frame),
+            None => {
+                handshake.reading(&frame);
+                to_sdk.unbounded_send(frame)
+            }
         };
         if sent.is_err() {
             return Ok(());
         }
+        handshake.settled().await;
     }
 }
 
@@ -245,6 +315,7 @@ async fn write_frames<W: AsyncWrite + Unpin>(
     mut frames: UnboundedReceiver<TransportFrame>,
     writer: W,
     outbox: Outbox,
+    handshake: &Handshake,
 ) -> std::io::Result<()> {
     const BATCH: usize = 64;
     let mut writer = tokio::io::BufWriter::new(writer);
@@ -267,6 +338,7 @@ async fn write_frames<W: AsyncWrite + Unpin>(
             if batched < BATCH {
                 next = frames.try_recv().ok();
             }
+            handshake.written(&frame);
         }
         writer.flush().await?;
         outbox.written(updates);

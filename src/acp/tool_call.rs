@@ -61,8 +61,12 @@ fn path(arguments: &Value) -> Option<&str> {
         .filter(|path| !path.is_empty())
 }
 
-/// The title an editor shows: the tool's name, and the file it works on when there is one.
+/// The title an editor shows: the tool's name, and the file it works on when there is one; the
+/// question a [`Question`](crate::permission::Question) asks.
 pub(crate) fn title(tool: &str, arguments: &Value) -> String {
+    if let Some(question) = crate::permission::Question::of(tool, arguments) {
+        return question.message;
+    }
     match path(arguments) {
         Some(path) => format!("{tool} {path}"),
         None => tool.to_owned(),

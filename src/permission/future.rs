@@ -72,9 +72,14 @@ where
                     State::run(inner, call)
                 }
             }
-            Decision::Reject(feedback) | Decision::RejectAlways(feedback) => done(Ok(refusal(
-                format!("The user rejected this call of `{}`: {feedback}", call.name),
-            ))),
+            Decision::Reject(feedback) | Decision::RejectAlways(feedback) => {
+                done(Ok(refusal(if call.name == super::Question::TOOL {
+                    // A question answered no: the answer is the feedback.
+                    feedback
+                } else {
+                    format!("The user rejected this call of `{}`: {feedback}", call.name)
+                })))
+            }
             Decision::Cancel => {
                 call.run.cancel.cancel();
                 done(Err(Box::new(Cancelled::new())))

@@ -76,6 +76,7 @@ mod decision;
 pub mod future;
 mod layer;
 mod policy;
+mod question;
 mod remember;
 mod service;
 
@@ -87,6 +88,7 @@ pub use self::{
     decision::{Decision, Decisions, PendingCall, PermissionRequest, Resolutions, StepDecisions},
     layer::PermissionLayer,
     policy::{Action, Glob, Mode, Policy},
+    question::Question,
     service::Permission,
 };
 

@@ -199,9 +199,13 @@ impl Policy {
 
     /// What to do with `call`: as [`decide`](Policy::decide), in the [`Mode`] the call's run
     /// brings in its extensions if it brings one (an editor session switched to read-only), else
-    /// the policy's own.
+    /// the policy's own. A [`Question`](super::Question) is always asked.
     #[must_use]
     pub fn decide_for(&self, call: &ToolCall) -> Action {
+        if call.name == super::Question::TOOL {
+            // A question is the person's to answer: no rule or mode answers it for them.
+            return Action::Ask;
+        }
         let mode = call.run.extensions.get::<Mode>().copied();
         match self.decide_in(&call.name, mode.unwrap_or(self.mode)) {
             Action::Allow if self.asks.as_ref().is_some_and(|asks| (asks.0)(call)) => Action::Ask,
@@ -295,5 +299,17 @@ mod tests {
         assert_eq!(policy.decide_for(&call), Action::Deny);
         call.run.extensions.insert(Mode::Interactive);
         assert_eq!(policy.decide_for(&call), Action::Ask);
+    }
+
+    #[test]
+    fn a_question_is_asked_whatever_the_rules_and_the_mode() {
+        let policy = Policy::new().rule("*", Action::Allow);
+        let question = super::super::Question::new("Spend $500 on ads?");
+        let mut call = ToolCall::new(super::super::Question::TOOL, question.arguments());
+        assert_eq!(policy.decide_for(&call), Action::Ask);
+        call.run.extensions.insert(Mode::ReadOnly);
+        assert_eq!(policy.decide_for(&call), Action::Ask);
+        let denying = Policy::new().default_action(Action::Deny);
+        assert_eq!(denying.decide_for(&call), Action::Ask);
     }
 }

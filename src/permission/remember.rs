@@ -46,6 +46,10 @@ impl Remembered {
 
     /// Remembers `decision` about `call` if it was given "always".
     pub(crate) fn note(&self, call: &ToolCall, decision: &Decision) {
+        if call.name == super::Question::TOOL {
+            // Each question is asked: an answer to one is not the answer to the next.
+            return;
+        }
         let remembered = match decision {
             Decision::ApproveAlways => Decision::Approve,
             Decision::RejectAlways(feedback) => Decision::Reject(feedback.clone()),

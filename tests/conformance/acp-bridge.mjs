@@ -76,6 +76,7 @@ try {
       assert.equal(answer.stopReason, "end_turn");
       assert.equal(editor.asked.length, 1, "the interrupt became a permission request");
       assert.equal(editor.asked[0].toolCall.title, "remember");
+      assert.ok(editor.asked[0].announced, "the tool_call update comes before its permission request");
       const done = updates.find((u) => kind(u) === "tool_call_update" && u.update.status === "completed");
       assert.equal(done.update.content[0].content.text, "remembered theme");
       assert.equal(text(updates), "The `remember` tool returned remembered theme.");

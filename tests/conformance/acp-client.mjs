@@ -17,6 +17,17 @@ async function withAgent(run) {
   const child = spawn(bin, ["acp", ...agentArgs], { stdio: ["pipe", "pipe", "inherit"] });
   const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
   const { editor, client } = editorClient("agent-tower-e2e");
+  // The methods of the agent's messages, as they came over the wire.
+  editor.methods = [];
+  let partial = "";
+  child.stdout.on("data", (chunk) => {
+    const lines = (partial + chunk.toString()).split("\n");
+    partial = lines.pop();
+    for (const line of lines) {
+      const method = line.trim() && JSON.parse(line).method;
+      if (method) editor.methods.push(method);
+    }
+  });
   try {
     return await client.connectWith(stream, (ctx) => run(ctx, editor));
   } finally {
@@ -59,6 +70,7 @@ const scenarios = {
     let answer = await prompt(ctx, sessionId, 'write_document {"document": "one two three"}');
     assert.equal(answer.stopReason, "end_turn");
     assert.equal(editor.asked.length, 1);
+    assert.ok(editor.asked[0].announced, "the tool_call update comes before its permission request");
     assert.deepEqual(
       editor.asked[0].options.map((o) => o.kind),
       ["allow_once", "allow_always", "reject_once", "reject_always"],
@@ -104,24 +116,36 @@ const scenarios = {
     const { sessionId } = await session(ctx);
     let pending;
     const asked = new Promise((resolve) => {
-      editor.answer = (params, signal) =>
+      editor.answer = () =>
         new Promise((answer) => {
           pending = answer;
           resolve();
-          // The agent withdraws its request ($/cancel_request) when the turn is cancelled.
-          signal.addEventListener("abort", () => answer({ outcome: { outcome: "cancelled" } }));
         });
     });
     const answer = prompt(ctx, sessionId, 'write_document {"document": "x"}');
     await asked;
     await ctx.notify(acp.methods.agent.session.cancel, { sessionId });
     assert.equal((await answer).stopReason, "cancelled");
+    // As ACP asks of a client, `cancelled` for the turn's pending requests (here once the turn
+    // was answered).
     pending({ outcome: { outcome: "cancelled" } });
     assert.equal(statusOf(editor.updates, "failed").length, 1);
     const seen = editor.updates.length;
     await ctx.request(acp.methods.agent.session.setMode, { sessionId, modeId: "auto" });
     const late = editor.updates.slice(seen).filter((u) => !["current_mode_update", "config_option_update"].includes(kind(u)));
     assert.deepEqual(late, []);
+    // The request was answered: the agent does not withdraw it as well.
+    assert.ok(!editor.methods.includes("$/cancel_request"), editor.methods.join(" "));
+  },
+
+  async "session/new sent before initialize is answered"(ctx) {
+    const init = ctx.request(acp.methods.agent.initialize, {
+      protocolVersion: acp.PROTOCOL_VERSION,
+      clientCapabilities: {},
+    });
+    const created = ctx.request(acp.methods.agent.session.new, { cwd: process.cwd(), mcpServers: [] });
+    assert.equal((await init).protocolVersion, 1);
+    assert.ok((await created).sessionId);
   },
 
   async "set_mode, close, load"(ctx, editor) {

@@ -25,7 +25,11 @@ export function editorClient(name) {
       editor.waiters = editor.waiters.filter((w) => !(w.test(params) && (w.resolve(params), true)));
     })
     .onRequest(acp.methods.client.session.requestPermission, async ({ params, signal }) => {
-      editor.asked.push(params);
+      // Whether the call was reported (`tool_call`) before the agent asked about it.
+      const announced = editor.updates.some(
+        (u) => kind(u) === "tool_call" && u.update.toolCallId === params.toolCall.toolCallId,
+      );
+      editor.asked.push({ ...params, announced });
       return editor.answer(params, signal);
     });
   return { editor, client };

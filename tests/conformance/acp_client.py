@@ -134,9 +134,10 @@ async def cancel_while_permission_pending(conn, editor):
     turn = asyncio.create_task(prompt(conn, sid, 'write_document {"document": "x"}'))
     await asyncio.wait_for(asked.wait(), 20)
     await conn.cancel(session_id=sid)
-    # The protocol has the client answer pending requests `cancelled` once it cancelled.
-    decided.set_result(RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled")))
     assert (await turn).stop_reason == "cancelled"
+    # The protocol has the client answer pending requests `cancelled` once it cancelled (here
+    # once the turn was answered).
+    decided.set_result(RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled")))
     assert len(editor.statuses("failed")) == 1, editor.updates
     await no_late_updates(conn, editor, sid)
 
@@ -159,6 +160,16 @@ async def mode_close_load(conn, editor):
     assert editor.kinds("available_commands_update"), "commands before the answer"
 
 
+async def new_session_before_initialize_answered(conn, editor):
+    # Both sent at once: `session/new` goes out before the answer to `initialize` came.
+    init, created = await asyncio.gather(
+        conn.initialize(protocol_version=PROTOCOL_VERSION),
+        conn.new_session(cwd=os.getcwd(), mcp_servers=[]),
+    )
+    assert init.protocol_version == 1, init
+    assert created.session_id
+
+
 async def unsupported_version(conn, editor):
     init = await conn.initialize(protocol_version=99)
     assert init.protocol_version == 1, init
@@ -170,6 +181,7 @@ SCENARIOS = [
     allow_always_remembered,
     cancel_while_streaming,
     cancel_while_permission_pending,
+    new_session_before_initialize_answered,
     mode_close_load,
     unsupported_version,
 ]

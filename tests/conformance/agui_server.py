@@ -7,6 +7,9 @@
   interrupt); the resume answers it (`approved`, `feedback`): deleted, or not.
 - a message naming a client tool of the input: a call of it, left to the client
   (`pendingToolCallIds`); after its result: "Got <the result>."
+- `spend <amount>`: an interrupt without a tool call, "Spend <amount> on ads?", whose answer may
+  name the channel to spend it on (`responseSchema`); no `MESSAGES_SNAPSHOT`, so the resume finds
+  the amount in the conversation it is posted with, or says it cannot;
 - `slowly`: 200 words, one every 50 ms (to cancel);
 - anything else: a thought, then "Python says: <the words>", a word at a time.
 """
@@ -61,6 +64,22 @@ def run(input: RunAgentInput):
         yield ToolCallArgsEvent(type=EventType.TOOL_CALL_ARGS, tool_call_id=tool_call_id, delta=json.dumps(arguments))
         yield ToolCallEndEvent(type=EventType.TOOL_CALL_END, tool_call_id=tool_call_id)
 
+    if input.resume and input.resume[0].interrupt_id.startswith("spend-"):
+        # Stateless: what to spend comes from the conversation the resume is posted with.
+        entry = input.resume[0]
+        payload = entry.payload or {}
+        asked = [text_of(m) for m in input.messages if m.role == "user" and text_of(m).startswith("spend ")]
+        if not asked:
+            yield from say("I do not know what you asked me to spend.")
+        elif entry.status != "resolved" or payload.get("approved") is False:
+            yield from say(f"Not spending it: {payload.get('feedback', 'cancelled')}")
+        else:
+            channel = payload.get("channel")
+            where = f" on {channel}" if channel else ""
+            yield from say(f"Spent {asked[-1].removeprefix('spend ')}{where}.")
+        yield RunFinishedEvent(type=EventType.RUN_FINISHED, outcome={"type": "success"}, **ids)
+        return
+
     if input.resume:
         for entry in input.resume:
             payload = entry.payload or {}
@@ -90,6 +109,24 @@ def run(input: RunAgentInput):
         yield from call(call_id, "delete_file", {"path": words.removeprefix("delete ")})
         yield MessagesSnapshotEvent(type=EventType.MESSAGES_SNAPSHOT, messages=input.messages)
         interrupt = {"id": f"interrupt-{call_id}", "reason": "tool_call", "toolCallId": call_id}
+        yield RunFinishedEvent(
+            type=EventType.RUN_FINISHED, outcome={"type": "interrupt", "interrupts": [interrupt]}, **ids
+        )
+        return
+
+    if words.startswith("spend "):
+        amount = words.removeprefix("spend ")
+        yield from say("That is a lot.")
+        interrupt = {
+            "id": f"spend-{uuid.uuid4()}",
+            "reason": "confirmation",
+            "message": f"Spend {amount} on ads?",
+            "responseSchema": {
+                "type": "object",
+                "properties": {"channel": {"type": "string", "title": "Where to spend it"}},
+                "required": ["channel"],
+            },
+        }
         yield RunFinishedEvent(
             type=EventType.RUN_FINISHED, outcome={"type": "interrupt", "interrupts": [interrupt]}, **ids
         )

@@ -73,7 +73,7 @@ where
             "initialize"
         );
         if let Some(approver) = &self.config.approver {
-            approver.connect(cx);
+            approver.connect(cx, &req.client_capabilities);
         }
         // One version is spoken: the requested one if it is it, else it is the latest.
         responder.respond(

@@ -43,7 +43,7 @@ mod model;
 mod remote;
 mod tools;
 
-use self::remote::Remote;
+use self::remote::{Remote, call_of};
 pub use self::{model::AguiModel, tools::AguiTools};
 use super::{
     Event, PROTOCOL_VERSION, RunAgentInput,
@@ -54,6 +54,7 @@ use crate::{
     bridge::{BridgeError, BridgeErrorKind, Threads},
     id::{RunId, ThreadId},
     permission::{Decision, Decisions},
+    tool::ToolOutput,
 };
 
 /// How long a remote agent may take to answer a run's request (its events then take as long as
@@ -166,16 +167,17 @@ impl AguiBridge {
         tools: Vec<input::Tool>,
         resume: Option<Vec<ResumeEntry>>,
     ) {
-        let mut input = RunAgentInput::new(thread.clone(), RunId::new(), messages);
+        let mut input = RunAgentInput::new(thread.clone(), RunId::new(), messages.clone());
         input.tools = tools.clone();
         input.resume = resume;
         let stop = CancellationToken::new();
-        let run = remote.begin(stop.clone(), tools);
+        let run = remote.begin(stop.clone(), messages, tools);
         tokio::spawn(read(self.clone(), remote.clone(), run, input, stop));
     }
 
     /// Answers `interrupts` (every one `remote`'s last run ended with) with `decisions`, in a new
-    /// run that carries the conversation as the remote agent last told it.
+    /// run that carries the conversation (as the remote agent last told it, else as the bridge
+    /// holds it: a stateless agent resumes with its context).
     fn resume(
         &self,
         remote: &Arc<Remote>,
@@ -183,24 +185,53 @@ impl AguiBridge {
         interrupts: &[input::Interrupt],
         decisions: &dyn Fn(&input::Interrupt) -> Decision,
     ) {
-        let entries = interrupts
+        let decided: Vec<_> = interrupts
             .iter()
-            .map(|interrupt| resume_entry(interrupt, decisions(interrupt)))
+            .map(|interrupt| (interrupt, decisions(interrupt)))
             .collect();
-        let messages = remote.snapshot().unwrap_or_default();
-        self.start(remote, thread, messages, remote.offered(), Some(entries));
+        let answers: Vec<_> = decided
+            .iter()
+            .map(|(interrupt, decision)| (*interrupt, answer(decision)))
+            .collect();
+        remote.answered(&answers);
+        let entries = decided
+            .into_iter()
+            .map(|(interrupt, decision)| resume_entry(interrupt, decision))
+            .collect();
+        self.start(
+            remote,
+            thread,
+            remote.conversation(),
+            remote.offered(),
+            Some(entries),
+        );
     }
 }
 
-/// The resume entry answering `interrupt` with `decision` (the payload of agent-tower's
-/// `responseSchema`: `approved`, `editedArgs`, `feedback`).
+/// What a person's `decision` says, as the result of the call that asked a question.
+fn answer(decision: &Decision) -> ToolOutput {
+    match decision {
+        Decision::Approve | Decision::ApproveAlways => ToolOutput::text("yes"),
+        Decision::Edit(answer) => ToolOutput::text(answer.to_string()),
+        Decision::Reject(feedback) | Decision::RejectAlways(feedback) => {
+            ToolOutput::text(format!("no: {feedback}"))
+        }
+        _ => ToolOutput::text("not answered"),
+    }
+}
+
+/// The resume entry answering `interrupt` with `decision`: for a tool call, the payload of
+/// agent-tower's `responseSchema` (`approved`, `editedArgs`, `feedback`); for a question, the
+/// answer's content when the person filled its form, else `approved` and `feedback`.
 fn resume_entry(interrupt: &input::Interrupt, decision: Decision) -> ResumeEntry {
+    let question = interrupt.tool_call_id.is_none();
     let (status, payload) = match decision {
         // "Always" is kept by this side's permission layer, which answers the remote agent's
         // later interrupts of the tool itself.
         Decision::Approve | Decision::ApproveAlways => {
             (ResumeStatus::Resolved, Some(json!({"approved": true})))
         }
+        Decision::Edit(answer) if question => (ResumeStatus::Resolved, Some(answer)),
         Decision::Edit(arguments) => (
             ResumeStatus::Resolved,
             Some(json!({"approved": true, "editedArgs": arguments})),
@@ -219,16 +250,18 @@ fn resume_entry(interrupt: &input::Interrupt, decision: Decision) -> ResumeEntry
     }
 }
 
-/// The decision of the step about the interrupt's call (approved when it ran unasked).
+/// The decision of the step about the interrupt's call: its tool call, or the call that asked
+/// its question.
 fn decided<'a>(
     decisions: &'a Decisions,
     remote: &'a Remote,
 ) -> impl Fn(&input::Interrupt) -> Decision + 'a {
-    |interrupt| match &interrupt.tool_call_id {
-        Some(id) => decisions
-            .get(&crate::id::ToolCallId::from(remote.run_id(id.as_str())))
-            .clone(),
-        None => Decision::Approve,
+    |interrupt| {
+        decisions
+            .get(&crate::id::ToolCallId::from(
+                remote.run_id(call_of(interrupt)),
+            ))
+            .clone()
     }
 }
 
@@ -470,6 +503,18 @@ mod tests {
             )
         );
         assert_eq!(entry(Decision::Cancel), (ResumeStatus::Cancelled, None));
+
+        // A question's form, filled in: its content is the answer.
+        let question = input::Interrupt {
+            tool_call_id: None,
+            ..interrupt.clone()
+        };
+        let answer = json!({"channel": "radio"});
+        let entry = resume_entry(&question, Decision::Edit(answer.clone()));
+        assert_eq!(
+            (entry.status, entry.payload),
+            (ResumeStatus::Resolved, Some(answer))
+        );
     }
 
     #[test]

@@ -10,7 +10,7 @@ use crate::{
     BoxError,
     message::Message,
     model::{BoxModelStream, ModelRequest},
-    permission::Decision,
+    permission::{Decision, Question},
 };
 
 /// `spec` as a client tool of an AG-UI run.
@@ -21,6 +21,45 @@ fn offered(spec: &crate::tool::ToolSpec) -> super::input::Tool {
         parameters: Some(spec.parameters.clone()),
         metadata: None,
     }
+}
+
+/// The conversation as the remote agent is told it: without the calls that asked its interrupts'
+/// questions and their answers (it knows them as interrupts, answered with `resume`).
+fn told(messages: &[Message]) -> Vec<super::input::Message> {
+    let asked: std::collections::HashSet<_> = messages
+        .iter()
+        .flat_map(|m| match m {
+            Message::Assistant { tool_calls, .. } => tool_calls.as_slice(),
+            _ => &[],
+        })
+        .filter(|call| call.name == Question::TOOL)
+        .map(|call| &call.id)
+        .collect();
+    messages
+        .iter()
+        .filter_map(|message| match message {
+            Message::Tool { tool_call_id, .. } if asked.contains(tool_call_id) => None,
+            Message::Assistant {
+                id,
+                content,
+                tool_calls,
+            } if tool_calls.iter().any(|call| asked.contains(&call.id)) => {
+                let tool_calls: Vec<_> = tool_calls
+                    .iter()
+                    .filter(|call| !asked.contains(&call.id))
+                    .cloned()
+                    .collect();
+                (!content.is_empty() || !tool_calls.is_empty()).then(|| {
+                    super::input::Message::from_domain(&Message::Assistant {
+                        id: id.clone(),
+                        content: content.clone(),
+                        tool_calls,
+                    })
+                })?
+            }
+            message => super::input::Message::from_domain(message),
+        })
+        .collect()
 }
 
 crate::bridge::side! {
@@ -51,10 +90,9 @@ impl Service<ModelRequest> for AguiModel {
             if !unanswered.is_empty() {
                 // No interrupted call ran: every one was refused; the run's tool messages say why.
                 let rejected = |interrupt: &super::input::Interrupt| {
+                    let call = remote.run_id(super::call_of(interrupt));
                     let feedback = req.messages.iter().find_map(|m| match m {
-                        Message::Tool { tool_call_id, .. }
-                            if Some(tool_call_id) == interrupt.tool_call_id.as_ref() =>
-                        {
+                        Message::Tool { tool_call_id, .. } if tool_call_id.as_str() == call => {
                             Some(m.text())
                         }
                         _ => None,
@@ -64,11 +102,7 @@ impl Service<ModelRequest> for AguiModel {
                 bridge.resume(&remote, thread, &unanswered, &rejected);
             } else if !(after_tools && remote.is_open() && !remote.awaits_client()) {
                 // A new turn, or the results of the client tools the remote agent called.
-                let messages = req
-                    .messages
-                    .iter()
-                    .filter_map(crate::agui::input::Message::from_domain)
-                    .collect();
+                let messages = told(&req.messages);
                 let tools = req.tools.iter().map(offered).collect();
                 bridge.start(&remote, thread, messages, tools, None);
             }

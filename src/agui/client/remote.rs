@@ -18,7 +18,9 @@ use super::super::{
 use crate::{
     bridge::{BridgeError, BridgeErrorKind, End, Turn, Update, Updates},
     context::SharedState,
+    id::MessageId,
     model::FinishReason,
+    permission::Question,
     tool::ToolOutput,
 };
 
@@ -40,6 +42,9 @@ struct State {
     reader: Option<CancellationToken>,
     /// The conversation as the remote agent last told it (`MESSAGES_SNAPSHOT`).
     snapshot: Option<Vec<input::Message>>,
+    /// The conversation as the bridge holds it: what the run was posted with, then what the
+    /// remote agent said, called and answered in it (for an agent that sends no snapshot).
+    held: Vec<input::Message>,
     /// The remote agent's shared state, as its snapshots and deltas make it.
     shared: Option<SharedState>,
     /// The client tools offered to the remote agent.
@@ -73,12 +78,20 @@ impl Remote {
         self.lock().updates.is_open()
     }
 
-    /// A new run offered `tools`, read by a reader that `stop` stops: the last one's reader is
-    /// stopped, what it left is forgotten (the interrupts it ended with are answered by this one).
-    pub(super) fn begin(&self, stop: CancellationToken, tools: Vec<input::Tool>) -> u64 {
+    /// A new run posted with `messages`, offered `tools`, read by a reader that `stop` stops: the
+    /// last one's reader is stopped, what it left is forgotten (the interrupts it ended with are
+    /// answered by this one).
+    pub(super) fn begin(
+        &self,
+        stop: CancellationToken,
+        messages: Vec<input::Message>,
+        tools: Vec<input::Tool>,
+    ) -> u64 {
         let mut state = self.lock();
         state.run += 1;
         state.offered = tools;
+        state.held = messages;
+        state.snapshot = None;
         if let Some(reader) = state.reader.replace(stop) {
             reader.cancel();
         }
@@ -91,13 +104,7 @@ impl Remote {
     pub(super) fn take_interrupts(&self, call: Option<&str>) -> Vec<Interrupt> {
         let mut state = self.lock();
         let call = call.map(|call| state.aliases.remote(call).to_owned());
-        let concerned = call.is_none_or(|call| {
-            state.interrupts.iter().any(|i| {
-                i.tool_call_id
-                    .as_ref()
-                    .is_some_and(|id| id.as_str() == call)
-            })
-        });
+        let concerned = call.is_none_or(|call| state.interrupts.iter().any(|i| call_of(i) == call));
         if concerned {
             std::mem::take(&mut state.interrupts)
         } else {
@@ -120,9 +127,24 @@ impl Remote {
             })
     }
 
-    /// The conversation as the remote agent last told it.
-    pub(super) fn snapshot(&self) -> Option<Vec<input::Message>> {
-        self.lock().snapshot.clone()
+    /// The conversation to resume with: as the remote agent last told it, else as the bridge
+    /// holds it.
+    pub(super) fn conversation(&self) -> Vec<input::Message> {
+        let state = self.lock();
+        state.snapshot.clone().unwrap_or_else(|| state.held.clone())
+    }
+
+    /// The questions among `interrupts` are answered: the calls that carry them have these
+    /// results.
+    pub(super) fn answered(&self, interrupts: &[(&Interrupt, ToolOutput)]) {
+        let mut state = self.lock();
+        for (interrupt, answer) in interrupts {
+            if interrupt.tool_call_id.is_none()
+                && let Some(call) = state.calls.get_mut(interrupt.id.as_str())
+            {
+                call.result = Some(answer.clone());
+            }
+        }
     }
 
     /// Whether `id` is a call the remote agent interrupted for.
@@ -177,12 +199,14 @@ impl Remote {
         let mut last = false;
         match event {
             Event::TextMessageContent(e) => {
+                state.said(Some(&e.message_id), &e.delta);
                 state
                     .updates
                     .push(Update::Text(Some(e.message_id), e.delta.into()));
             }
             Event::TextMessageChunk(e) => {
                 if let Some(delta) = e.delta {
+                    state.said(e.message_id.as_ref(), &delta);
                     state.updates.push(Update::Text(e.message_id, delta));
                 }
             }
@@ -216,6 +240,8 @@ impl Remote {
                     let arguments = serde_json::from_str(&call.arguments)
                         .unwrap_or_else(|_| Value::Object(Default::default()));
                     let name = call.name.clone();
+                    let text = call.arguments.clone();
+                    state.called(&id, &name, text);
                     state.updates.push(Update::ToolCall {
                         id,
                         name,
@@ -226,6 +252,12 @@ impl Remote {
             Event::ToolCallResult(e) => {
                 let call = state.calls.entry(e.tool_call_id.to_string()).or_default();
                 call.result = Some(ToolOutput::text(text(&e.content)));
+                state.held.push(input::Message::Tool {
+                    id: e.message_id,
+                    content: e.content,
+                    tool_call_id: e.tool_call_id,
+                    error: None,
+                });
             }
             Event::MessagesSnapshot(e) => state.snapshot = Some(e.messages),
             Event::StateSnapshot(e) => {
@@ -252,10 +284,14 @@ impl Remote {
                 let end = match e.outcome {
                     Some(RunFinishedOutcome::Interrupt { interrupts }) => {
                         for interrupt in &interrupts {
-                            if let Some(id) = &interrupt.tool_call_id {
-                                state.calls.entry(id.to_string()).or_default().interrupt =
-                                    Some(interrupt.clone());
+                            if interrupt.tool_call_id.is_none() {
+                                state.ask(interrupt);
                             }
+                            state
+                                .calls
+                                .entry(call_of(interrupt).to_owned())
+                                .or_default()
+                                .interrupt = Some(interrupt.clone());
                         }
                         state.interrupts = interrupts;
                         End::Finished(FinishReason::ToolCalls)
@@ -284,7 +320,84 @@ impl Remote {
     }
 }
 
+/// The id of the call an interrupt is about: its tool call, else the call that carries it as a
+/// question (under the interrupt's id).
+pub(super) fn call_of(interrupt: &Interrupt) -> &str {
+    interrupt
+        .tool_call_id
+        .as_ref()
+        .map_or(interrupt.id.as_str(), |id| id.as_str())
+}
+
 impl State {
+    /// An interrupt without a tool call, to the run as a call that carries its question (what
+    /// the person is asked; the payload's schema, when it has one).
+    fn ask(&mut self, interrupt: &Interrupt) {
+        let message = interrupt
+            .message
+            .clone()
+            .unwrap_or_else(|| format!("The agent waits for you ({}).", interrupt.reason));
+        let mut question = Question::new(message);
+        if let Some(schema) = &interrupt.response_schema {
+            question = question.schema(schema.clone());
+        }
+        self.calls.insert(
+            interrupt.id.clone(),
+            Call {
+                name: Question::TOOL.to_owned(),
+                ..Call::default()
+            },
+        );
+        self.updates.push(Update::ToolCall {
+            id: interrupt.id.clone(),
+            name: Question::TOOL.to_owned(),
+            arguments: question.arguments(),
+        });
+    }
+
+    /// A piece of the remote agent's text, into the conversation held.
+    fn said(&mut self, message: Option<&MessageId>, delta: &str) {
+        if let Some(input::Message::Assistant {
+            id,
+            content: Some(content),
+            ..
+        }) = self.held.last_mut()
+            && message.is_none_or(|message| message == id)
+        {
+            content.push_str(delta);
+            return;
+        }
+        self.held.push(input::Message::Assistant {
+            id: message.cloned().unwrap_or_else(MessageId::new),
+            content: Some(delta.to_owned()),
+            name: None,
+            tool_calls: None,
+        });
+    }
+
+    /// A call of the remote agent, into the conversation held (with the message before it).
+    fn called(&mut self, id: &str, name: &str, arguments: String) {
+        let call = input::ToolCall {
+            id: id.into(),
+            kind: "function".to_owned(),
+            function: input::FunctionCall {
+                name: name.to_owned(),
+                arguments,
+            },
+            encrypted_value: None,
+        };
+        if let Some(input::Message::Assistant { tool_calls, .. }) = self.held.last_mut() {
+            tool_calls.get_or_insert_with(Vec::new).push(call);
+            return;
+        }
+        self.held.push(input::Message::Assistant {
+            id: MessageId::new(),
+            content: None,
+            name: None,
+            tool_calls: Some(vec![call]),
+        });
+    }
+
     /// The remote agent's state, into the run's (its top-level keys).
     fn push_shared(&mut self) {
         if let Some(serde_json::Value::Object(keys)) = self.shared.as_ref().map(SharedState::get) {
@@ -359,7 +472,7 @@ mod tests {
     #[test]
     fn the_remote_state_reaches_the_run_through_snapshots_and_deltas() {
         let remote = Remote::default();
-        let run = remote.begin(CancellationToken::new(), Vec::new());
+        let run = remote.begin(CancellationToken::new(), Vec::new(), Vec::new());
         remote.apply(
             run,
             event(json!({"type": "STATE_SNAPSHOT", "snapshot": {"a": 1}})),
@@ -386,7 +499,7 @@ mod tests {
     #[test]
     fn an_interrupted_call_waits_and_a_call_without_result_fails_at_the_end() {
         let remote = Remote::default();
-        let run = remote.begin(CancellationToken::new(), Vec::new());
+        let run = remote.begin(CancellationToken::new(), Vec::new(), Vec::new());
         for e in [
             json!({"type": "TOOL_CALL_START", "toolCallId": "c1", "toolCallName": "remember"}),
             json!({"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": "{\"k\":1}"}),
@@ -414,10 +527,60 @@ mod tests {
     }
 
     #[test]
+    fn an_interrupt_without_a_call_is_a_question_and_the_conversation_is_held() {
+        let remote = Remote::default();
+        let asked = vec![input::Message::User {
+            id: MessageId::new(),
+            content: ToolContent::Text("spend $500".into()),
+            name: None,
+        }];
+        let run = remote.begin(CancellationToken::new(), asked, Vec::new());
+        for e in [
+            json!({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "That is "}),
+            json!({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "a lot."}),
+            json!({
+                "type": "RUN_FINISHED", "threadId": "t", "runId": "r",
+                "outcome": {"type": "interrupt", "interrupts": [{
+                    "id": "i1", "reason": "confirmation", "message": "Spend $500 on ads?",
+                    "responseSchema": {"type": "object", "properties": {"channel": {"type": "string"}}},
+                }]},
+            }),
+        ] {
+            remote.apply(run, event(e));
+        }
+        let updates: Vec<_> = std::iter::from_fn(|| remote.next()?.ok()).collect();
+        let question = updates.iter().find_map(|update| match update {
+            Update::ToolCall {
+                id,
+                name,
+                arguments,
+            } if id == "i1" => Question::of(name, arguments),
+            _ => None,
+        });
+        let question = question.expect("the interrupt is a question call");
+        assert_eq!(question.message, "Spend $500 on ads?");
+        assert!(question.schema.is_some());
+        assert!(remote.is_interrupted("i1") && remote.result("i1").is_none());
+        assert_eq!(
+            remote.take_interrupts(Some("i1")).len(),
+            1,
+            "the question's own"
+        );
+
+        // No snapshot came: the conversation is what was posted, then what the agent said.
+        let conversation = remote.conversation();
+        assert_eq!(conversation.len(), 2, "{conversation:?}");
+        assert!(matches!(
+            &conversation[1],
+            input::Message::Assistant { content: Some(text), .. } if text == "That is a lot."
+        ));
+    }
+
+    #[test]
     fn a_run_left_behind_changes_nothing() {
         let remote = Remote::default();
-        let old = remote.begin(CancellationToken::new(), Vec::new());
-        let new = remote.begin(CancellationToken::new(), Vec::new());
+        let old = remote.begin(CancellationToken::new(), Vec::new(), Vec::new());
+        let new = remote.begin(CancellationToken::new(), Vec::new(), Vec::new());
         let text = json!({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "late"});
         assert!(remote.apply(old, event(text.clone())), "its reader stops");
         remote.fail(
