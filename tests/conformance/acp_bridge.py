@@ -113,6 +113,14 @@ async def scenarios(conn, editor):
     assert editor.text(start).strip() == "Got Echo: from python.", editor.text(start)
     print("ok - an MCP tool of the session as the AG-UI agent's client tool")
 
+    # An AG-UI agent that calls under the same id in every turn: each call is its own.
+    for word in ["one", "two"]:
+        start = await prompt(sid, 'every_thing__echo {"message": "%s"} same id' % word)
+        done = [u for u in editor.since(start, "tool_call_update") if u.get("status") == "completed"]
+        assert len(done) == 1 and f"Echo: {word}" in done[0]["content"][0]["content"]["text"], editor.updates[start:]
+        assert editor.text(start).strip() == f"Got Echo: {word}.", editor.text(start)
+    print("ok - a call id the AG-UI agent used before is a new call")
+
     # Cancel while the AG-UI agent streams: the turn ends `cancelled`, the session goes on.
     start = len(editor.updates)
     turn = asyncio.create_task(conn.prompt(session_id=sid, prompt=[text_block("slowly")]))

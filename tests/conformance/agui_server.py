@@ -6,7 +6,8 @@
 - `delete <path>`: a `delete_file` tool call that waits for approval (the run ends with an
   interrupt); the resume answers it (`approved`, `feedback`): deleted, or not.
 - a message naming a client tool of the input: a call of it, left to the client
-  (`pendingToolCallIds`); after its result: "Got <the result>."
+  (`pendingToolCallIds`), under the id `call-1` each time when the message says "same id"; after
+  its result: "Got <the result>."
 - `spend <amount>`: an interrupt without a tool call, "Spend <amount> on ads?", whose answer may
   name the channel to spend it on (`responseSchema`); no `MESSAGES_SNAPSHOT`, so the resume finds
   the amount in the conversation it is posted with, or says it cannot;
@@ -134,8 +135,9 @@ def run(input: RunAgentInput):
 
     tool = next((t for t in input.tools if t.name in words), None)
     if tool:
-        call_id = f"call-{uuid.uuid4()}"
-        arguments = json.loads(words[words.index("{"):]) if "{" in words else {}
+        # "same id": the id of every such call, as an agent whose counter starts again does.
+        call_id = "call-1" if "same id" in words else f"call-{uuid.uuid4()}"
+        arguments = json.loads(words[words.index("{") : words.rindex("}") + 1]) if "{" in words else {}
         yield from call(call_id, tool.name, arguments)
         yield RunFinishedEvent(
             type=EventType.RUN_FINISHED, outcome={"type": "success", "pendingToolCallIds": [call_id]}, **ids

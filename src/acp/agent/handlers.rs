@@ -547,13 +547,23 @@ where
                 .oneshot(request)
                 .await
                 .map_err(Into::into);
-            let answer = shared.end_turn(&session, messages, &cancel, result);
+            let answer = shared.end_turn(&session, messages, result);
             // Kept before it is answered: an answered turn survives a restart.
             if let Err(error) = shared.persist(&session).await {
                 tracing::error!(%session, ?error, "the turn could not be kept in the store");
             }
             // Nothing of this turn reaches the client after its answer.
             notifier.close();
+            // The turn is over only now: a cancel that came before its answer (while it was kept,
+            // say) answers `cancelled`, whatever the model or a tool made of it.
+            if let Some(entry) = shared.sessions.lock().get_mut(&*session.0) {
+                entry.turn = None;
+            }
+            let answer = if cancel.is_cancelled() {
+                Ok(PromptResponse::new(acp::StopReason::Cancelled))
+            } else {
+                answer
+            };
             if let Err(error) = responder.respond_with_result(answer) {
                 tracing::debug!(%error, "the prompt's answer could not be sent");
             }
@@ -566,7 +576,6 @@ where
         &self,
         session: &SessionId,
         asked: Vec<Message>,
-        cancel: &CancellationToken,
         result: Result<RunOutcome, BoxError>,
     ) -> Result<PromptResponse, Error> {
         let mut sessions = self.sessions.lock();
@@ -576,7 +585,6 @@ where
                 if let Some(entry) = entry {
                     entry.messages = outcome.messages;
                     entry.state = outcome.state;
-                    entry.turn = None;
                     entry.updated_at = std::time::SystemTime::now();
                 }
                 Ok(AcpStopReason::from(outcome.stop))
@@ -584,7 +592,6 @@ where
             Err(error) => {
                 if let Some(entry) = entry {
                     entry.messages = asked;
-                    entry.turn = None;
                 }
                 match acp_answer(error.as_ref()) {
                     AcpAnswer::Stop(reason) => Ok(reason),
@@ -601,10 +608,6 @@ where
             }
         };
         drop(sessions);
-        // A cancelled turn answers `cancelled`, whatever the model or a tool made of it.
-        if cancel.is_cancelled() {
-            return Ok(PromptResponse::new(acp::StopReason::Cancelled));
-        }
         answer.map(|reason| PromptResponse::new(stop_reason(reason)))
     }
 }
