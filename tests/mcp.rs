@@ -245,3 +245,69 @@ async fn the_command_sends_a_header_read_from_the_environment() {
         "no secret in the logs: {stderr}"
     );
 }
+
+/// A spawned server that exits is started again: the call in flight fails saying so, calls
+/// meanwhile fail at once saying when it comes back, and then its tools work again (a new
+/// process). Against a server on the official TypeScript SDK (`tests/conformance/mcp-crashy.mjs`).
+#[cfg(feature = "cli")]
+#[tokio::test]
+async fn a_server_that_exits_is_started_again() {
+    let crashy = support::node_modules().await.join("../mcp-crashy.mjs");
+    let server = format!("crashy=node {}", crashy.display());
+    let mut agent = json_logs::JsonLogged::start(
+        &[
+            "--log-format",
+            "json",
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--store",
+            "memory",
+            "--mcp",
+            &server,
+        ],
+        &[],
+    );
+    let base = agent.base().await;
+    let result = async |words: &str| -> String {
+        let body = json!({
+            "threadId": format!("t-{}", uuid::Uuid::now_v7()),
+            "runId": format!("r-{}", uuid::Uuid::now_v7()),
+            "messages": [{"id": "m", "role": "user", "content": words}],
+        });
+        let events = reqwest::Client::new()
+            .post(format!("{base}/"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        events
+            .lines()
+            .filter_map(|line| line.strip_prefix("data: "))
+            .filter_map(|data| serde_json::from_str::<serde_json::Value>(data).ok())
+            .find(|event| event["type"] == "TOOL_CALL_RESULT")
+            .and_then(|event| event["content"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| panic!("no result: {events}"))
+    };
+    let first = result("crashy__pid {}").await;
+    assert!(first.starts_with("pid "), "{first}");
+
+    let exited = result("crashy__exit {}").await;
+    assert!(exited.contains("exited during the call"), "{exited}");
+    let down = result("crashy__pid {}").await;
+    assert!(
+        down.contains("not running") || down.contains("started again shortly"),
+        "{down}"
+    );
+
+    agent.message("MCP server `crashy` was started again").await;
+    let again = result("crashy__pid {}").await;
+    assert!(
+        again.starts_with("pid ") && again != first,
+        "{first} then {again}"
+    );
+    agent.kill().await;
+}

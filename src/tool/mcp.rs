@@ -28,19 +28,23 @@ use std::{
 
 use futures_util::future::BoxFuture;
 use rmcp::{
-    RoleClient, ServiceExt as _,
+    Peer, RoleClient, ServiceExt as _,
     model::{CallToolRequestParams, Tool},
-    service::RunningService,
     transport::{
         StreamableHttpClientTransport, TokioChildProcess,
         streamable_http_client::StreamableHttpClientTransportConfig,
     },
 };
 use serde_json::Value;
+use tokio::sync::watch;
+use tokio_util::sync::{CancellationToken, DropGuard};
 use tower_service::Service;
 
 use super::{ToolCall, ToolError, ToolErrorKind, ToolKind, ToolOutput, ToolRouter, ToolSpec};
-use crate::message::{ContentPart, MediaSource};
+use crate::{
+    child::{Link, Supervised},
+    message::{ContentPart, MediaSource},
+};
 
 /// The separator between a server's name and its tool's name.
 const SEPARATOR: &str = "__";
@@ -167,69 +171,88 @@ impl std::error::Error for McpError {
 
 /// A live connection to one MCP server; it closes when the connection and every tool routed
 /// from it are dropped.
+///
+/// The server is supervised: when it exits (a command that crashed, an HTTP session that ended),
+/// it is started (or reached) again after 1 s, doubling up to 60 s while that fails, and back to
+/// 1 s once it stayed up a minute. A call made meanwhile fails at once, saying when the next
+/// attempt is; a call in flight when it exits fails saying so. Its tools stay routed as they
+/// were listed first.
 #[derive(Clone)]
 pub struct McpConnection {
     name: Arc<str>,
-    client: Arc<RunningService<RoleClient, ()>>,
+    link: watch::Receiver<Link<Running>>,
+    _stop: Arc<DropGuard>,
+}
+
+/// One run of the server: its peer, and a token that fires when that run ended.
+#[derive(Clone)]
+struct Running {
+    peer: Peer<RoleClient>,
+    closed: CancellationToken,
+}
+
+impl Supervised for Running {
+    fn closed(&self) -> impl std::future::Future<Output = ()> + Send {
+        let closed = self.closed.clone();
+        async move { closed.cancelled().await }
+    }
 }
 
 impl fmt::Debug for McpConnection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("McpConnection")
             .field("name", &self.name)
+            .field("up", &self.peer().is_ok())
             .finish_non_exhaustive()
     }
 }
 
 impl McpConnection {
-    /// Starts (stdio) or reaches (HTTP) `server` and completes the MCP handshake.
+    /// Starts (stdio) or reaches (HTTP) `server` and completes the MCP handshake; from then on
+    /// the server is supervised (see [`McpConnection`]).
     ///
     /// # Errors
     ///
     /// [`McpError::Connect`] when the command cannot start, the URL does not answer, or the
     /// handshake fails.
     pub async fn connect(server: &McpServer) -> Result<Self, McpError> {
-        let failed = |source: crate::BoxError| McpError::Connect {
-            server: server.name().to_owned(),
-            source,
-        };
-        let client = match server {
-            McpServer::Stdio {
-                command,
-                args,
-                env,
-                inherit,
-                ..
-            } => {
-                let process = crate::child::command(command, args, inherit, env);
-                let (transport, stderr) = TokioChildProcess::builder(process)
-                    .stderr(std::process::Stdio::piped())
-                    .spawn()
-                    .map_err(|e| failed(e.into()))?;
-                if let Some(stderr) = stderr {
-                    crate::child::log_stderr(format!("mcp:{}", server.name()), stderr);
-                }
-                ().serve(transport).await.map_err(|e| failed(e.into()))?
-            }
-            McpServer::Http { url, headers, .. } => {
-                let mut custom = std::collections::HashMap::new();
-                for (name, value) in headers {
-                    let name =
-                        http::HeaderName::try_from(name.as_str()).map_err(|e| failed(e.into()))?;
-                    let value = http::HeaderValue::try_from(value.as_str())
-                        .map_err(|e| failed(e.into()))?;
-                    custom.insert(name, value);
-                }
-                let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
-                    .custom_headers(custom);
-                let transport = StreamableHttpClientTransport::from_config(config);
-                ().serve(transport).await.map_err(|e| failed(e.into()))?
+        let stop = CancellationToken::new();
+        let first = start(server, &stop).await?;
+        let (link, watched) = watch::channel(Link::Up(first.clone()));
+        let restart = {
+            let (server, stop) = (server.clone(), stop.clone());
+            move || {
+                let (server, stop) = (server.clone(), stop.clone());
+                async move { start(&server, &stop).await.map_err(|e| e.to_string()) }
             }
         };
+        tokio::spawn(crate::child::supervise(
+            format!("MCP server `{}`", server.name()),
+            first,
+            restart,
+            link,
+            stop.clone(),
+        ));
         Ok(Self {
             name: server.name().into(),
-            client: Arc::new(client),
+            link: watched,
+            _stop: Arc::new(stop.drop_guard()),
         })
+    }
+
+    /// The server's peer, or why it is not running.
+    fn peer(&self) -> Result<Peer<RoleClient>, String> {
+        let running = self
+            .link
+            .borrow()
+            .up(&format!("MCP server `{}`", self.name))?;
+        if running.closed.is_cancelled() {
+            return Err(format!(
+                "MCP server `{}` exited; it is started again shortly",
+                self.name
+            ));
+        }
+        Ok(running.peer)
     }
 
     /// Connects to every server of `servers` and routes all their tools in one router.
@@ -251,8 +274,11 @@ impl McpConnection {
     ///
     /// [`McpError::Request`] when listing them fails.
     pub async fn tools(&self) -> Result<ToolRouter, McpError> {
-        let tools = self
-            .client
+        let peer = self.peer().map_err(|why| McpError::Connect {
+            server: self.name.to_string(),
+            source: why.into(),
+        })?;
+        let tools = peer
             .list_all_tools()
             .await
             .map_err(|source| McpError::Request {
@@ -289,6 +315,62 @@ impl McpConnection {
     }
 }
 
+/// Starts (stdio) or reaches (HTTP) `server` and completes the handshake: one run of it, which
+/// `stop` ends (a command is then stopped).
+async fn start(server: &McpServer, stop: &CancellationToken) -> Result<Running, McpError> {
+    let failed = |source: crate::BoxError| McpError::Connect {
+        server: server.name().to_owned(),
+        source,
+    };
+    let client = match server {
+        McpServer::Stdio {
+            command,
+            args,
+            env,
+            inherit,
+            ..
+        } => {
+            let process = crate::child::command(command, args, inherit, env);
+            let (transport, stderr) = TokioChildProcess::builder(process)
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .map_err(|e| failed(e.into()))?;
+            if let Some(stderr) = stderr {
+                crate::child::log_stderr(format!("mcp:{}", server.name()), stderr);
+            }
+            ().serve(transport).await.map_err(|e| failed(e.into()))?
+        }
+        McpServer::Http { url, headers, .. } => {
+            let mut custom = std::collections::HashMap::new();
+            for (name, value) in headers {
+                let name =
+                    http::HeaderName::try_from(name.as_str()).map_err(|e| failed(e.into()))?;
+                let value =
+                    http::HeaderValue::try_from(value.as_str()).map_err(|e| failed(e.into()))?;
+                custom.insert(name, value);
+            }
+            let config =
+                StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
+            let transport = StreamableHttpClientTransport::from_config(config);
+            ().serve(transport).await.map_err(|e| failed(e.into()))?
+        }
+    };
+    let running = Running {
+        peer: client.peer().clone(),
+        closed: CancellationToken::new(),
+    };
+    let (closed, stop) = (running.closed.clone(), stop.clone());
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = client.waiting() => {}
+            // Dropping the service closes it.
+            () = stop.cancelled() => {}
+        }
+        closed.cancel();
+    });
+    Ok(running)
+}
+
 /// One tool of an MCP server, as a `Service<ToolCall>`.
 #[derive(Clone)]
 struct McpTool {
@@ -318,17 +400,26 @@ impl Service<ToolCall> for McpTool {
                     ));
                 }
             };
+            let peer = connection
+                .peer()
+                .map_err(|why| ToolError::new(ToolErrorKind::Failed, why))?;
             let request = CallToolRequestParams::new(name).with_arguments(arguments);
             let result = tokio::select! {
-                result = connection.client.call_tool(request) => result,
+                result = peer.call_tool(request) => result,
                 () = call.run.cancel.cancelled() => {
                     return Err(ToolError::new(ToolErrorKind::Cancelled, "the run was cancelled"));
                 }
             };
             let result = result.map_err(|e| {
+                let why = match e {
+                    rmcp::ServiceError::TransportClosed => {
+                        "it exited during the call; it is started again".to_owned()
+                    }
+                    e => e.to_string(),
+                };
                 ToolError::new(
                     ToolErrorKind::Failed,
-                    format!("MCP server `{}`: {e}", connection.name),
+                    format!("MCP server `{}`: {why}", connection.name),
                 )
             })?;
             let result = serde_json::to_value(&result)

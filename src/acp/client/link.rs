@@ -7,10 +7,7 @@
 //! [`Link`]: runs get `agent_unavailable` while it is down, and the sessions of the agent that
 //! exited end with `agent_exited`.
 
-use std::{
-    sync::Arc,
-    time::{Duration, Instant},
-};
+use std::{sync::Arc, time::Duration};
 
 use agent_client_protocol::{
     Agent, ByteStreams, Client,
@@ -33,41 +30,12 @@ use super::{AcpCommand, Routes};
 use crate::bridge::{BridgeError, BridgeErrorKind};
 
 /// The agent as the bridge sees it now.
-#[derive(Clone)]
-pub(super) enum Link {
-    /// Running, connected.
-    Up(Arc<Connection>),
-    /// Exited; started again at `retry_at`.
-    Down {
-        why: Arc<str>,
-        attempt: u32,
-        retry_at: Instant,
-    },
-}
+pub(super) type Link = crate::child::Link<Arc<Connection>>;
 
-impl Link {
-    /// The connection, or why there is none.
-    pub(super) fn connection(&self) -> Result<Arc<Connection>, BridgeError> {
-        match self {
-            Self::Up(connection) => Ok(connection.clone()),
-            Self::Down {
-                why,
-                attempt,
-                retry_at,
-            } => {
-                let left = retry_at.saturating_duration_since(Instant::now());
-                let left = Duration::from_secs(left.as_secs() + u64::from(left.subsec_nanos() > 0));
-                Err(BridgeError::new(
-                    BridgeErrorKind::AgentUnavailable,
-                    format!(
-                        "the ACP agent is not running ({why}); it is started again in {} \
-                         (attempt {attempt})",
-                        humantime::format_duration(left)
-                    ),
-                ))
-            }
-        }
-    }
+/// The connection of `link`, or why there is none.
+pub(super) fn connection(link: &Link) -> Result<Arc<Connection>, BridgeError> {
+    link.up("the ACP agent")
+        .map_err(|why| BridgeError::new(BridgeErrorKind::AgentUnavailable, why))
 }
 
 /// A running agent's connection and the sessions opened on it.
@@ -131,56 +99,37 @@ pub(super) fn is_gone(error: &agent_client_protocol::Error) -> bool {
 
 /// Back-off between starts: from [`RESTART_MIN`] doubling to [`RESTART_MAX`]; back to the
 /// start once the agent ran for [`RESTART_MAX`].
-const RESTART_MIN: Duration = Duration::from_secs(1);
-const RESTART_MAX: Duration = Duration::from_secs(60);
+impl crate::child::Supervised for Arc<Connection> {
+    fn closed(&self) -> impl std::future::Future<Output = ()> + Send {
+        let closed = self.closed.clone();
+        async move { closed.cancelled().await }
+    }
+}
 
 /// Watches the agent: when it exits, starts it again (with back-off) until `stop` fires,
 /// publishing each state on `link`.
 pub(super) async fn supervise(
     command: AcpCommand,
-    mut current: Arc<Connection>,
+    current: Arc<Connection>,
     link: watch::Sender<Link>,
     stop: CancellationToken,
 ) {
-    let mut wait = RESTART_MIN;
-    loop {
-        let up = Instant::now();
-        tokio::select! {
-            () = current.closed.cancelled() => {}
-            () = stop.cancelled() => return,
+    let restart = || {
+        let (command, stop) = (command.clone(), stop.clone());
+        async move {
+            start(&command, &stop)
+                .await
+                .map_err(|error| error.to_string())
         }
-        if up.elapsed() >= RESTART_MAX {
-            wait = RESTART_MIN;
-        }
-        let mut attempt = 1;
-        let mut why: Arc<str> = Arc::from("it exited");
-        current = loop {
-            tracing::warn!(
-                reason = %why,
-                "the ACP agent is down; starting it again in {}",
-                humantime::format_duration(wait)
-            );
-            link.send_replace(Link::Down {
-                why: why.clone(),
-                attempt,
-                retry_at: Instant::now() + wait,
-            });
-            tokio::select! {
-                () = tokio::time::sleep(wait) => {}
-                () = stop.cancelled() => return,
-            }
-            wait = (wait * 2).min(RESTART_MAX);
-            match start(&command, &stop).await {
-                Ok(connection) => break connection,
-                Err(error) => {
-                    why = Arc::from(error.to_string());
-                    attempt += 1;
-                }
-            }
-        };
-        tracing::info!(attempt, "the ACP agent was started again");
-        link.send_replace(Link::Up(current.clone()));
-    }
+    };
+    crate::child::supervise(
+        "the ACP agent".to_owned(),
+        current,
+        restart,
+        link,
+        stop.clone(),
+    )
+    .await;
 }
 
 /// Starts the agent of `command` and opens its connection: `initialize` (within the command's

@@ -291,9 +291,9 @@ impl AcpBridge {
     /// A step holds each tool call until the agent asks about it or starts running it, so that
     /// the answer is known when the call reaches the permission layer.
     pub fn asked(&self) -> impl Fn(&crate::tool::ToolCall) -> bool + Send + Sync + 'static {
-        let link = self.inner.link.clone();
+        let watched = self.inner.link.clone();
         move |call| {
-            let connection = link.borrow().connection();
+            let connection = link::connection(&watched.borrow());
             connection.is_ok_and(|connection| {
                 connection
                     .routes
@@ -320,7 +320,7 @@ impl AcpBridge {
     }
 
     fn connection(&self) -> Result<Arc<Connection>, BridgeError> {
-        let connection = self.inner.link.borrow().connection()?;
+        let connection = link::connection(&self.inner.link.borrow())?;
         if connection.closed.is_cancelled() {
             // Exited; its supervisor has not said so yet.
             return Err(BridgeError::new(
