@@ -658,3 +658,52 @@ async fn an_agent_that_never_answers_stops_the_server_at_its_start_timeout() {
         "{stderr}"
     );
 }
+
+#[tokio::test]
+async fn an_agent_that_does_not_end_its_cancelled_turn_is_waited_for_a_bounded_time() {
+    let server = sdk_agent(&["--store", "memory"], &[]).await;
+    let thread = format!("t-{}", uuid::Uuid::now_v7());
+    let run = format!("r-{}", uuid::Uuid::now_v7());
+    let http = reqwest::Client::new();
+    let response = http
+        .post(format!("{}/", server.base))
+        .json(&json!({
+            "threadId": thread, "runId": run,
+            "messages": [{"id": "m1", "role": "user", "content": "stubbornly"}],
+        }))
+        .send()
+        .await
+        .unwrap();
+    let mut body = response.bytes_stream();
+    let mut text = String::new();
+    while !text.contains("TEXT_MESSAGE_CONTENT") {
+        text.push_str(std::str::from_utf8(&body.next().await.unwrap().unwrap()).unwrap());
+    }
+    let stop = http
+        .post(format!("{}/runs/{run}/cancel", server.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stop.status(), 202);
+    // The run ends at once; the agent's turn is waited for 10 s, then given up, saying so.
+    while let Some(chunk) = body.next().await {
+        text.push_str(std::str::from_utf8(&chunk.unwrap()).unwrap());
+    }
+    assert!(text.contains("\"cancelled\""), "{text}");
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        server.logged("did not end its cancelled turn within 10s"),
+    )
+    .await
+    .expect("the turn given up within its bound");
+    // The thread goes on.
+    let input = json!({
+        "threadId": thread,
+        "runId": format!("r-{}", uuid::Uuid::now_v7()),
+        "messages": [
+            {"id": "m1", "role": "user", "content": "stubbornly"},
+            {"id": "m2", "role": "user", "content": "hello"},
+        ],
+    });
+    assert_eq!(said(&post(&server.base, input).await), "Echo: hello");
+}

@@ -4,7 +4,8 @@
 // says so) or does not. To a prompt with `slowly` it writes 200 words, one every 50 ms, until its
 // turn is cancelled; each `session/cancel` is written, as `cancelled <sessionId>`, to the named
 // pipe `CANCEL_FIFO` when set. To `env` it says the names of its environment variables, to `pid`
-// its process id; to `exit` it says a word and exits mid-turn. Asked after a restart to make an
+// its process id; to `exit` it says a word and exits mid-turn; to `stubbornly` it says a word and
+// never ends the turn, even cancelled. Asked after a restart to make an
 // approved `Edit <file>` call again, it does (or, with `REPLAY_OTHER` set, edits `other.txt`
 // instead). It does not start while the file `START_GATE` names exists, and with `AUTH_METHOD`
 // set it requires that authentication. Anything else is echoed. For
@@ -40,6 +41,11 @@ await serveAgent("sdk-agent", async ({ params, client }) => {
   }
   const again = /make this call again now: Edit (\S+)/.exec(words)?.[1];
   const file = again ? (process.env.REPLAY_OTHER ? "other.txt" : again) : /^edit (\S+)$/.exec(words)?.[1];
+  if (words === "stubbornly") {
+    // Never ends this turn, cancelled or not.
+    await say("Hmm.");
+    return new Promise(() => {});
+  }
   if (words.split(/\s+/).includes("slowly")) {
     const stop = new Promise((resolve) => cancelled.set(sessionId, resolve));
     for (let n = 0; n < 200; n++) {

@@ -394,6 +394,12 @@ impl AcpBridge {
         let answer = session.connection.send_request(request).block_task();
         let session = session.clone();
         tokio::spawn(async move {
+            // Once cancelled, the agent has a while to end the turn (ACP has it answer
+            // `cancelled`); then the turn is over for the bridge all the same.
+            let cancelled = async {
+                session.cancelled.notified().await;
+                tokio::time::sleep(TURN_END_TIMEOUT).await;
+            };
             let end = tokio::select! {
                 answer = answer => match answer {
                     Ok(answer) => End::Finished(finish(answer.stop_reason)),
@@ -411,13 +417,24 @@ impl AcpBridge {
                     BridgeErrorKind::AgentExited,
                     "the ACP agent exited",
                 )),
+                () = cancelled => {
+                    tracing::warn!(
+                        session = %session.id,
+                        "the ACP agent did not end its cancelled turn within {}",
+                        humantime::format_duration(TURN_END_TIMEOUT)
+                    );
+                    End::Failed(BridgeError::new(
+                        BridgeErrorKind::AgentError,
+                        "the ACP agent did not end its cancelled turn",
+                    ))
+                }
             };
             session.end_turn(turn, end);
         });
     }
 }
 
-/// How long a new prompt waits for the agent to end the turn it cancelled.
+/// How long the agent has to end a turn once it is cancelled.
 const TURN_END_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The finish reason of a turn the agent ended with `reason`.

@@ -57,6 +57,8 @@ pub(super) struct Session {
     pub(super) closed: tokio_util::sync::CancellationToken,
     state: Mutex<State>,
     pub(super) changed: Notify,
+    /// Notified when the turn is cancelled (`session/cancel` sent).
+    pub(super) cancelled: Notify,
     /// The user messages the agent was given (it keeps its own history).
     pub(super) sent: Sent,
 }
@@ -116,6 +118,7 @@ impl Session {
             closed,
             state: Mutex::new(State::default()),
             changed: Notify::new(),
+            cancelled: Notify::new(),
             sent: Sent::default(),
         })
     }
@@ -393,6 +396,7 @@ impl Turn for Session {
         {
             tracing::debug!(%error, "session/cancel could not be sent");
         }
+        self.cancelled.notify_waiters();
     }
 }
 
