@@ -75,6 +75,9 @@ struct Inner {
 ///   [`Decision::Edit`] with that content; accepted, [`Decision::Approve`]; declined,
 ///   [`Decision::Reject`]; cancelled, [`Decision::Cancel`]. A client without forms is asked a
 ///   permission with the question as its title and the options yes and no.
+/// - A request the turn no longer waits for (the turn was cancelled) stays open 2 s for the
+///   client's answer (after `session/cancel` an ACP client answers `cancelled` itself), and only
+///   then is withdrawn with `$/cancel_request`.
 /// - The session is the request's thread id: the ACP agent runs each session's turns on the
 ///   thread of the session's id.
 ///

@@ -21,6 +21,7 @@
 //! 1. `tool_call`: title (the tool, and the file it works on), `kind` (from the tool's spec or
 //!    its name), `rawInput`, `locations` when an argument names a path; status `pending`. A call of
 //!    a plan tool (`plan`, `todo_write`…, see below) is also sent as a `plan` with every entry.
+//!    It is out before anything the call asks of the editor (its permission request).
 //! 2. `tool_call_update` `in_progress` when the call really runs: at once, or when a
 //!    [`PermissionLayer`](crate::permission::PermissionLayer) inside lets it run.
 //! 3. `tool_call_update` `completed` with the UI's copy of the result as `content` and
