@@ -22,23 +22,7 @@ fn config(name: &str, text: &str) -> String {
 
 /// The events of a run of one user message.
 async fn run(base: &str, thread: &str, text: &str) -> Vec<Value> {
-    let body = json!({
-        "threadId": thread, "runId": format!("{thread}-run"),
-        "messages": [{"id": "m", "role": "user", "content": text}],
-    });
-    let sse = reqwest::Client::new()
-        .post(format!("{base}/"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    sse.split("\n\n")
-        .filter_map(|frame| frame.lines().find_map(|l| l.strip_prefix("data: ")))
-        .map(|data| serde_json::from_str(data).unwrap())
-        .collect()
+    support::user_run(base, thread, text).await
 }
 
 fn outcome(events: &[Value]) -> &Value {

@@ -414,6 +414,43 @@ async fn an_agent_on_the_official_sdk_asks_through_an_interrupt() {
     assert_eq!(got["content"], "wrote todo.txt");
 }
 
+/// Posts a run of `words` on `thread`, reads its events until its first text, then stops it
+/// (`POST /runs/{id}/cancel`, answered 202): the rest of its body, and what was read of it.
+async fn stopped_mid_turn(
+    base: &str,
+    thread: &str,
+    words: &str,
+) -> (
+    impl futures_util::Stream<Item = reqwest::Result<impl AsRef<[u8]>>> + Unpin,
+    String,
+) {
+    let run = format!("r-{}", uuid::Uuid::now_v7());
+    let http = reqwest::Client::new();
+    let response = http
+        .post(format!("{base}/"))
+        .json(&json!({
+            "threadId": thread, "runId": run,
+            "messages": [{"id": "m1", "role": "user", "content": words}],
+            "protocolVersion": "1.0",
+        }))
+        .send()
+        .await
+        .unwrap();
+    let mut body = response.bytes_stream();
+    let mut text = String::new();
+    while !text.contains("TEXT_MESSAGE_CONTENT") {
+        let chunk = body.next().await.unwrap().unwrap();
+        text.push_str(std::str::from_utf8(chunk.as_ref()).unwrap());
+    }
+    let stop = http
+        .post(format!("{base}/runs/{run}/cancel"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stop.status(), 202);
+    (body, text)
+}
+
 #[tokio::test]
 async fn stop_reaches_the_bridged_agent_at_once() {
     // The agent (on the official SDK) writes each `session/cancel` it gets to a named pipe.
@@ -434,29 +471,8 @@ async fn stop_reaches_the_bridged_agent_at_once() {
     )
     .await;
 
-    let run = format!("r-{}", uuid::Uuid::now_v7());
-    let http = reqwest::Client::new();
-    let response = http
-        .post(format!("{}/", server.base))
-        .json(&json!({
-            "threadId": format!("t-{}", uuid::Uuid::now_v7()), "runId": run,
-            "messages": [{"id": "m1", "role": "user", "content": "tell me slowly"}],
-            "protocolVersion": "1.0",
-        }))
-        .send()
-        .await
-        .unwrap();
-    let mut body = response.bytes_stream();
-    let mut text = String::new();
-    while !text.contains("TEXT_MESSAGE_CONTENT") {
-        text.push_str(std::str::from_utf8(&body.next().await.unwrap().unwrap()).unwrap());
-    }
-    let stop = http
-        .post(format!("{}/runs/{run}/cancel", server.base))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(stop.status(), 202);
+    let thread = format!("t-{}", uuid::Uuid::now_v7());
+    let (mut body, mut text) = stopped_mid_turn(&server.base, &thread, "tell me slowly").await;
 
     // The agent hears of it within a bound, not at the thread's next prompt.
     let mut heard = String::new();
@@ -475,7 +491,7 @@ async fn stop_reaches_the_bridged_agent_at_once() {
     .expect("the agent got session/cancel within 5 s");
     assert!(heard.starts_with("cancelled "), "{heard}");
     while let Some(chunk) = body.next().await {
-        text.push_str(std::str::from_utf8(&chunk.unwrap()).unwrap());
+        text.push_str(std::str::from_utf8(chunk.unwrap().as_ref()).unwrap());
     }
     let last = text
         .lines()
@@ -663,31 +679,10 @@ async fn an_agent_that_never_answers_stops_the_server_at_its_start_timeout() {
 async fn an_agent_that_does_not_end_its_cancelled_turn_is_waited_for_a_bounded_time() {
     let server = sdk_agent(&["--store", "memory"], &[]).await;
     let thread = format!("t-{}", uuid::Uuid::now_v7());
-    let run = format!("r-{}", uuid::Uuid::now_v7());
-    let http = reqwest::Client::new();
-    let response = http
-        .post(format!("{}/", server.base))
-        .json(&json!({
-            "threadId": thread, "runId": run,
-            "messages": [{"id": "m1", "role": "user", "content": "stubbornly"}],
-        }))
-        .send()
-        .await
-        .unwrap();
-    let mut body = response.bytes_stream();
-    let mut text = String::new();
-    while !text.contains("TEXT_MESSAGE_CONTENT") {
-        text.push_str(std::str::from_utf8(&body.next().await.unwrap().unwrap()).unwrap());
-    }
-    let stop = http
-        .post(format!("{}/runs/{run}/cancel", server.base))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(stop.status(), 202);
+    let (mut body, mut text) = stopped_mid_turn(&server.base, &thread, "stubbornly").await;
     // The run ends at once; the agent's turn is waited for 10 s, then given up, saying so.
     while let Some(chunk) = body.next().await {
-        text.push_str(std::str::from_utf8(&chunk.unwrap()).unwrap());
+        text.push_str(std::str::from_utf8(chunk.unwrap().as_ref()).unwrap());
     }
     assert!(text.contains("\"cancelled\""), "{text}");
     tokio::time::timeout(

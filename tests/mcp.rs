@@ -18,6 +18,18 @@ use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tower::ServiceExt;
 
+/// The result of the tool call a run of `words` (a tool's name and arguments, which the scripted
+/// model calls) made, on the server at `base`.
+async fn tool_result(base: &str, words: &str) -> String {
+    let thread = format!("t-{}", uuid::Uuid::now_v7());
+    let events = support::user_run(base, &thread, words).await;
+    events
+        .iter()
+        .find(|event| event["type"] == "TOOL_CALL_RESULT")
+        .and_then(|event| event["content"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| panic!("no result: {events:?}"))
+}
+
 /// The reference server's entry point.
 async fn everything() -> String {
     support::node_modules()
@@ -167,21 +179,8 @@ async fn the_command_sets_a_spawned_servers_environment() {
         &[],
     );
     let base = agent.base().await;
-    let body = json!({
-        "threadId": "t", "runId": "r",
-        "messages": [{"id": "m", "role": "user", "content": "ev__get-env {}"}],
-    });
-    let events = reqwest::Client::new()
-        .post(format!("{base}/"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert!(events.contains("TOOL_CALL_RESULT"), "{events}");
-    assert!(events.contains("set-by-the-flag"), "{events}");
+    let result = tool_result(&base, "ev__get-env {}").await;
+    assert!(result.contains("set-by-the-flag"), "{result}");
     agent.kill().await;
 }
 
@@ -269,42 +268,19 @@ async fn a_server_that_exits_is_started_again() {
         &[],
     );
     let base = agent.base().await;
-    let result = async |words: &str| -> String {
-        let body = json!({
-            "threadId": format!("t-{}", uuid::Uuid::now_v7()),
-            "runId": format!("r-{}", uuid::Uuid::now_v7()),
-            "messages": [{"id": "m", "role": "user", "content": words}],
-        });
-        let events = reqwest::Client::new()
-            .post(format!("{base}/"))
-            .json(&body)
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        events
-            .lines()
-            .filter_map(|line| line.strip_prefix("data: "))
-            .filter_map(|data| serde_json::from_str::<serde_json::Value>(data).ok())
-            .find(|event| event["type"] == "TOOL_CALL_RESULT")
-            .and_then(|event| event["content"].as_str().map(str::to_owned))
-            .unwrap_or_else(|| panic!("no result: {events}"))
-    };
-    let first = result("crashy__pid {}").await;
+    let first = tool_result(&base, "crashy__pid {}").await;
     assert!(first.starts_with("pid "), "{first}");
 
-    let exited = result("crashy__exit {}").await;
+    let exited = tool_result(&base, "crashy__exit {}").await;
     assert!(exited.contains("exited during the call"), "{exited}");
-    let down = result("crashy__pid {}").await;
+    let down = tool_result(&base, "crashy__pid {}").await;
     assert!(
         down.contains("not running") || down.contains("started again shortly"),
         "{down}"
     );
 
     agent.message("MCP server `crashy` was started again").await;
-    let again = result("crashy__pid {}").await;
+    let again = tool_result(&base, "crashy__pid {}").await;
     assert!(
         again.starts_with("pid ") && again != first,
         "{first} then {again}"

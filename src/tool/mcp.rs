@@ -330,7 +330,9 @@ async fn start(server: &McpServer, stop: &CancellationToken) -> Result<Running, 
             inherit,
             ..
         } => {
-            let process = crate::child::command(command, args, inherit, env);
+            let mut process = crate::child::command(command, args, inherit, env);
+            // Gone with this process, even when no runtime is left to run rmcp's cleanup.
+            process.kill_on_drop(true);
             let (transport, stderr) = TokioChildProcess::builder(process)
                 .stderr(std::process::Stdio::piped())
                 .spawn()

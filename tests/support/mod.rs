@@ -16,6 +16,7 @@ async fn install_client(dir: &Path) {
                 &[
                     "@ag-ui/client",
                     "@agentclientprotocol/sdk",
+                    "@modelcontextprotocol/sdk",
                     "@modelcontextprotocol/server-everything",
                     "playwright-core",
                 ],
@@ -179,4 +180,26 @@ pub async fn python(script: &str, args: &[&str]) -> String {
     );
     assert!(out.status.success(), "python {script} failed:\n{text}");
     text
+}
+
+/// The events of a run of one user message `text` on `thread` (a run id of its own), posted to
+/// the AG-UI server at `base` and read to the end.
+pub async fn user_run(base: &str, thread: &str, text: &str) -> Vec<serde_json::Value> {
+    let body = serde_json::json!({
+        "threadId": thread, "runId": format!("{thread}-run-{}", uuid::Uuid::now_v7()),
+        "messages": [{"id": "m", "role": "user", "content": text}],
+    });
+    let sse = reqwest::Client::new()
+        .post(format!("{base}/"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    sse.split("\n\n")
+        .filter_map(|frame| frame.lines().find_map(|l| l.strip_prefix("data: ")))
+        .map(|data| serde_json::from_str(data).unwrap())
+        .collect()
 }
