@@ -69,15 +69,8 @@ async fn json_logs_say_each_request_run_and_refusal() {
 /// another principal's thread is logged doing so.
 #[tokio::test]
 async fn json_logs_name_the_principal_and_an_operators_reads() {
-    let mut logs = JsonLogged::start(
+    let mut logs = JsonLogged::serve(
         &[
-            "--log-format",
-            "json",
-            "serve",
-            "--addr",
-            "127.0.0.1:0",
-            "--store",
-            "memory",
             "--auth-token-env",
             "TOKENS",
             "--operator-token-env",
@@ -137,20 +130,7 @@ async fn json_logs_name_the_principal_and_an_operators_reads() {
 
 #[tokio::test]
 async fn a_base_url_the_scripted_model_ignores_is_said_at_start() {
-    let mut logs = JsonLogged::start(
-        &[
-            "--log-format",
-            "json",
-            "serve",
-            "--addr",
-            "127.0.0.1:0",
-            "--store",
-            "memory",
-            "--base-url",
-            "http://127.0.0.1:9/v1",
-        ],
-        &[],
-    );
+    let mut logs = JsonLogged::serve(&["--base-url", "http://127.0.0.1:9/v1"], &[]);
     let warned = logs
         .message(
             "--base-url (or AGENT_TOWER_BASE_URL) is ignored: the model is scripted; name one \

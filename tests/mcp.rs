@@ -162,15 +162,8 @@ async fn a_server_that_cannot_start_is_a_clear_error() {
 #[tokio::test]
 async fn the_command_sets_a_spawned_servers_environment() {
     let server = format!("ev=node {} stdio", everything().await);
-    let mut agent = json_logs::JsonLogged::start(
+    let mut agent = json_logs::JsonLogged::serve(
         &[
-            "--log-format",
-            "json",
-            "serve",
-            "--addr",
-            "127.0.0.1:0",
-            "--store",
-            "memory",
             "--mcp",
             &server,
             "--mcp-env",
@@ -253,20 +246,7 @@ async fn the_command_sends_a_header_read_from_the_environment() {
 async fn a_server_that_exits_is_started_again() {
     let crashy = support::node_modules().await.join("../mcp-crashy.mjs");
     let server = format!("crashy=node {}", crashy.display());
-    let mut agent = json_logs::JsonLogged::start(
-        &[
-            "--log-format",
-            "json",
-            "serve",
-            "--addr",
-            "127.0.0.1:0",
-            "--store",
-            "memory",
-            "--mcp",
-            &server,
-        ],
-        &[],
-    );
+    let mut agent = json_logs::JsonLogged::serve(&["--mcp", &server], &[]);
     let base = agent.base().await;
     let first = tool_result(&base, "crashy__pid {}").await;
     assert!(first.starts_with("pid "), "{first}");

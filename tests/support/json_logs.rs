@@ -25,6 +25,22 @@ impl JsonLogged {
         Self::start_in(&std::env::current_dir().unwrap(), args, env)
     }
 
+    /// `agent-tower serve` on a free loopback port with the memory store, `args` after those,
+    /// and `env`.
+    pub fn serve(args: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut all = vec![
+            "--log-format",
+            "json",
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--store",
+            "memory",
+        ];
+        all.extend_from_slice(args);
+        Self::start(&all, env)
+    }
+
     /// [`start`](Self::start) in the working directory `dir`.
     pub fn start_in(dir: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> Self {
         let mut command = tokio::process::Command::new(AGENT);
