@@ -189,3 +189,92 @@ async fn an_approval_answered_before_a_kill_is_carried_out_after_it() {
 }
 
 stores::postgresql_answers_test!();
+
+/// The SQLite file of `store` (`sqlite://path`).
+fn file_of(store: &str) -> std::path::PathBuf {
+    store.trim_start_matches("sqlite://").into()
+}
+
+#[tokio::test]
+async fn a_clean_stop_leaves_every_run_in_the_file_and_a_backup_restores_them_while_serving() {
+    let store = stores::sqlite("backup");
+    let server = start(&store).await;
+    let mut runs = Vec::new();
+    for n in 0..3 {
+        let run = format!("r{n}");
+        let body = json!({
+            "threadId": thread(), "runId": run,
+            "messages": [{"id": "u1", "role": "user", "content": format!("hello {n}")}],
+        });
+        let events = server.post(&body).await.text().await.unwrap();
+        assert!(events.contains("RUN_FINISHED"), "{events}");
+        runs.push(run);
+    }
+    // A run streams while the copy is taken: the copy has the finished runs, whole.
+    let streaming = json!({
+        "threadId": thread(), "runId": "streaming",
+        "messages": [{"id": "u1", "role": "user", "content": "tell me slowly"}],
+    });
+    let streaming = server.post(&streaming).await;
+    assert_eq!(streaming.status(), 200);
+    let copy = file_of(&stores::sqlite("backup-copy"));
+    let backup = std::process::Command::new(env!("CARGO_BIN_EXE_agent-tower"))
+        .args(["backup", "--store", &store])
+        .arg(&copy)
+        .output()
+        .unwrap();
+    assert!(
+        backup.status.success(),
+        "{}",
+        String::from_utf8_lossy(&backup.stderr)
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&copy).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "the copy holds conversations");
+    }
+    let again = std::process::Command::new(env!("CARGO_BIN_EXE_agent-tower"))
+        .args(["backup", "--store", &store])
+        .arg(&copy)
+        .output()
+        .unwrap();
+    assert!(
+        !again.status.success(),
+        "an existing file is not overwritten"
+    );
+
+    let restored = start(&format!("sqlite://{}", copy.display())).await;
+    for run in &runs {
+        let path = format!("/runs/{run}/events?after=0");
+        let live = server.get(&path).await.text().await.unwrap();
+        let copied = restored.get(&path).await.text().await.unwrap();
+        assert!(live.contains("RUN_FINISHED"), "{live}");
+        assert_eq!(frames(&copied), frames(&live), "{run}: the same events");
+    }
+    restored.kill().await;
+    drop(streaming);
+
+    // A clean stop folds the log into the file: the file alone is the store.
+    let mut server = server;
+    server.signal("TERM");
+    let status = server
+        .exit_within(std::time::Duration::from_secs(30))
+        .await
+        .expect("it exits");
+    assert!(status.success(), "{status}");
+    let file = file_of(&store);
+    let wal = std::fs::metadata(format!("{}-wal", file.display())).map_or(0, |m| m.len());
+    assert_eq!(wal, 0, "nothing left in the write-ahead log");
+    let alone = file_of(&stores::sqlite("backup-alone"));
+    std::fs::copy(&file, &alone).unwrap();
+    let alone = start(&format!("sqlite://{}", alone.display())).await;
+    for run in &runs {
+        let events = alone.get(&format!("/runs/{run}/events?after=0")).await;
+        assert!(
+            events.text().await.unwrap().contains("RUN_FINISHED"),
+            "{run}"
+        );
+    }
+    alone.kill().await;
+}

@@ -773,3 +773,33 @@ async fn many_runs_writing_at_once_are_all_logged() {
 }
 
 stores::postgresql_answers_test!();
+
+#[tokio::test]
+async fn a_store_written_by_a_later_release_is_refused_by_name() {
+    use sqlx::Connection;
+    sqlx::any::install_default_drivers();
+    for (name, url) in stores::store_urls("newer-schema").await {
+        drop(RunStore::open(&url).await.unwrap());
+        // What a later release's migration leaves behind.
+        let checksum = if name == "sqlite" {
+            "X'00'"
+        } else {
+            "'\\x00'::bytea"
+        };
+        let mut conn = sqlx::AnyConnection::connect(&url).await.unwrap();
+        sqlx::query(&format!(
+            "INSERT INTO _sqlx_migrations (version, description, success, checksum, \
+             execution_time) VALUES (99991231000001, 'a later release', TRUE, {checksum}, 0)"
+        ))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+        conn.close().await.unwrap();
+
+        let refused = RunStore::open(&url).await.unwrap_err().to_string();
+        assert!(
+            refused.contains("schema (version 99991231000001) is newer than this binary knows"),
+            "{name}: {refused}"
+        );
+    }
+}

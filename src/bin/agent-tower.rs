@@ -112,6 +112,24 @@ enum Command {
     /// (`write_document` and `remember` of the demo tools). Prompts with the word `slowly` stream for ten
     /// seconds (to try cancelling); `/mode auto|ask|read-only` switches mode.
     Acp(Box<Acp>),
+    /// Copy a SQLite store to a new file while servers go on using it (a consistent snapshot of
+    /// every committed run). Restore by stopping the servers and putting the copy in the store's
+    /// place, without its old `-wal` and `-shm` files. A PostgreSQL store is backed up with
+    /// `pg_dump`.
+    Backup(Backup),
+}
+
+#[derive(Debug, clap::Args)]
+struct Backup {
+    /// The store to copy: `sqlite://path`.
+    #[arg(
+        long,
+        default_value = "sqlite://agent-tower.db",
+        env = "AGENT_TOWER_STORE"
+    )]
+    store: String,
+    /// The new file (it must not exist).
+    to: std::path::PathBuf,
 }
 
 #[derive(Debug, clap::Args)]
@@ -979,6 +997,16 @@ async fn run() -> Result<(), BoxError> {
     let ran = match cli.command {
         Command::Serve(serve) => run_server(*serve).await,
         Command::Acp(acp) => run_acp(*acp).await,
+        Command::Backup(backup) => {
+            let bytes = agent_tower::store::backup(&backup.store, &backup.to).await?;
+            tracing::info!(
+                store = %store_name(&backup.store),
+                to = %backup.to.display(),
+                bytes,
+                "the store was copied"
+            );
+            Ok(())
+        }
     };
     if let Some(provider) = provider {
         // The spans still batched go out before the process ends.
@@ -1234,12 +1262,14 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         ),
         _ => None,
     };
+    let mut kept = None;
     if matches!(args.store.as_str(), "none" | "memory") {
         tracing::info!("runs are kept in memory (bounded, until the process exits)");
     } else {
         let store = agent_tower::store::RunStore::open(&args.store).await?;
         tracing::info!(store = %store_name(&args.store), "runs are kept in the store");
         store.on_commit(metrics.store_commits());
+        kept = Some(store.clone());
         engine = engine.log(store);
     }
     let mut server = AguiServer::with_runs(engine)
@@ -1324,6 +1354,13 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
                 drain_timeout = %humantime::format_duration(drain),
                 "responses still open after the drain timeout: exiting"
             );
+        }
+    }
+    if let Some(store) = kept {
+        // The file alone then holds every run: a copy of it is a backup.
+        match store.checkpoint().await {
+            Ok(()) => tracing::debug!("the store's log was folded into its file"),
+            Err(error) => tracing::warn!(%error, "the store's log stays beside its file"),
         }
     }
     Ok(())

@@ -53,8 +53,10 @@
 
 mod chunk;
 mod conn;
+mod file;
 mod listen;
 mod rows;
+mod schema;
 mod sql;
 mod threads;
 mod writer;
@@ -66,6 +68,7 @@ use std::{
 };
 
 pub use self::{
+    file::backup,
     sql::RunStore,
     threads::{Deleted, InvalidCursor, ThreadCursor, ThreadPage, ThreadQuery, ThreadSummary},
 };
@@ -119,6 +122,22 @@ pub enum StoreError {
         /// Why.
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// The SQLite file could not be checkpointed, or copied.
+    File {
+        /// What was done: `checkpoint`, `back up`.
+        action: &'static str,
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The store's schema is newer than this binary knows: a later release wrote it.
+    NewerSchema {
+        /// The store's schema version (its last migration's).
+        found: i64,
+        /// The latest version this binary knows.
+        known: i64,
+    },
     /// The PostgreSQL server did not answer, or refused the connection.
     Unreachable {
         /// Where it was looked for: host, port and database, without credentials.
@@ -145,6 +164,17 @@ impl fmt::Display for StoreError {
             Self::Unreachable { server, source } => {
                 write!(f, "cannot reach the PostgreSQL server {server}: {source}")
             }
+            Self::File {
+                action,
+                path,
+                source,
+            } => write!(f, "could not {action} {}: {source}", path.display()),
+            Self::NewerSchema { found, known } => write!(
+                f,
+                "the run store's schema (version {found}) is newer than this binary knows \
+                 ({known}): a later release wrote it; run that release (or a newer one), or \
+                 restore a backup taken before the upgrade"
+            ),
         }
     }
 }
@@ -153,8 +183,10 @@ impl std::error::Error for StoreError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Self::Database(e) => Some(e),
-            Self::UnsupportedUrl(_) => None,
-            Self::Open { source, .. } | Self::Unreachable { source, .. } => Some(&**source),
+            Self::UnsupportedUrl(_) | Self::NewerSchema { .. } => None,
+            Self::Open { source, .. }
+            | Self::Unreachable { source, .. }
+            | Self::File { source, .. } => Some(&**source),
         }
     }
 }

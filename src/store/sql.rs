@@ -29,13 +29,13 @@ use crate::{
     },
 };
 
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
-
 pub(super) struct Inner {
     /// Reads (followers, listings); writes go to the writer.
     reader: AnyPool,
     jobs: mpsc::Sender<writer::Job>,
     pub(super) backend: Backend,
+    /// The SQLite file (none on PostgreSQL).
+    pub(super) file: Option<std::path::PathBuf>,
     owner: String,
     observers: Arc<Observers>,
 }
@@ -55,7 +55,7 @@ impl fmt::Debug for RunStore {
 }
 
 /// A `sqlite:` URL gets `mode=rwc` (create if missing).
-fn normalize(url: &str) -> Result<(String, Backend), StoreError> {
+pub(super) fn normalize(url: &str) -> Result<(String, Backend), StoreError> {
     if url.starts_with("sqlite:") {
         let url = if url.contains('?') {
             url.to_owned()
@@ -72,7 +72,7 @@ fn normalize(url: &str) -> Result<(String, Backend), StoreError> {
 
 /// Creates the SQLite file at `path`, if missing, readable by its owner only: it holds every
 /// conversation. SQLite gives its `-wal` and `-shm` files the same permissions.
-fn create_private(path: &std::path::Path) -> std::io::Result<()> {
+pub(super) fn create_private(path: &std::path::Path) -> std::io::Result<()> {
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);
     #[cfg(unix)]
@@ -150,6 +150,7 @@ impl RunStore {
         };
         let owner = format!("instance-{}", uuid::Uuid::now_v7());
         let observers = Arc::new(Observers::default());
+        let mut file = None;
         let (reader, jobs) = match backend {
             Backend::Sqlite => {
                 let path = SqliteConnectOptions::from_str(&url)?
@@ -166,23 +167,24 @@ impl RunStore {
                     source: Box::new(e),
                 })?;
                 let reader = options().max_connections(4).connect(&url).await?;
-                MIGRATOR.run(&reader).await?;
+                super::schema::migrate(&reader, Backend::Sqlite).await?;
                 let jobs = writer::spawn(
                     writer::Target::Sqlite(opened),
                     owner.clone(),
                     observers.clone(),
                 )
                 .map_err(|e| StoreError::Open {
-                    path,
+                    path: path.clone(),
                     source: Box::new(e),
                 })?;
+                file = Some(path);
                 (reader, jobs)
             }
             Backend::Postgres => {
                 reach(&url).await?;
                 // One writer connection: the writer task commits every run's writes in groups.
                 let writer = options().max_connections(1).connect(&url).await?;
-                MIGRATOR.run(&writer).await?;
+                super::schema::migrate(&writer, Backend::Postgres).await?;
                 super::listen::forward(&url, observers.clone()).await?;
                 let jobs = writer::spawn(
                     writer::Target::Postgres(writer),
@@ -197,6 +199,7 @@ impl RunStore {
             reader,
             jobs,
             backend,
+            file,
             owner,
             observers,
         }));
@@ -211,6 +214,11 @@ impl RunStore {
                 other => StoreError::Database(sqlx::Error::Protocol(other.to_string())),
             })?;
         Ok(store)
+    }
+
+    /// The SQLite file (none on PostgreSQL).
+    pub(super) fn file(&self) -> Option<&std::path::Path> {
+        self.0.file.as_deref()
     }
 
     /// This instance's name in the `owner` column of the runs it writes.
