@@ -278,3 +278,61 @@ async fn a_clean_stop_leaves_every_run_in_the_file_and_a_backup_restores_them_wh
     }
     alone.kill().await;
 }
+
+#[tokio::test]
+async fn runs_past_their_retention_are_deleted_while_serving_and_by_the_prune_command() {
+    let store = stores::sqlite("retain");
+    let server = Process::serve(&["--store", &store, "--retain-runs", "1s"]).await;
+    let body = json!({
+        "threadId": thread(), "runId": "old",
+        "messages": [{"id": "u1", "role": "user", "content": "hello"}],
+    });
+    assert!(
+        server
+            .post(&body)
+            .await
+            .text()
+            .await
+            .unwrap()
+            .contains("RUN_FINISHED")
+    );
+    tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        server.logged("runs past their retention deleted"),
+    )
+    .await
+    .expect("pruned within its period");
+    assert_eq!(server.get("/runs/old/events?after=0").await.status(), 404);
+    server.kill().await;
+
+    let store = stores::sqlite("prune");
+    let server = start(&store).await;
+    let body = json!({
+        "threadId": thread(), "runId": "kept",
+        "messages": [{"id": "u1", "role": "user", "content": "hello"}],
+    });
+    assert!(
+        server
+            .post(&body)
+            .await
+            .text()
+            .await
+            .unwrap()
+            .contains("RUN_FINISHED")
+    );
+    let prune = |older_than: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_agent-tower"))
+            .args(["prune", "--store", &store, "--older-than", older_than])
+            .output()
+            .unwrap()
+    };
+    assert!(prune("1h").status.success());
+    assert_eq!(
+        server.get("/runs/kept/events?after=0").await.status(),
+        200,
+        "younger than 1 h"
+    );
+    assert!(prune("0s").status.success());
+    assert_eq!(server.get("/runs/kept/events?after=0").await.status(), 404);
+    server.kill().await;
+}

@@ -803,3 +803,72 @@ async fn a_store_written_by_a_later_release_is_refused_by_name() {
         );
     }
 }
+
+#[tokio::test]
+async fn runs_that_ended_before_a_time_are_pruned_and_the_others_kept() {
+    for (name, url) in each_store("prune").await {
+        let store = RunStore::open(&url).await.unwrap();
+        let log: &dyn RunLog = &store;
+        // Ended: pruned, events and all.
+        let mut ended = Vec::new();
+        for _ in 0..3 {
+            let (thread, run) = ids();
+            let lease = log.start(&start(&thread, &run, vec![])).await.unwrap();
+            log.write(
+                &lease,
+                &events(1..=3),
+                Some(&RunEnd::new(RunStatus::Finished)),
+            )
+            .await
+            .unwrap();
+            ended.push(run);
+        }
+        let (waiting_thread, waiting) =
+            interrupted(log, vec![interrupt("c1", Duration::from_secs(600))]).await;
+        // Running: it goes on writing meanwhile.
+        let (thread, running) = ids();
+        let lease = log.start(&start(&thread, &running, vec![])).await.unwrap();
+        log.write(&lease, &events(1..=1), None).await.unwrap();
+        let messages = vec![Message::user("kept")];
+        log.save_thread(SavedThread::new(&thread, &messages))
+            .await
+            .unwrap();
+
+        let later = SystemTime::now() + Duration::from_secs(1);
+        let pruning = store.prune(later);
+        let second = events(2..=2);
+        let writing = log.write(&lease, &second, None);
+        let (pruned, written) = tokio::join!(pruning, writing);
+        written.unwrap();
+        assert_eq!(pruned.unwrap(), 3, "{name}");
+        for run in &ended {
+            assert!(
+                log.read(run, 0, 10).await.unwrap().is_none(),
+                "{name}: {run} gone"
+            );
+        }
+        let live = log.read(&running, 0, 10).await.unwrap().unwrap();
+        assert_eq!(live.events.len(), 2, "{name}: the running run whole");
+        let asked = log.read(&waiting, 0, 10).await.unwrap().unwrap();
+        assert_eq!(
+            asked.events.len(),
+            2,
+            "{name}: the run that waits for a decision kept"
+        );
+        let pending = log
+            .interrupts(Interrupts::PendingOf(&waiting_thread))
+            .await
+            .unwrap();
+        assert_eq!(pending.len(), 1, "{name}: its interrupt too");
+        assert_eq!(
+            log.thread(&thread).await.unwrap().unwrap().messages,
+            messages,
+            "{name}: threads keep their conversation"
+        );
+        assert_eq!(
+            store.prune(later).await.unwrap(),
+            0,
+            "{name}: nothing left to prune"
+        );
+    }
+}

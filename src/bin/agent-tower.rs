@@ -117,6 +117,9 @@ enum Command {
     /// place, without its old `-wal` and `-shm` files. A PostgreSQL store is backed up with
     /// `pg_dump`.
     Backup(Backup),
+    /// Delete the runs that ended before a time (their events, their decided interrupts), while
+    /// servers go on using the store; threads keep their latest conversation.
+    Prune(Prune),
 }
 
 #[derive(Debug, clap::Args)]
@@ -130,6 +133,21 @@ struct Backup {
     store: String,
     /// The new file (it must not exist).
     to: std::path::PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+struct Prune {
+    /// The store: `sqlite://path` or `postgres://…`.
+    #[arg(
+        long,
+        default_value = "sqlite://agent-tower.db",
+        env = "AGENT_TOWER_STORE"
+    )]
+    store: String,
+    /// Deletes the runs that ended longer ago than this (e.g. `30d`), as `serve --retain-runs`
+    /// does every hour.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    older_than: Duration,
 }
 
 #[derive(Debug, clap::Args)]
@@ -335,6 +353,11 @@ struct Serve {
         env = "AGENT_TOWER_STORE"
     )]
     store: String,
+    /// How long runs are kept once they ended (e.g. `30d`): older ones (their events, their
+    /// decided interrupts) are deleted every hour, a few at a time. Threads keep their latest
+    /// conversation; runs waiting for a decision are kept. Unset: every run is kept.
+    #[arg(long, value_parser = humantime::parse_duration, env = "AGENT_TOWER_RETAIN_RUNS")]
+    retain_runs: Option<Duration>,
     /// How long a run's owner may stay silent before its run counts as lost (e.g. `30s`).
     #[arg(long, default_value = "30s", value_parser = parse_lease)]
     lease: Duration,
@@ -997,6 +1020,15 @@ async fn run() -> Result<(), BoxError> {
     let ran = match cli.command {
         Command::Serve(serve) => run_server(*serve).await,
         Command::Acp(acp) => run_acp(*acp).await,
+        Command::Prune(prune) => {
+            let store = agent_tower::store::RunStore::open(&prune.store).await?;
+            let before = std::time::SystemTime::now()
+                .checked_sub(prune.older_than)
+                .unwrap_or(std::time::UNIX_EPOCH);
+            let pruned = store.prune(before).await?;
+            tracing::info!(store = %store_name(&prune.store), pruned, "runs deleted");
+            Ok(())
+        }
         Command::Backup(backup) => {
             let bytes = agent_tower::store::backup(&backup.store, &backup.to).await?;
             tracing::info!(
@@ -1270,6 +1302,9 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         tracing::info!(store = %store_name(&args.store), "runs are kept in the store");
         store.on_commit(metrics.store_commits());
         kept = Some(store.clone());
+        if let Some(age) = args.retain_runs {
+            tokio::spawn(retain(store.clone(), age, runs.clone()));
+        }
         engine = engine.log(store);
     }
     let mut server = AguiServer::with_runs(engine)
@@ -1364,6 +1399,28 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         }
     }
     Ok(())
+}
+
+/// Deletes the runs of `store` that ended longer than `age` ago, now and then every hour (or
+/// every `age`, when shorter), until `stop`.
+async fn retain(store: agent_tower::store::RunStore, age: Duration, stop: CancellationToken) {
+    let every = age
+        .min(Duration::from_secs(3600))
+        .max(Duration::from_secs(1));
+    loop {
+        let before = std::time::SystemTime::now()
+            .checked_sub(age)
+            .unwrap_or(std::time::UNIX_EPOCH);
+        match store.prune(before).await {
+            Ok(0) => {}
+            Ok(pruned) => tracing::info!(pruned, "runs past their retention deleted"),
+            Err(error) => tracing::warn!(%error, "runs past their retention could not be deleted"),
+        }
+        tokio::select! {
+            () = tokio::time::sleep(every) => {}
+            () = stop.cancelled() => return,
+        }
+    }
 }
 
 /// The tokens named by `--auth-token-env` and `--operator-token-env`, if any.

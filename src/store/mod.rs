@@ -55,6 +55,7 @@ mod chunk;
 mod conn;
 mod file;
 mod listen;
+mod retention;
 mod rows;
 mod schema;
 mod sql;

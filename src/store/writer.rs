@@ -91,6 +91,12 @@ pub(super) enum Job {
         thread: ThreadId,
         reply: oneshot::Sender<Result<Deleted, LogError>>,
     },
+    /// Deletes the runs of `runs` that ended before `before` (ms) and wait for no decision.
+    Prune {
+        runs: Vec<RunId>,
+        before: i64,
+        reply: oneshot::Sender<Result<u64, LogError>>,
+    },
     Recover {
         lost: LostRun,
         terminal: LoggedEvent,
@@ -180,6 +186,10 @@ enum Done {
         oneshot::Sender<Result<Deleted, LogError>>,
         Result<Deleted, LogError>,
     ),
+    Count(
+        oneshot::Sender<Result<u64, LogError>>,
+        Result<u64, LogError>,
+    ),
     Refuse(
         oneshot::Sender<Result<(), StartError>>,
         Result<(), StartError>,
@@ -221,6 +231,12 @@ impl Done {
             (Self::Deleted(reply, result), _) => {
                 let _ = reply.send(result);
             }
+            (Self::Count(reply, Ok(_)), Some(why)) => {
+                let _ = reply.send(Err(fail(why)));
+            }
+            (Self::Count(reply, result), _) => {
+                let _ = reply.send(result);
+            }
             (Self::Refuse(reply, Ok(())), Some(why)) => {
                 let _ = reply.send(Err(StartError::Log(fail(why))));
             }
@@ -242,6 +258,7 @@ impl Done {
             Self::Unit(_, r) => r.is_ok(),
             Self::Flag(_, r) => r.is_ok(),
             Self::Deleted(_, r) => r.is_ok(),
+            Self::Count(_, r) => r.is_ok(),
             Self::Refuse(_, r) => r.is_ok(),
             Self::Recover(_, r) => r.is_ok(),
         }
@@ -394,6 +411,14 @@ impl Writer {
                 Job::DeleteThread { thread, reply } => {
                     let (result, error) = split(delete_thread(tx, &thread).await);
                     (Done::Deleted(reply, result.map_err(log_error)), error)
+                }
+                Job::Prune {
+                    runs,
+                    before,
+                    reply,
+                } => {
+                    let (result, error) = split(prune(tx, &runs, before).await);
+                    (Done::Count(reply, result.map_err(log_error)), error)
                 }
                 Job::Probe { reply } => {
                     let probed = tx
@@ -1109,6 +1134,41 @@ async fn delete_thread(tx: &mut impl Conn, thread: &ThreadId) -> Result<Deleted,
     } else {
         Deleted::Unknown
     })
+}
+
+/// Deletes the runs of `runs` (their events, their decided interrupts, their rows) that ended
+/// before `before` (ms) and wait for no decision, as a view taken earlier found them: a run
+/// resumed since is kept. The number deleted.
+async fn prune(tx: &mut impl Conn, runs: &[RunId], before: i64) -> Result<u64, Failure> {
+    if runs.is_empty() {
+        return Ok(0);
+    }
+    let ids: Vec<String> = (2..runs.len() + 2).map(|n| format!("${n}")).collect();
+    let prunable = format!(
+        "SELECT run_id FROM runs WHERE run_id IN ({}) AND status <> 'running' \
+         AND updated_at < $1 AND run_id NOT IN \
+         (SELECT run_id FROM interrupts WHERE status = 'pending')",
+        ids.join(", ")
+    );
+    let mut args = vec![Arg::from(before)];
+    args.extend(runs.iter().map(|run| Arg::from(run.as_str())));
+    tx.execute(
+        &format!("DELETE FROM run_chunks WHERE run_id IN ({prunable})"),
+        &args,
+    )
+    .await?;
+    tx.execute(
+        &format!("DELETE FROM interrupts WHERE run_id IN ({prunable})"),
+        &args,
+    )
+    .await?;
+    let pruned = tx
+        .execute(
+            &format!("DELETE FROM runs WHERE run_id IN ({prunable})"),
+            &args,
+        )
+        .await?;
+    Ok(pruned)
 }
 
 /// Keeps `saved`, titled by its first prompt; a thread's principal is the one it was first kept
