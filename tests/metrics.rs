@@ -181,6 +181,42 @@ async fn prometheus_scrapes_runs_by_outcome() {
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("{tokens}"));
     assert!(output > 0.0, "{tokens}");
+    // Requests by route template, method and status; a path that matches no route adds none.
+    assert_eq!(server.get("/runs/no-such-run/events").await.status(), 404);
+    assert_eq!(server.get("/no/such/route").await.status(), 404);
+    let text = server.get("/metrics").await.text().await.unwrap();
+    let posted = "agent_tower_http_requests_total{route=\"/\",method=\"POST\",status=\"200\"} ";
+    let posts: u64 = text
+        .lines()
+        .find_map(|line| line.strip_prefix(posted))
+        .and_then(|count| count.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(posts, 3, "{text}");
+    let template = "route=\"/runs/{run_id}/events\",method=\"GET\",status=\"404\"";
+    assert!(text.contains(template), "{text}");
+    assert!(
+        !text.contains("/no/such/route") && !text.contains("no-such-run"),
+        "{text}"
+    );
+    let requests = instant("sum%20by%20(route)%20(agent_tower_http_requests_total)").await;
+    let routes: Vec<&str> = requests["data"]["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["metric"]["route"].as_str())
+        .collect();
+    assert!(
+        routes.contains(&"/metrics"),
+        "Prometheus's own scrapes: {requests}"
+    );
+    // The process's own metrics, as Prometheus names them.
+    let resident = instant("process_resident_memory_bytes").await;
+    let bytes: f64 = resident["data"]["result"][0]["value"][1]
+        .as_str()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{resident}"));
+    assert!(bytes > 1e6, "{resident}");
+    assert!(text.contains("process_open_fds "), "{text}");
     // The store's commits are timed.
     let text = server.get("/metrics").await.text().await.unwrap();
     let commits: u64 = text

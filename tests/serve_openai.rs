@@ -99,3 +99,32 @@ async fn a_provider_that_refuses_the_prompt_is_a_run_error_with_its_code() {
     assert_eq!(end["code"], "context_length", "{end}");
     agent.kill().await;
 }
+
+#[tokio::test]
+async fn a_failed_model_call_is_logged_with_its_cause_and_base_url_and_no_secret() {
+    let (base, _) = serve(vec![Fixture::load("context_length.http")], usize::MAX).await;
+    // Credentials in the URL, as some proxies take them.
+    let secret_base = base.replacen("http://", "http://user:url-secret@", 1);
+    let agent = Process::serve_with_env(
+        &[
+            "--store",
+            "none",
+            "--model",
+            "openai:m",
+            "--base-url",
+            &secret_base,
+        ],
+        &[("OPENAI_API_KEY", "sk-key-secret")],
+    )
+    .await;
+    let events = run(&agent).await;
+    assert_eq!(events.last().unwrap()["type"], "RUN_ERROR");
+    let line = agent.logged("the model call failed").await;
+    assert!(line.contains("127.0.0.1"), "the base URL: {line}");
+    assert!(line.contains("ContextLength"), "the kind: {line}");
+    assert!(line.contains("context"), "the cause: {line}");
+    for secret in ["url-secret", "sk-key-secret"] {
+        assert!(!line.contains(secret), "{secret} in {line}");
+    }
+    agent.kill().await;
+}

@@ -27,11 +27,15 @@
 //! | `agent_tower_store_commit_seconds` | histogram | (a `RunStore`'s group commits, given [`store_commits`](Metrics::store_commits)) |
 //! | `agent_tower_group_runs_ended_total` | counter | `group`, `outcome` (given [`PrincipalGroups`]) |
 //! | `agent_tower_group_model_tokens_total` | counter | `group`, `type` (given [`PrincipalGroups`]) |
+//! | `agent_tower_http_requests_total` | counter | `route` (the route's template, `/runs/{run_id}/events`), `method`, `status` (counted by the server's routes) |
+//! | `agent_tower_http_request_seconds` | histogram | `route`: time to the response's head (for a stream, to its first byte) |
+//! | `process_cpu_seconds_total`, `process_resident_memory_bytes`, `process_virtual_memory_bytes`, `process_open_fds`, `process_max_fds`, `process_threads`, `process_start_time_seconds` | counter, gauges | (the process's, read when scraped, where the platform has them) |
 //!
 //! Principals are not labels: anyone who signs in would add series. Runs and tokens are counted
 //! per *group* of principals instead, the groups an operator names ([`Metrics::with_groups`]).
 
 mod groups;
+mod process;
 
 pub use groups::{InvalidGroup, PrincipalGroups};
 
@@ -132,6 +136,20 @@ struct ToolLabel {
     outcome: &'static str,
 }
 
+#[cfg(feature = "server")]
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HttpLabels {
+    route: String,
+    method: String,
+    status: u16,
+}
+
+#[cfg(feature = "server")]
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouteLabel {
+    route: String,
+}
+
 /// The most distinct tool names counted; calls of others count under `other` (a model can
 /// name any tool: the label set must stay bounded).
 const MAX_TOOLS: usize = 256;
@@ -155,6 +173,10 @@ struct Inner {
     groups: PrincipalGroups,
     group_ended: Family<GroupEndLabels, Counter>,
     group_tokens: Family<GroupTokenLabels, Counter>,
+    #[cfg(feature = "server")]
+    http_requests: Family<HttpLabels, Counter>,
+    #[cfg(feature = "server")]
+    http_seconds: Family<RouteLabel, Histogram>,
 }
 
 /// Counters, gauges and histograms of runs, shared by the engine that feeds them and the
@@ -268,6 +290,24 @@ impl Metrics {
                 group_tokens.clone(),
             );
         }
+        #[cfg(feature = "server")]
+        let (http_requests, http_seconds) = {
+            let requests = Family::<HttpLabels, Counter>::default();
+            let seconds =
+                Family::<RouteLabel, Histogram>::new_with_constructor(seconds as fn() -> Histogram);
+            registry.register(
+                "http_requests",
+                "HTTP requests answered, by route, method and status",
+                requests.clone(),
+            );
+            registry.register(
+                "http_request_seconds",
+                "Time to a response's head, by route",
+                seconds.clone(),
+            );
+            (requests, seconds)
+        };
+        root.register_collector(Box::new(process::ProcessCollector));
         Self(Arc::new(Inner {
             registry: root,
             started,
@@ -285,6 +325,10 @@ impl Metrics {
             groups,
             group_ended,
             group_tokens,
+            #[cfg(feature = "server")]
+            http_requests,
+            #[cfg(feature = "server")]
+            http_seconds,
         }))
     }
 
@@ -295,6 +339,25 @@ impl Metrics {
         prometheus_client::encoding::text::encode(&mut text, &self.0.registry)
             .expect("writing to a String does not fail");
         text
+    }
+
+    /// A request answered on `route` (a route's template) with `status`, its head ready after
+    /// `took`.
+    #[cfg(feature = "server")]
+    pub(crate) fn http_request(&self, route: &str, method: &str, status: u16, took: Duration) {
+        let labels = HttpLabels {
+            route: route.to_owned(),
+            method: method.to_owned(),
+            status,
+        };
+        self.0.http_requests.get_or_create(&labels).inc();
+        let route = RouteLabel {
+            route: labels.route,
+        };
+        self.0
+            .http_seconds
+            .get_or_create(&route)
+            .observe(took.as_secs_f64());
     }
 
     fn tool_call(&self, tool: &str, outcome: &'static str) {

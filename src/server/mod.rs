@@ -81,6 +81,8 @@ mod hydrate;
 mod negotiate;
 mod refuse;
 mod respond;
+#[cfg(feature = "metrics")]
+mod route_metrics;
 mod routes;
 #[cfg(feature = "fuzzing")]
 pub(crate) use routes::parse_answers;
@@ -102,6 +104,9 @@ use tokio_util::sync::CancellationToken;
 #[cfg(feature = "jwt")]
 #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
 pub use self::auth::{Jwt, JwtError};
+#[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+pub use self::route_metrics::{RouteMetrics, RouteMetricsLayer};
 pub use self::{
     access::{AccessLog, AccessLogFuture, AccessLogLayer},
     auth::{
@@ -391,8 +396,9 @@ where
         self
     }
 
-    /// Counts runs, events, tokens, tool calls and followers in `metrics` (the engine's
-    /// [observer](Runs::observer) from now on), served on `GET /metrics` in the OpenMetrics text
+    /// Counts runs, events, tokens, tool calls, followers and the requests of each route
+    /// ([`RouteMetricsLayer`]) in `metrics` (the engine's [observer](Runs::observer) from now
+    /// on), served on `GET /metrics` in the OpenMetrics text
     /// format for Prometheus (an operator route under [`auth`](Self::auth)).
     #[cfg(feature = "metrics")]
     #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
@@ -466,10 +472,11 @@ where
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed);
         #[cfg(feature = "metrics")]
-        let router = if state.config.metrics.is_some() {
-            router.route("/metrics", get(metrics::<A>))
-        } else {
-            router
+        let router = match &state.config.metrics {
+            Some(counted) => router
+                .route("/metrics", get(metrics::<A>))
+                .route_layer(RouteMetricsLayer::new(counted.clone())),
+            None => router,
         };
         let cors = cors(state.config.guard.origins());
         let guard = state.config.guard.clone();

@@ -152,49 +152,106 @@ impl Service<ModelRequest> for OpenAi {
     fn call(&mut self, request: ModelRequest) -> Self::Future {
         let config = self.0.clone();
         Box::pin(async move {
-            let body = request::body(&config.model, &request);
-            let mut post = config
-                .client
-                .post(&config.endpoint)
-                .header(header::CONTENT_TYPE, "application/json")
-                .header(header::ACCEPT, "text/event-stream")
-                .body(body.to_string());
-            if let Some(key) = &config.api_key {
-                post = post.bearer_auth(key);
-            }
-            let response = post.send().await.map_err(|e| {
-                ModelError::new(
-                    ModelErrorKind::Transport,
-                    "the provider could not be reached",
-                )
-                .with_source(e.without_url())
-            })?;
-            let status = response.status();
-            if !status.is_success() {
-                let headers = response.headers().clone();
-                let body = response.bytes().await.unwrap_or_default();
-                return Err(error::from_response(status, &headers, &body));
-            }
-            let streamed = response
-                .headers()
-                .get(header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .is_none_or(|v| v.starts_with("text/event-stream"));
-            if !streamed {
-                return Err(ModelError::new(
-                    ModelErrorKind::InvalidRequest,
-                    "the provider answered without streaming (not text/event-stream): does it \
-                     support `stream: true`?",
-                ));
-            }
-            let decoder = events::Decoder::new(request.run.message_id.clone());
-            let events: BoxModelStream<ModelError> = Box::pin(events::events(
-                response
-                    .bytes_stream()
-                    .map(|piece| piece.map_err(reqwest::Error::without_url)),
-                decoder,
-            ));
-            Ok(events)
+            config
+                .answer(request)
+                .await
+                .inspect_err(|error| config.failed(error))
         })
+    }
+}
+
+impl Config {
+    /// Says in the log that a call failed: where it went (the base URL without credentials or
+    /// query) and why, with the causes; never the key.
+    fn failed(&self, error: &ModelError) {
+        let mut cause = error.to_string();
+        let mut source = std::error::Error::source(error);
+        while let Some(inner) = source {
+            cause.push_str(": ");
+            cause.push_str(&inner.to_string());
+            source = inner.source();
+        }
+        tracing::warn!(
+            base_url = %shown(&self.base_url),
+            model = %self.model,
+            kind = ?error.kind(),
+            cause,
+            "the model call failed"
+        );
+    }
+
+    /// The provider's stream for `request`, or why there is none.
+    async fn answer(
+        &self,
+        request: ModelRequest,
+    ) -> Result<BoxModelStream<ModelError>, ModelError> {
+        let body = request::body(&self.model, &request);
+        let mut post = self
+            .client
+            .post(&self.endpoint)
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::ACCEPT, "text/event-stream")
+            .body(body.to_string());
+        if let Some(key) = &self.api_key {
+            post = post.bearer_auth(key);
+        }
+        let response = post.send().await.map_err(|e| {
+            ModelError::new(
+                ModelErrorKind::Transport,
+                "the provider could not be reached",
+            )
+            .with_source(e.without_url())
+        })?;
+        let status = response.status();
+        if !status.is_success() {
+            let headers = response.headers().clone();
+            let body = response.bytes().await.unwrap_or_default();
+            return Err(error::from_response(status, &headers, &body));
+        }
+        let streamed = response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_none_or(|v| v.starts_with("text/event-stream"));
+        if !streamed {
+            return Err(ModelError::new(
+                ModelErrorKind::InvalidRequest,
+                "the provider answered without streaming (not text/event-stream): does it \
+                     support `stream: true`?",
+            ));
+        }
+        let decoder = events::Decoder::new(request.run.message_id.clone());
+        let events: BoxModelStream<ModelError> = Box::pin(events::events(
+            response
+                .bytes_stream()
+                .map(|piece| piece.map_err(reqwest::Error::without_url)),
+            decoder,
+        ));
+        Ok(events)
+    }
+}
+
+/// `url` as it may be logged: without user, password or query (a provider's key may sit in any).
+fn shown(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut url) => {
+            let _ = url.set_username("");
+            let _ = url.set_password(None);
+            url.set_query(None);
+            url.to_string()
+        }
+        Err(_) => "(not a URL)".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_logged_url_has_no_credentials_nor_query() {
+        assert_eq!(
+            super::shown("https://user:secret@api.example.com/v1?key=secret"),
+            "https://api.example.com/v1"
+        );
+        assert_eq!(super::shown("not a url"), "(not a URL)");
     }
 }
