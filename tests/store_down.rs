@@ -132,3 +132,45 @@ async fn readiness_is_a_write_a_file_another_process_holds_is_not_ready() {
     assert_eq!(status().await, 200, "ready again once they can");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A run whose instance is gone and that no instance can end in its log (here, nobody recovers
+/// it): a follower that re-joins it ends with `store_unavailable` once it was lost for two
+/// leases, instead of keep-alives without end.
+#[tokio::test]
+async fn a_follower_of_a_run_nobody_can_end_gets_a_terminal_event_in_bounded_time() {
+    use agent_tower::runs::{LoggedEvent, RunLog, Start};
+    let dir = std::env::temp_dir().join(format!("store-orphan-{}", uuid::Uuid::now_v7()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let url = format!("sqlite://{}", dir.join("runs.db").display());
+
+    // An instance starts a run, logs its start, and goes silent.
+    let gone = RunStore::open(&url).await.unwrap();
+    let lease = gone
+        .start(&Start::new("thread".into(), "orphan".into()))
+        .await
+        .unwrap();
+    let started = LoggedEvent::from_json(
+        1,
+        r#"{"type":"RUN_STARTED","threadId":"thread","runId":"orphan"}"#,
+    );
+    gone.write(&lease, &[started], None).await.unwrap();
+    gone.heartbeat(Duration::ZERO).await.unwrap();
+
+    // Another instance, whose sweeper never runs, follows it.
+    let store = RunStore::open(&url).await.unwrap();
+    let runs = Runs::new(demo::scripted().build())
+        .log(store)
+        .lease(Duration::from_secs(1));
+    let followed: Vec<_> = tokio::time::timeout(
+        Duration::from_secs(20),
+        runs.follow("orphan".into(), 0).collect::<Vec<_>>(),
+    )
+    .await
+    .expect("the follower ends");
+    let last = followed.last().unwrap().event().unwrap();
+    let last = serde_json::to_value(&last).unwrap();
+    assert_eq!(followed.len(), 2, "{followed:?}");
+    assert_eq!(last["type"], "RUN_ERROR", "{last}");
+    assert_eq!(last["code"], "store_unavailable", "{last}");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -41,7 +41,8 @@ pub const STORE_UNAVAILABLE: &str = "store_unavailable";
 ///
 /// It never fails: when the log cannot be read, or the run's log could not be written, the
 /// follower ends with a `RUN_ERROR` of its own (code `store_unavailable`, sequence number 0: it
-/// is not in the log).
+/// is not in the log). So does the follower of a run whose instance is gone and that no instance
+/// could end in the log (the log takes no writes): once the run has been lost for two leases.
 pub struct Follow {
     log: Arc<dyn RunLog>,
     topic: Arc<Topic>,
@@ -59,6 +60,8 @@ pub struct Follow {
     on_drop: Option<Option<Duration>>,
     /// Told when this follower comes and goes.
     observer: Arc<dyn RunObserver>,
+    /// The engine's lease: a run lost for twice as long is given up.
+    lease: Duration,
 }
 
 /// What one step of following found.
@@ -90,7 +93,15 @@ impl Follow {
             done: false,
             on_drop: None,
             observer,
+            lease: Duration::from_secs(30),
         }
+    }
+
+    /// How long a run's owner may be silent (the engine's lease): a run lost for twice as long,
+    /// that no instance could end, is given up.
+    pub(crate) fn patience(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
     }
 
     /// Makes this follower the run's viewer (its client started the run). When it is dropped
@@ -179,8 +190,17 @@ fn cancel_unless_rejoined(
     });
 }
 
-/// The next events of `run` after `after`, waiting for them while the run runs.
-async fn step(log: Arc<dyn RunLog>, topic: Arc<Topic>, run: RunId, after: u64) -> Step {
+/// The next events of `run` after `after`, waiting for them while the run runs. While it waits
+/// on the log, it looks every third of a `lease` whether the run was lost (its instance gone);
+/// lost for two leases without any instance ending it, the run is given up.
+async fn step(
+    log: Arc<dyn RunLog>,
+    topic: Arc<Topic>,
+    run: RunId,
+    after: u64,
+    lease: Duration,
+) -> Step {
+    let mut lost_since: Option<tokio::time::Instant> = None;
     loop {
         // Registered before reading: a write after the read still wakes us.
         let woken = topic.notified();
@@ -206,7 +226,26 @@ async fn step(log: Arc<dyn RunLog>, topic: Arc<Topic>, run: RunId, after: u64) -
                 }
                 // Ended with events committed after our read: read them.
             }
-            Ok(Some(_)) => woken.await,
+            Ok(Some(_)) => {
+                tokio::select! {
+                    () = woken.as_mut() => {}
+                    () = tokio::time::sleep(lease / 3) => {
+                        match log.lost().await {
+                            Ok(lost) if lost.iter().any(|l| l.record.run_id == run) => {
+                                let since = *lost_since.get_or_insert_with(tokio::time::Instant::now);
+                                if since.elapsed() >= 2 * lease {
+                                    return Step::Failed(
+                                        "the run's instance is gone and no instance could end it"
+                                            .to_owned(),
+                                    );
+                                }
+                            }
+                            Ok(_) => lost_since = None,
+                            Err(error) => return Step::Failed(error.to_string()),
+                        }
+                    }
+                }
+            }
         }
     }
 }
@@ -256,6 +295,7 @@ impl Stream for Follow {
                     this.topic.clone(),
                     this.run_id.clone(),
                     this.after,
+                    this.lease,
                 )
                 .boxed()
             });

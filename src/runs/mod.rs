@@ -398,6 +398,7 @@ impl<A> Runs<A> {
             run,
             after,
         )
+        .patience(inner.config.lease)
     }
 
     /// The wake-up of `thread`: it fires when one of its runs starts, here or on another instance.
