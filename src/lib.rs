@@ -239,5 +239,31 @@ pub mod post_process;
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
+/// The guides' code, compiled as the README's is.
+#[cfg(doctest)]
+mod guides {
+    macro_rules! guide {
+        ($($name:ident = $file:literal),* $(,)?) => {
+            $(#[doc = include_str!(concat!("../docs/", $file))] struct $name;)*
+        };
+    }
+    guide! {
+        YourAgent = "your-agent.md",
+        Layers = "layers.md",
+        ModelsAndTools = "models-and-tools.md",
+        RunLog = "run-log.md",
+        Sessions = "sessions.md",
+        CopilotKit = "copilotkit.md",
+        Browser = "browser.md",
+        Editors = "editors.md",
+        Bridges = "bridges.md",
+        Security = "security.md",
+        ManyUsers = "many-users.md",
+        Operating = "operating.md",
+        Deploying = "deploying.md",
+        Performance = "performance.md",
+    }
+}
+
 /// An error of any kind, as tower uses it.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
