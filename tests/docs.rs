@@ -104,7 +104,10 @@ fn every_guide_is_in_the_book() {
     for page in pages(root) {
         let name = page.file_name().unwrap().to_string_lossy().into_owned();
         if page.parent() == Some(&root.join("docs")) && name != "SUMMARY.md" {
-            assert!(listed.contains(&name), "docs/{name} is not in docs/SUMMARY.md");
+            assert!(
+                listed.contains(&name),
+                "docs/{name} is not in docs/SUMMARY.md"
+            );
         }
     }
 }
@@ -114,5 +117,8 @@ fn the_readme_is_a_front_door() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
     let lines = readme.lines().count();
-    assert!(lines <= 150, "README.md has {lines} lines: move the detail into docs/");
+    assert!(
+        lines <= 150,
+        "README.md has {lines} lines: move the detail into docs/"
+    );
 }

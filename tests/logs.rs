@@ -143,3 +143,31 @@ async fn a_base_url_the_scripted_model_ignores_is_said_at_start() {
     logs.base().await;
     logs.kill().await;
 }
+
+#[tokio::test]
+async fn settings_that_do_nothing_together_are_said_to() {
+    let mut logs = JsonLogged::serve(
+        &[
+            "--retain-runs",
+            "30d",
+            "--model",
+            "openai:m",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--scripted-knobs",
+        ],
+        &[],
+    );
+    let knobs = logs
+        .message("--scripted-knobs is ignored: the model is not the scripted one")
+        .await;
+    assert_eq!(knobs["level"], "WARN", "{knobs}");
+    let retention = logs
+        .message(
+            "--retain-runs is ignored: runs in memory are bounded, and gone when the process exits",
+        )
+        .await;
+    assert_eq!(retention["level"], "WARN", "{retention}");
+    logs.base().await;
+    logs.kill().await;
+}

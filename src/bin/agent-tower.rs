@@ -35,15 +35,22 @@ struct Cli {
     /// ["agents.example.com"]`, a flag without value as `true`). A flag's environment variable,
     /// when set, wins over the file, and the command line over both; repeated flags add to the
     /// file's.
-    #[arg(long, global = true, env = "AGENT_TOWER_CONFIG", value_name = "FILE")]
+    #[arg(
+        help_heading = "Logs, traces, metrics",
+        long,
+        global = true,
+        env = "AGENT_TOWER_CONFIG",
+        value_name = "FILE"
+    )]
     config: Option<std::path::PathBuf>,
     /// How logs are written to stderr: `text` for people, `json` (one object per line) for log
     /// collectors.
-    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    #[arg(help_heading = "Logs, traces, metrics", long, global = true, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
     /// Exports the spans of runs, model calls and tool calls (OpenTelemetry GenAI conventions) to
     /// this OTLP/HTTP collector (`http://localhost:4318`; `/v1/traces` is added). Off when absent.
     #[arg(
+        help_heading = "Logs, traces, metrics",
         long,
         global = true,
         env = "AGENT_TOWER_OTLP_ENDPOINT",
@@ -146,7 +153,7 @@ struct Prune {
     store: String,
     /// Deletes the runs that ended longer ago than this (e.g. `30d`), as `serve --retain-runs`
     /// does every hour.
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
     older_than: Duration,
 }
 
@@ -157,28 +164,28 @@ struct Acp {
     #[command(flatten)]
     settings: AgentSettings,
     /// The most model turns per prompt.
-    #[arg(long, default_value_t = 16)]
+    #[arg(help_heading = "Model", long, default_value_t = 16)]
     max_turns: u32,
     /// How much of an error the editor sees: `none`, `code`, `message`, `full`.
-    #[arg(long, default_value = "message", value_parser = parse_detail)]
+    #[arg(help_heading = "Model", long, default_value = "message", value_parser = parse_detail)]
     error_detail: Detail,
     /// The mode new sessions start in (default: `ask`; with `--agent`, `auto`: the bridged agent
     /// says what needs asking, and runs its tools itself).
-    #[arg(long, value_enum)]
+    #[arg(help_heading = "Agent", long, value_enum)]
     mode: Option<ModeChoice>,
     /// Another agent to serve instead of the model and tools: `agui:<url>` bridges an AG-UI
     /// endpoint (LangGraph, CrewAI, Mastra, `agent-tower serve`, …): its text, reasoning and tool
     /// calls become session updates, its interrupts `session/request_permission`.
-    #[arg(long, value_parser = parse_agui_agent)]
+    #[arg(help_heading = "Bridged agent", long, value_parser = parse_agui_agent)]
     agent: Option<String>,
     /// The environment variable holding the bearer token `--agent agui:` sends (never logged).
-    #[arg(long)]
+    #[arg(help_heading = "Bridged agent", long)]
     agent_token_env: Option<String>,
     /// Where sessions are kept, so that `session/load` finds them after a restart:
     /// `sqlite://path`, `postgres://…`, or `none` (this process only). Default:
     /// `sessions.db` in `$XDG_DATA_HOME/agent-tower` (`~/.local/share/agent-tower`). In a store
     /// given here, sessions belong to the machine's user (`$USER`): another user's are unknown.
-    #[arg(long, env = "AGENT_TOWER_ACP_STORE")]
+    #[arg(help_heading = "Store", long, env = "AGENT_TOWER_ACP_STORE")]
     store: Option<String>,
 }
 
@@ -196,63 +203,63 @@ enum ModeChoice {
 struct Serve {
     /// The address to listen on: `host:port`, the host a name (`localhost`) or an IP address
     /// (`0.0.0.0`, `[::1]`).
-    #[arg(long, default_value = "127.0.0.1:8000", env = "AGENT_TOWER_ADDR", value_parser = parse_addr)]
+    #[arg(help_heading = "Serving", long, default_value = "127.0.0.1:8000", env = "AGENT_TOWER_ADDR", value_parser = parse_addr)]
     addr: String,
     /// The path runs are posted to (starts with `/`).
-    #[arg(long, default_value = "/", value_parser = parse_path)]
+    #[arg(help_heading = "Serving", long, default_value = "/", value_parser = parse_path)]
     path: String,
     #[command(flatten)]
     model: ModelArgs,
     #[command(flatten)]
     settings: AgentSettings,
-    /// Seconds of silence before a `: ping` keep-alive comment.
-    #[arg(long, default_value_t = 15)]
-    keep_alive: u64,
+    /// Silence before a `: ping` keep-alive comment (e.g. `15s`).
+    #[arg(help_heading = "Serving", long, default_value = "15s", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    keep_alive: Duration,
     /// The largest accepted request body, in bytes.
-    #[arg(long, default_value_t = 1024 * 1024)]
+    #[arg(help_heading = "Limits", long, default_value_t = 1024 * 1024, value_name = "BYTES")]
     body_limit: usize,
     /// What happens to a run whose client disconnects: cancel it once nobody has re-joined it
     /// for the re-join grace, or let it continue.
-    #[arg(long, value_enum, default_value_t = DisconnectChoice::Cancel)]
+    #[arg(help_heading = "Serving", long, value_enum, default_value_t = DisconnectChoice::Cancel)]
     on_disconnect: DisconnectChoice,
     /// How long a run whose client disconnected waits to be re-joined (a reloaded page) before
     /// it is cancelled, at most 1h; 0s cancels at once.
-    #[arg(long, default_value = "30s", value_parser = parse_rejoin_grace)]
+    #[arg(help_heading = "Serving", long, default_value = "30s", value_parser = parse_rejoin_grace, value_name = "DURATION")]
     rejoin_grace: Duration,
     /// What happens to a second run on a thread that already has an active one.
-    #[arg(long, value_enum, default_value_t = BusyChoice::Reject)]
+    #[arg(help_heading = "Serving", long, value_enum, default_value_t = BusyChoice::Reject)]
     busy_thread: BusyChoice,
     /// An origin browsers may call from (CORS); repeat for several. Off when absent.
-    #[arg(long = "allow-origin")]
+    #[arg(help_heading = "Security", long = "allow-origin")]
     allow_origins: Vec<String>,
     /// Another agent to serve instead of the model and tools: `acp:<command> [args…]` starts an
     /// ACP agent (Claude Code's `claude-agent-acp`, `codex-acp`, `gemini --experimental-acp`,
     /// `agent-tower acp`, …) and bridges it: its messages, thoughts and tool calls become AG-UI
     /// events, its permission requests go through this server's policy and interrupts.
-    #[arg(long, value_parser = parse_agent)]
+    #[arg(help_heading = "Bridged agent", long, value_parser = parse_agent)]
     agent: Option<agent_tower::acp::client::AcpCommand>,
     /// How long the `--agent` has to answer ACP `initialize` once started (at most 10m); past
     /// it the server does not start.
-    #[arg(long, default_value = "30s", value_parser = parse_agent_start_timeout)]
+    #[arg(help_heading = "Bridged agent", long, default_value = "30s", value_parser = parse_agent_start_timeout, value_name = "DURATION")]
     agent_start_timeout: Duration,
     /// A variable of the `--agent`'s environment: `NAME` passes this process's value on (its
     /// provider key, say), `NAME=VALUE` sets one. Repeat for several. Besides these the agent
     /// gets only PATH, HOME, USER, SHELL, the locale, TERM, TZ, TMPDIR and the XDG directories:
     /// never this server's tokens or keys unless named.
-    #[arg(long = "agent-env", value_parser = parse_env_setting)]
+    #[arg(help_heading = "Bridged agent", long = "agent-env", value_parser = parse_env_setting)]
     agent_env: Vec<(String, Option<String>)>,
     /// The authentication method the `--agent` is authenticated with once started, one its ACP
     /// `initialize` answer lists (codex-acp: `openai-api-key`). An agent that requires one
     /// refuses runs without it (`auth_required`).
-    #[arg(long)]
+    #[arg(help_heading = "Bridged agent", long)]
     agent_auth: Option<String>,
     /// Does not serve the development page (a chat with this server at `GET /` in a browser).
-    #[arg(long)]
+    #[arg(help_heading = "Serving", long)]
     no_ui: bool,
     /// A host name (as in `Host`, without port) the server answers to besides the loopback
     /// names; repeat for several. Bound to a non-loopback address without any, every name is
     /// answered (a warning says so).
-    #[arg(long = "allow-host")]
+    #[arg(help_heading = "Security", long = "allow-host")]
     allow_hosts: Vec<String>,
     /// The environment variable holding the bearer tokens clients must send (`Authorization:
     /// Bearer …`) on every route but `/health` and `/ready`; several separated by commas or
@@ -260,94 +267,100 @@ struct Serve {
     /// authenticates (else it is named `token-` and 8 hex digits of its digest). Each principal
     /// sees only its own threads and runs. Off when absent, with --operator-token-env,
     /// --front-token-env and --token-file: then everyone shares one space.
-    #[arg(long)]
+    #[arg(help_heading = "Security", long)]
     auth_token_env: Option<String>,
     /// The environment variable holding the operator tokens (as --auth-token-env): they see every
     /// thread and run, read `/interrupts` and answer interrupts out of band.
-    #[arg(long)]
+    #[arg(help_heading = "Security", long)]
     operator_token_env: Option<String>,
     /// The environment variable holding the tokens of trusted fronts (as --auth-token-env): a
     /// backend that authenticated its users names the one it acts for in the
     /// `X-Agent-Tower-User` header of each request.
-    #[arg(long)]
+    #[arg(help_heading = "Security", long)]
     front_token_env: Option<String>,
     /// A file of tokens, one a line: `run NAME TOKEN`, `operator NAME TOKEN` or `front NAME
     /// TOKEN` (blank lines and `#` comments ignored); readable by its owner only.
-    #[arg(long)]
+    #[arg(help_heading = "Security", long)]
     token_file: Option<std::path::PathBuf>,
     /// Accepts JSON Web Tokens signed by the keys at this JWKS (an `https://` URL, or a file):
     /// the token's `sub` (or --jwt-claim) is its principal, a user. Needs --jwt-issuer and
     /// --jwt-audience.
-    #[arg(long, requires_all = ["jwt_issuer", "jwt_audience"])]
+    #[arg(help_heading = "Security", long, requires_all = ["jwt_issuer", "jwt_audience"])]
     jwt_jwks: Option<String>,
     /// The issuer (`iss`) the JSON Web Tokens must come from.
-    #[arg(long, requires = "jwt_jwks")]
+    #[arg(help_heading = "Security", long, requires = "jwt_jwks")]
     jwt_issuer: Option<String>,
     /// The audience (`aud`) the JSON Web Tokens must be for.
-    #[arg(long, requires = "jwt_jwks")]
+    #[arg(help_heading = "Security", long, requires = "jwt_jwks")]
     jwt_audience: Option<String>,
     /// The claim that names a JSON Web Token's principal.
-    #[arg(long, default_value = "sub")]
+    #[arg(help_heading = "Security", long, default_value = "sub")]
     jwt_claim: String,
     /// The algorithms a JSON Web Token may be signed with, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "RS256,ES256,EdDSA")]
+    #[arg(
+        help_heading = "Security",
+        long,
+        value_delimiter = ',',
+        default_value = "RS256,ES256,EdDSA"
+    )]
     jwt_algorithms: Vec<String>,
     /// How long a client may take to send a request head; also how long an idle keep-alive
     /// connection stays open.
-    #[arg(long, default_value = "10s", value_parser = parse_timeout)]
+    #[arg(help_heading = "Limits", long, default_value = "10s", value_parser = parse_timeout, value_name = "DURATION")]
     header_timeout: Duration,
     /// How long a client may take to send a whole request body (`408` past it).
-    #[arg(long, default_value = "30s", value_parser = parse_timeout)]
+    #[arg(help_heading = "Limits", long, default_value = "30s", value_parser = parse_timeout, value_name = "DURATION")]
     body_timeout: Duration,
     /// How long a write to a client may stay blocked (it stopped reading) before its
     /// connection is closed.
-    #[arg(long, default_value = "30s", value_parser = parse_timeout)]
+    #[arg(help_heading = "Limits", long, default_value = "30s", value_parser = parse_timeout, value_name = "DURATION")]
     write_timeout: Duration,
     /// The most connections open at once; more wait in the listen backlog.
-    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(help_heading = "Limits", long, default_value_t = 20_000, value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: u32,
     /// The most messages one request may carry (`422` past it).
-    #[arg(long, default_value_t = 1_000)]
+    #[arg(help_heading = "Limits", long, default_value_t = 1_000)]
     max_messages: usize,
     /// The most runs live at once; one more gets `503 overloaded` with `Retry-After`.
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(help_heading = "Limits", long, default_value_t = 10_000)]
     max_live_runs: usize,
     /// The most events one run may log; past it the run ends with `run_too_large`.
-    #[arg(long, default_value_t = 500_000)]
+    #[arg(help_heading = "Limits", long, default_value_t = 500_000)]
     max_run_events: u64,
     /// The most bytes of events (their JSON) one run may log; past it the run ends with
     /// `run_too_large`.
-    #[arg(long, default_value_t = 64 * 1024 * 1024)]
+    #[arg(help_heading = "Limits", long, default_value_t = 64 * 1024 * 1024, value_name = "BYTES")]
     max_run_bytes: u64,
     /// The most runs one principal (a token's, a front's user) may have live at once; one more
     /// gets `429 too_many_live_runs`. Operators are not limited. Unlimited when absent.
-    #[arg(long)]
+    #[arg(help_heading = "Limits", long)]
     principal_live_runs: Option<usize>,
     /// The most runs one principal may begin a minute; more get `429 rate_limited` with
     /// `Retry-After`. Unlimited when absent.
-    #[arg(long)]
+    #[arg(help_heading = "Limits", long)]
     principal_runs_per_minute: Option<u32>,
     /// The most bytes of events one principal's runs may log a day (UTC): a run past it ends
     /// with `quota_exceeded`, new ones get `429`. Unlimited when absent.
-    #[arg(long)]
+    #[arg(help_heading = "Limits", long, value_name = "BYTES")]
     principal_log_bytes_per_day: Option<u64>,
     /// A group of principals the metrics count runs and tokens by, as `GROUP=NAME,NAME…`;
     /// repeat for several. Principals in none count under `other`.
-    #[arg(long = "metrics-group", value_parser = parse_metrics_group)]
+    #[arg(help_heading = "Logs, traces, metrics", long = "metrics-group", value_parser = parse_metrics_group)]
     metrics_groups: Vec<(String, Vec<String>)>,
 
     /// The most model turns per run.
-    #[arg(long, default_value_t = 16)]
+    #[arg(help_heading = "Model", long, default_value_t = 16)]
     max_turns: u32,
     /// How much of an error clients see in `RUN_ERROR`: `none` (a generic sentence), `code`
     /// (the error code and a generic sentence), `message` (the code and the error's message),
     /// `full` (the message and every cause).
-    #[arg(long, default_value = "message", value_parser = parse_detail)]
+    #[arg(help_heading = "Model", long, default_value = "message", value_parser = parse_detail)]
     error_detail: Detail,
     /// Where runs, their events and pending interrupts are kept: `sqlite://path` (created if
     /// missing), `postgres://…` (several instances may share it), or `memory` (also `none`: this
     /// process only, bounded). Interrupts, re-joins and replays work with every store.
     #[arg(
+        help_heading = "Store",
         long,
         default_value = "sqlite://agent-tower.db",
         env = "AGENT_TOWER_STORE"
@@ -356,18 +369,18 @@ struct Serve {
     /// How long runs are kept once they ended (e.g. `30d`): older ones (their events, their
     /// decided interrupts) are deleted every hour, a few at a time. Threads keep their latest
     /// conversation; runs waiting for a decision are kept. Unset: every run is kept.
-    #[arg(long, value_parser = humantime::parse_duration, env = "AGENT_TOWER_RETAIN_RUNS")]
+    #[arg(help_heading = "Store", long, value_parser = humantime::parse_duration, env = "AGENT_TOWER_RETAIN_RUNS", value_name = "DURATION")]
     retain_runs: Option<Duration>,
     /// How long a run's owner may stay silent before its run counts as lost (e.g. `30s`).
-    #[arg(long, default_value = "30s", value_parser = parse_lease)]
+    #[arg(help_heading = "Store", long, default_value = "30s", value_parser = parse_lease, value_name = "DURATION")]
     lease: Duration,
     /// After SIGTERM or Ctrl-C, how long open responses may take to end (each run in flight
     /// gets its terminal event at once) before the process exits anyway (e.g. a client that
     /// stopped reading).
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    #[arg(help_heading = "Serving", long, default_value = "10s", value_parser = humantime::parse_duration, value_name = "DURATION")]
     drain_timeout: Duration,
     /// How long an interrupt (a call of `remember` waiting for approval) can be resumed.
-    #[arg(long, default_value = "24h", value_parser = parse_interrupt_ttl)]
+    #[arg(help_heading = "Agent", long, default_value = "24h", value_parser = parse_interrupt_ttl, value_name = "DURATION")]
     interrupt_ttl: Duration,
 }
 
@@ -483,44 +496,44 @@ struct ModelArgs {
     /// reasons when asked to "think", and streams N filler tokens when a run's `forwardedProps`
     /// is `{"scripted": {"tokens": N}}`), or `openai:<model>` for any OpenAI-compatible server
     /// at `--base-url` (OpenAI, Ollama, vLLM, llama.cpp, LM Studio, OpenRouter).
-    #[arg(long, default_value = "scripted", env = "AGENT_TOWER_MODEL", value_parser = parse_model)]
+    #[arg(help_heading = "Model", long, default_value = "scripted", env = "AGENT_TOWER_MODEL", value_parser = parse_model)]
     model: ModelChoice,
     /// Lets clients tune the scripted model with `forwardedProps.scripted` (`tokens`,
     /// `delay_ms`: answers of any length, for load tests); off by default, so that no client
     /// makes the server write gigabytes.
-    #[arg(long)]
+    #[arg(help_heading = "Model", long)]
     scripted_knobs: bool,
     /// The OpenAI-compatible server's base URL (its paths start there: `…/chat/completions`;
     /// default https://api.openai.com/v1). Only with an `openai:` model.
-    #[arg(long, env = "AGENT_TOWER_BASE_URL")]
+    #[arg(help_heading = "Model", long, env = "AGENT_TOWER_BASE_URL")]
     base_url: Option<String>,
     /// The environment variable holding the API key (sent as a bearer token, never logged).
-    #[arg(long, default_value = "OPENAI_API_KEY")]
+    #[arg(help_heading = "Model", long, default_value = "OPENAI_API_KEY")]
     api_key_env: String,
     /// How long the model may take to start answering, per attempt.
-    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    #[arg(help_heading = "Model", long, default_value = "60s", value_parser = humantime::parse_duration, value_name = "DURATION")]
     model_timeout: Duration,
     /// How long the model's stream may stay silent once it has started (a bridged agent's
     /// too, between its messages; its tools run as long as they take).
-    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    #[arg(help_heading = "Model", long, default_value = "60s", value_parser = humantime::parse_duration, value_name = "DURATION")]
     idle_timeout: Duration,
     /// Retries of a call that failed before its first token (rate limited, server error,
     /// unreachable, timed out).
-    #[arg(long, default_value_t = 2)]
+    #[arg(help_heading = "Model", long, default_value_t = 2)]
     retries: u32,
     /// An MCP server whose tools the agent is offered, as `{name}__{tool}`:
     /// `name=command args…` (spawned, stdio) or `name=http://…` (streamable HTTP). Repeat for
     /// several.
-    #[arg(long = "mcp")]
+    #[arg(help_heading = "Agent", long = "mcp")]
     mcp: Vec<McpServer>,
     /// An environment variable for a spawned `--mcp` server: `name=KEY=VALUE` sets one,
     /// `name=KEY` passes this process's value on. Repeat for several. Besides these the server
     /// gets only PATH, HOME, USER, SHELL, the locale, TERM, TZ, TMPDIR and the XDG directories.
-    #[arg(long = "mcp-env", value_parser = parse_mcp_setting)]
+    #[arg(help_heading = "Agent", long = "mcp-env", value_parser = parse_mcp_setting)]
     mcp_env: Vec<McpSetting>,
     /// A header for an HTTP `--mcp` server, its value read from an environment variable (so that
     /// no secret is on the command line): `name=Header-Name=VARIABLE`. Repeat for several.
-    #[arg(long = "mcp-header-env", value_parser = parse_mcp_setting)]
+    #[arg(help_heading = "Agent", long = "mcp-header-env", value_parser = parse_mcp_setting)]
     mcp_header_env: Vec<McpSetting>,
 }
 
@@ -701,6 +714,11 @@ impl ModelArgs {
                 boxed(ScriptedModel::new().client_knobs(self.scripted_knobs))
             }
             ModelChoice::OpenAi(name) => {
+                if self.scripted_knobs {
+                    tracing::warn!(
+                        "--scripted-knobs is ignored: the model is not the scripted one"
+                    );
+                }
                 let base_url = self.base_url.as_deref().unwrap_or(OPENAI_BASE_URL);
                 tracing::info!(model = %name, %base_url, "OpenAI-compatible model");
                 if std::env::var_os(&self.api_key_env).is_none() {
@@ -1292,11 +1310,25 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
                 .algorithms(&args.jwt_algorithms)?
                 .principal_claim(&args.jwt_claim),
         ),
-        _ => None,
+        (None, None, None) => None,
+        // Half a JWT setting would be ignored, and the server open to whoever it meant to keep out.
+        _ => {
+            return Err(
+                "--jwt-jwks, --jwt-issuer and --jwt-audience go together: give all three \
+                        (or none)"
+                    .into(),
+            );
+        }
     };
     let mut kept = None;
     if matches!(args.store.as_str(), "none" | "memory") {
         tracing::info!("runs are kept in memory (bounded, until the process exits)");
+        if args.retain_runs.is_some() {
+            tracing::warn!(
+                "--retain-runs is ignored: runs in memory are bounded, and gone when the process \
+                 exits"
+            );
+        }
     } else {
         let store = agent_tower::store::RunStore::open(&args.store).await?;
         tracing::info!(store = %store_name(&args.store), "runs are kept in the store");
@@ -1309,7 +1341,7 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
     }
     let mut server = AguiServer::with_runs(engine)
         .path(args.path.clone())
-        .keep_alive(Duration::from_secs(args.keep_alive.max(1)))
+        .keep_alive(args.keep_alive.max(Duration::from_secs(1)))
         .body_limit(args.body_limit)
         .body_timeout(args.body_timeout)
         .max_messages(args.max_messages)
