@@ -336,3 +336,53 @@ async fn runs_past_their_retention_are_deleted_while_serving_and_by_the_prune_co
     assert_eq!(server.get("/runs/kept/events?after=0").await.status(), 404);
     server.kill().await;
 }
+
+#[tokio::test]
+async fn a_thread_is_exported_as_json_lines_while_serving() {
+    let store = stores::sqlite("export");
+    let server = start(&store).await;
+    let thread = thread();
+    let mut logged = 0;
+    for (n, words) in ["hello", "add {\"a\": 1, \"b\": 2}"].iter().enumerate() {
+        let body = json!({
+            "threadId": thread, "runId": format!("r{n}"),
+            "messages": [{"id": format!("u{n}"), "role": "user", "content": words}],
+        });
+        let events = frames(&server.post(&body).await.text().await.unwrap());
+        logged += events.len();
+    }
+    let export = std::process::Command::new(env!("CARGO_BIN_EXE_agent-tower"))
+        .args(["export", "--store", &store, &thread])
+        .output()
+        .unwrap();
+    assert!(
+        export.status.success(),
+        "{}",
+        String::from_utf8_lossy(&export.stderr)
+    );
+    let lines: Vec<Value> = String::from_utf8(export.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(lines[0]["threadId"], thread.as_str());
+    assert!(
+        lines[0]["messages"].as_array().unwrap().len() >= 4,
+        "{}",
+        lines[0]
+    );
+    let events = &lines[1..];
+    assert_eq!(events.len(), logged, "every event of both runs");
+    assert_eq!(events[0]["runId"], "r0");
+    assert_eq!(events[0]["event"]["type"], "RUN_STARTED");
+    assert_eq!(events.last().unwrap()["runId"], "r1");
+    assert_eq!(events.last().unwrap()["event"]["type"], "RUN_FINISHED");
+
+    let unknown = std::process::Command::new(env!("CARGO_BIN_EXE_agent-tower"))
+        .args(["export", "--store", &store, "no-such-thread"])
+        .output()
+        .unwrap();
+    assert!(!unknown.status.success());
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("no thread `no-such-thread`"));
+    server.kill().await;
+}

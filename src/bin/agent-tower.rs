@@ -127,6 +127,9 @@ enum Command {
     /// Delete the runs that ended before a time (their events, their decided interrupts), while
     /// servers go on using the store; threads keep their latest conversation.
     Prune(Prune),
+    /// Write a thread to stdout as JSON lines: first the thread (its principal, conversation and
+    /// state), then every event of its runs, oldest first, each as `{"runId", "seq", "event"}`.
+    Export(Export),
 }
 
 #[derive(Debug, clap::Args)]
@@ -140,6 +143,19 @@ struct Backup {
     store: String,
     /// The new file (it must not exist).
     to: std::path::PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+struct Export {
+    /// The store: `sqlite://path` or `postgres://…`.
+    #[arg(
+        long,
+        default_value = "sqlite://agent-tower.db",
+        env = "AGENT_TOWER_STORE"
+    )]
+    store: String,
+    /// The thread to export.
+    thread: String,
 }
 
 #[derive(Debug, clap::Args)]
@@ -1047,6 +1063,7 @@ async fn run() -> Result<(), BoxError> {
             tracing::info!(store = %store_name(&prune.store), pruned, "runs deleted");
             Ok(())
         }
+        Command::Export(export) => export_thread(&export).await,
         Command::Backup(backup) => {
             let bytes = agent_tower::store::backup(&backup.store, &backup.to).await?;
             tracing::info!(
@@ -1430,6 +1447,49 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
             Err(error) => tracing::warn!(%error, "the store's log stays beside its file"),
         }
     }
+    Ok(())
+}
+
+/// `agent-tower export`: the thread, then its runs' events, as JSON lines on stdout.
+async fn export_thread(export: &Export) -> Result<(), BoxError> {
+    use agent_tower::runs::RunLog;
+    use std::io::Write;
+    let store = agent_tower::store::RunStore::open(&export.store).await?;
+    let thread = agent_tower::id::ThreadId::from(export.thread.as_str());
+    let Some(record) = store.thread(&thread).await? else {
+        return Err(format!("no thread `{}` in the store", export.thread).into());
+    };
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let head = serde_json::json!({
+        "threadId": record.thread_id.as_str(),
+        "principal": record.principal,
+        "messages": record.messages,
+        "state": record.state,
+    });
+    writeln!(out, "{head}")?;
+    let mut events = 0_u64;
+    for run in &record.runs {
+        let mut after = 0;
+        while let Some(page) = store.read(&run.run_id, after, 512).await? {
+            let Some(last) = page.events.last() else {
+                break;
+            };
+            after = last.seq;
+            for event in &page.events {
+                let line = format!(
+                    r#"{{"runId":{},"seq":{},"event":{}}}"#,
+                    serde_json::to_string(run.run_id.as_str())?,
+                    event.seq,
+                    event.json_str()
+                );
+                writeln!(out, "{line}")?;
+                events += 1;
+            }
+        }
+    }
+    out.flush()?;
+    drop(out);
+    tracing::info!(thread = %export.thread, runs = record.runs.len(), events, "thread exported");
     Ok(())
 }
 
