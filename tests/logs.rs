@@ -164,7 +164,8 @@ async fn settings_that_do_nothing_together_are_said_to() {
     assert_eq!(knobs["level"], "WARN", "{knobs}");
     let retention = logs
         .message(
-            "--retain-runs is ignored: runs in memory are bounded, and gone when the process exits",
+            "--retain-runs and --retain-threads are ignored: runs in memory are bounded, and gone \
+             when the process exits",
         )
         .await;
     assert_eq!(retention["level"], "WARN", "{retention}");

@@ -872,3 +872,55 @@ async fn runs_that_ended_before_a_time_are_pruned_and_the_others_kept() {
         );
     }
 }
+
+#[tokio::test]
+async fn threads_idle_since_a_time_are_pruned_with_their_runs_unless_one_is_live() {
+    for (name, url) in each_store("prune-threads").await {
+        let store = RunStore::open(&url).await.unwrap();
+        let log: &dyn RunLog = &store;
+        let messages = vec![Message::user("old news")];
+        // Idle: its conversation and its ended run go.
+        let (idle, run) = ids();
+        let lease = log.start(&start(&idle, &run, vec![])).await.unwrap();
+        log.write(
+            &lease,
+            &events(1..=2),
+            Some(&RunEnd::new(RunStatus::Finished)),
+        )
+        .await
+        .unwrap();
+        log.save_thread(SavedThread::new(&idle, &messages))
+            .await
+            .unwrap();
+        // Waiting for a decision, and running: kept.
+        let (waiting, _) = interrupted(log, vec![interrupt("c1", Duration::from_secs(600))]).await;
+        log.save_thread(SavedThread::new(&waiting, &messages))
+            .await
+            .unwrap();
+        let (busy, running) = ids();
+        let lease = log.start(&start(&busy, &running, vec![])).await.unwrap();
+        log.save_thread(SavedThread::new(&busy, &messages))
+            .await
+            .unwrap();
+
+        let later = SystemTime::now() + Duration::from_secs(1);
+        assert_eq!(store.prune_threads(later).await.unwrap(), 1, "{name}");
+        assert!(
+            log.thread(&idle).await.unwrap().is_none(),
+            "{name}: the idle thread gone"
+        );
+        assert!(
+            log.read(&run, 0, 10).await.unwrap().is_none(),
+            "{name}: its run too"
+        );
+        assert!(log.thread(&waiting).await.unwrap().is_some(), "{name}");
+        assert!(log.thread(&busy).await.unwrap().is_some(), "{name}");
+        log.write(
+            &lease,
+            &events(1..=1),
+            Some(&RunEnd::new(RunStatus::Finished)),
+        )
+        .await
+        .unwrap();
+    }
+}

@@ -171,6 +171,10 @@ struct Prune {
     /// does every hour.
     #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
     older_than: Duration,
+    /// Also deletes the threads idle for longer than this (e.g. `90d`), as `serve
+    /// --retain-threads` does.
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
+    threads_older_than: Option<Duration>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -387,6 +391,17 @@ struct Serve {
     /// conversation; runs waiting for a decision are kept. Unset: every run is kept.
     #[arg(help_heading = "Store", long, value_parser = humantime::parse_duration, env = "AGENT_TOWER_RETAIN_RUNS", value_name = "DURATION")]
     retain_runs: Option<Duration>,
+    /// How long threads are kept once idle (e.g. `90d`): older ones (their conversation, state
+    /// and what is left of their runs) are deleted every hour, unless a run of theirs runs or
+    /// waits for a decision. Unset: every thread is kept.
+    #[arg(
+        help_heading = "Store",
+        long,
+        value_parser = humantime::parse_duration,
+        env = "AGENT_TOWER_RETAIN_THREADS",
+        value_name = "DURATION"
+    )]
+    retain_threads: Option<Duration>,
     /// How long a run's owner may stay silent before its run counts as lost (e.g. `30s`).
     #[arg(help_heading = "Store", long, default_value = "30s", value_parser = parse_lease, value_name = "DURATION")]
     lease: Duration,
@@ -1056,11 +1071,12 @@ async fn run() -> Result<(), BoxError> {
         Command::Acp(acp) => run_acp(*acp).await,
         Command::Prune(prune) => {
             let store = agent_tower::store::RunStore::open(&prune.store).await?;
-            let before = std::time::SystemTime::now()
-                .checked_sub(prune.older_than)
-                .unwrap_or(std::time::UNIX_EPOCH);
-            let pruned = store.prune(before).await?;
+            let pruned = store.prune(ago(prune.older_than)).await?;
             tracing::info!(store = %store_name(&prune.store), pruned, "runs deleted");
+            if let Some(age) = prune.threads_older_than {
+                let pruned = store.prune_threads(ago(age)).await?;
+                tracing::info!(store = %store_name(&prune.store), pruned, "threads deleted");
+            }
             Ok(())
         }
         Command::Export(export) => export_thread(&export).await,
@@ -1340,10 +1356,10 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
     let mut kept = None;
     if matches!(args.store.as_str(), "none" | "memory") {
         tracing::info!("runs are kept in memory (bounded, until the process exits)");
-        if args.retain_runs.is_some() {
+        if args.retain_runs.is_some() || args.retain_threads.is_some() {
             tracing::warn!(
-                "--retain-runs is ignored: runs in memory are bounded, and gone when the process \
-                 exits"
+                "--retain-runs and --retain-threads are ignored: runs in memory are bounded, and \
+                 gone when the process exits"
             );
         }
     } else {
@@ -1351,8 +1367,9 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         tracing::info!(store = %store_name(&args.store), "runs are kept in the store");
         store.on_commit(metrics.store_commits());
         kept = Some(store.clone());
-        if let Some(age) = args.retain_runs {
-            tokio::spawn(retain(store.clone(), age, runs.clone()));
+        if args.retain_runs.is_some() || args.retain_threads.is_some() {
+            let ages = (args.retain_runs, args.retain_threads);
+            tokio::spawn(retain(store.clone(), ages, runs.clone()));
         }
         engine = engine.log(store);
     }
@@ -1493,20 +1510,47 @@ async fn export_thread(export: &Export) -> Result<(), BoxError> {
     Ok(())
 }
 
-/// Deletes the runs of `store` that ended longer than `age` ago, now and then every hour (or
-/// every `age`, when shorter), until `stop`.
-async fn retain(store: agent_tower::store::RunStore, age: Duration, stop: CancellationToken) {
-    let every = age
+/// `age` before now.
+fn ago(age: Duration) -> std::time::SystemTime {
+    std::time::SystemTime::now()
+        .checked_sub(age)
+        .unwrap_or(std::time::UNIX_EPOCH)
+}
+
+/// Deletes what `store` keeps past its retention (`ages`: of ended runs, of idle threads), now
+/// and then every hour (or every such age, when shorter), until `stop`.
+async fn retain(
+    store: agent_tower::store::RunStore,
+    ages: (Option<Duration>, Option<Duration>),
+    stop: CancellationToken,
+) {
+    let (runs, threads) = ages;
+    let shortest = runs
+        .into_iter()
+        .chain(threads)
+        .min()
+        .unwrap_or(Duration::MAX);
+    let every = shortest
         .min(Duration::from_secs(3600))
         .max(Duration::from_secs(1));
     loop {
-        let before = std::time::SystemTime::now()
-            .checked_sub(age)
-            .unwrap_or(std::time::UNIX_EPOCH);
-        match store.prune(before).await {
-            Ok(0) => {}
-            Ok(pruned) => tracing::info!(pruned, "runs past their retention deleted"),
-            Err(error) => tracing::warn!(%error, "runs past their retention could not be deleted"),
+        if let Some(age) = runs {
+            match store.prune(ago(age)).await {
+                Ok(0) => {}
+                Ok(pruned) => tracing::info!(pruned, "runs past their retention deleted"),
+                Err(error) => {
+                    tracing::warn!(%error, "runs past their retention could not be deleted")
+                }
+            }
+        }
+        if let Some(age) = threads {
+            match store.prune_threads(ago(age)).await {
+                Ok(0) => {}
+                Ok(pruned) => tracing::info!(pruned, "threads past their retention deleted"),
+                Err(error) => {
+                    tracing::warn!(%error, "threads past their retention could not be deleted");
+                }
+            }
         }
         tokio::select! {
             () = tokio::time::sleep(every) => {}

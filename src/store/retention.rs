@@ -1,12 +1,16 @@
-//! Retention: the runs that ended before a time deleted, a few at a time, between the runs' own
-//! writes ([`RunStore::prune`]).
+//! Retention: the runs that ended before a time ([`RunStore::prune`]) and the threads idle since
+//! ([`RunStore::prune_threads`]) deleted, a few at a time, between the runs' own writes.
 
 use std::time::SystemTime;
 
 use sqlx::Row as _;
 
-use super::{RunStore, rows::millis, writer::Job};
-use crate::{id::RunId, runs::LogError};
+use super::{
+    RunStore,
+    rows::millis,
+    writer::{Job, Prunable},
+};
+use crate::runs::LogError;
 
 /// How many runs one group commit deletes at most: a prune never holds the writer for long.
 const BATCH: usize = 100;
@@ -28,28 +32,63 @@ impl RunStore {
     ///
     /// When the store cannot be read or written.
     pub async fn prune(&self, before: SystemTime) -> Result<u64, LogError> {
+        self.prune_all(
+            Prunable::Runs,
+            "SELECT run_id FROM runs WHERE status <> 'running' AND updated_at < $1 \
+             AND run_id NOT IN (SELECT run_id FROM interrupts WHERE status = 'pending') \
+             LIMIT $2",
+            before,
+        )
+        .await
+    }
+
+    /// Deletes the threads not updated since `before` (their conversation, their state and
+    /// everything left of their runs), in groups of 100 between the runs' own writes. Kept: a
+    /// thread with a run running or waiting for a decision. Returns how many threads were
+    /// deleted. `agent-tower serve --retain-threads 90d` calls it every hour.
+    ///
+    /// # Errors
+    ///
+    /// When the store cannot be read or written.
+    pub async fn prune_threads(&self, before: SystemTime) -> Result<u64, LogError> {
+        self.prune_all(
+            Prunable::Threads,
+            "SELECT thread_id FROM threads WHERE updated_at < $1 \
+             AND thread_id NOT IN (SELECT thread_id FROM runs WHERE status = 'running') \
+             AND thread_id NOT IN (SELECT thread_id FROM interrupts WHERE status = 'pending') \
+             LIMIT $2",
+            before,
+        )
+        .await
+    }
+
+    /// Finds what `find` lists as prunable at `before`, a pass at a time, and deletes it in
+    /// groups through the writer.
+    async fn prune_all(
+        &self,
+        what: Prunable,
+        find: &str,
+        before: SystemTime,
+    ) -> Result<u64, LogError> {
         let cutoff = millis(before);
         let mut pruned = 0;
         loop {
-            let found = sqlx::query(
-                "SELECT run_id FROM runs WHERE status <> 'running' AND updated_at < $1 \
-                 AND run_id NOT IN (SELECT run_id FROM interrupts WHERE status = 'pending') \
-                 LIMIT $2",
-            )
-            .bind(cutoff)
-            .bind(PASS)
-            .fetch_all(self.reader())
-            .await?;
-            let found: Vec<RunId> = found
+            let found = sqlx::query(find)
+                .bind(cutoff)
+                .bind(PASS)
+                .fetch_all(self.reader())
+                .await?;
+            let found: Vec<String> = found
                 .iter()
-                .map(|row| row.try_get::<String, _>(0).map(RunId::from))
+                .map(|row| row.try_get::<String, _>(0))
                 .collect::<Result<_, _>>()?;
             let mut this_pass = 0;
             for batch in found.chunks(BATCH) {
                 this_pass += self
                     .ask(
                         |reply| Job::Prune {
-                            runs: batch.to_vec(),
+                            what,
+                            ids: batch.to_vec(),
                             before: cutoff,
                             reply,
                         },
@@ -58,8 +97,8 @@ impl RunStore {
                     .await?;
             }
             pruned += this_pass;
-            // A short look found every run there was; one that deleted nothing would find the
-            // same runs again (they were resumed meanwhile).
+            // A short look found everything there was; one that deleted nothing would find the
+            // same again (resumed or written meanwhile).
             if found.len() < PASS as usize || this_pass == 0 {
                 return Ok(pruned);
             }

@@ -91,9 +91,10 @@ pub(super) enum Job {
         thread: ThreadId,
         reply: oneshot::Sender<Result<Deleted, LogError>>,
     },
-    /// Deletes the runs of `runs` that ended before `before` (ms) and wait for no decision.
+    /// Deletes the runs (or threads) of `ids` that are still prunable at `before` (ms).
     Prune {
-        runs: Vec<RunId>,
+        what: Prunable,
+        ids: Vec<String>,
         before: i64,
         reply: oneshot::Sender<Result<u64, LogError>>,
     },
@@ -413,11 +414,12 @@ impl Writer {
                     (Done::Deleted(reply, result.map_err(log_error)), error)
                 }
                 Job::Prune {
-                    runs,
+                    what,
+                    ids,
                     before,
                     reply,
                 } => {
-                    let (result, error) = split(prune(tx, &runs, before).await);
+                    let (result, error) = split(prune(tx, what, &ids, before).await);
                     (Done::Count(reply, result.map_err(log_error)), error)
                 }
                 Job::Probe { reply } => {
@@ -1136,39 +1138,72 @@ async fn delete_thread(tx: &mut impl Conn, thread: &ThreadId) -> Result<Deleted,
     })
 }
 
-/// Deletes the runs of `runs` (their events, their decided interrupts, their rows) that ended
-/// before `before` (ms) and wait for no decision, as a view taken earlier found them: a run
-/// resumed since is kept. The number deleted.
-async fn prune(tx: &mut impl Conn, runs: &[RunId], before: i64) -> Result<u64, Failure> {
-    if runs.is_empty() {
+/// What a prune deletes.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Prunable {
+    /// Runs that ended before the time and wait for no decision: their events, their decided
+    /// interrupts, their rows.
+    Runs,
+    /// Threads not updated since the time, none of whose runs runs or waits for a decision:
+    /// their conversation and everything left of their runs.
+    Threads,
+}
+
+impl Prunable {
+    /// The query of the prunable ones among `$2…`, as of `$1` (ms).
+    fn query(self, ids: &str) -> String {
+        match self {
+            Self::Runs => format!(
+                "SELECT run_id FROM runs WHERE run_id IN ({ids}) AND status <> 'running' \
+                 AND updated_at < $1 AND run_id NOT IN \
+                 (SELECT run_id FROM interrupts WHERE status = 'pending')"
+            ),
+            Self::Threads => format!(
+                "SELECT thread_id FROM threads WHERE thread_id IN ({ids}) AND updated_at < $1 \
+                 AND thread_id NOT IN (SELECT thread_id FROM runs WHERE status = 'running') \
+                 AND thread_id NOT IN (SELECT thread_id FROM interrupts WHERE status = 'pending')"
+            ),
+        }
+    }
+}
+
+/// Deletes the runs or threads of `ids` that are prunable at `before` (ms), as a view taken
+/// earlier found them: one resumed or written since is kept. The number deleted.
+async fn prune(
+    tx: &mut impl Conn,
+    what: Prunable,
+    ids: &[String],
+    before: i64,
+) -> Result<u64, Failure> {
+    if ids.is_empty() {
         return Ok(0);
     }
-    let ids: Vec<String> = (2..runs.len() + 2).map(|n| format!("${n}")).collect();
-    let prunable = format!(
-        "SELECT run_id FROM runs WHERE run_id IN ({}) AND status <> 'running' \
-         AND updated_at < $1 AND run_id NOT IN \
-         (SELECT run_id FROM interrupts WHERE status = 'pending')",
-        ids.join(", ")
-    );
+    let numbers: Vec<String> = (2..ids.len() + 2).map(|n| format!("${n}")).collect();
+    let prunable = what.query(&numbers.join(", "));
     let mut args = vec![Arg::from(before)];
-    args.extend(runs.iter().map(|run| Arg::from(run.as_str())));
-    tx.execute(
-        &format!("DELETE FROM run_chunks WHERE run_id IN ({prunable})"),
-        &args,
-    )
-    .await?;
-    tx.execute(
-        &format!("DELETE FROM interrupts WHERE run_id IN ({prunable})"),
-        &args,
-    )
-    .await?;
-    let pruned = tx
-        .execute(
-            &format!("DELETE FROM runs WHERE run_id IN ({prunable})"),
-            &args,
-        )
-        .await?;
-    Ok(pruned)
+    args.extend(ids.iter().map(|id| Arg::from(id.as_str())));
+    let statements = match what {
+        Prunable::Runs => vec![
+            format!("DELETE FROM run_chunks WHERE run_id IN ({prunable})"),
+            format!("DELETE FROM interrupts WHERE run_id IN ({prunable})"),
+            format!("DELETE FROM runs WHERE run_id IN ({prunable})"),
+        ],
+        Prunable::Threads => vec![
+            format!(
+                "DELETE FROM run_chunks WHERE run_id IN \
+                 (SELECT run_id FROM runs WHERE thread_id IN ({prunable}))"
+            ),
+            format!("DELETE FROM interrupts WHERE thread_id IN ({prunable})"),
+            format!("DELETE FROM runs WHERE thread_id IN ({prunable})"),
+            format!("DELETE FROM threads WHERE thread_id IN ({prunable})"),
+        ],
+    };
+    let mut deleted = 0;
+    for statement in &statements {
+        deleted = tx.execute(statement, &args).await?;
+    }
+    // The last statement deletes the rows counted.
+    Ok(deleted)
 }
 
 /// Keeps `saved`, titled by its first prompt; a thread's principal is the one it was first kept
