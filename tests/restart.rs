@@ -190,6 +190,16 @@ async fn an_approval_answered_before_a_kill_is_carried_out_after_it() {
 
 stores::postgresql_answers_test!();
 
+/// Runs `hello` on a new thread as `run`, to its end.
+async fn finished(server: &Process, run: &str) {
+    let body = json!({
+        "threadId": thread(), "runId": run,
+        "messages": [{"id": "u1", "role": "user", "content": "hello"}],
+    });
+    let events = server.post(&body).await.text().await.unwrap();
+    assert!(events.contains("RUN_FINISHED"), "{events}");
+}
+
 /// The SQLite file of `store` (`sqlite://path`).
 fn file_of(store: &str) -> std::path::PathBuf {
     store.trim_start_matches("sqlite://").into()
@@ -202,12 +212,7 @@ async fn a_clean_stop_leaves_every_run_in_the_file_and_a_backup_restores_them_wh
     let mut runs = Vec::new();
     for n in 0..3 {
         let run = format!("r{n}");
-        let body = json!({
-            "threadId": thread(), "runId": run,
-            "messages": [{"id": "u1", "role": "user", "content": format!("hello {n}")}],
-        });
-        let events = server.post(&body).await.text().await.unwrap();
-        assert!(events.contains("RUN_FINISHED"), "{events}");
+        finished(&server, &run).await;
         runs.push(run);
     }
     // A run streams while the copy is taken: the copy has the finished runs, whole.
@@ -283,19 +288,7 @@ async fn a_clean_stop_leaves_every_run_in_the_file_and_a_backup_restores_them_wh
 async fn runs_past_their_retention_are_deleted_while_serving_and_by_the_prune_command() {
     let store = stores::sqlite("retain");
     let server = Process::serve(&["--store", &store, "--retain-runs", "1s"]).await;
-    let body = json!({
-        "threadId": thread(), "runId": "old",
-        "messages": [{"id": "u1", "role": "user", "content": "hello"}],
-    });
-    assert!(
-        server
-            .post(&body)
-            .await
-            .text()
-            .await
-            .unwrap()
-            .contains("RUN_FINISHED")
-    );
+    finished(&server, "old").await;
     tokio::time::timeout(
         std::time::Duration::from_secs(20),
         server.logged("runs past their retention deleted"),
@@ -307,19 +300,7 @@ async fn runs_past_their_retention_are_deleted_while_serving_and_by_the_prune_co
 
     let store = stores::sqlite("prune");
     let server = start(&store).await;
-    let body = json!({
-        "threadId": thread(), "runId": "kept",
-        "messages": [{"id": "u1", "role": "user", "content": "hello"}],
-    });
-    assert!(
-        server
-            .post(&body)
-            .await
-            .text()
-            .await
-            .unwrap()
-            .contains("RUN_FINISHED")
-    );
+    finished(&server, "kept").await;
     let prune = |older_than: &str| {
         std::process::Command::new(env!("CARGO_BIN_EXE_agent-tower"))
             .args(["prune", "--store", &store, "--older-than", older_than])

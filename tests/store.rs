@@ -68,6 +68,20 @@ fn start(thread: &ThreadId, run: &RunId, resume: Vec<(InterruptId, Decision)>) -
     start
 }
 
+/// A run on a fresh thread that finished with two events; its thread and id.
+async fn finished(log: &dyn RunLog) -> (ThreadId, RunId) {
+    let (thread, run) = ids();
+    let lease = log.start(&start(&thread, &run, vec![])).await.unwrap();
+    log.write(
+        &lease,
+        &events(1..=2),
+        Some(&RunEnd::new(RunStatus::Finished)),
+    )
+    .await
+    .unwrap();
+    (thread, run)
+}
+
 /// A run on a fresh thread that ended at `interrupts`; its thread and id.
 async fn interrupted(log: &dyn RunLog, interrupts: Vec<Interrupt>) -> (ThreadId, RunId) {
     let (thread, run) = ids();
@@ -812,16 +826,7 @@ async fn runs_that_ended_before_a_time_are_pruned_and_the_others_kept() {
         // Ended: pruned, events and all.
         let mut ended = Vec::new();
         for _ in 0..3 {
-            let (thread, run) = ids();
-            let lease = log.start(&start(&thread, &run, vec![])).await.unwrap();
-            log.write(
-                &lease,
-                &events(1..=3),
-                Some(&RunEnd::new(RunStatus::Finished)),
-            )
-            .await
-            .unwrap();
-            ended.push(run);
+            ended.push(finished(log).await.1);
         }
         let (waiting_thread, waiting) =
             interrupted(log, vec![interrupt("c1", Duration::from_secs(600))]).await;
@@ -880,15 +885,7 @@ async fn threads_idle_since_a_time_are_pruned_with_their_runs_unless_one_is_live
         let log: &dyn RunLog = &store;
         let messages = vec![Message::user("old news")];
         // Idle: its conversation and its ended run go.
-        let (idle, run) = ids();
-        let lease = log.start(&start(&idle, &run, vec![])).await.unwrap();
-        log.write(
-            &lease,
-            &events(1..=2),
-            Some(&RunEnd::new(RunStatus::Finished)),
-        )
-        .await
-        .unwrap();
+        let (idle, run) = finished(log).await;
         log.save_thread(SavedThread::new(&idle, &messages))
             .await
             .unwrap();
