@@ -13,18 +13,7 @@ async fn json_logs_say_each_request_run_and_refusal() {
     let dir = std::env::temp_dir().join(format!("agent-tower-logs-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let store = format!("sqlite://{}", dir.join("runs.db").display());
-    let mut logs = JsonLogged::start(
-        &[
-            "--log-format",
-            "json",
-            "serve",
-            "--addr",
-            "127.0.0.1:0",
-            "--store",
-            &store,
-        ],
-        &[],
-    );
+    let mut logs = JsonLogged::serve(&["--store", &store], &[]);
     let serving = logs
         .message("serving AG-UI (POST / for runs, GET /ws, GET /health, GET /ready, GET /metrics)")
         .await;

@@ -132,41 +132,38 @@ enum Command {
     Export(Export),
 }
 
+/// The store an operator's command works on.
 #[derive(Debug, clap::Args)]
-struct Backup {
-    /// The store to copy: `sqlite://path`.
+struct StoreUrl {
+    /// The store: `sqlite://path` or `postgres://…` (`backup` takes SQLite only).
     #[arg(
-        long,
+        long = "store",
         default_value = "sqlite://agent-tower.db",
         env = "AGENT_TOWER_STORE"
     )]
-    store: String,
+    url: String,
+}
+
+#[derive(Debug, clap::Args)]
+struct Backup {
+    #[command(flatten)]
+    store: StoreUrl,
     /// The new file (it must not exist).
     to: std::path::PathBuf,
 }
 
 #[derive(Debug, clap::Args)]
 struct Export {
-    /// The store: `sqlite://path` or `postgres://…`.
-    #[arg(
-        long,
-        default_value = "sqlite://agent-tower.db",
-        env = "AGENT_TOWER_STORE"
-    )]
-    store: String,
+    #[command(flatten)]
+    store: StoreUrl,
     /// The thread to export.
     thread: String,
 }
 
 #[derive(Debug, clap::Args)]
 struct Prune {
-    /// The store: `sqlite://path` or `postgres://…`.
-    #[arg(
-        long,
-        default_value = "sqlite://agent-tower.db",
-        env = "AGENT_TOWER_STORE"
-    )]
-    store: String,
+    #[command(flatten)]
+    store: StoreUrl,
     /// Deletes the runs that ended longer ago than this (e.g. `30d`), as `serve --retain-runs`
     /// does every hour.
     #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
@@ -1070,20 +1067,20 @@ async fn run() -> Result<(), BoxError> {
         Command::Serve(serve) => run_server(*serve).await,
         Command::Acp(acp) => run_acp(*acp).await,
         Command::Prune(prune) => {
-            let store = agent_tower::store::RunStore::open(&prune.store).await?;
+            let store = agent_tower::store::RunStore::open(&prune.store.url).await?;
             let pruned = store.prune(ago(prune.older_than)).await?;
-            tracing::info!(store = %store_name(&prune.store), pruned, "runs deleted");
+            tracing::info!(store = %store_name(&prune.store.url), pruned, "runs deleted");
             if let Some(age) = prune.threads_older_than {
                 let pruned = store.prune_threads(ago(age)).await?;
-                tracing::info!(store = %store_name(&prune.store), pruned, "threads deleted");
+                tracing::info!(store = %store_name(&prune.store.url), pruned, "threads deleted");
             }
             Ok(())
         }
         Command::Export(export) => export_thread(&export).await,
         Command::Backup(backup) => {
-            let bytes = agent_tower::store::backup(&backup.store, &backup.to).await?;
+            let bytes = agent_tower::store::backup(&backup.store.url, &backup.to).await?;
             tracing::info!(
-                store = %store_name(&backup.store),
+                store = %store_name(&backup.store.url),
                 to = %backup.to.display(),
                 bytes,
                 "the store was copied"
@@ -1471,7 +1468,7 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
 async fn export_thread(export: &Export) -> Result<(), BoxError> {
     use agent_tower::runs::RunLog;
     use std::io::Write;
-    let store = agent_tower::store::RunStore::open(&export.store).await?;
+    let store = agent_tower::store::RunStore::open(&export.store.url).await?;
     let thread = agent_tower::id::ThreadId::from(export.thread.as_str());
     let Some(record) = store.thread(&thread).await? else {
         return Err(format!("no thread `{}` in the store", export.thread).into());
