@@ -69,6 +69,7 @@ async fn the_default_classifier_knows_types_not_words() {
         (ModelErrorKind::Refusal, ErrorKind::Refusal, false),
         (ModelErrorKind::Transport, ErrorKind::Transport, true),
         (ModelErrorKind::StreamCut, ErrorKind::Transport, false),
+        (ModelErrorKind::Timeout, ErrorKind::Timeout, false),
         (ModelErrorKind::Other, ErrorKind::Internal, false),
     ] {
         let got = class(Wrapped(Box::new(ModelError::new(kind, "x"))));

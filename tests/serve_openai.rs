@@ -128,3 +128,24 @@ async fn a_failed_model_call_is_logged_with_its_cause_and_base_url_and_no_secret
     }
     agent.kill().await;
 }
+
+#[tokio::test]
+async fn a_provider_that_stalls_before_its_first_token_ends_the_run_with_timeout() {
+    let (base, _) = serve(vec![Fixture::load("stalled.sse")], usize::MAX).await;
+    let agent = Process::serve(&[
+        "--store",
+        "none",
+        "--model",
+        "openai:m",
+        "--base-url",
+        &base,
+        "--idle-timeout",
+        "1s",
+    ])
+    .await;
+    let events = run(&agent).await;
+    let end = events.last().unwrap();
+    assert_eq!(end["type"], "RUN_ERROR", "{end}");
+    assert_eq!(end["code"], "timeout", "{end}");
+    agent.kill().await;
+}

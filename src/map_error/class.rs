@@ -165,6 +165,7 @@ impl DefaultClassifier {
                 ModelErrorKind::InvalidRequest => ErrorKind::InvalidRequest,
                 ModelErrorKind::Refusal => ErrorKind::Refusal,
                 ModelErrorKind::Transport | ModelErrorKind::StreamCut => ErrorKind::Transport,
+                ModelErrorKind::Timeout => ErrorKind::Timeout,
                 _ => ErrorKind::Internal,
             });
         }

@@ -17,8 +17,8 @@ use crate::{
     stream::wrap::{Wrap, response_future},
 };
 
-/// Fails a model's stream with a [`ModelErrorKind::StreamCut`] error when no event comes for
-/// `idle` (a provider that stalls mid-answer). `tower::timeout` bounds the wait for the provider
+/// Fails a model's stream with a [`ModelErrorKind::Timeout`] error when no event comes for
+/// `idle` (a provider that stalls before its first token or mid-answer). `tower::timeout` bounds the wait for the provider
 /// to answer; this bounds every wait after it. The stream's error becomes a [`BoxError`].
 ///
 /// ```
@@ -143,7 +143,7 @@ where
         ready!(this.sleep.poll(cx));
         *this.done = true;
         let error = ModelError::new(
-            ModelErrorKind::StreamCut,
+            ModelErrorKind::Timeout,
             format!("the model sent nothing for {:?}", this.idle),
         );
         Poll::Ready(Some(Err(error.into())))
@@ -182,6 +182,6 @@ mod tests {
         assert!(events[0].is_ok());
         let error = events[1].as_ref().unwrap_err();
         let error = error.downcast_ref::<ModelError>().unwrap();
-        assert_eq!(error.kind(), ModelErrorKind::StreamCut);
+        assert_eq!(error.kind(), ModelErrorKind::Timeout);
     }
 }

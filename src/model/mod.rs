@@ -188,6 +188,8 @@ pub enum ModelErrorKind {
     Transport,
     /// The stream ended before the provider said it was done.
     StreamCut,
+    /// The model went silent for too long (an [idle timeout](IdleTimeoutLayer)).
+    Timeout,
     /// Anything else.
     Other,
 }
@@ -210,6 +212,7 @@ impl ModelErrorKind {
             Self::Refusal => "refusal",
             Self::Transport => "transport",
             Self::StreamCut => "stream_cut",
+            Self::Timeout => "timeout",
             Self::Other => "model_error",
         }
     }

@@ -14,13 +14,15 @@ use tokio::{
 
 /// A recorded response: `# comment` lines (where it came from), `status: N`, headers, a blank
 /// line, then the body's bytes to the end of the file. The pseudo-header `x-replay-end: abort`
-/// makes the server drop the connection after the body instead of ending it cleanly.
+/// makes the server drop the connection after the body instead of ending it cleanly, and
+/// `x-replay-end: hang` keeps it open, silent (a provider that stalls).
 #[derive(Debug, Clone)]
 pub struct Fixture {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
     pub abort: bool,
+    pub hang: bool,
 }
 
 impl Fixture {
@@ -31,7 +33,7 @@ impl Fixture {
         let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let mut status = None;
         let mut headers = Vec::new();
-        let mut abort = false;
+        let (mut abort, mut hang) = (false, false);
         let mut rest = &bytes[..];
         loop {
             let end = rest
@@ -49,7 +51,10 @@ impl Fixture {
             let (name, value) = line.split_once(": ").expect("name: value");
             match name {
                 "status" => status = Some(value.parse().expect("a status code")),
-                "x-replay-end" => abort = value == "abort",
+                "x-replay-end" => {
+                    abort = value == "abort";
+                    hang = value == "hang";
+                }
                 _ => headers.push((name.to_owned(), value.to_owned())),
             }
         }
@@ -58,6 +63,7 @@ impl Fixture {
             headers,
             body: rest.to_vec(),
             abort,
+            hang,
         }
     }
 }
@@ -131,6 +137,12 @@ pub async fn serve(
                         return;
                     }
                     let _ = write.flush().await;
+                }
+                if fixture.hang {
+                    // Silent, the connection held open until the client leaves.
+                    let mut rest = Vec::new();
+                    let _ = read.read_to_end(&mut rest).await;
+                    return;
                 }
                 if !fixture.abort {
                     let _ = write.write_all(b"0\r\n\r\n").await;
