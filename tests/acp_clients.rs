@@ -17,7 +17,12 @@ const SCENARIOS: usize = 10;
 #[tokio::test]
 async fn the_typescript_client_drives_every_scenario() {
     let store = stores::sqlite("acp-ts");
-    let out = support::node("acp-client.mjs", &[AGENT, "--store", &store], None).await;
+    let out = support::node(
+        "acp-client.mjs",
+        &[AGENT, "--store", &store, "--context-window", "32000"],
+        None,
+    )
+    .await;
     let passed = out.lines().filter(|l| l.starts_with("ok - ")).count();
     assert_eq!(passed, SCENARIOS, "{out}");
 }

@@ -260,3 +260,9 @@ fn a_metrics_group_that_cannot_be_one_is_refused() {
     ]);
     assert!(stderr.contains("one group each"), "{stderr}");
 }
+
+#[test]
+fn a_temperature_out_of_range_is_refused() {
+    assert!(refused(&["--temperature", "3"]).contains("3 is not between 0 and 2"));
+    assert!(refused(&["--temperature", "warm"]).contains("`warm` is not a number"));
+}

@@ -64,6 +64,10 @@ async fn the_providers_answer_reaches_the_client_after_a_retry() {
         &base,
         "--api-key-env",
         "AGENT_TOWER_TEST_KEY",
+        "--temperature",
+        "0.5",
+        "--max-tokens",
+        "77",
     ])
     .await;
     let events = run(&agent).await;
@@ -78,6 +82,8 @@ async fn the_providers_answer_reaches_the_client_after_a_retry() {
     let second = received.recv().await.unwrap();
     assert_eq!(first.body, second.body, "the same request, retried");
     assert_eq!(second.body["model"], "smollm2");
+    assert_eq!(second.body["temperature"], 0.5, "--temperature");
+    assert_eq!(second.body["max_tokens"], 77, "--max-tokens");
     agent.kill().await;
 }
 

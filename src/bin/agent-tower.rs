@@ -552,6 +552,21 @@ struct ModelArgs {
     /// unreachable, timed out).
     #[arg(help_heading = "Model", long, default_value_t = 2)]
     retries: u32,
+    /// The sampling temperature sent with each call (the provider's default when absent).
+    #[arg(help_heading = "Model", long, value_parser = parse_temperature)]
+    temperature: Option<f32>,
+    /// The most tokens of one answer (the provider's default when absent).
+    #[arg(help_heading = "Model", long, value_name = "TOKENS")]
+    max_tokens: Option<u32>,
+    /// The model's context window, in tokens: what an editor is told the conversation uses
+    /// out of (ACP `usage_update`).
+    #[arg(
+        help_heading = "Model",
+        long,
+        default_value_t = 128_000,
+        value_name = "TOKENS"
+    )]
+    context_window: u64,
     /// An MCP server whose tools the agent is offered, as `{name}__{tool}`:
     /// `name=command args…` (spawned, stdio) or `name=http://…` (streamable HTTP). Repeat for
     /// several.
@@ -769,6 +784,18 @@ impl ModelArgs {
                 )
             }
         }
+    }
+}
+
+/// A sampling temperature: a number from 0 to 2.
+fn parse_temperature(value: &str) -> Result<f32, String> {
+    let temperature: f32 = value
+        .parse()
+        .map_err(|_| format!("`{value}` is not a number"))?;
+    if (0.0..=2.0).contains(&temperature) {
+        Ok(temperature)
+    } else {
+        Err(format!("{temperature} is not between 0 and 2"))
     }
 }
 
@@ -1253,7 +1280,14 @@ async fn agent_stack(
     } else {
         Stack::new(service, tools).model_layer(demo::citations())
     };
-    let stack = stack.policy(policy).trace(trace);
+    let mut options = agent_tower::model::ModelOptions::default();
+    options.temperature = model.temperature;
+    options.max_output_tokens = model.max_tokens;
+    let stack = stack
+        .policy(policy)
+        .trace(trace)
+        .model_options(options)
+        .acp(agent_tower::acp::AcpLayer::new().context_window(model.context_window));
     Ok(match settings.instructions()? {
         Some(instructions) => stack.instructions(instructions),
         None => stack,

@@ -62,6 +62,9 @@ const scenarios = {
     assert.equal(answer.stopReason, "end_turn");
     assert.equal(text(editor.updates), "You said: hello editor");
     assert.ok(editor.updates.some((u) => kind(u) === "session_info_update"));
+    // The context window the agent was started with (`--context-window`).
+    const usage = editor.updates.find((u) => kind(u) === "usage_update");
+    assert.equal(usage.update.size, 32000);
     assert.ok(editor.updates.some((u) => kind(u) === "available_commands_update"));
   },
 
