@@ -48,6 +48,13 @@ fn recorded_answer() -> String {
         .collect()
 }
 
+/// `agent-tower serve` in memory with the model `openai:m` at `base`, and `more` flags.
+async fn serving_model_at(base: &str, more: &[&str]) -> Process {
+    let mut args = vec!["--store", "none", "--model", "openai:m", "--base-url", base];
+    args.extend_from_slice(more);
+    Process::serve(&args).await
+}
+
 #[tokio::test]
 async fn the_providers_answer_reaches_the_client_after_a_retry() {
     let fixtures = vec![
@@ -90,15 +97,7 @@ async fn the_providers_answer_reaches_the_client_after_a_retry() {
 #[tokio::test]
 async fn a_provider_that_refuses_the_prompt_is_a_run_error_with_its_code() {
     let (base, _) = serve(vec![Fixture::load("context_length.http")], usize::MAX).await;
-    let agent = Process::serve(&[
-        "--store",
-        "none",
-        "--model",
-        "openai:m",
-        "--base-url",
-        &base,
-    ])
-    .await;
+    let agent = serving_model_at(&base, &[]).await;
     let events = run(&agent).await;
     let end = events.last().unwrap();
     assert_eq!(end["type"], "RUN_ERROR", "{end}");
@@ -138,17 +137,7 @@ async fn a_failed_model_call_is_logged_with_its_cause_and_base_url_and_no_secret
 #[tokio::test]
 async fn a_provider_that_stalls_before_its_first_token_ends_the_run_with_timeout() {
     let (base, _) = serve(vec![Fixture::load("stalled.sse")], usize::MAX).await;
-    let agent = Process::serve(&[
-        "--store",
-        "none",
-        "--model",
-        "openai:m",
-        "--base-url",
-        &base,
-        "--idle-timeout",
-        "1s",
-    ])
-    .await;
+    let agent = serving_model_at(&base, &["--idle-timeout", "1s"]).await;
     let events = run(&agent).await;
     let end = events.last().unwrap();
     assert_eq!(end["type"], "RUN_ERROR", "{end}");
