@@ -253,7 +253,7 @@ async fn tool_error_is_a_result_the_model_sees() {
 }
 
 #[tokio::test]
-async fn model_error_mid_stream_closes_and_ends_with_run_error() {
+async fn model_error_mid_stream_closes_all_but_the_cut_call_and_ends_with_run_error() {
     let model = MockModel::new([vec![
         MockItem::reasoning("hmm"),
         MockItem::text("partial"),
@@ -273,8 +273,8 @@ async fn model_error_mid_stream_closes_and_ends_with_run_error() {
             ReasoningEnd,
             TextMessageStart,
             TextMessageContent,
+            // The call's arguments were cut off: it is never presented as complete.
             ToolCallStart,
-            ToolCallEnd,
             TextMessageEnd,
             StepFinished,
             RunError,

@@ -6,6 +6,7 @@
 mod process;
 #[path = "support/replay.rs"]
 mod replay;
+mod support;
 
 use process::Process;
 use replay::{Fixture, serve};
@@ -135,12 +136,66 @@ async fn a_failed_model_call_is_logged_with_its_cause_and_base_url_and_no_secret
 }
 
 #[tokio::test]
-async fn a_provider_that_stalls_before_its_first_token_ends_the_run_with_timeout() {
+async fn a_provider_that_stalls_before_its_first_token_is_tried_again() {
+    let fixtures = vec![Fixture::load("stalled.sse"), Fixture::load("plain.sse")];
+    let (base, mut received) = serve(fixtures, 7).await;
+    let agent = serving_model_at(&base, &["--model-timeout", "1s", "--retries", "1"]).await;
+    let events = run(&agent).await;
+    assert_eq!(events.last().unwrap()["type"], "RUN_FINISHED", "{events:?}");
+    assert_eq!(answer(&events), recorded_answer());
+    received.recv().await.unwrap();
+    received
+        .recv()
+        .await
+        .expect("a second call after the stall");
+    agent.kill().await;
+}
+
+#[tokio::test]
+async fn a_provider_that_always_stalls_before_its_first_token_ends_the_run_with_timeout() {
     let (base, _) = serve(vec![Fixture::load("stalled.sse")], usize::MAX).await;
-    let agent = serving_model_at(&base, &["--idle-timeout", "1s"]).await;
+    let agent = serving_model_at(&base, &["--model-timeout", "1s", "--retries", "0"]).await;
     let events = run(&agent).await;
     let end = events.last().unwrap();
     assert_eq!(end["type"], "RUN_ERROR", "{end}");
     assert_eq!(end["code"], "timeout", "{end}");
+    agent.kill().await;
+}
+
+#[tokio::test]
+async fn a_provider_that_stalls_mid_answer_ends_the_run_with_timeout() {
+    let (base, mut received) =
+        serve(vec![Fixture::load("stalled_mid_answer.sse")], usize::MAX).await;
+    let agent = serving_model_at(&base, &["--idle-timeout", "1s"]).await;
+    let events = run(&agent).await;
+    assert!(!answer(&events).is_empty(), "the first tokens: {events:?}");
+    let end = events.last().unwrap();
+    assert_eq!(end["type"], "RUN_ERROR", "{end}");
+    assert_eq!(end["code"], "timeout", "{end}");
+    received.recv().await.unwrap();
+    assert!(
+        received.try_recv().is_err(),
+        "a stream that sent tokens is not retried"
+    );
+    agent.kill().await;
+}
+
+#[tokio::test]
+async fn a_tool_call_cut_off_mid_arguments_is_never_presented_as_complete() {
+    let (base, _) = serve(vec![Fixture::load("tool_call_cut.sse")], 64).await;
+    let agent = serving_model_at(&base, &[]).await;
+    let seen = support::node("agui-cut-call.mjs", &[&format!("{}/", agent.base)], None).await;
+    let seen: Value = serde_json::from_str(seen.trim()).unwrap();
+    assert_eq!(seen["started"].as_array().unwrap().len(), 1, "{seen}");
+    assert_eq!(
+        seen["ended"],
+        json!([]),
+        "no hook hears the call end: {seen}"
+    );
+    assert_eq!(seen["completed"], json!([]), "no new tool call: {seen}");
+    assert_eq!(seen["code"], "transport", "{seen}");
+    let events = seen["events"].as_array().unwrap();
+    assert!(!events.contains(&json!("TOOL_CALL_END")), "{seen}");
+    assert_eq!(events.last().unwrap(), "RUN_ERROR", "{seen}");
     agent.kill().await;
 }

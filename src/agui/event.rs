@@ -246,6 +246,18 @@ impl Event {
         .into()
     }
 
+    /// `REASONING_ENCRYPTED_VALUE` for the reasoning message `message_id`.
+    pub fn reasoning_encrypted_value(message_id: &MessageId, encrypted_value: String) -> Self {
+        ReasoningEncryptedValue {
+            subtype: EncryptedValueSubtype::Message,
+            entity_id: message_id.to_string(),
+            encrypted_value,
+            subagent_run_id: None,
+            base: BaseEvent::default(),
+        }
+        .into()
+    }
+
     /// `REASONING_MESSAGE_END`.
     pub fn reasoning_message_end(message_id: MessageId) -> Self {
         ReasoningMessageEnd {
@@ -870,6 +882,7 @@ impl From<&crate::model::Usage> for TokenUsage {
             total_tokens: Some(usage.total_tokens()),
             reasoning_tokens: usage.reasoning_tokens,
             cached_input_tokens: usage.cached_input_tokens,
+            cache_write_input_tokens: usage.cache_write_input_tokens,
             ..Self::default()
         }
     }

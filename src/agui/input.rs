@@ -433,6 +433,8 @@ pub enum Message {
         id: MessageId,
         /// The text.
         content: String,
+        /// What the provider needs back with it, opaque (`REASONING_ENCRYPTED_VALUE`).
+        encrypted_value: Option<String>,
     },
 }
 
@@ -504,9 +506,14 @@ impl Message {
                     is_error: error.is_some(),
                 }
             }
-            Self::Reasoning { id, content } => message::Message::Reasoning {
+            Self::Reasoning {
+                id,
+                content,
+                encrypted_value,
+            } => message::Message::Reasoning {
                 id: id.clone(),
                 content: content.clone(),
+                encrypted_value: encrypted_value.clone(),
             },
             Self::Activity { .. } => return None,
         })
@@ -558,9 +565,14 @@ impl Message {
                         .collect()
                 }),
             },
-            message::Message::Reasoning { id, content } => Self::Reasoning {
+            message::Message::Reasoning {
+                id,
+                content,
+                encrypted_value,
+            } => Self::Reasoning {
                 id: id.clone(),
                 content: content.clone(),
+                encrypted_value: encrypted_value.clone(),
             },
             message::Message::Tool {
                 id,

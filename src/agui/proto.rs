@@ -280,9 +280,14 @@ fn message(message: &input::Message) -> wire::Message {
             wire.activity_type = Some(activity_type.clone());
             wire.activity_content = Some(structure(content).unwrap_or_default());
         }
-        input::Message::Reasoning { id, content } => {
+        input::Message::Reasoning {
+            id,
+            content,
+            encrypted_value,
+        } => {
             wire.id = id.to_string();
             wire.content = Some(content.clone());
+            wire.encrypted_value.clone_from(encrypted_value);
         }
     }
     wire

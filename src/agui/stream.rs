@@ -23,14 +23,19 @@ pub type ResponseStream<St, T> = Tee<St, T, ModelEncoder>;
 /// - The first text delta of a message opens `TEXT_MESSAGE_START`; a delta for another message
 ///   closes the current one first.
 /// - Reasoning deltas open a reasoning span and message (`REASONING_START`,
-///   `REASONING_MESSAGE_START`), closed when text or a tool call follows, or at the end.
+///   `REASONING_MESSAGE_START`), closed when text or a tool call follows, or at the end. What
+///   the provider needs back with it (a thinking signature) is `REASONING_ENCRYPTED_VALUE` on
+///   that message.
 /// - Tool calls become `TOOL_CALL_START` (with `parentMessageId` = the step's message id),
 ///   `TOOL_CALL_ARGS`, `TOOL_CALL_END`. Arguments or ends for a call that was never started are
 ///   dropped rather than sent unbalanced.
 /// - A call of a tool with [predictions](super::AguiLayer::predict_state) is preceded by a CUSTOM
 ///   `PredictState` event; state changed while the arguments streamed (a
 ///   [`StateLayer`](crate::state) hook) goes out as `STATE_DELTA` right after `TOOL_CALL_END`.
-/// - At the end of the step, however it ends, everything still open is closed.
+/// - At the end of the step, everything still open is closed, except a tool call when the model
+///   failed: its arguments may be cut off mid-JSON, and a client treats `TOOL_CALL_END` as "the
+///   arguments are complete" (the official client parses them and calls its hooks). The
+///   `RUN_ERROR` that follows ends it; nothing runs it.
 #[derive(Debug)]
 pub struct ModelEncoder {
     step_name: String,
@@ -90,6 +95,15 @@ impl ModelEncoder {
         }
     }
 
+    fn open_reasoning(&mut self, message_id: &MessageId, out: &mut VecDeque<Event>) {
+        if self.reasoning.as_ref() != Some(message_id) {
+            self.close_reasoning(out);
+            self.reasoning = Some(message_id.clone());
+            out.push_back(Event::reasoning_start(message_id.clone()));
+            out.push_back(Event::reasoning_message_start(message_id.clone()));
+        }
+    }
+
     fn close_reasoning(&mut self, out: &mut VecDeque<Event>) {
         if let Some(message_id) = self.reasoning.take() {
             out.push_back(Event::reasoning_message_end(message_id.clone()));
@@ -124,16 +138,17 @@ impl<E> Encode<Result<ModelEvent, E>> for ModelEncoder {
                 ));
             }
             ModelEvent::ReasoningDelta { message_id, delta } => {
-                if self.reasoning.as_ref() != Some(message_id) {
-                    self.close_reasoning(out);
-                    self.reasoning = Some(message_id.clone());
-                    out.push_back(Event::reasoning_start(message_id.clone()));
-                    out.push_back(Event::reasoning_message_start(message_id.clone()));
-                }
+                self.open_reasoning(message_id, out);
                 out.push_back(Event::reasoning_message_content(
                     message_id.clone(),
                     delta.clone(),
                 ));
+            }
+            ModelEvent::ReasoningEncryptedValue { message_id, value } => {
+                // Inside its message, so that a client keeps it on the message (a redacted
+                // block has no text: its message is opened for it).
+                self.open_reasoning(message_id, out);
+                out.push_back(Event::reasoning_encrypted_value(message_id, value.clone()));
             }
             ModelEvent::ToolCallStart { id, name } => {
                 self.close_reasoning(out);
@@ -168,9 +183,14 @@ impl<E> Encode<Result<ModelEvent, E>> for ModelEncoder {
         None
     }
 
-    fn end(&mut self, _end: End, out: &mut VecDeque<Event>) {
+    fn end(&mut self, end: End, out: &mut VecDeque<Event>) {
         self.close_reasoning(out);
-        out.extend(self.tool_calls.drain(..).map(Event::tool_call_end));
+        let open_calls = self.tool_calls.drain(..);
+        if end == End::Failed {
+            drop(open_calls);
+        } else {
+            out.extend(open_calls.map(Event::tool_call_end));
+        }
         self.close_text(out);
         out.push_back(Event::step_finished(std::mem::take(&mut self.step_name)));
     }

@@ -538,14 +538,14 @@ struct ModelArgs {
     /// The environment variable holding the API key (sent as a bearer token, never logged).
     #[arg(help_heading = "Model", long, default_value = "OPENAI_API_KEY")]
     api_key_env: String,
-    /// How long the provider may take to answer a call (its response's head), per attempt;
-    /// past it the call is tried again (`--retries`). A provider that answers at once and then
-    /// reads the prompt is bounded by `--idle-timeout` instead.
+    /// How long the provider may take to send the first token of an answer, per attempt
+    /// (reading a long prompt included); past it the call is tried again (`--retries`), as
+    /// nothing has reached the client yet.
     #[arg(help_heading = "Model", long, default_value = "60s", value_parser = humantime::parse_duration, value_name = "DURATION")]
     model_timeout: Duration,
-    /// How long the model's stream may stay silent: from the provider's answer to its first
-    /// token, and between tokens (a bridged agent's too, between its messages; its tools run as
-    /// long as they take). Past it the run ends with `RUN_ERROR` code `timeout`.
+    /// How long the model's stream may stay silent between tokens (a bridged agent's from its
+    /// start and between its messages; its tools run as long as they take). Past it the run
+    /// ends with `RUN_ERROR` code `timeout`.
     #[arg(help_heading = "Model", long, default_value = "60s", value_parser = humantime::parse_duration, value_name = "DURATION")]
     idle_timeout: Duration,
     /// Retries of a call that failed before its first token (rate limited, server error,

@@ -1,15 +1,13 @@
 //! Provider failures as [`ModelError`]s: the HTTP status, the error body (OpenAI's, llama.cpp's,
 //! vLLM's and Ollama's shapes), `retry-after`.
 
-use std::time::Duration;
-
 use http::{HeaderMap, StatusCode};
 use serde_json::Value;
 
-use crate::model::{ModelError, ModelErrorKind};
-
-/// The longest provider message kept in an error.
-const MAX_MESSAGE: usize = 500;
+use crate::model::{
+    ModelError, ModelErrorKind,
+    http::{shorten, with_retry_after},
+};
 
 /// The `code`, `type` and message of an error body, wherever the server put them.
 struct Described<'a> {
@@ -51,18 +49,6 @@ fn is_context_length(described: &Described<'_>) -> bool {
     .any(|needle| message.contains(needle))
 }
 
-fn shorten(mut message: String) -> String {
-    if message.len() > MAX_MESSAGE {
-        let mut end = MAX_MESSAGE;
-        while !message.is_char_boundary(end) {
-            end -= 1;
-        }
-        message.truncate(end);
-        message.push('…');
-    }
-    message
-}
-
 /// A non-success answer: `status`, its headers and body.
 pub(super) fn from_response(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> ModelError {
     let parsed: Value = serde_json::from_slice(body)
@@ -78,11 +64,7 @@ pub(super) fn from_response(status: StatusCode, headers: &HeaderMap, body: &[u8]
         _ => ModelErrorKind::Other,
     };
     let message = shorten(format!("HTTP {}: {}", status.as_u16(), described.message));
-    let error = ModelError::new(kind, message);
-    match retry_after(headers) {
-        Some(after) => error.with_retry_after(after),
-        None => error,
-    }
+    with_retry_after(ModelError::new(kind, message), headers)
 }
 
 /// An error the server sent inside the stream (`data: {"error": …}`).
@@ -96,24 +78,10 @@ pub(super) fn from_stream(body: &Value) -> ModelError {
     ModelError::new(kind, shorten(described.message))
 }
 
-/// `retry-after-ms` (OpenAI), else `retry-after` in seconds.
-fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let seconds = |name: &str, scale: f64| {
-        headers
-            .get(name)?
-            .to_str()
-            .ok()?
-            .trim()
-            .parse::<f64>()
-            .ok()
-            .filter(|s| s.is_finite() && *s >= 0.0)
-            .map(|s| Duration::from_secs_f64(s / scale))
-    };
-    seconds("retry-after-ms", 1000.0).or_else(|| seconds("retry-after", 1.0))
-}
-
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn error(status: u16, headers: &[(&'static str, &str)], body: &str) -> ModelError {
@@ -186,13 +154,5 @@ mod tests {
             error(429, &[("retry-after", "soon")], "{}").retry_after(),
             None
         );
-    }
-
-    #[test]
-    fn long_messages_are_cut_on_a_character() {
-        let body = format!(r#"{{"error": {{"message": "{}"}}}}"#, "é".repeat(600));
-        let message = error(500, &[], &body).message().to_owned();
-        assert!(message.len() <= MAX_MESSAGE + '…'.len_utf8());
-        assert!(message.ends_with('…'));
     }
 }

@@ -1,18 +1,17 @@
 //! The streamed answer: server-sent events carrying chat-completion chunks, as [`ModelEvent`]s.
 
-use std::{collections::VecDeque, pin::Pin};
+use std::collections::VecDeque;
 
-use bytes::Bytes;
-use eventsource_stream::{EventStreamError, Eventsource};
-use futures_core::Stream;
-use futures_util::StreamExt;
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::error;
 use crate::{
     id::{MessageId, ToolCallId},
-    model::{FinishReason, ModelError, ModelErrorKind, ModelEvent, Usage},
+    model::{
+        FinishReason, ModelError, ModelErrorKind, ModelEvent, Usage,
+        http::{Decode, unreadable},
+    },
 };
 
 #[derive(Deserialize)]
@@ -108,13 +107,6 @@ pub(super) struct Decoder {
     finish: Option<FinishReason>,
 }
 
-fn unreadable(what: impl std::fmt::Display) -> ModelError {
-    ModelError::new(
-        ModelErrorKind::Other,
-        format!("the provider sent an unreadable stream: {what}"),
-    )
-}
-
 fn finish_reason(reason: &str) -> FinishReason {
     match reason {
         "length" => FinishReason::Length,
@@ -192,6 +184,7 @@ impl Decoder {
                     .completion_tokens_details
                     .and_then(|d| d.reasoning_tokens),
                 cached_input_tokens: usage.prompt_tokens_details.and_then(|d| d.cached_tokens),
+                cache_write_input_tokens: None,
             }));
         }
         Ok(false)
@@ -274,93 +267,27 @@ impl Decoder {
     }
 }
 
-type Sse = Pin<
-    Box<
-        dyn Stream<Item = Result<eventsource_stream::Event, EventStreamError<crate::BoxError>>>
-            + Send,
-    >,
->;
+impl Decode for Decoder {
+    fn event(
+        &mut self,
+        event: &eventsource_stream::Event,
+        out: &mut VecDeque<ModelEvent>,
+    ) -> Result<bool, ModelError> {
+        self.data(&event.data, out)
+    }
 
-struct State {
-    sse: Sse,
-    decoder: Decoder,
-    queue: VecDeque<ModelEvent>,
-    /// What ends the stream once the queue is empty: `None` for a clean end.
-    end: Option<Option<ModelError>>,
-}
-
-/// The events of a response body: every chunk decoded, whatever its byte boundaries; an end
-/// without `[DONE]` is an error ([`ModelErrorKind::StreamCut`]), never a silent success.
-pub(super) fn events<E>(
-    body: impl Stream<Item = Result<Bytes, E>> + Send + 'static,
-    decoder: Decoder,
-) -> impl Stream<Item = Result<ModelEvent, ModelError>> + Send + 'static
-where
-    E: std::error::Error + Send + Sync + 'static,
-{
-    let state = State {
-        sse: Box::pin(
-            body.map(|piece| piece.map_err(|e| Box::new(e) as crate::BoxError))
-                .eventsource(),
-        ),
-        decoder,
-        queue: VecDeque::new(),
-        end: None,
-    };
-    futures_util::stream::unfold(state, |mut state| async move {
-        loop {
-            if let Some(event) = state.queue.pop_front() {
-                return Some((Ok(event), state));
-            }
-            match state.end.take() {
-                Some(Some(error)) => {
-                    state.end = Some(None);
-                    return Some((Err(error), state));
-                }
-                Some(None) => return None,
-                None => {}
-            }
-            let failure = match state.sse.next().await {
-                Some(Ok(event)) => match state.decoder.data(&event.data, &mut state.queue) {
-                    Ok(true) => {
-                        state.end = Some(None);
-                        continue;
-                    }
-                    Ok(false) => continue,
-                    Err(error) => error,
-                },
-                Some(Err(EventStreamError::Transport(error))) => {
-                    ModelError::new(ModelErrorKind::StreamCut, "the provider's stream broke off")
-                        .with_source(error)
-                }
-                Some(Err(EventStreamError::Utf8(error))) => unreadable(error),
-                Some(Err(EventStreamError::Parser(error))) => unreadable(error),
-                None => ModelError::new(
-                    ModelErrorKind::StreamCut,
-                    "the provider's stream ended before [DONE]",
-                ),
-            };
-            state.end = Some(Some(failure));
-        }
-    })
+    fn body_ended(&mut self, _out: &mut VecDeque<ModelEvent>) -> Result<(), ModelError> {
+        Err(ModelError::new(
+            ModelErrorKind::StreamCut,
+            "the provider's stream ended before [DONE]",
+        ))
+    }
 }
 
 /// The events of a body that arrives in `pieces` (for the fuzz target).
 #[cfg(feature = "fuzzing")]
 pub(crate) fn decode_sse(pieces: &[&[u8]]) -> Result<Vec<ModelEvent>, ModelError> {
-    let body = futures_util::stream::iter(
-        pieces
-            .iter()
-            .map(|piece| Ok::<_, std::io::Error>(Bytes::copy_from_slice(piece)))
-            .collect::<Vec<_>>(),
-    );
-    use futures_util::FutureExt;
-    events(body, Decoder::new(MessageId::from("m")))
-        .collect::<Vec<_>>()
-        .now_or_never()
-        .expect("every piece is ready")
-        .into_iter()
-        .collect()
+    crate::model::http::decode_pieces(pieces, Decoder::new(MessageId::from("m")))
 }
 
 #[cfg(test)]

@@ -154,6 +154,7 @@ mod tests {
                 Message::Reasoning {
                     id: MessageId::from("r"),
                     content: "hmm".into(),
+                    encrypted_value: None,
                 },
                 Message::Assistant {
                     id: MessageId::from("a"),
