@@ -22,13 +22,26 @@ pub fn run_input(data: &[u8]) {
 /// chooses: decoding never panics, and gives the same events whatever the boundaries.
 #[cfg(feature = "openai")]
 pub fn openai_sse(data: &[u8]) {
+    same_events_however_cut(data, crate::model::openai::decode_sse);
+}
+
+/// An Anthropic Messages stream, as [`openai_sse`] does for OpenAI's.
+#[cfg(feature = "anthropic")]
+pub fn anthropic_sse(data: &[u8]) {
+    same_events_however_cut(data, crate::model::anthropic::decode_sse);
+}
+
+/// Decodes the body after the first byte whole, then in pieces of the first byte's size, and
+/// checks that both give the same events.
+#[cfg(any(feature = "openai", feature = "anthropic"))]
+fn same_events_however_cut<T: std::fmt::Debug>(data: &[u8], decode: fn(&[&[u8]]) -> T) {
     let Some((&step, body)) = data.split_first() else {
         return;
     };
-    let whole = crate::model::openai::decode_sse(&[body]);
+    let whole = decode(&[body]);
     let step = usize::from(step.max(1));
     let pieces: Vec<&[u8]> = body.chunks(step).collect();
-    let cut = crate::model::openai::decode_sse(&pieces);
+    let cut = decode(&pieces);
     assert_eq!(
         format!("{whole:?}"),
         format!("{cut:?}"),

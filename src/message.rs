@@ -171,6 +171,9 @@ pub enum Message {
         id: MessageId,
         /// The reasoning text.
         content: String,
+        /// What the provider needs back with it (Anthropic's thinking signature), opaque.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        encrypted_value: Option<String>,
     },
     /// The result of a tool call.
     Tool {

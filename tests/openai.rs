@@ -3,150 +3,28 @@
 //! chunks of 1, 2, 3, 5, 7 and 64 bytes and whole: boundaries inside lines and inside UTF-8
 //! characters must not change a single event.
 
+#[path = "support/model_events.rs"]
+mod model_events;
 #[path = "support/replay.rs"]
 mod replay;
 
 use std::time::Duration;
 
-use agent_tower::{
-    context::RunContext,
-    message::Message,
-    model::{
-        FinishReason, ModelError, ModelErrorKind, ModelEvent, ModelRequest, RetryPolicy,
-        openai::OpenAi,
-    },
-    tool::ToolSpec,
+use agent_tower::model::{
+    FinishReason, ModelError, ModelErrorKind, ModelEvent, RetryPolicy, openai::OpenAi,
 };
 use futures_util::StreamExt;
+use model_events::{calls, finish, reasoning, request, text, usage};
 use replay::{Fixture, serve};
 use serde_json::{Value, json};
 use tower::{ServiceBuilder, ServiceExt};
 
-const CHUNKS: [usize; 7] = [1, 2, 3, 5, 7, 64, usize::MAX];
-
-fn request() -> ModelRequest {
-    let mut run = RunContext::new("thread".into(), "run".into());
-    run.message_id = "msg".into();
-    ModelRequest {
-        messages: vec![Message::user("hello")],
-        tools: vec![
-            ToolSpec::new("get_weather", "The weather in a city.").parameters(json!({
-                "type": "object",
-                "properties": {"city": {"type": "string"}},
-                "required": ["city"],
-            })),
-        ]
-        .into(),
-        options: Default::default(),
-        run,
-    }
+fn openai(base: &str) -> OpenAi {
+    OpenAi::new(base, "m")
 }
 
-/// Every event of `fixture`'s stream (the error, if it ends in one), replayed in chunks of
-/// `chunk` bytes.
-async fn events_in_chunks(fixture: &str, chunk: usize) -> (Vec<ModelEvent>, Option<ModelError>) {
-    let (base, _) = serve(vec![Fixture::load(fixture)], chunk).await;
-    let stream = OpenAi::new(&base, "m")
-        .oneshot(request())
-        .await
-        .unwrap_or_else(|e| panic!("{fixture}: {e}"));
-    let mut events = Vec::new();
-    let mut stream = std::pin::pin!(stream);
-    while let Some(event) = stream.next().await {
-        match event {
-            Ok(event) => events.push(event),
-            Err(error) => {
-                assert!(stream.next().await.is_none(), "nothing after the error");
-                return (events, Some(error));
-            }
-        }
-    }
-    (events, None)
-}
-
-/// The events of `fixture`, the same in every chunking.
 async fn events(fixture: &str) -> (Vec<ModelEvent>, Option<ModelError>) {
-    let (whole, error) = events_in_chunks(fixture, usize::MAX).await;
-    for chunk in CHUNKS {
-        let (events, other) = events_in_chunks(fixture, chunk).await;
-        assert_eq!(events, whole, "{fixture} in chunks of {chunk}");
-        assert_eq!(
-            other.as_ref().map(ModelError::kind),
-            error.as_ref().map(ModelError::kind),
-            "{fixture} in chunks of {chunk}"
-        );
-    }
-    (whole, error)
-}
-
-fn text(events: &[ModelEvent]) -> String {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            ModelEvent::TextDelta { message_id, delta } => {
-                assert_eq!(message_id.as_ref(), "msg");
-                Some(delta.as_str())
-            }
-            _ => None,
-        })
-        .collect()
-}
-
-fn reasoning(events: &[ModelEvent]) -> String {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            ModelEvent::ReasoningDelta { delta, .. } => Some(delta.as_str()),
-            _ => None,
-        })
-        .collect()
-}
-
-/// `(id, name, arguments)` of every call, in the order they started; each ended before Finish.
-fn calls(events: &[ModelEvent]) -> Vec<(String, String, Value)> {
-    let mut calls: Vec<(String, String, String, bool)> = Vec::new();
-    for event in events {
-        match event {
-            ModelEvent::ToolCallStart { id, name } => {
-                calls.push((id.to_string(), name.clone(), String::new(), false));
-            }
-            ModelEvent::ToolCallArgs { id, delta } => {
-                let call = calls.iter_mut().find(|c| c.0 == id.as_ref()).unwrap();
-                assert!(!call.3, "arguments after the end");
-                call.2.push_str(delta);
-            }
-            ModelEvent::ToolCallEnd { id } => {
-                calls.iter_mut().find(|c| c.0 == id.as_ref()).unwrap().3 = true;
-            }
-            _ => {}
-        }
-    }
-    calls
-        .into_iter()
-        .map(|(id, name, arguments, ended)| {
-            assert!(ended, "call {id} ended");
-            let arguments =
-                serde_json::from_str(&arguments).unwrap_or_else(|e| panic!("{arguments}: {e}"));
-            (id, name, arguments)
-        })
-        .collect()
-}
-
-fn finish(events: &[ModelEvent]) -> &FinishReason {
-    match events.last() {
-        Some(ModelEvent::Finish(reason)) => reason,
-        other => panic!("the last event is {other:?}, not Finish"),
-    }
-}
-
-fn usage(events: &[ModelEvent]) -> agent_tower::model::Usage {
-    events
-        .iter()
-        .find_map(|e| match e {
-            ModelEvent::Usage(usage) => Some(*usage),
-            _ => None,
-        })
-        .expect("a usage event")
+    model_events::events(&openai, Fixture::load(fixture)).await
 }
 
 #[tokio::test]
@@ -268,11 +146,7 @@ async fn a_stream_cut_midway_is_an_error_not_a_success() {
 }
 
 async fn call_error(fixture: &str) -> ModelError {
-    let (base, _) = serve(vec![Fixture::load(fixture)], usize::MAX).await;
-    match OpenAi::new(&base, "m").oneshot(request()).await {
-        Ok(_) => panic!("{fixture}: the call succeeded"),
-        Err(error) => error,
-    }
+    model_events::call_error(&openai, Fixture::load(fixture)).await
 }
 
 #[tokio::test]

@@ -30,7 +30,7 @@ pub(crate) fn replay(messages: &[Message], kinds: &Kinds) -> Vec<SessionUpdate> 
                     )
                 }));
             }
-            Message::Reasoning { id, content } if !content.is_empty() => {
+            Message::Reasoning { id, content, .. } if !content.is_empty() => {
                 updates.push(SessionUpdate::AgentThoughtChunk(
                     ContentChunk::new(ContentBlock::from(content.as_str())).message_id(id.as_ref()),
                 ));

@@ -62,7 +62,9 @@ impl<E> Encode<Result<ModelEvent, E>> for UpdateEncoder {
                 )));
             }
             ModelEvent::Finish(_) => return Some(End::Finished),
-            ModelEvent::ToolCallStart { .. }
+            // An editor shows the thought; what the provider needs back stays in the session.
+            ModelEvent::ReasoningEncryptedValue { .. }
+            | ModelEvent::ToolCallStart { .. }
             | ModelEvent::ToolCallArgs { .. }
             | ModelEvent::ToolCallEnd { .. } => {}
         }

@@ -11,12 +11,19 @@ use crate::{
     run::StopReason,
 };
 
+/// A reasoning message being streamed.
+struct Reasoning {
+    id: MessageId,
+    content: String,
+    encrypted_value: Option<String>,
+}
+
 /// What a model step has produced so far. It outlives the step's future, so a cancelled step
 /// still yields what was streamed (the UI has shown it; the snapshot must keep it).
 pub(super) struct Step {
     message_id: MessageId,
     text: String,
-    reasoning: Vec<(MessageId, String)>,
+    reasoning: Vec<Reasoning>,
     pub(super) tool_calls: Vec<ToolCallRequest>,
     pub(super) finish: Option<FinishReason>,
     pub(super) usage: Usage,
@@ -45,10 +52,10 @@ impl Step {
                 self.text.push_str(&delta);
             }
             ModelEvent::ReasoningDelta { message_id, delta } => {
-                match self.reasoning.iter_mut().find(|(id, _)| *id == message_id) {
-                    Some((_, content)) => content.push_str(&delta),
-                    None => self.reasoning.push((message_id, String::from(&*delta))),
-                }
+                self.reasoning(message_id).content.push_str(&delta);
+            }
+            ModelEvent::ReasoningEncryptedValue { message_id, value } => {
+                self.reasoning(message_id).encrypted_value = Some(value);
             }
             ModelEvent::ToolCallStart { id, name } => {
                 if !self.tool_calls.iter().any(|c| c.id == id) {
@@ -70,6 +77,22 @@ impl Step {
         }
     }
 
+    /// The reasoning message `id`, started if it is new.
+    fn reasoning(&mut self, id: MessageId) -> &mut Reasoning {
+        let at = match self.reasoning.iter().position(|r| r.id == id) {
+            Some(at) => at,
+            None => {
+                self.reasoning.push(Reasoning {
+                    id,
+                    content: String::new(),
+                    encrypted_value: None,
+                });
+                self.reasoning.len() - 1
+            }
+        };
+        &mut self.reasoning[at]
+    }
+
     /// Whether anything was streamed.
     pub(super) fn is_empty(&self) -> bool {
         self.text.is_empty() && self.reasoning.is_empty() && self.tool_calls.is_empty()
@@ -81,9 +104,10 @@ impl Step {
         let mut messages: Vec<Message> = self
             .reasoning
             .iter()
-            .map(|(id, content)| Message::Reasoning {
-                id: id.clone(),
-                content: content.clone(),
+            .map(|r| Message::Reasoning {
+                id: r.id.clone(),
+                content: r.content.clone(),
+                encrypted_value: r.encrypted_value.clone(),
             })
             .collect();
         messages.push(Message::Assistant {

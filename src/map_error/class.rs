@@ -13,6 +13,8 @@ pub enum ErrorKind {
     Timeout,
     /// A provider or a limit asked us to slow down.
     RateLimited,
+    /// The model's provider is overloaded (Anthropic's 529): not our limit, nor the caller's.
+    Overloaded,
     /// The conversation does not fit the model's context.
     ContextLength,
     /// The model refused.
@@ -50,6 +52,7 @@ impl ErrorKind {
         match self {
             Self::Timeout => "timeout",
             Self::RateLimited => "rate_limited",
+            Self::Overloaded => "overloaded",
             Self::ContextLength => "context_length",
             Self::Refusal => "refusal",
             Self::Cancelled => "cancelled",
@@ -73,6 +76,7 @@ impl ErrorKind {
         match self {
             Self::Timeout => "The agent took too long.",
             Self::RateLimited => "The model is busy; try again shortly.",
+            Self::Overloaded => "The model's provider is overloaded; try again shortly.",
             Self::ContextLength => "The conversation is too long for the model.",
             Self::Refusal => "The model declined to answer.",
             Self::Cancelled => "The run was cancelled.",
@@ -93,7 +97,10 @@ impl ErrorKind {
     /// Whether trying again may succeed.
     #[must_use]
     pub fn is_retryable(self) -> bool {
-        matches!(self, Self::Timeout | Self::RateLimited | Self::Transport)
+        matches!(
+            self,
+            Self::Timeout | Self::RateLimited | Self::Overloaded | Self::Transport
+        )
     }
 }
 
@@ -160,6 +167,7 @@ impl DefaultClassifier {
         if let Some(model) = error.downcast_ref::<ModelError>() {
             return Some(match model.kind() {
                 ModelErrorKind::RateLimited => ErrorKind::RateLimited,
+                ModelErrorKind::Overloaded => ErrorKind::Overloaded,
                 ModelErrorKind::ContextLength => ErrorKind::ContextLength,
                 ModelErrorKind::Auth => ErrorKind::Auth,
                 ModelErrorKind::InvalidRequest => ErrorKind::InvalidRequest,

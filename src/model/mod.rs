@@ -25,6 +25,11 @@
 //! is_model(&model);
 //! ```
 
+#[cfg(feature = "anthropic")]
+#[cfg_attr(docsrs, doc(cfg(feature = "anthropic")))]
+pub mod anthropic;
+#[cfg(any(feature = "openai", feature = "anthropic"))]
+mod http;
 mod idle;
 #[cfg(feature = "openai")]
 #[cfg_attr(docsrs, doc(cfg(feature = "openai")))]
@@ -90,6 +95,16 @@ pub enum ModelEvent {
         /// The new text.
         delta: Delta,
     },
+    /// An opaque value the provider needs back with a reasoning message: Anthropic's thinking
+    /// signature, or its redacted thinking. It is kept on the message
+    /// ([`Message::Reasoning`]'s `encrypted_value`), sent to AG-UI clients as
+    /// `REASONING_ENCRYPTED_VALUE` and accepted back from them.
+    ReasoningEncryptedValue {
+        /// The reasoning message it belongs to.
+        message_id: MessageId,
+        /// The value, as the provider gave it.
+        value: String,
+    },
     /// The model starts a tool call.
     ToolCallStart {
         /// The call's id.
@@ -141,6 +156,10 @@ pub struct Usage {
     pub reasoning_tokens: Option<u64>,
     /// Prompt tokens served from a cache, when the provider reports them.
     pub cached_input_tokens: Option<u64>,
+    /// Prompt tokens written to a cache (Anthropic's `cache_creation_input_tokens`), when the
+    /// provider reports them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_input_tokens: Option<u64>,
 }
 
 impl Usage {
@@ -161,6 +180,10 @@ impl Usage {
         self.output_tokens += other.output_tokens;
         add_opt(&mut self.reasoning_tokens, other.reasoning_tokens);
         add_opt(&mut self.cached_input_tokens, other.cached_input_tokens);
+        add_opt(
+            &mut self.cache_write_input_tokens,
+            other.cache_write_input_tokens,
+        );
     }
 
     /// Whether nothing was counted.
@@ -176,6 +199,8 @@ impl Usage {
 pub enum ModelErrorKind {
     /// The provider asked us to slow down (HTTP 429).
     RateLimited,
+    /// The provider is overloaded (Anthropic's 529 and `overloaded_error`, Gemini's 503).
+    Overloaded,
     /// The conversation does not fit the model's context window.
     ContextLength,
     /// The credentials were refused.
@@ -198,7 +223,7 @@ impl ModelErrorKind {
     /// Whether trying the same request again may succeed.
     #[must_use]
     pub fn is_retryable(self) -> bool {
-        matches!(self, Self::RateLimited | Self::Transport)
+        matches!(self, Self::RateLimited | Self::Overloaded | Self::Transport)
     }
 
     /// A stable snake_case name, used in error codes.
@@ -206,6 +231,7 @@ impl ModelErrorKind {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::RateLimited => "rate_limited",
+            Self::Overloaded => "overloaded",
             Self::ContextLength => "context_length",
             Self::Auth => "auth",
             Self::InvalidRequest => "invalid_request",

@@ -1,5 +1,5 @@
 //! A local HTTP server that answers every request with a recorded response (a fixture of
-//! `tests/fixtures/openai/`), its body sent as HTTP chunks of a chosen size, and keeps each
+//! `tests/fixtures/{provider}/`), its body sent as HTTP chunks of a chosen size, and keeps each
 //! request it received.
 #![allow(dead_code)]
 
@@ -26,9 +26,16 @@ pub struct Fixture {
 }
 
 impl Fixture {
+    /// The fixture `name` of `tests/fixtures/openai/`.
     pub fn load(name: &str) -> Self {
+        Self::of("openai", name)
+    }
+
+    /// The fixture `name` of `tests/fixtures/{provider}/`.
+    pub fn of(provider: &str, name: &str) -> Self {
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/openai")
+            .join("tests/fixtures")
+            .join(provider)
             .join(name);
         let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let mut status = None;
@@ -73,7 +80,19 @@ impl Fixture {
 pub struct Received {
     pub path: String,
     pub authorization: Option<String>,
+    /// Every header, its name in lower case.
+    pub headers: Vec<(String, String)>,
     pub body: Value,
+}
+
+impl Received {
+    /// The value of the header `name` (lower case), if it was sent.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
 }
 
 /// Serves `fixtures` in turn (the last one again once they are used up), each body in chunks of
@@ -100,7 +119,7 @@ pub async fn serve(
                 let mut request_line = String::new();
                 read.read_line(&mut request_line).await.unwrap();
                 let path = request_line.split(' ').nth(1).unwrap_or("").to_owned();
-                let (mut length, mut authorization) = (0, None);
+                let (mut length, mut authorization, mut headers) = (0, None, Vec::new());
                 loop {
                     let mut line = String::new();
                     read.read_line(&mut line).await.unwrap();
@@ -109,6 +128,7 @@ pub async fn serve(
                         break;
                     }
                     let (name, value) = line.split_once(": ").unwrap();
+                    headers.push((name.to_ascii_lowercase(), value.to_owned()));
                     match name.to_ascii_lowercase().as_str() {
                         "content-length" => length = value.parse().unwrap(),
                         "authorization" => authorization = Some(value.to_owned()),
@@ -120,6 +140,7 @@ pub async fn serve(
                 let _ = tx.send(Received {
                     path,
                     authorization,
+                    headers,
                     body: serde_json::from_slice(&body).unwrap_or(Value::Null),
                 });
 
