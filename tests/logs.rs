@@ -123,7 +123,7 @@ async fn a_base_url_the_scripted_model_ignores_is_said_at_start() {
     let warned = logs
         .message(
             "--base-url (or AGENT_TOWER_BASE_URL) is ignored: the model is scripted; name one \
-             with --model openai:<model>",
+             with --model openai:<model> or anthropic:<model>",
         )
         .await;
     assert_eq!(warned["level"], "WARN", "{warned}");
@@ -144,9 +144,15 @@ async fn settings_that_do_nothing_together_are_said_to() {
             "--base-url",
             "http://127.0.0.1:9/v1",
             "--scripted-knobs",
+            "--thinking-budget",
+            "2048",
         ],
         &[],
     );
+    let thinking = logs
+        .message("--thinking-budget is ignored: the model is not an anthropic: one")
+        .await;
+    assert_eq!(thinking["level"], "WARN", "{thinking}");
     let knobs = logs
         .message("--scripted-knobs is ignored: the model is not the scripted one")
         .await;

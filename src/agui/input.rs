@@ -765,6 +765,23 @@ mod tests {
     }
 
     #[test]
+    fn a_reasoning_message_keeps_its_encrypted_value_both_ways() {
+        let wire = json!({
+            "id": "r", "role": "reasoning", "content": "hmm", "encryptedValue": "c2ln"
+        });
+        let message: Message = serde_json::from_value(wire.clone()).unwrap();
+        let domain = message.to_domain().unwrap();
+        assert!(matches!(
+            &domain,
+            message::Message::Reasoning { encrypted_value: Some(v), .. } if v == "c2ln"
+        ));
+        assert_eq!(
+            serde_json::to_value(Message::from_domain(&domain).unwrap()).unwrap(),
+            wire
+        );
+    }
+
+    #[test]
     fn activity_messages_are_ui_only() {
         let message: Message = serde_json::from_value(json!({
             "id": "x", "role": "activity", "activityType": "progress", "content": {}

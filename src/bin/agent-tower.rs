@@ -9,7 +9,11 @@ use agent_tower::{
     demo::DemoStack,
     map_error::Detail,
     model::{
-        BoxModel, IdleTimeoutLayer, RetryPolicy, boxed, openai::OpenAi, scripted::ScriptedModel,
+        BoxModel, IdleTimeoutLayer, RetryPolicy,
+        anthropic::{self, Anthropic},
+        boxed,
+        openai::OpenAi,
+        scripted::ScriptedModel,
     },
     permission::{Action, Glob, InterruptApprover, Mode, Policy},
     runs::{PrincipalLimits, Runs},
@@ -522,8 +526,9 @@ impl AgentSettings {
 struct ModelArgs {
     /// `scripted` (deterministic and offline: it echoes, calls the tools it is asked to call,
     /// reasons when asked to "think", and streams N filler tokens when a run's `forwardedProps`
-    /// is `{"scripted": {"tokens": N}}`), or `openai:<model>` for any OpenAI-compatible server
-    /// at `--base-url` (OpenAI, Ollama, vLLM, llama.cpp, LM Studio, OpenRouter).
+    /// is `{"scripted": {"tokens": N}}`), `openai:<model>` for any OpenAI-compatible server at
+    /// `--base-url` (OpenAI, Ollama, vLLM, llama.cpp, LM Studio, OpenRouter), or
+    /// `anthropic:<model>` for Anthropic's Messages API.
     #[arg(help_heading = "Model", long, default_value = "scripted", env = "AGENT_TOWER_MODEL", value_parser = parse_model)]
     model: ModelChoice,
     /// Lets clients tune the scripted model with `forwardedProps.scripted` (`tokens`,
@@ -531,13 +536,19 @@ struct ModelArgs {
     /// makes the server write gigabytes.
     #[arg(help_heading = "Model", long)]
     scripted_knobs: bool,
-    /// The OpenAI-compatible server's base URL (its paths start there: `…/chat/completions`;
-    /// default https://api.openai.com/v1). Only with an `openai:` model.
+    /// The provider's base URL, where its paths start (`…/chat/completions`, `…/messages`);
+    /// default https://api.openai.com/v1 or https://api.anthropic.com/v1.
     #[arg(help_heading = "Model", long, env = "AGENT_TOWER_BASE_URL")]
     base_url: Option<String>,
-    /// The environment variable holding the API key (sent as a bearer token, never logged).
-    #[arg(help_heading = "Model", long, default_value = "OPENAI_API_KEY")]
-    api_key_env: String,
+    /// The environment variable holding the API key (never logged); default `OPENAI_API_KEY`
+    /// or `ANTHROPIC_API_KEY`.
+    #[arg(help_heading = "Model", long, value_name = "VARIABLE")]
+    api_key_env: Option<String>,
+    /// Extended thinking for an `anthropic:` model, with at most this many tokens of it per
+    /// step (at least 1024, and less than `--max-tokens`); its signed thinking is kept and sent
+    /// back.
+    #[arg(help_heading = "Model", long, value_name = "TOKENS", value_parser = clap::value_parser!(u32).range(1024..))]
+    thinking_budget: Option<u32>,
     /// How long the provider may take to send the first token of an answer, per attempt
     /// (reading a long prompt included); past it the call is tried again (`--retries`), as
     /// nothing has reached the client yet.
@@ -620,6 +631,7 @@ fn parse_env_setting(value: &str) -> Result<(String, Option<String>), String> {
 enum ModelChoice {
     Scripted,
     OpenAi(String),
+    Anthropic(String),
 }
 
 fn parse_agui_agent(value: &str) -> Result<String, String> {
@@ -641,7 +653,10 @@ fn parse_model(value: &str) -> Result<ModelChoice, String> {
     match value.split_once(':') {
         None if value == "scripted" => Ok(ModelChoice::Scripted),
         Some(("openai", name)) if !name.is_empty() => Ok(ModelChoice::OpenAi(name.to_owned())),
-        _ => Err("one of `scripted` or `openai:<model name>`".to_owned()),
+        Some(("anthropic", name)) if !name.is_empty() => {
+            Ok(ModelChoice::Anthropic(name.to_owned()))
+        }
+        _ => Err("one of `scripted`, `openai:<model name>` or `anthropic:<model name>`".to_owned()),
     }
 }
 
@@ -744,46 +759,83 @@ impl ModelArgs {
         match &self.model {
             ModelChoice::Scripted => trace.model("scripted").provider("agent_tower.scripted"),
             ModelChoice::OpenAi(name) => trace.model(name.clone()).provider("openai"),
+            ModelChoice::Anthropic(name) => trace.model(name.clone()).provider("anthropic"),
         }
     }
 
     fn service(&self) -> BoxModel {
+        if self.thinking_budget.is_some() && !matches!(self.model, ModelChoice::Anthropic(_)) {
+            tracing::warn!("--thinking-budget is ignored: the model is not an anthropic: one");
+        }
         match &self.model {
             ModelChoice::Scripted => {
                 if let Some(base_url) = &self.base_url {
                     tracing::warn!(
                         %base_url,
                         "--base-url (or AGENT_TOWER_BASE_URL) is ignored: the model is scripted; \
-                         name one with --model openai:<model>"
+                         name one with --model openai:<model> or anthropic:<model>"
                     );
                 }
                 boxed(ScriptedModel::new().client_knobs(self.scripted_knobs))
             }
             ModelChoice::OpenAi(name) => {
-                if self.scripted_knobs {
-                    tracing::warn!(
-                        "--scripted-knobs is ignored: the model is not the scripted one"
-                    );
-                }
                 let base_url = self.base_url.as_deref().unwrap_or(OPENAI_BASE_URL);
                 tracing::info!(model = %name, %base_url, "OpenAI-compatible model");
-                if std::env::var_os(&self.api_key_env).is_none() {
-                    tracing::warn!(
-                        variable = %self.api_key_env,
-                        "no API key: the variable is not set, requests go without one (fine for \
-                         a local server, refused by hosted ones)"
-                    );
+                let key = self.api_key_env("OPENAI_API_KEY");
+                self.provider(OpenAi::new(base_url, name.clone()).api_key_env(key))
+            }
+            ModelChoice::Anthropic(name) => {
+                let base_url = self.base_url.as_deref().unwrap_or(anthropic::BASE_URL);
+                tracing::info!(model = %name, %base_url, "Anthropic model");
+                let key = self.api_key_env("ANTHROPIC_API_KEY");
+                let mut model = Anthropic::new(name.clone())
+                    .base_url(base_url)
+                    .api_key_env(key);
+                if let Some(budget) = self.thinking_budget {
+                    model = model.thinking(budget);
                 }
-                let provider = OpenAi::new(base_url, name.clone()).api_key_env(&self.api_key_env);
-                boxed(
-                    tower::ServiceBuilder::new()
-                        .layer(IdleTimeoutLayer::new(self.idle_timeout))
-                        .retry(RetryPolicy::new(self.retries))
-                        .timeout(self.model_timeout)
-                        .service(provider),
-                )
+                self.provider(model)
             }
         }
+    }
+
+    /// The variable holding the provider's key (`--api-key-env`, else `default`), with a
+    /// warning when it is not set.
+    fn api_key_env<'a>(&'a self, default: &'a str) -> &'a str {
+        let variable = self.api_key_env.as_deref().unwrap_or(default);
+        if std::env::var_os(variable).is_none() {
+            tracing::warn!(
+                variable,
+                "no API key: the variable is not set, requests go without one (fine for a local \
+                 server, refused by hosted ones)"
+            );
+        }
+        variable
+    }
+
+    /// A provider's model behind a first-token timeout, retries before the first token and an
+    /// idle timeout on its stream.
+    fn provider<M>(&self, provider: M) -> BoxModel
+    where
+        M: agent_tower::model::ModelService<Error = agent_tower::model::ModelError>
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        M::Future: Send + 'static,
+        M::Events: Send + 'static,
+        M::StreamError: Into<BoxError>,
+    {
+        if self.scripted_knobs {
+            tracing::warn!("--scripted-knobs is ignored: the model is not the scripted one");
+        }
+        boxed(
+            tower::ServiceBuilder::new()
+                .layer(IdleTimeoutLayer::new(self.idle_timeout))
+                .retry(RetryPolicy::new(self.retries))
+                .timeout(self.model_timeout)
+                .service(provider),
+        )
     }
 }
 

@@ -22,7 +22,7 @@
 //! message), and each request puts a step's signed thinking blocks first in its assistant turn.
 //! Reasoning without a signature (another provider's) is not sent.
 //!
-//! Failures are [`ModelError`](crate::model::ModelError)s by the API's error `type` and status: `rate_limit_error`/429
+//! Failures are [`ModelError`]s by the API's error `type` and status: `rate_limit_error`/429
 //! [`RateLimited`](crate::model::ModelErrorKind::RateLimited) (with `retry-after`), `overloaded_error`/529
 //! [`Overloaded`](crate::model::ModelErrorKind::Overloaded) (both retryable, in the response or in the
 //! stream), 401/403 [`Auth`](crate::model::ModelErrorKind::Auth), "prompt is too long"

@@ -13,7 +13,7 @@
 //! | `usage` | [`ModelEvent::Usage`] |
 //! | `finish_reason`, then `[DONE]` | [`ModelEvent::Finish`]: `stop`, `length`, `tool_calls`, `content_filter` |
 //!
-//! Failures are [`ModelError`](crate::model::ModelError)s whose [`kind`](crate::model::ModelError::kind) the error-mapping layer and
+//! Failures are [`ModelError`]s whose [`kind`](crate::model::ModelError::kind) the error-mapping layer and
 //! retry policies understand: 429 is [`RateLimited`](crate::model::ModelErrorKind::RateLimited) (with
 //! `retry-after`), 401/403 [`Auth`](crate::model::ModelErrorKind::Auth), a context-length 400
 //! [`ContextLength`](crate::model::ModelErrorKind::ContextLength), 5xx and unreachable servers
