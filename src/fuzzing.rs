@@ -31,9 +31,15 @@ pub fn anthropic_sse(data: &[u8]) {
     same_events_however_cut(data, crate::model::anthropic::decode_sse);
 }
 
+/// A Gemini stream (`alt=sse`), as [`openai_sse`] does for OpenAI's.
+#[cfg(feature = "gemini")]
+pub fn gemini_sse(data: &[u8]) {
+    same_events_however_cut(data, crate::model::gemini::decode_sse);
+}
+
 /// Decodes the body after the first byte whole, then in pieces of the first byte's size, and
 /// checks that both give the same events.
-#[cfg(any(feature = "openai", feature = "anthropic"))]
+#[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
 fn same_events_however_cut<T: std::fmt::Debug>(data: &[u8], decode: fn(&[&[u8]]) -> T) {
     let Some((&step, body)) = data.split_first() else {
         return;

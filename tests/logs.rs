@@ -123,7 +123,7 @@ async fn a_base_url_the_scripted_model_ignores_is_said_at_start() {
     let warned = logs
         .message(
             "--base-url (or AGENT_TOWER_BASE_URL) is ignored: the model is scripted; name one \
-             with --model openai:<model> or anthropic:<model>",
+             with --model openai:<model>, anthropic:<model> or gemini:<model>",
         )
         .await;
     assert_eq!(warned["level"], "WARN", "{warned}");
@@ -150,7 +150,7 @@ async fn settings_that_do_nothing_together_are_said_to() {
         &[],
     );
     let thinking = logs
-        .message("--thinking-budget is ignored: the model is not an anthropic: one")
+        .message("--thinking-budget is ignored: the model is not an anthropic: or gemini: one")
         .await;
     assert_eq!(thinking["level"], "WARN", "{thinking}");
     let knobs = logs

@@ -12,6 +12,7 @@ use agent_tower::{
         BoxModel, IdleTimeoutLayer, RetryPolicy,
         anthropic::{self, Anthropic},
         boxed,
+        gemini::{self, Gemini},
         openai::OpenAi,
         scripted::ScriptedModel,
     },
@@ -527,8 +528,9 @@ struct ModelArgs {
     /// `scripted` (deterministic and offline: it echoes, calls the tools it is asked to call,
     /// reasons when asked to "think", and streams N filler tokens when a run's `forwardedProps`
     /// is `{"scripted": {"tokens": N}}`), `openai:<model>` for any OpenAI-compatible server at
-    /// `--base-url` (OpenAI, Ollama, vLLM, llama.cpp, LM Studio, OpenRouter), or
-    /// `anthropic:<model>` for Anthropic's Messages API.
+    /// `--base-url` (OpenAI, Ollama, vLLM, llama.cpp, LM Studio, OpenRouter),
+    /// `anthropic:<model>` for Anthropic's Messages API, or `gemini:<model>` for Google's Gemini
+    /// API.
     #[arg(help_heading = "Model", long, default_value = "scripted", env = "AGENT_TOWER_MODEL", value_parser = parse_model)]
     model: ModelChoice,
     /// Lets clients tune the scripted model with `forwardedProps.scripted` (`tokens`,
@@ -536,17 +538,17 @@ struct ModelArgs {
     /// makes the server write gigabytes.
     #[arg(help_heading = "Model", long)]
     scripted_knobs: bool,
-    /// The provider's base URL, where its paths start (`…/chat/completions`, `…/messages`);
-    /// default https://api.openai.com/v1 or https://api.anthropic.com/v1.
+    /// The provider's base URL, where its paths start (`…/chat/completions`, `…/messages`,
+    /// `…/models/…`); default the provider's own.
     #[arg(help_heading = "Model", long, env = "AGENT_TOWER_BASE_URL")]
     base_url: Option<String>,
-    /// The environment variable holding the API key (never logged); default `OPENAI_API_KEY`
-    /// or `ANTHROPIC_API_KEY`.
+    /// The environment variable holding the API key (never logged); default `OPENAI_API_KEY`,
+    /// `ANTHROPIC_API_KEY` or `GEMINI_API_KEY`.
     #[arg(help_heading = "Model", long, value_name = "VARIABLE")]
     api_key_env: Option<String>,
-    /// Extended thinking for an `anthropic:` model, with at most this many tokens of it per
-    /// step (at least 1024, and less than `--max-tokens`); its signed thinking is kept and sent
-    /// back.
+    /// Thinking for an `anthropic:` or `gemini:` model, shown as reasoning, with at most this
+    /// many tokens of it per step (at least 1024, and less than `--max-tokens`); Anthropic's
+    /// signed thinking is kept and sent back.
     #[arg(help_heading = "Model", long, value_name = "TOKENS", value_parser = clap::value_parser!(u32).range(1024..))]
     thinking_budget: Option<u32>,
     /// How long the provider may take to send the first token of an answer, per attempt
@@ -632,6 +634,7 @@ enum ModelChoice {
     Scripted,
     OpenAi(String),
     Anthropic(String),
+    Gemini(String),
 }
 
 fn parse_agui_agent(value: &str) -> Result<String, String> {
@@ -656,7 +659,12 @@ fn parse_model(value: &str) -> Result<ModelChoice, String> {
         Some(("anthropic", name)) if !name.is_empty() => {
             Ok(ModelChoice::Anthropic(name.to_owned()))
         }
-        _ => Err("one of `scripted`, `openai:<model name>` or `anthropic:<model name>`".to_owned()),
+        Some(("gemini", name)) if !name.is_empty() => Ok(ModelChoice::Gemini(name.to_owned())),
+        _ => Err(
+            "one of `scripted`, `openai:<model name>`, `anthropic:<model name>` or \
+             `gemini:<model name>`"
+                .to_owned(),
+        ),
     }
 }
 
@@ -760,12 +768,19 @@ impl ModelArgs {
             ModelChoice::Scripted => trace.model("scripted").provider("agent_tower.scripted"),
             ModelChoice::OpenAi(name) => trace.model(name.clone()).provider("openai"),
             ModelChoice::Anthropic(name) => trace.model(name.clone()).provider("anthropic"),
+            ModelChoice::Gemini(name) => trace.model(name.clone()).provider("gcp.gemini"),
         }
     }
 
     fn service(&self) -> BoxModel {
-        if self.thinking_budget.is_some() && !matches!(self.model, ModelChoice::Anthropic(_)) {
-            tracing::warn!("--thinking-budget is ignored: the model is not an anthropic: one");
+        let thinks = matches!(
+            self.model,
+            ModelChoice::Anthropic(_) | ModelChoice::Gemini(_)
+        );
+        if self.thinking_budget.is_some() && !thinks {
+            tracing::warn!(
+                "--thinking-budget is ignored: the model is not an anthropic: or gemini: one"
+            );
         }
         match &self.model {
             ModelChoice::Scripted => {
@@ -773,7 +788,8 @@ impl ModelArgs {
                     tracing::warn!(
                         %base_url,
                         "--base-url (or AGENT_TOWER_BASE_URL) is ignored: the model is scripted; \
-                         name one with --model openai:<model> or anthropic:<model>"
+                         name one with --model openai:<model>, anthropic:<model> or \
+                         gemini:<model>"
                     );
                 }
                 boxed(ScriptedModel::new().client_knobs(self.scripted_knobs))
@@ -789,6 +805,18 @@ impl ModelArgs {
                 tracing::info!(model = %name, %base_url, "Anthropic model");
                 let key = self.api_key_env("ANTHROPIC_API_KEY");
                 let mut model = Anthropic::new(name.clone())
+                    .base_url(base_url)
+                    .api_key_env(key);
+                if let Some(budget) = self.thinking_budget {
+                    model = model.thinking(budget);
+                }
+                self.provider(model)
+            }
+            ModelChoice::Gemini(name) => {
+                let base_url = self.base_url.as_deref().unwrap_or(gemini::BASE_URL);
+                tracing::info!(model = %name, %base_url, "Gemini model");
+                let key = self.api_key_env("GEMINI_API_KEY");
+                let mut model = Gemini::new(name.clone())
                     .base_url(base_url)
                     .api_key_env(key);
                 if let Some(budget) = self.thinking_budget {

@@ -75,6 +75,19 @@ pub(crate) fn with_retry_after(error: ModelError, headers: &HeaderMap) -> ModelE
     }
 }
 
+/// `key` as a header value marked sensitive (never shown by `Debug`, kept out of HTTP/2 header
+/// compression), or why it cannot be sent.
+pub(crate) fn secret_header(key: &str) -> Result<http::HeaderValue, ModelError> {
+    let mut value = http::HeaderValue::from_str(key).map_err(|_| {
+        ModelError::new(
+            ModelErrorKind::Auth,
+            "the API key cannot be sent: it is not a valid header value",
+        )
+    })?;
+    value.set_sensitive(true);
+    Ok(value)
+}
+
 /// A provider's refusal of a call: its status, headers and body as a [`ModelError`].
 pub(crate) type Refusal = fn(StatusCode, &HeaderMap, &[u8]) -> ModelError;
 

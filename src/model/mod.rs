@@ -28,7 +28,10 @@
 #[cfg(feature = "anthropic")]
 #[cfg_attr(docsrs, doc(cfg(feature = "anthropic")))]
 pub mod anthropic;
-#[cfg(any(feature = "openai", feature = "anthropic"))]
+#[cfg(feature = "gemini")]
+#[cfg_attr(docsrs, doc(cfg(feature = "gemini")))]
+pub mod gemini;
+#[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
 mod http;
 mod idle;
 #[cfg(feature = "openai")]

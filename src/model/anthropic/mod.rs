@@ -80,7 +80,7 @@ use std::{
 use futures_util::future::BoxFuture;
 use tower_service::Service;
 
-use super::{BoxModelStream, ModelError, ModelErrorKind, ModelRequest, http::Endpoint};
+use super::{BoxModelStream, ModelError, ModelRequest, http::Endpoint};
 
 /// Where Anthropic's API is, unless [`Anthropic::base_url`] says otherwise.
 pub const BASE_URL: &str = "https://api.anthropic.com/v1";
@@ -218,14 +218,7 @@ impl Service<ModelRequest> for Anthropic {
                 .header("anthropic-version", VERSION)
                 .body(body.to_string());
             if let Some(key) = &config.api_key {
-                let mut key = http::HeaderValue::from_str(key).map_err(|_| {
-                    ModelError::new(
-                        ModelErrorKind::Auth,
-                        "the API key cannot be sent: it is not a valid header value",
-                    )
-                })?;
-                key.set_sensitive(true);
-                post = post.header("x-api-key", key);
+                post = post.header("x-api-key", super::http::secret_header(key)?);
             }
             let decoder = events::Decoder::new(request.run.message_id.clone());
             config

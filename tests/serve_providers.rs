@@ -1,7 +1,8 @@
-//! `agent-tower serve --model anthropic:…` against a local server replaying Messages API streams,
-//! driven by the official AG-UI client: signed thinking reaches the client as
-//! `REASONING_ENCRYPTED_VALUE`, goes back to the API with the tool results, and comes back from
-//! the client's own copy of the conversation in the next run.
+//! `agent-tower serve --model anthropic:…` and `gemini:…` against a local server replaying the
+//! providers' streams, driven by the official AG-UI client: Anthropic's signed thinking reaches
+//! the client as `REASONING_ENCRYPTED_VALUE`, goes back to the API with the tool results, and
+//! comes back from the client's own copy of the conversation in the next run; Gemini's parallel
+//! calls are answered with function responses that name them.
 
 #[path = "support/process.rs"]
 mod process;
@@ -182,4 +183,103 @@ async fn an_editor_is_never_shown_a_call_cut_off_mid_arguments() {
         "{updates:?}"
     );
     assert!(end.get("error").is_some(), "{end}");
+}
+
+#[tokio::test]
+async fn gemini_calls_are_run_and_answered_by_name_and_id() {
+    let fixtures = vec![
+        Fixture::of("gemini", "thinking_tool_calls.sse"),
+        Fixture::of("gemini", "answer.sse"),
+    ];
+    let (base, mut received) = serve(fixtures, 61).await;
+    let agent = Process::serve_with_env(
+        &[
+            "--store",
+            "none",
+            "--model",
+            "gemini:gemini-2.5-flash",
+            "--base-url",
+            &base,
+            "--demo-tools",
+            "--thinking-budget",
+            "1024",
+        ],
+        &[("GEMINI_API_KEY", "AIza-test")],
+    )
+    .await;
+    let seen = support::node("agui-reasoning.mjs", &[&format!("{}/", agent.base)], None).await;
+    let seen: Value = serde_json::from_str(seen.trim()).unwrap();
+    for run in seen["runs"].as_array().unwrap() {
+        assert_eq!(
+            run.as_array().unwrap().last().unwrap(),
+            "RUN_FINISHED",
+            "{seen}"
+        );
+    }
+    let roles: Vec<&str> = seen["first"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["role"].as_str())
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            "user",
+            "reasoning",
+            "assistant",
+            "tool",
+            "tool",
+            "assistant"
+        ],
+        "{seen}"
+    );
+
+    let first = received.recv().await.unwrap();
+    assert_eq!(first.header("x-goog-api-key"), Some("AIza-test"));
+    assert_eq!(
+        first.body["generationConfig"]["thinkingConfig"]["thinkingBudget"],
+        1024
+    );
+    let second = received.recv().await.unwrap();
+    let contents = second.body["contents"].as_array().unwrap();
+    let calls: Vec<&Value> = contents[1]["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p.get("functionCall"))
+        .collect();
+    let responses: Vec<&Value> = contents[2]["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| &p["functionResponse"])
+        .collect();
+    assert_eq!(calls.len(), 2, "{contents:?}");
+    for (call, response) in calls.iter().zip(&responses) {
+        assert_eq!(response["id"], call["id"]);
+        assert_eq!(response["name"], "add");
+    }
+    let results: Vec<&Value> = responses.iter().map(|r| &r["response"]["result"]).collect();
+    assert_eq!(results, [&json!("5"), &json!("42")]);
+    agent.kill().await;
+}
+
+#[tokio::test]
+async fn a_gemini_answer_stopped_by_its_safety_filters_finishes_as_a_refusal() {
+    let (base, _) = serve(vec![Fixture::of("gemini", "safety.sse")], usize::MAX).await;
+    let agent = Process::serve(&[
+        "--store",
+        "none",
+        "--model",
+        "gemini:gemini-2.5-flash",
+        "--base-url",
+        &base,
+    ])
+    .await;
+    let events = support::user_run(&agent.base, "safety", "Tell me a story.").await;
+    let end = events.last().unwrap();
+    assert_eq!(end["type"], "RUN_FINISHED", "{end}");
+    assert_eq!(end["result"]["stopReason"], "refusal", "{end}");
+    agent.kill().await;
 }

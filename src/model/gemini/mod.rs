@@ -1,0 +1,215 @@
+//! [`Gemini`]: a model service streaming Google's Gemini API (`:streamGenerateContent`).
+//!
+//! Each call posts the conversation (`alt=sse`) and answers once the first event has arrived
+//! (so that `tower::timeout` bounds the time to the first token, and a provider that stalls or
+//! is overloaded before it is retried), with the stream of its events:
+//!
+//! | the API streams | event |
+//! |---|---|
+//! | a part's `text` | [`ModelEvent::TextDelta`] under the step's message id |
+//! | a `thought` part's `text` (with [`Gemini::thinking`]) | [`ModelEvent::ReasoningDelta`] under `{message id}-thinking` |
+//! | a `functionCall` part (whole) | [`ModelEvent::ToolCallStart`], [`ModelEvent::ToolCallArgs`], [`ModelEvent::ToolCallEnd`]; its `id`, else `{message id}-call-{n}` |
+//! | `usageMetadata` (the last one) | [`ModelEvent::Usage`]: input (cached included), output (thoughts included), reasoning, cached |
+//! | `finishReason`, then the end of the body | [`ModelEvent::Finish`]: `STOP` → stop (tool calls when it called), `MAX_TOKENS` → length, `SAFETY`, `RECITATION`, `PROHIBITED_CONTENT`… → content filter |
+//! | `promptFeedback.blockReason` (the prompt blocked) | [`ModelEvent::Finish`]: content filter |
+//!
+//! Failures are [`ModelError`]s by the RPC status and HTTP status: `RESOURCE_EXHAUSTED`/429
+//! [`RateLimited`](crate::model::ModelErrorKind::RateLimited) (its `RetryInfo.retryDelay` as the
+//! retry hint), `UNAVAILABLE`/503 [`Overloaded`](crate::model::ModelErrorKind::Overloaded),
+//! 401/403 and an invalid key [`Auth`](crate::model::ModelErrorKind::Auth), an input over the
+//! token limit [`ContextLength`](crate::model::ModelErrorKind::ContextLength), other 400s and
+//! 404 [`InvalidRequest`](crate::model::ModelErrorKind::InvalidRequest), 500/504
+//! [`Transport`](crate::model::ModelErrorKind::Transport), a body that ends before a finish
+//! reason [`StreamCut`](crate::model::ModelErrorKind::StreamCut), a function call the API
+//! refused (`MALFORMED_FUNCTION_CALL`) [`Other`](crate::model::ModelErrorKind::Other).
+//!
+//! Thoughts are shown, not sent back: the API keeps its own reasoning between turns.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), agent_tower::BoxError> {
+//! use agent_tower::model::{ModelRequest, gemini::Gemini};
+//! use agent_tower::{message::Message, context::RunContext};
+//! use futures_util::StreamExt;
+//! use tower::ServiceExt;
+//!
+//! let model = Gemini::new("gemini-2.5-flash").api_key_env("GEMINI_API_KEY");
+//! let request = ModelRequest {
+//!     messages: vec![Message::user("Say hi.")],
+//!     tools: Default::default(),
+//!     options: Default::default(),
+//!     run: RunContext::new("thread".into(), "run".into()),
+//! };
+//! let mut events = model.oneshot(request).await?;
+//! while let Some(event) = events.next().await {
+//!     println!("{:?}", event?);
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! [`ModelEvent::TextDelta`]: crate::model::ModelEvent::TextDelta
+//! [`ModelEvent::ReasoningDelta`]: crate::model::ModelEvent::ReasoningDelta
+//! [`ModelEvent::ToolCallStart`]: crate::model::ModelEvent::ToolCallStart
+//! [`ModelEvent::ToolCallArgs`]: crate::model::ModelEvent::ToolCallArgs
+//! [`ModelEvent::ToolCallEnd`]: crate::model::ModelEvent::ToolCallEnd
+//! [`ModelEvent::Usage`]: crate::model::ModelEvent::Usage
+//! [`ModelEvent::Finish`]: crate::model::ModelEvent::Finish
+
+mod error;
+mod events;
+#[cfg(feature = "fuzzing")]
+pub(crate) use events::decode_sse;
+mod request;
+
+use std::{
+    fmt,
+    sync::Arc,
+    task::{Context, Poll},
+};
+
+use futures_util::future::BoxFuture;
+use tower_service::Service;
+
+use super::{BoxModelStream, ModelError, ModelRequest, http::Endpoint};
+
+/// Where Google's Gemini API is, unless [`Gemini::base_url`] says otherwise.
+pub const BASE_URL: &str = "https://generativelanguage.googleapis.com/v1beta";
+
+/// What the request body is built from.
+#[derive(Clone)]
+struct Settings {
+    model: String,
+    thinking_budget: Option<u32>,
+}
+
+#[derive(Clone)]
+struct Config {
+    endpoint: Endpoint,
+    settings: Settings,
+    api_key: Option<String>,
+}
+
+/// A model service for Google's Gemini API; see the [module docs](self). Cheap to clone: clones
+/// share one connection pool.
+#[derive(Clone)]
+pub struct Gemini(Arc<Config>);
+
+impl Gemini {
+    /// The model `model` (`gemini-2.5-flash`, …; a leading `models/` is fine) at [`BASE_URL`].
+    pub fn new(model: impl Into<String>) -> Self {
+        let model: String = model.into();
+        let model = model.strip_prefix("models/").unwrap_or(&model).to_owned();
+        Self(Arc::new(Config {
+            endpoint: Endpoint::new(BASE_URL, model.clone()),
+            settings: Settings {
+                model,
+                thinking_budget: None,
+            },
+            api_key: None,
+        }))
+    }
+
+    fn config(&mut self) -> &mut Config {
+        Arc::make_mut(&mut self.0)
+    }
+
+    /// The URL the API's paths start from (`…/v1beta`; requests go to
+    /// `{base_url}/models/{model}:streamGenerateContent`).
+    #[must_use]
+    pub fn base_url(mut self, base_url: &str) -> Self {
+        let config = self.config();
+        let client = config.endpoint.client.clone();
+        config.endpoint = Endpoint::new(base_url, config.settings.model.clone());
+        config.endpoint.client = client;
+        self
+    }
+
+    /// The key sent as `x-goog-api-key` with every request. It is never logged nor shown by
+    /// `Debug`.
+    #[must_use]
+    pub fn api_key(mut self, key: impl Into<String>) -> Self {
+        self.config().api_key = Some(key.into());
+        self
+    }
+
+    /// The key from the environment variable `var`, if it is set and not empty.
+    #[must_use]
+    pub fn api_key_env(self, var: &str) -> Self {
+        match std::env::var(var) {
+            Ok(key) if !key.is_empty() => self.api_key(key),
+            _ => self,
+        }
+    }
+
+    /// Thinking shown as reasoning (`includeThoughts`), with at most `budget_tokens` of it per
+    /// step.
+    #[must_use]
+    pub fn thinking(mut self, budget_tokens: u32) -> Self {
+        self.config().settings.thinking_budget = Some(budget_tokens);
+        self
+    }
+
+    /// The HTTP client (proxies, TLS roots, connect timeout…); default `reqwest::Client::new()`.
+    #[must_use]
+    pub fn client(mut self, client: reqwest::Client) -> Self {
+        self.config().endpoint.client = client;
+        self
+    }
+
+    /// The model's name, as sent to the API.
+    #[must_use]
+    pub fn model(&self) -> &str {
+        &self.0.settings.model
+    }
+}
+
+impl fmt::Debug for Gemini {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Gemini")
+            .field("base_url", &self.0.endpoint.base_url)
+            .field("model", &self.0.settings.model)
+            .field("thinking_budget", &self.0.settings.thinking_budget)
+            .field("api_key", &self.0.api_key.as_ref().map(|_| "<redacted>"))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Service<ModelRequest> for Gemini {
+    type Response = BoxModelStream<ModelError>;
+    type Error = ModelError;
+    type Future = BoxFuture<'static, Result<Self::Response, ModelError>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: ModelRequest) -> Self::Future {
+        let config = self.0.clone();
+        Box::pin(async move {
+            let body = request::body(&config.settings, &request);
+            let url = format!(
+                "{}/models/{}:streamGenerateContent?alt=sse",
+                config.endpoint.base_url, config.settings.model
+            );
+            let mut post = config.endpoint.client.post(url).body(body.to_string());
+            if let Some(key) = &config.api_key {
+                post = post.header("x-goog-api-key", super::http::secret_header(key)?);
+            }
+            let decoder = events::Decoder::new(request.run.message_id.clone());
+            config
+                .endpoint
+                .answer(post, error::from_response, decoder)
+                .await
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_model_named_with_its_resource_prefix_is_the_same_model() {
+        assert_eq!(
+            super::Gemini::new("models/gemini-2.5-flash").model(),
+            "gemini-2.5-flash"
+        );
+    }
+}
