@@ -95,7 +95,8 @@ where
 
     fn call(&mut self, req: ModelRequest) -> Self::Future {
         let outbox = self.outbox(&req.run);
-        let encoder = UpdateEncoder::new(self.config.context_window);
+        let session_cost = req.run.extensions.get().cloned().unwrap_or_default();
+        let encoder = UpdateEncoder::new(self.config.context_window, session_cost);
         future::ModelResponseFuture::new(self.inner.call(req), outbox, encoder)
     }
 }

@@ -1,11 +1,32 @@
-use std::collections::VecDeque;
+use std::{
+    collections::VecDeque,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+};
 
-use agent_client_protocol::v1::schema::{ContentBlock, ContentChunk, SessionUpdate, UsageUpdate};
+use agent_client_protocol::v1::schema::{
+    self, ContentBlock, ContentChunk, SessionUpdate, UsageUpdate,
+};
 
 use crate::{
-    model::ModelEvent,
+    model::{Cost, ModelEvent},
     stream::{Encode, End, Tee},
 };
+
+/// What a session's model steps have cost so far (ACP's `usage_update.cost` is the session's
+/// total), shared by its turns through the run's extensions.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SessionCost(Arc<AtomicU64>);
+
+impl SessionCost {
+    /// Adds `cost`; the session's total.
+    fn add(&self, cost: Cost) -> Cost {
+        let before = self.0.fetch_add(cost.nano_usd(), Ordering::Relaxed);
+        Cost::from_nano_usd(before.saturating_add(cost.nano_usd()))
+    }
+}
 
 /// The stream an [`Acp`](super::Acp)-wrapped model answers with: the model's own events,
 /// unchanged, teed to the turn's transport as session updates.
@@ -16,7 +37,7 @@ pub type ResponseStream<St, T> = Tee<St, T, UpdateEncoder>;
 /// - Text deltas become `agent_message_chunk`s, reasoning deltas `agent_thought_chunk`s, each
 ///   with the `messageId` of its message.
 /// - Usage becomes a `usage_update` (`used` = the step's input and output tokens, `size` = the
-///   layer's context window).
+///   layer's context window, `cost` = the session's cost so far, when the step's is known).
 /// - Tool calls are announced by the tool layer, which knows their complete arguments and
 ///   whether they run; the model's streamed calls are not sent.
 ///
@@ -24,11 +45,15 @@ pub type ResponseStream<St, T> = Tee<St, T, UpdateEncoder>;
 #[derive(Debug)]
 pub struct UpdateEncoder {
     context_window: u64,
+    session_cost: SessionCost,
 }
 
 impl UpdateEncoder {
-    pub(crate) fn new(context_window: u64) -> Self {
-        Self { context_window }
+    pub(crate) fn new(context_window: u64, session_cost: SessionCost) -> Self {
+        Self {
+            context_window,
+            session_cost,
+        }
     }
 }
 
@@ -56,10 +81,12 @@ impl<E> Encode<Result<ModelEvent, E>> for UpdateEncoder {
                 out.push_back(SessionUpdate::AgentThoughtChunk(chunk(message_id, delta)));
             }
             ModelEvent::Usage(usage) => {
-                out.push_back(SessionUpdate::UsageUpdate(UsageUpdate::new(
-                    usage.total_tokens(),
-                    self.context_window,
-                )));
+                let mut update = UsageUpdate::new(usage.total_tokens(), self.context_window);
+                if let Some(cost) = usage.cost {
+                    let total = self.session_cost.add(cost);
+                    update = update.cost(schema::Cost::new(total.usd(), "USD"));
+                }
+                out.push_back(SessionUpdate::UsageUpdate(update));
             }
             ModelEvent::Finish(_) => return Some(End::Finished),
             // An editor shows the thought; what the provider needs back stays in the session.

@@ -377,12 +377,13 @@ where
                 budget
             }
         };
-        let mut usage = Usage::default();
-        let finish = |stop, messages, usage, pending, interrupts| {
+        let mut usage = RunUsage::default();
+        let finish = |stop, messages, usage: RunUsage, pending, interrupts| {
             let state = shared.get();
             let state = (had_state || state != serde_json::json!({})).then_some(state);
             let mut outcome = RunOutcome::new(stop, messages, state);
-            outcome.usage = usage;
+            outcome.usage = usage.total;
+            outcome.models = usage.models;
             outcome.pending_tool_calls = pending;
             outcome.interrupts = interrupts;
             Ok(outcome)
@@ -506,6 +507,26 @@ where
             Vec::new(),
             Vec::new(),
         )
+    }
+}
+
+/// A run's usage: in all, and per provider and model (a fallback may answer some steps).
+#[derive(Default)]
+struct RunUsage {
+    total: Usage,
+    models: Vec<Usage>,
+}
+
+impl RunUsage {
+    fn add(&mut self, step: &Usage) {
+        if step.is_empty() {
+            return;
+        }
+        self.total.add(step);
+        match self.models.iter_mut().find(|m| m.same_model(step)) {
+            Some(model) => model.add(step),
+            None => self.models.push(step.clone()),
+        }
     }
 }
 

@@ -872,6 +872,9 @@ pub struct TokenUsage {
     pub cached_input_tokens: Option<u64>,
     /// Prompt tokens written to a cache.
     pub cache_write_input_tokens: Option<u64>,
+    /// What they cost (`{amount, currency}`, as ACP's `usage_update.cost`): a field beyond
+    /// AG-UI 1.0's, which its schema lets through.
+    pub cost: Option<crate::model::Cost>,
 }
 
 impl From<&crate::model::Usage> for TokenUsage {
@@ -883,7 +886,9 @@ impl From<&crate::model::Usage> for TokenUsage {
             reasoning_tokens: usage.reasoning_tokens,
             cached_input_tokens: usage.cached_input_tokens,
             cache_write_input_tokens: usage.cache_write_input_tokens,
-            ..Self::default()
+            cost: usage.cost,
+            provider: usage.provider.clone(),
+            model: usage.model.clone(),
         }
     }
 }

@@ -433,9 +433,20 @@ fn terminal_events(
         }
         _ => None,
     };
-    let usage = (!outcome.usage.is_empty()).then(|| vec![TokenUsage::from(&outcome.usage)]);
+    let usage = token_usage(outcome);
     events.push(run_finished(ids, finished, result, usage));
     events
+}
+
+/// The run's usage as AG-UI counts it: an entry per provider and model.
+pub(crate) fn token_usage(outcome: &RunOutcome) -> Option<Vec<TokenUsage>> {
+    if outcome.usage.is_empty() {
+        None
+    } else if outcome.models.is_empty() {
+        Some(vec![TokenUsage::from(&outcome.usage)])
+    } else {
+        Some(outcome.models.iter().map(TokenUsage::from).collect())
+    }
 }
 
 /// The run's end, as its client's generation can read it (see [`ClientProtocol`]).

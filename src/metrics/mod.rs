@@ -21,6 +21,7 @@
 //! | `agent_tower_run_first_event_seconds` | histogram | |
 //! | `agent_tower_run_duration_seconds` | histogram | `outcome` |
 //! | `agent_tower_model_tokens_total` | counter | `type` (`input`, `output`) |
+//! | `agent_tower_model_cost_usd_total` | counter | (what the models cost, in US dollars, given a [`CostLayer`](crate::model::cost::CostLayer)) |
 //! | `agent_tower_tool_calls_total` | counter | `tool`, `outcome` (`ok`, `error`: a result marked as an error, `failed`: no result, `interrupted`: waits for a decision) (counted by [`MetricsLayer`]) |
 //! | `agent_tower_followers` | gauge | |
 //! | `agent_tower_interrupts_pending` | gauge | (read from the run log when scraped) |
@@ -163,6 +164,7 @@ struct Inner {
     first_event: Histogram,
     duration: Family<OutcomeLabel, Histogram>,
     tokens: Family<TokenLabel, Counter>,
+    cost: Counter<f64, std::sync::atomic::AtomicU64>,
     tools: Family<ToolLabel, Counter>,
     /// Distinct tool names seen (at most [`MAX_TOOLS`] get a label of their own).
     tool_names: AtomicUsize,
@@ -233,6 +235,7 @@ impl Metrics {
         let duration =
             Family::<OutcomeLabel, Histogram>::new_with_constructor(seconds as fn() -> Histogram);
         let tokens = Family::<TokenLabel, Counter>::default();
+        let cost = Counter::<f64, std::sync::atomic::AtomicU64>::default();
         let tools = Family::<ToolLabel, Counter>::default();
         let followers = Gauge::default();
         let pending = Gauge::default();
@@ -256,6 +259,11 @@ impl Metrics {
             duration.clone(),
         );
         registry.register("model_tokens", "Model tokens used, by type", tokens.clone());
+        registry.register(
+            "model_cost_usd",
+            "What the models cost, in US dollars",
+            cost.clone(),
+        );
         registry.register(
             "tool_calls",
             "Tool calls, by tool and outcome",
@@ -317,6 +325,7 @@ impl Metrics {
             first_event,
             duration,
             tokens,
+            cost,
             tools,
             tool_names: AtomicUsize::new(0),
             followers,
@@ -376,6 +385,9 @@ impl Metrics {
     fn usage(&self, usage: Option<&[crate::agui::event::TokenUsage]>, principal: Option<&str>) {
         let group = (!self.0.groups.is_empty()).then(|| self.0.groups.of(principal));
         for usage in usage.unwrap_or_default() {
+            if let Some(cost) = usage.cost {
+                self.0.cost.inc_by(cost.usd());
+            }
             for (kind, tokens) in [
                 ("input", usage.input_tokens),
                 ("output", usage.output_tokens),
@@ -573,6 +585,7 @@ mod tests {
     fn one_run(metrics: &Metrics, principal: Option<&str>) {
         let usage = [TokenUsage {
             output_tokens: Some(7),
+            cost: Some(crate::model::Cost::from_usd(0.25)),
             ..TokenUsage::default()
         }];
         metrics.on_start();
@@ -616,6 +629,11 @@ mod tests {
             [Some(2), Some(1), Some(1)],
             "{text}"
         );
+        let cost = text
+            .lines()
+            .find_map(|line| line.strip_prefix("agent_tower_model_cost_usd_total "))
+            .and_then(|value| value.parse::<f64>().ok());
+        assert_eq!(cost, Some(1.0), "four runs of $0.25: {text}");
         let tokens = "agent_tower_group_model_tokens_total{group=\"support\",type=\"output\"}";
         assert_eq!(value(&text, tokens), Some(14), "{text}");
         assert!(!text.contains("alice"), "principals are not labels: {text}");

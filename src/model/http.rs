@@ -99,14 +99,17 @@ pub(crate) struct Endpoint {
     pub(crate) base_url: String,
     /// The model's name, as sent to the provider.
     pub(crate) model: String,
+    /// The provider's name in usage and traces (`gen_ai.provider.name`).
+    pub(crate) provider: &'static str,
 }
 
 impl Endpoint {
-    pub(crate) fn new(base_url: &str, model: String) -> Self {
+    pub(crate) fn new(provider: &'static str, base_url: &str, model: String) -> Self {
         Self {
             client: reqwest::Client::new(),
             base_url: base_url.trim_end_matches('/').to_owned(),
             model,
+            provider,
         }
     }
 
@@ -153,7 +156,16 @@ impl Endpoint {
             let body = response
                 .bytes_stream()
                 .map(|piece| piece.map_err(reqwest::Error::without_url));
-            first_event(Box::pin(events(body, decoder))).await
+            let (provider, model) = (self.provider, self.model.clone());
+            let named = events(body, decoder).map(move |mut event| {
+                // Usage says who answered: the model as it was asked for, which prices know.
+                if let Ok(ModelEvent::Usage(usage)) = &mut event {
+                    usage.provider.get_or_insert_with(|| provider.to_owned());
+                    usage.model.get_or_insert_with(|| model.clone());
+                }
+                event
+            });
+            first_event(Box::pin(named)).await
         };
         answered.await.inspect_err(|error| self.failed(error))
     }

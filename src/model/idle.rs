@@ -156,16 +156,7 @@ mod tests {
     use tower::{ServiceExt, service_fn};
 
     use super::*;
-    use crate::{context::RunContext, id::MessageId};
-
-    fn request() -> ModelRequest {
-        ModelRequest {
-            messages: Vec::new(),
-            tools: Default::default(),
-            options: crate::model::ModelOptions::default(),
-            run: RunContext::new("t".into(), "r".into()),
-        }
-    }
+    use crate::{id::MessageId, model::test_request as request};
 
     #[tokio::test(start_paused = true)]
     async fn a_stream_that_stalls_fails_after_the_silence() {

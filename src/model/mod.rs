@@ -28,6 +28,7 @@
 #[cfg(feature = "anthropic")]
 #[cfg_attr(docsrs, doc(cfg(feature = "anthropic")))]
 pub mod anthropic;
+pub mod cost;
 #[cfg(feature = "gemini")]
 #[cfg_attr(docsrs, doc(cfg(feature = "gemini")))]
 pub mod gemini;
@@ -40,6 +41,7 @@ pub mod openai;
 mod retry;
 pub mod scripted;
 
+pub use cost::Cost;
 pub use idle::{IdleFuture, IdleStream, IdleTimeout, IdleTimeoutLayer};
 pub use retry::{ModelCallError, RetryPolicy};
 
@@ -148,8 +150,11 @@ pub enum FinishReason {
     ContentFilter,
 }
 
-/// Token counts, summed over a run by the agent.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// Token counts of one provider and model, and what they cost; summed over a run by the agent.
+///
+/// `input_tokens` and `output_tokens` are totals; `reasoning_tokens` is a part of the output,
+/// `cached_input_tokens` and `cache_write_input_tokens` parts of the input (AG-UI's accounting).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     /// Prompt tokens.
     pub input_tokens: u64,
@@ -163,6 +168,15 @@ pub struct Usage {
     /// provider reports them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_write_input_tokens: Option<u64>,
+    /// What these tokens cost, when a [`CostLayer`](cost::CostLayer) knows the model's prices.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<Cost>,
+    /// The provider that answered (`openai`, `anthropic`, `gcp.gemini`), when it says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// The model that answered, when it says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 impl Usage {
@@ -172,8 +186,24 @@ impl Usage {
         self.input_tokens + self.output_tokens
     }
 
-    /// Adds another step's counts to these.
+    /// Adds another step's counts and cost to these. The sum names a provider and a model only
+    /// while every step it counts named the same.
     pub fn add(&mut self, other: &Usage) {
+        if self.is_empty() {
+            self.provider.clone_from(&other.provider);
+            self.model.clone_from(&other.model);
+        } else {
+            if self.provider != other.provider {
+                self.provider = None;
+            }
+            if self.model != other.model {
+                self.model = None;
+            }
+        }
+        self.cost = match (self.cost, other.cost) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
         fn add_opt(a: &mut Option<u64>, b: Option<u64>) {
             if let Some(b) = b {
                 *a = Some(a.unwrap_or(0) + b);
@@ -193,6 +223,12 @@ impl Usage {
     #[must_use]
     pub fn is_empty(&self) -> bool {
         *self == Self::default()
+    }
+
+    /// Whether `other` counts the same provider and model.
+    #[must_use]
+    pub fn same_model(&self, other: &Usage) -> bool {
+        self.provider == other.provider && self.model == other.model
     }
 }
 
@@ -372,4 +408,15 @@ where
         Box::pin(events.map(|event| event.map_err(Into::into)))
     }
     tower::util::BoxCloneSyncService::new(model.map_err(Into::into).map_response(erase))
+}
+
+/// A request of one empty conversation, for the model layers' tests.
+#[cfg(test)]
+pub(crate) fn test_request() -> ModelRequest {
+    ModelRequest {
+        messages: Vec::new(),
+        tools: Default::default(),
+        options: ModelOptions::default(),
+        run: RunContext::new("t".into(), "r".into()),
+    }
 }

@@ -115,8 +115,11 @@ pub struct RunOutcome {
     pub messages: Vec<Message>,
     /// The state after the run.
     pub state: Option<Value>,
-    /// Tokens used by every model step of the run.
+    /// Tokens used by every model step of the run, and their cost.
     pub usage: Usage,
+    /// The same, per provider and model, in the order they first answered (one entry unless
+    /// a fallback answered some steps).
+    pub models: Vec<Usage>,
     /// Calls of client-side tools waiting for the client's results.
     pub pending_tool_calls: Vec<ToolCallId>,
     /// Calls waiting for a person's decision, when the run stopped for them.
@@ -132,6 +135,7 @@ impl RunOutcome {
             messages,
             state,
             usage: Usage::default(),
+            models: Vec::new(),
             pending_tool_calls: Vec::new(),
             interrupts: Vec::new(),
         }

@@ -5,7 +5,7 @@
 //! | Span (`otel.name`) | Around | Attributes |
 //! | --- | --- | --- |
 //! | `invoke_agent {agent}` | the run service | `gen_ai.operation.name`, `gen_ai.agent.name`, `gen_ai.conversation.id` (the thread), `agent_tower.run.id`, `gen_ai.usage.*`, `gen_ai.response.finish_reasons` (the stop reason) |
-//! | `chat {model}` | each model call, until its stream ends | `gen_ai.operation.name`, `gen_ai.provider.name`, `gen_ai.request.model`, `gen_ai.usage.input_tokens`, `gen_ai.usage.output_tokens`, `gen_ai.response.finish_reasons`, `agent_tower.time_to_first_token_ms` |
+//! | `chat {model}` | each model call, until its stream ends | `gen_ai.operation.name`, `gen_ai.provider.name`, `gen_ai.request.model`, `gen_ai.response.model` (the model that answered: a fallback's may differ), `gen_ai.usage.input_tokens`, `gen_ai.usage.output_tokens`, `gen_ai.response.finish_reasons`, `agent_tower.cost_usd` (with a [`CostLayer`](crate::model::cost::CostLayer)), `agent_tower.time_to_first_token_ms` |
 //! | `execute_tool {tool}` | each tool call | `gen_ai.operation.name`, `gen_ai.tool.name`, `gen_ai.tool.call.id` |
 //!
 //! Every span is a child of its run's, through the run's context (not the task's current span),
@@ -269,9 +269,11 @@ where
             gen_ai.operation.name = "chat",
             gen_ai.provider.name = %config.provider,
             gen_ai.request.model = %config.model,
+            gen_ai.response.model = Empty,
             gen_ai.usage.input_tokens = Empty,
             gen_ai.usage.output_tokens = Empty,
             gen_ai.response.finish_reasons = Empty,
+            agent_tower.cost_usd = Empty,
             agent_tower.time_to_first_token_ms = Empty,
             gen_ai.input.messages = Empty,
         );
@@ -419,6 +421,12 @@ where
                             .record("gen_ai.usage.input_tokens", usage.input_tokens);
                         this.span
                             .record("gen_ai.usage.output_tokens", usage.output_tokens);
+                        if let Some(model) = &usage.model {
+                            this.span.record("gen_ai.response.model", model.as_str());
+                        }
+                        if let Some(cost) = usage.cost {
+                            this.span.record("agent_tower.cost_usd", cost.usd());
+                        }
                     }
                     ModelEvent::Finish(reason) => {
                         this.span.record(

@@ -156,7 +156,7 @@ pub fn usage(events: &[ModelEvent]) -> agent_tower::model::Usage {
     events
         .iter()
         .find_map(|e| match e {
-            ModelEvent::Usage(usage) => Some(*usage),
+            ModelEvent::Usage(usage) => Some(usage.clone()),
             _ => None,
         })
         .expect("a usage event")

@@ -121,6 +121,7 @@ where
                     turn: None,
                     open: true,
                     tools,
+                    cost: Default::default(),
                 },
             );
             if let Err(error) = shared.persist(&id).await {
@@ -491,7 +492,7 @@ where
         }
 
         let cancel = CancellationToken::new();
-        let (mut messages, state, mode, title, tools) = {
+        let (mut messages, state, mode, title, tools, cost) = {
             let mut sessions = self.sessions.lock();
             let session = match sessions.get_mut(&*req.session_id.0) {
                 Some(session) if session.open => session,
@@ -510,6 +511,7 @@ where
                 session.mode,
                 title.then(|| session_title(&text)),
                 session.tools.clone(),
+                session.cost.clone(),
             )
         };
         if let Some(title) = title {
@@ -531,6 +533,7 @@ where
         run.principal.clone_from(&self.config.principal);
         run.sinks.insert(notifier.clone());
         run.extensions.insert(mode);
+        run.extensions.insert(cost);
         if let Some(tools) = tools {
             run.extensions.insert(RunTools(tools));
         }

@@ -34,6 +34,8 @@ pub(super) struct Session {
     pub(super) open: bool,
     /// The tools of the MCP servers the client gave for this session.
     pub(super) tools: Option<ToolRouter>,
+    /// What its model steps have cost, since it was opened or loaded here.
+    pub(super) cost: crate::acp::stream::SessionCost,
 }
 
 #[derive(Debug, Default)]
@@ -113,6 +115,7 @@ impl<S> Shared<S> {
                     turn: None,
                     open: false,
                     tools: None,
+                    cost: Default::default(),
                 });
             return Ok(true);
         }

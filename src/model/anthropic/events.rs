@@ -183,7 +183,7 @@ impl Decoder {
                 }
             }
             Wire::MessageStop => {
-                out.push_back(ModelEvent::Usage(self.usage));
+                out.push_back(ModelEvent::Usage(std::mem::take(&mut self.usage)));
                 out.push_back(ModelEvent::Finish(
                     self.stop.take().unwrap_or(FinishReason::Stop),
                 ));
@@ -428,6 +428,7 @@ mod tests {
                     reasoning_tokens: None,
                     cached_input_tokens: Some(90),
                     cache_write_input_tokens: Some(5),
+                    ..Usage::default()
                 }),
                 ModelEvent::Finish(FinishReason::ToolCalls),
             ]

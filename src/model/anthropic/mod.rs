@@ -85,6 +85,9 @@ use super::{BoxModelStream, ModelError, ModelRequest, http::Endpoint};
 /// Where Anthropic's API is, unless [`Anthropic::base_url`] says otherwise.
 pub const BASE_URL: &str = "https://api.anthropic.com/v1";
 
+/// The provider's name in usage and traces.
+const PROVIDER: &str = "anthropic";
+
 /// The API version every request names (`anthropic-version`).
 const VERSION: &str = "2023-06-01";
 
@@ -114,7 +117,7 @@ impl Anthropic {
     pub fn new(model: impl Into<String>) -> Self {
         let model = model.into();
         Self(Arc::new(Config {
-            endpoint: Endpoint::new(BASE_URL, model.clone()),
+            endpoint: Endpoint::new(PROVIDER, BASE_URL, model.clone()),
             settings: Settings {
                 model,
                 max_tokens: 8192,
@@ -135,7 +138,7 @@ impl Anthropic {
         let model = self.0.settings.model.clone();
         let client = self.0.endpoint.client.clone();
         let config = self.config();
-        config.endpoint = Endpoint::new(base_url, model);
+        config.endpoint = Endpoint::new(PROVIDER, base_url, model);
         config.endpoint.client = client;
         self
     }

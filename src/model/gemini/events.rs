@@ -155,7 +155,7 @@ impl Decoder {
                 output_tokens: usage.candidates_token_count + thoughts.unwrap_or(0),
                 reasoning_tokens: thoughts,
                 cached_input_tokens: usage.cached_content_token_count,
-                cache_write_input_tokens: None,
+                ..Usage::default()
             });
         }
         Ok(())
@@ -282,7 +282,7 @@ mod tests {
                     output_tokens: 11,
                     reasoning_tokens: Some(4),
                     cached_input_tokens: Some(3),
-                    cache_write_input_tokens: None,
+                    ..Usage::default()
                 }),
                 ModelEvent::Finish(FinishReason::ToolCalls),
             ]

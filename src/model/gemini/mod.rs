@@ -74,6 +74,9 @@ use super::{BoxModelStream, ModelError, ModelRequest, http::Endpoint};
 /// Where Google's Gemini API is, unless [`Gemini::base_url`] says otherwise.
 pub const BASE_URL: &str = "https://generativelanguage.googleapis.com/v1beta";
 
+/// The provider's name in usage and traces (the OpenTelemetry GenAI convention's).
+const PROVIDER: &str = "gcp.gemini";
+
 /// What the request body is built from.
 #[derive(Clone)]
 struct Settings {
@@ -99,7 +102,7 @@ impl Gemini {
         let model: String = model.into();
         let model = model.strip_prefix("models/").unwrap_or(&model).to_owned();
         Self(Arc::new(Config {
-            endpoint: Endpoint::new(BASE_URL, model.clone()),
+            endpoint: Endpoint::new(PROVIDER, BASE_URL, model.clone()),
             settings: Settings {
                 model,
                 thinking_budget: None,
@@ -118,7 +121,7 @@ impl Gemini {
     pub fn base_url(mut self, base_url: &str) -> Self {
         let config = self.config();
         let client = config.endpoint.client.clone();
-        config.endpoint = Endpoint::new(base_url, config.settings.model.clone());
+        config.endpoint = Endpoint::new(PROVIDER, base_url, config.settings.model.clone());
         config.endpoint.client = client;
         self
     }

@@ -184,7 +184,7 @@ impl Decoder {
                     .completion_tokens_details
                     .and_then(|d| d.reasoning_tokens),
                 cached_input_tokens: usage.prompt_tokens_details.and_then(|d| d.cached_tokens),
-                cache_write_input_tokens: None,
+                ..Usage::default()
             }));
         }
         Ok(false)

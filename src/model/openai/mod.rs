@@ -86,7 +86,7 @@ impl OpenAi {
     /// `https://api.openai.com/v1`, `http://127.0.0.1:11434/v1` (Ollama),
     /// `http://127.0.0.1:8080/v1` (llama.cpp).
     pub fn new(base_url: &str, model: impl Into<String>) -> Self {
-        let endpoint = Endpoint::new(base_url, model.into());
+        let endpoint = Endpoint::new("openai", base_url, model.into());
         Self(Arc::new(Config {
             url: format!("{}/chat/completions", endpoint.base_url),
             endpoint,
