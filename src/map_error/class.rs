@@ -15,6 +15,8 @@ pub enum ErrorKind {
     RateLimited,
     /// The model's provider is overloaded (Anthropic's 529): not our limit, nor the caller's.
     Overloaded,
+    /// A spending limit on models was reached.
+    BudgetExceeded,
     /// The conversation does not fit the model's context.
     ContextLength,
     /// The model refused.
@@ -53,6 +55,7 @@ impl ErrorKind {
             Self::Timeout => "timeout",
             Self::RateLimited => "rate_limited",
             Self::Overloaded => "overloaded",
+            Self::BudgetExceeded => "budget_exceeded",
             Self::ContextLength => "context_length",
             Self::Refusal => "refusal",
             Self::Cancelled => "cancelled",
@@ -77,6 +80,7 @@ impl ErrorKind {
             Self::Timeout => "The agent took too long.",
             Self::RateLimited => "The model is busy; try again shortly.",
             Self::Overloaded => "The model's provider is overloaded; try again shortly.",
+            Self::BudgetExceeded => "The spending limit for the model was reached.",
             Self::ContextLength => "The conversation is too long for the model.",
             Self::Refusal => "The model declined to answer.",
             Self::Cancelled => "The run was cancelled.",
@@ -168,6 +172,7 @@ impl DefaultClassifier {
             return Some(match model.kind() {
                 ModelErrorKind::RateLimited => ErrorKind::RateLimited,
                 ModelErrorKind::Overloaded => ErrorKind::Overloaded,
+                ModelErrorKind::BudgetExceeded => ErrorKind::BudgetExceeded,
                 ModelErrorKind::ContextLength => ErrorKind::ContextLength,
                 ModelErrorKind::Auth => ErrorKind::Auth,
                 ModelErrorKind::InvalidRequest => ErrorKind::InvalidRequest,

@@ -28,7 +28,9 @@
 #[cfg(feature = "anthropic")]
 #[cfg_attr(docsrs, doc(cfg(feature = "anthropic")))]
 pub mod anthropic;
+pub mod budget;
 pub mod cost;
+pub mod fallback;
 #[cfg(feature = "gemini")]
 #[cfg_attr(docsrs, doc(cfg(feature = "gemini")))]
 pub mod gemini;
@@ -38,6 +40,7 @@ mod idle;
 #[cfg(feature = "openai")]
 #[cfg_attr(docsrs, doc(cfg(feature = "openai")))]
 pub mod openai;
+pub mod rate_limit;
 mod retry;
 pub mod scripted;
 
@@ -254,6 +257,8 @@ pub enum ModelErrorKind {
     StreamCut,
     /// The model went silent for too long (an [idle timeout](IdleTimeoutLayer)).
     Timeout,
+    /// A spending limit was reached ([`BudgetLayer`](budget::BudgetLayer)).
+    BudgetExceeded,
     /// Anything else.
     Other,
 }
@@ -278,6 +283,7 @@ impl ModelErrorKind {
             Self::Transport => "transport",
             Self::StreamCut => "stream_cut",
             Self::Timeout => "timeout",
+            Self::BudgetExceeded => "budget_exceeded",
             Self::Other => "model_error",
         }
     }
@@ -408,6 +414,22 @@ where
         Box::pin(events.map(|event| event.map_err(Into::into)))
     }
     tower::util::BoxCloneSyncService::new(model.map_err(Into::into).map_response(erase))
+}
+
+/// Whether a model call that failed with `error` may succeed if tried again, by the same model
+/// or another: a retryable [`ModelError`] or a `tower::timeout` anywhere in its causes.
+pub(crate) fn worth_another_try(error: &(dyn StdError + 'static)) -> bool {
+    let mut cause = Some(error);
+    while let Some(error) = cause {
+        if let Some(model) = error.downcast_ref::<ModelError>() {
+            return model.kind().is_retryable();
+        }
+        if error.is::<tower::timeout::error::Elapsed>() {
+            return true;
+        }
+        cause = error.source();
+    }
+    false
 }
 
 /// A request of one empty conversation, for the model layers' tests.

@@ -1,0 +1,330 @@
+//! [`RateLimitLayer`]: at most so many requests and tokens a minute to one model.
+
+use std::{
+    collections::VecDeque,
+    pin::Pin,
+    sync::{Arc, Mutex, MutexGuard},
+    task::{Context, Poll, ready},
+    time::Duration,
+};
+
+use futures_core::Stream;
+use futures_util::future::BoxFuture;
+use pin_project_lite::pin_project;
+use tokio::time::Instant;
+use tower::ServiceExt;
+use tower_layer::Layer;
+use tower_service::Service;
+
+use super::{ModelError, ModelErrorKind, ModelEvent, ModelRequest, ModelService};
+use crate::BoxError;
+
+const MINUTE: Duration = Duration::from_secs(60);
+
+/// What the last minute used: one entry per request, one per usage reported.
+#[derive(Debug, Default)]
+struct Window {
+    /// `(when, requests, tokens)`, oldest first.
+    entries: VecDeque<(Instant, u32, u64)>,
+    requests: u32,
+    tokens: u64,
+}
+
+impl Window {
+    fn forget_before(&mut self, now: Instant) {
+        while let Some(&(at, requests, tokens)) = self.entries.front() {
+            if now.duration_since(at) < MINUTE {
+                break;
+            }
+            self.requests -= requests;
+            self.tokens -= tokens;
+            self.entries.pop_front();
+        }
+    }
+
+    fn push(&mut self, now: Instant, requests: u32, tokens: u64) {
+        self.entries.push_back((now, requests, tokens));
+        self.requests += requests;
+        self.tokens += tokens;
+    }
+
+    /// How long until a request fits under `limits`; zero when it fits now.
+    fn wait(&self, now: Instant, limits: &Limits) -> Duration {
+        // When enough of the oldest entries have left the window for the count to be under the
+        // limit: the moment the last of them leaves.
+        let until = |over: &dyn Fn(u32, u64) -> bool| {
+            let (mut requests, mut tokens) = (self.requests, self.tokens);
+            for &(at, r, t) in &self.entries {
+                if !over(requests, tokens) {
+                    break;
+                }
+                requests -= r;
+                tokens -= t;
+                if !over(requests, tokens) {
+                    return (at + MINUTE).saturating_duration_since(now);
+                }
+            }
+            Duration::ZERO
+        };
+        let requests = limits
+            .requests
+            .map_or(Duration::ZERO, |limit| until(&|r, _| r >= limit));
+        let tokens = limits
+            .tokens
+            .map_or(Duration::ZERO, |limit| until(&|_, t| t >= limit));
+        requests.max(tokens)
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Limits {
+    requests: Option<u32>,
+    tokens: Option<u64>,
+    max_wait: Duration,
+}
+
+/// At most so many requests, and tokens (input and output, counted from the usage each step
+/// reports), in any minute to the model it wraps. A request over a limit waits until it fits
+/// when that is within [`max_wait`](Self::max_wait) (default 10 s), else fails at once with a
+/// [`RateLimited`](ModelErrorKind::RateLimited) error carrying how long to wait (which
+/// [`RetryPolicy`](super::RetryPolicy) honours, and a [`Fallback`](super::fallback::Fallback)
+/// takes as a reason to ask the next model).
+///
+/// The count is shared by the layer's clones and the services it made: put one layer on each
+/// model, where its provider's limits are.
+///
+/// ```
+/// use std::time::Duration;
+/// use agent_tower::model::{rate_limit::RateLimitLayer, scripted::ScriptedModel};
+/// use tower::ServiceBuilder;
+///
+/// let model = ServiceBuilder::new()
+///     .layer(
+///         RateLimitLayer::new()
+///             .requests_per_minute(500)
+///             .tokens_per_minute(200_000)
+///             .max_wait(Duration::from_secs(5)),
+///     )
+///     .service(ScriptedModel::new());
+/// # let _ = model;
+/// ```
+#[derive(Debug, Clone)]
+pub struct RateLimitLayer {
+    limits: Limits,
+    window: Arc<Mutex<Window>>,
+}
+
+impl Default for RateLimitLayer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl RateLimitLayer {
+    /// No limit yet.
+    #[must_use]
+    pub fn new() -> Self {
+        Self {
+            limits: Limits {
+                requests: None,
+                tokens: None,
+                max_wait: Duration::from_secs(10),
+            },
+            window: Arc::default(),
+        }
+    }
+
+    /// At most `requests` calls in any minute.
+    #[must_use]
+    pub fn requests_per_minute(mut self, requests: u32) -> Self {
+        self.limits.requests = Some(requests);
+        self
+    }
+
+    /// At most `tokens` tokens in any minute.
+    #[must_use]
+    pub fn tokens_per_minute(mut self, tokens: u64) -> Self {
+        self.limits.tokens = Some(tokens);
+        self
+    }
+
+    /// The longest a request waits for room before it fails.
+    #[must_use]
+    pub fn max_wait(mut self, max_wait: Duration) -> Self {
+        self.limits.max_wait = max_wait;
+        self
+    }
+
+    fn window(&self) -> MutexGuard<'_, Window> {
+        self.window
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Waits until a request fits, and counts it; or says why it may not wait.
+    async fn admit(&self) -> Result<(), ModelError> {
+        loop {
+            let now = Instant::now();
+            let wait = {
+                let mut window = self.window();
+                window.forget_before(now);
+                let wait = window.wait(now, &self.limits);
+                if wait.is_zero() {
+                    window.push(now, 1, 0);
+                    return Ok(());
+                }
+                wait
+            };
+            if wait > self.limits.max_wait {
+                return Err(ModelError::new(
+                    ModelErrorKind::RateLimited,
+                    format!("this model's rate limit is reached; room in {wait:?}"),
+                )
+                .with_retry_after(wait));
+            }
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    fn count_tokens(&self, tokens: u64) {
+        self.window().push(Instant::now(), 0, tokens);
+    }
+}
+
+impl<S> Layer<S> for RateLimitLayer {
+    type Service = RateLimit<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RateLimit {
+            inner,
+            limit: self.clone(),
+        }
+    }
+}
+
+/// The service of [`RateLimitLayer`].
+#[derive(Debug, Clone)]
+pub struct RateLimit<S> {
+    inner: S,
+    limit: RateLimitLayer,
+}
+
+impl<S> RateLimit<S> {
+    crate::inner_service!();
+}
+
+impl<S> Service<ModelRequest> for RateLimit<S>
+where
+    S: ModelService + Clone + Send + 'static,
+    S::Error: Into<BoxError>,
+    S::Future: Send,
+{
+    type Response = RateLimitedStream<S::Events>;
+    type Error = BoxError;
+    type Future = BoxFuture<'static, Result<Self::Response, BoxError>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, request: ModelRequest) -> Self::Future {
+        let limit = self.limit.clone();
+        let inner = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, inner);
+        Box::pin(async move {
+            limit.admit().await?;
+            let events = inner.oneshot(request).await.map_err(Into::into)?;
+            Ok(RateLimitedStream {
+                inner: events,
+                limit,
+            })
+        })
+    }
+}
+
+pin_project! {
+    /// A model stream whose usage counts against its model's tokens a minute; see
+    /// [`RateLimitLayer`].
+    #[derive(Debug)]
+    pub struct RateLimitedStream<St> {
+        #[pin]
+        inner: St,
+        limit: RateLimitLayer,
+    }
+}
+
+impl<St: Stream<Item = Result<ModelEvent, E>>, E> Stream for RateLimitedStream<St> {
+    type Item = Result<ModelEvent, E>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.project();
+        let item = ready!(this.inner.poll_next(cx));
+        if let Some(Ok(ModelEvent::Usage(usage))) = &item {
+            this.limit.count_tokens(usage.total_tokens());
+        }
+        Poll::Ready(item)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures_util::StreamExt;
+
+    use super::*;
+    use crate::model::{BoxModel, FinishReason, Usage, boxed, test_request};
+
+    /// A model whose every step uses `tokens` tokens.
+    fn model(tokens: u64) -> BoxModel {
+        boxed(tower::service_fn(move |_: ModelRequest| async move {
+            let usage = Usage {
+                output_tokens: tokens,
+                ..Usage::default()
+            };
+            Ok::<_, ModelError>(futures_util::stream::iter([
+                Ok::<_, ModelError>(ModelEvent::Usage(usage)),
+                Ok(ModelEvent::Finish(FinishReason::Stop)),
+            ]))
+        }))
+    }
+
+    async fn step(limited: &RateLimit<BoxModel>) -> Result<Duration, BoxError> {
+        let started = Instant::now();
+        let events: Vec<_> = limited
+            .clone()
+            .oneshot(test_request())
+            .await?
+            .collect()
+            .await;
+        assert_eq!(events.len(), 2);
+        Ok(started.elapsed())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_over_the_limit_waits_for_the_oldest_to_leave_the_minute() {
+        let limited = RateLimitLayer::new()
+            .requests_per_minute(2)
+            .max_wait(MINUTE)
+            .layer(model(1));
+        assert_eq!(step(&limited).await.unwrap(), Duration::ZERO);
+        tokio::time::advance(Duration::from_secs(20)).await;
+        assert_eq!(step(&limited).await.unwrap(), Duration::ZERO);
+        // The first request leaves the window 60 s after it came, 40 s from now.
+        assert_eq!(step(&limited).await.unwrap(), Duration::from_secs(40));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn tokens_count_from_the_usage_and_a_long_wait_fails_with_its_hint() {
+        let limited = RateLimitLayer::new()
+            .tokens_per_minute(1_000)
+            .max_wait(Duration::from_secs(5))
+            .layer(model(600));
+        step(&limited).await.unwrap();
+        step(&limited).await.unwrap();
+        let error = step(&limited).await.unwrap_err();
+        let error = error.downcast_ref::<ModelError>().unwrap();
+        assert_eq!(error.kind(), ModelErrorKind::RateLimited);
+        assert_eq!(error.retry_after(), Some(MINUTE), "1,200 of 1,000 tokens");
+        tokio::time::advance(MINUTE).await;
+        assert_eq!(step(&limited).await.unwrap(), Duration::ZERO);
+    }
+}
