@@ -68,7 +68,7 @@ async fn signed_thinking_goes_to_the_client_and_back_to_the_api() {
     )
     .await;
     let seen = support::node("agui-reasoning.mjs", &[&format!("{}/", agent.base)], None).await;
-    let seen: Value = serde_json::from_str(seen.trim()).unwrap();
+    let seen: Value = serde_json::from_str(seen.trim()).unwrap_or_else(|e| panic!("{e}: {seen}"));
     let (thinking, signature) = recorded_thinking();
 
     // The client kept the signature on its reasoning message.
@@ -128,21 +128,12 @@ async fn signed_thinking_goes_to_the_client_and_back_to_the_api() {
     agent.kill().await;
 }
 
-/// `agent-tower acp` on a model cut off while a call's arguments stream: the editor is never
-/// shown a call (calls are shown when they run, and none of a failed step runs), and the prompt
-/// fails with the failure's code.
-#[tokio::test]
-async fn an_editor_is_never_shown_a_call_cut_off_mid_arguments() {
+/// `agent-tower acp` with `flags`, in one session: each prompt's answer and the updates before it.
+async fn acp_prompts(flags: &[&str], prompts: &[&str]) -> Vec<(Value, Vec<Value>)> {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-    let (base, _) = serve(vec![fixture("tool_call_cut.sse")], 64).await;
     let mut agent = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-tower"))
         .args(["acp", "--store", "none", "--demo-tools", "--retries", "0"])
-        .args([
-            "--model",
-            "anthropic:claude-sonnet-4-5",
-            "--base-url",
-            &base,
-        ])
+        .args(flags)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
@@ -151,7 +142,7 @@ async fn an_editor_is_never_shown_a_call_cut_off_mid_arguments() {
         .unwrap();
     let mut stdin = agent.stdin.take().unwrap();
     let mut lines = BufReader::new(agent.stdout.take().unwrap()).lines();
-    let mut answer = async |id: u64, method: &str, params: Value| {
+    let mut answer = async |id: usize, method: &str, params: Value| {
         let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         stdin
             .write_all(format!("{line}\n").as_bytes())
@@ -171,18 +162,73 @@ async fn an_editor_is_never_shown_a_call_cut_off_mid_arguments() {
     let cwd = std::env::temp_dir();
     let (session, _) = answer(2, "session/new", json!({"cwd": cwd, "mcpServers": []})).await;
     let session = session["result"]["sessionId"].clone();
-    let prompt = json!({"sessionId": session, "prompt": [{"type": "text", "text": "Add."}]});
-    let (end, updates) = answer(3, "session/prompt", prompt).await;
-    let kinds: Vec<&str> = updates
+    let mut answers = Vec::new();
+    for (at, text) in prompts.iter().enumerate() {
+        let prompt = json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]});
+        answers.push(answer(3 + at, "session/prompt", prompt).await);
+    }
+    answers
+}
+
+fn update_kinds(updates: &[Value]) -> Vec<&str> {
+    updates
         .iter()
         .filter_map(|u| u["params"]["update"]["sessionUpdate"].as_str())
-        .collect();
+        .collect()
+}
+
+/// `agent-tower acp` on a model cut off while a call's arguments stream: the editor is never
+/// shown a call (calls are shown when they run, and none of a failed step runs), and the prompt
+/// fails with the failure's code.
+#[tokio::test]
+async fn an_editor_is_never_shown_a_call_cut_off_mid_arguments() {
+    let (base, _) = serve(vec![fixture("tool_call_cut.sse")], 64).await;
+    let flags = [
+        "--model",
+        "anthropic:claude-sonnet-4-5",
+        "--base-url",
+        &base,
+    ];
+    let (end, updates) = acp_prompts(&flags, &["Add."]).await.remove(0);
+    let kinds = update_kinds(&updates);
     assert!(kinds.contains(&"agent_thought_chunk"), "{updates:?}");
     assert!(
         !kinds.iter().any(|k| k.starts_with("tool_call")),
         "{updates:?}"
     );
     assert!(end.get("error").is_some(), "{end}");
+}
+
+/// The cost of each step, from `--price`, in the editor's `usage_update`: the session's total.
+#[tokio::test]
+async fn an_editor_is_told_the_sessions_cost_so_far() {
+    let (base, _) = serve(vec![fixture("answer.sse")], usize::MAX).await;
+    // answer.sse: 20 new input tokens, 680 read from the cache, 18 output tokens.
+    let flags = [
+        "--model",
+        "anthropic:claude-test",
+        "--base-url",
+        &base,
+        "--price",
+        "claude-test=3,15,0.3",
+    ];
+    let answers = acp_prompts(&flags, &["One.", "Two."]).await;
+    let step = (20.0 * 3.0 + 680.0 * 0.3 + 18.0 * 15.0) / 1e6;
+    for (turn, (end, updates)) in answers.iter().enumerate() {
+        assert_eq!(end["result"]["stopReason"], "end_turn", "{end}");
+        let usage = updates
+            .iter()
+            .map(|u| &u["params"]["update"])
+            .find(|u| u["sessionUpdate"] == "usage_update")
+            .unwrap_or_else(|| panic!("{updates:?}"));
+        assert_eq!(usage["cost"]["currency"], "USD", "{usage}");
+        let amount = usage["cost"]["amount"].as_f64().unwrap();
+        let expected = step * (turn + 1) as f64;
+        assert!(
+            (amount - expected).abs() < 1e-9,
+            "turn {turn}: {amount} ≠ {expected}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -208,7 +254,7 @@ async fn gemini_calls_are_run_and_answered_by_name_and_id() {
     )
     .await;
     let seen = support::node("agui-reasoning.mjs", &[&format!("{}/", agent.base)], None).await;
-    let seen: Value = serde_json::from_str(seen.trim()).unwrap();
+    let seen: Value = serde_json::from_str(seen.trim()).unwrap_or_else(|e| panic!("{e}: {seen}"));
     for run in seen["runs"].as_array().unwrap() {
         assert_eq!(
             run.as_array().unwrap().last().unwrap(),
@@ -281,5 +327,79 @@ async fn a_gemini_answer_stopped_by_its_safety_filters_finishes_as_a_refusal() {
     let end = events.last().unwrap();
     assert_eq!(end["type"], "RUN_FINISHED", "{end}");
     assert_eq!(end["result"]["stopReason"], "refusal", "{end}");
+    agent.kill().await;
+}
+
+#[tokio::test]
+async fn an_overloaded_model_falls_back_and_the_usage_names_who_answered_with_its_cost() {
+    let (anthropic, mut overloaded) = serve(vec![fixture("overloaded.http")], usize::MAX).await;
+    let (openai, mut answered) = serve(vec![Fixture::of("openai", "plain.sse")], 7).await;
+    let agent = Process::serve(&[
+        "--store",
+        "none",
+        "--model",
+        "anthropic:claude-sonnet-4-5",
+        "--base-url",
+        &anthropic,
+        "--retries",
+        "0",
+        "--fallback",
+        &format!("openai:smollm2@{openai}"),
+        "--price",
+        "smollm2=1,2",
+    ])
+    .await;
+    let events = support::user_run(&agent.base, "fallback", "Hello.").await;
+    let end = events.last().unwrap();
+    assert_eq!(end["type"], "RUN_FINISHED", "{end}");
+    let usage = end["usage"].as_array().unwrap();
+    assert_eq!(usage.len(), 1, "{end}");
+    assert_eq!(usage[0]["provider"], "openai", "{end}");
+    assert_eq!(usage[0]["model"], "smollm2", "{end}");
+    let (input, output) = (
+        usage[0]["inputTokens"].as_f64().unwrap(),
+        usage[0]["outputTokens"].as_f64().unwrap(),
+    );
+    assert!(
+        usage[0].get("cost").is_none(),
+        "not a field AG-UI 1.0 knows: {end}"
+    );
+    let cost = events
+        .iter()
+        .find(|e| e["type"] == "CUSTOM" && e["name"] == "agent_tower.cost")
+        .unwrap_or_else(|| panic!("{events:?}"));
+    let amount = cost["value"]["total"]["amount"].as_f64().unwrap();
+    assert!(
+        (amount - (input + 2.0 * output) / 1e6).abs() < 1e-9,
+        "{cost}"
+    );
+    assert_eq!(cost["value"]["models"][0]["model"], "smollm2", "{cost}");
+    overloaded.recv().await.expect("the first model was asked");
+    answered.recv().await.expect("then the fallback");
+    agent.kill().await;
+}
+
+#[tokio::test]
+async fn the_step_that_spends_the_runs_budget_ends_it() {
+    let (base, _) = serve(vec![Fixture::of("openai", "plain.sse")], usize::MAX).await;
+    let agent = Process::serve(&[
+        "--store",
+        "none",
+        "--model",
+        "openai:m",
+        "--base-url",
+        &base,
+        "--run-budget",
+        "10tokens",
+    ])
+    .await;
+    let events = support::user_run(&agent.base, "budget", "Hello.").await;
+    let end = events.last().unwrap();
+    assert_eq!(end["type"], "RUN_ERROR", "{end}");
+    assert_eq!(end["code"], "budget_exceeded", "{end}");
+    assert!(
+        events.iter().any(|e| e["type"] == "TEXT_MESSAGE_CONTENT"),
+        "the step streamed before its usage crossed the budget"
+    );
     agent.kill().await;
 }

@@ -872,8 +872,10 @@ pub struct TokenUsage {
     pub cached_input_tokens: Option<u64>,
     /// Prompt tokens written to a cache.
     pub cache_write_input_tokens: Option<u64>,
-    /// What they cost (`{amount, currency}`, as ACP's `usage_update.cost`): a field beyond
-    /// AG-UI 1.0's, which its schema lets through.
+    /// What they cost, for readers in this process (the metrics). Never on the wire: AG-UI
+    /// 1.0 clients strip the fields their schema lacks, with a warning; clients are told in the
+    /// `CUSTOM` event [`agent_tower.cost`](super::future::COST_EVENT) instead.
+    #[serde(skip)]
     pub cost: Option<crate::model::Cost>,
 }
 

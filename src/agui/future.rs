@@ -434,8 +434,38 @@ fn terminal_events(
         _ => None,
     };
     let usage = token_usage(outcome);
+    if let Some(cost) = usage.as_deref().and_then(cost_event) {
+        events.push(cost);
+    }
     events.push(run_finished(ids, finished, result, usage));
     events
+}
+
+/// The name of the `CUSTOM` event saying what a run's models cost.
+pub const COST_EVENT: &str = "agent_tower.cost";
+
+/// `CUSTOM` `agent_tower.cost`: `{total, models: [{provider, model, cost}]}`, costs as
+/// `{amount, currency}`, when a [`CostLayer`](crate::model::cost::CostLayer) priced the run.
+/// Not on `usage` itself: AG-UI 1.0 clients strip (and warn about) fields their schema lacks.
+fn cost_event(usage: &[TokenUsage]) -> Option<Event> {
+    let priced: Vec<&TokenUsage> = usage.iter().filter(|u| u.cost.is_some()).collect();
+    if priced.is_empty() {
+        return None;
+    }
+    let total: crate::model::Cost = priced.iter().filter_map(|u| u.cost).sum();
+    let models: Vec<Value> = priced
+        .iter()
+        .map(|u| json!({"provider": u.provider, "model": u.model, "cost": u.cost}))
+        .collect();
+    Some(
+        super::event::Custom {
+            name: COST_EVENT.to_owned(),
+            value: json!({"total": total, "models": models}),
+            subagent_run_id: None,
+            base: BaseEvent::default(),
+        }
+        .into(),
+    )
 }
 
 /// The run's usage as AG-UI counts it: an entry per provider and model.

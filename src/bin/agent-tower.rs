@@ -12,8 +12,12 @@ use agent_tower::{
         BoxModel, IdleTimeoutLayer, RetryPolicy,
         anthropic::{self, Anthropic},
         boxed,
+        budget::{BudgetLayer, Limit},
+        cost::{CostLayer, PriceTable, Prices},
+        fallback::Fallback,
         gemini::{self, Gemini},
         openai::OpenAi,
+        rate_limit::RateLimitLayer,
         scripted::ScriptedModel,
     },
     permission::{Action, Glob, InterruptApprover, Mode, Policy},
@@ -546,6 +550,32 @@ struct ModelArgs {
     /// `ANTHROPIC_API_KEY` or `GEMINI_API_KEY`.
     #[arg(help_heading = "Model", long, value_name = "VARIABLE")]
     api_key_env: Option<String>,
+    /// A model to ask when the one before it fails before its first token (rate limited,
+    /// overloaded, unreachable, a server error, timed out): `openai:<model>`,
+    /// `anthropic:<model>` or `gemini:<model>`, then `@<base URL>` if not the provider's own;
+    /// its key in its provider's default variable. Repeat for several, asked in order.
+    #[arg(help_heading = "Model", long, value_name = "MODEL[@URL]", value_parser = parse_fallback)]
+    fallback: Vec<FallbackModel>,
+    /// A model's prices, over the published ones: `model=input,output[,cached input[,cache
+    /// write]]` in US dollars per million tokens (the model's name, or the start of it). A
+    /// priced run's usage carries its cost. Repeat for several.
+    #[arg(help_heading = "Model", long, value_name = "MODEL=PRICES", value_parser = parse_price)]
+    price: Vec<(String, Prices)>,
+    /// What one run may spend on models, `0.50usd` or `200000tokens`; the step that reaches it
+    /// ends the run with `RUN_ERROR` code `budget_exceeded`.
+    #[arg(help_heading = "Model", long, value_name = "BUDGET", value_parser = parse_budget)]
+    run_budget: Option<Limit>,
+    /// What one principal's runs may spend on models in a day (UTC), `5usd` or
+    /// `2000000tokens`.
+    #[arg(help_heading = "Model", long, value_name = "BUDGET", value_parser = parse_budget)]
+    daily_budget: Option<Limit>,
+    /// At most this many calls a minute to each model (a fallback has its own count); a call
+    /// over it waits up to 10 s, else fails with `rate_limited`.
+    #[arg(help_heading = "Model", long, value_name = "REQUESTS")]
+    requests_per_minute: Option<u32>,
+    /// At most this many tokens a minute to each model, counted from the usage it reports.
+    #[arg(help_heading = "Model", long, value_name = "TOKENS")]
+    tokens_per_minute: Option<u64>,
     /// Thinking for an `anthropic:` or `gemini:` model, shown as reasoning, with at most this
     /// many tokens of it per step (at least 1024, and less than `--max-tokens`); Anthropic's
     /// signed thinking is kept and sent back.
@@ -772,98 +802,224 @@ impl ModelArgs {
         }
     }
 
+    /// The model service: the scripted model, or the provider (and its fallbacks), each
+    /// behind a first-token timeout, a rate limit and retries before the first token, priced,
+    /// within the budgets, with an idle timeout on the stream.
     fn service(&self) -> BoxModel {
-        let thinks = matches!(
-            self.model,
-            ModelChoice::Anthropic(_) | ModelChoice::Gemini(_)
-        );
-        if self.thinking_budget.is_some() && !thinks {
+        let thinks = |choice: &ModelChoice| {
+            matches!(choice, ModelChoice::Anthropic(_) | ModelChoice::Gemini(_))
+        };
+        if self.thinking_budget.is_some()
+            && !thinks(&self.model)
+            && !self.fallback.iter().any(|f| thinks(&f.model))
+        {
             tracing::warn!(
                 "--thinking-budget is ignored: the model is not an anthropic: or gemini: one"
             );
         }
-        match &self.model {
-            ModelChoice::Scripted => {
-                if let Some(base_url) = &self.base_url {
-                    tracing::warn!(
-                        %base_url,
-                        "--base-url (or AGENT_TOWER_BASE_URL) is ignored: the model is scripted; \
-                         name one with --model openai:<model>, anthropic:<model> or \
-                         gemini:<model>"
-                    );
-                }
-                boxed(ScriptedModel::new().client_knobs(self.scripted_knobs))
+        if matches!(self.model, ModelChoice::Scripted) {
+            if let Some(base_url) = &self.base_url {
+                tracing::warn!(
+                    %base_url,
+                    "--base-url (or AGENT_TOWER_BASE_URL) is ignored: the model is scripted; \
+                     name one with --model openai:<model>, anthropic:<model> or \
+                     gemini:<model>"
+                );
             }
-            ModelChoice::OpenAi(name) => {
-                let base_url = self.base_url.as_deref().unwrap_or(OPENAI_BASE_URL);
-                tracing::info!(model = %name, %base_url, "OpenAI-compatible model");
-                let key = self.api_key_env("OPENAI_API_KEY");
-                self.provider(OpenAi::new(base_url, name.clone()).api_key_env(key))
+            if self.fallback.is_empty() {
+                return boxed(ScriptedModel::new().client_knobs(self.scripted_knobs));
             }
-            ModelChoice::Anthropic(name) => {
-                let base_url = self.base_url.as_deref().unwrap_or(anthropic::BASE_URL);
-                tracing::info!(model = %name, %base_url, "Anthropic model");
-                let key = self.api_key_env("ANTHROPIC_API_KEY");
-                let mut model = Anthropic::new(name.clone())
-                    .base_url(base_url)
-                    .api_key_env(key);
-                if let Some(budget) = self.thinking_budget {
-                    model = model.thinking(budget);
-                }
-                self.provider(model)
-            }
-            ModelChoice::Gemini(name) => {
-                let base_url = self.base_url.as_deref().unwrap_or(gemini::BASE_URL);
-                tracing::info!(model = %name, %base_url, "Gemini model");
-                let key = self.api_key_env("GEMINI_API_KEY");
-                let mut model = Gemini::new(name.clone())
-                    .base_url(base_url)
-                    .api_key_env(key);
-                if let Some(budget) = self.thinking_budget {
-                    model = model.thinking(budget);
-                }
-                self.provider(model)
-            }
-        }
-    }
-
-    /// The variable holding the provider's key (`--api-key-env`, else `default`), with a
-    /// warning when it is not set.
-    fn api_key_env<'a>(&'a self, default: &'a str) -> &'a str {
-        let variable = self.api_key_env.as_deref().unwrap_or(default);
-        if std::env::var_os(variable).is_none() {
-            tracing::warn!(
-                variable,
-                "no API key: the variable is not set, requests go without one (fine for a local \
-                 server, refused by hosted ones)"
-            );
-        }
-        variable
-    }
-
-    /// A provider's model behind a first-token timeout, retries before the first token and an
-    /// idle timeout on its stream.
-    fn provider<M>(&self, provider: M) -> BoxModel
-    where
-        M: agent_tower::model::ModelService<Error = agent_tower::model::ModelError>
-            + Clone
-            + Send
-            + Sync
-            + 'static,
-        M::Future: Send + 'static,
-        M::Events: Send + 'static,
-        M::StreamError: Into<BoxError>,
-    {
-        if self.scripted_knobs {
+        } else if self.scripted_knobs {
             tracing::warn!("--scripted-knobs is ignored: the model is not the scripted one");
+        }
+        let primary = self.bounded(self.provider(
+            &self.model,
+            self.base_url.as_deref(),
+            self.api_key_env.as_deref(),
+        ));
+        let model = if self.fallback.is_empty() {
+            primary
+        } else {
+            let fallbacks = self
+                .fallback
+                .iter()
+                .map(|f| self.bounded(self.provider(&f.model, f.base_url.as_deref(), None)));
+            boxed(Fallback::new(std::iter::once(primary).chain(fallbacks)))
+        };
+        let mut budget = BudgetLayer::new();
+        if let Some(limit) = self.run_budget {
+            budget = budget.per_run(limit);
+        }
+        if let Some(limit) = self.daily_budget {
+            budget = budget.per_principal_per_day(limit);
         }
         boxed(
             tower::ServiceBuilder::new()
                 .layer(IdleTimeoutLayer::new(self.idle_timeout))
-                .retry(RetryPolicy::new(self.retries))
-                .timeout(self.model_timeout)
-                .service(provider),
+                .layer(budget)
+                .layer(CostLayer::new(self.prices()))
+                .service(model),
         )
+    }
+
+    /// The published prices, with `--price`'s over them.
+    fn prices(&self) -> PriceTable {
+        self.price
+            .iter()
+            .fold(PriceTable::published(), |table, (model, prices)| {
+                table.price(model.clone(), *prices)
+            })
+    }
+
+    /// One model of `choice` at `base_url` (else its provider's), its key in `key_env` (else
+    /// its provider's variable).
+    fn provider(
+        &self,
+        choice: &ModelChoice,
+        base_url: Option<&str>,
+        key_env: Option<&str>,
+    ) -> BoxModel {
+        let key = |default: &'static str| api_key_env(key_env.unwrap_or(default));
+        match choice {
+            ModelChoice::Scripted => boxed(ScriptedModel::new().client_knobs(self.scripted_knobs)),
+            ModelChoice::OpenAi(name) => {
+                let base_url = base_url.unwrap_or(OPENAI_BASE_URL);
+                tracing::info!(model = %name, %base_url, "OpenAI-compatible model");
+                boxed(OpenAi::new(base_url, name.clone()).api_key_env(key("OPENAI_API_KEY")))
+            }
+            ModelChoice::Anthropic(name) => {
+                let base_url = base_url.unwrap_or(anthropic::BASE_URL);
+                tracing::info!(model = %name, %base_url, "Anthropic model");
+                let mut model = Anthropic::new(name.clone())
+                    .base_url(base_url)
+                    .api_key_env(key("ANTHROPIC_API_KEY"));
+                if let Some(budget) = self.thinking_budget {
+                    model = model.thinking(budget);
+                }
+                boxed(model)
+            }
+            ModelChoice::Gemini(name) => {
+                let base_url = base_url.unwrap_or(gemini::BASE_URL);
+                tracing::info!(model = %name, %base_url, "Gemini model");
+                let mut model = Gemini::new(name.clone())
+                    .base_url(base_url)
+                    .api_key_env(key("GEMINI_API_KEY"));
+                if let Some(budget) = self.thinking_budget {
+                    model = model.thinking(budget);
+                }
+                boxed(model)
+            }
+        }
+    }
+
+    /// `model` behind its rate limit and a first-token timeout, retried before its first token.
+    fn bounded(&self, model: BoxModel) -> BoxModel {
+        let mut limit = RateLimitLayer::new();
+        if let Some(requests) = self.requests_per_minute {
+            limit = limit.requests_per_minute(requests);
+        }
+        if let Some(tokens) = self.tokens_per_minute {
+            limit = limit.tokens_per_minute(tokens);
+        }
+        boxed(
+            tower::ServiceBuilder::new()
+                .retry(RetryPolicy::new(self.retries))
+                .layer(limit)
+                .timeout(self.model_timeout)
+                .service(model),
+        )
+    }
+}
+
+/// `variable`, the one holding a provider's key, with a warning when it is not set.
+fn api_key_env(variable: &str) -> &str {
+    if std::env::var_os(variable).is_none() {
+        tracing::warn!(
+            variable,
+            "no API key: the variable is not set, requests go without one (fine for a local \
+             server, refused by hosted ones)"
+        );
+    }
+    variable
+}
+
+/// `provider:model`, then `@base URL` optionally: a `--fallback` model.
+#[derive(Debug, Clone)]
+struct FallbackModel {
+    model: ModelChoice,
+    base_url: Option<String>,
+}
+
+fn parse_fallback(value: &str) -> Result<FallbackModel, String> {
+    let (model, base_url) = match value.split_once('@') {
+        Some((model, url)) if url.starts_with("http://") || url.starts_with("https://") => {
+            (model, Some(url.to_owned()))
+        }
+        Some(_) => return Err("`provider:model@http(s)://…`: the base URL is not one".to_owned()),
+        None => (value, None),
+    };
+    Ok(FallbackModel {
+        model: parse_model(model)?,
+        base_url,
+    })
+}
+
+/// `model=input,output[,cached input[,cache write]]`, US dollars per million tokens.
+fn parse_price(value: &str) -> Result<(String, Prices), String> {
+    let shape = || {
+        format!(
+            "`model=input,output[,cached input[,cache write]]` in US dollars per million tokens \
+             (not `{value}`)"
+        )
+    };
+    let (model, prices) = value
+        .split_once('=')
+        .filter(|(model, _)| !model.is_empty())
+        .ok_or_else(shape)?;
+    let prices: Vec<f64> = prices
+        .split(',')
+        .map(|p| {
+            p.trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|p| p.is_finite() && *p >= 0.0)
+        })
+        .collect::<Option<_>>()
+        .ok_or_else(shape)?;
+    let mut parsed = match prices[..] {
+        [input, output, ..] if prices.len() <= 4 => Prices::new(input, output),
+        _ => return Err(shape()),
+    };
+    if let Some(&cached) = prices.get(2) {
+        parsed = parsed.cached_input(cached);
+    }
+    if let Some(&written) = prices.get(3) {
+        parsed = parsed.cache_write(written);
+    }
+    Ok((model.to_owned(), parsed))
+}
+
+/// `0.50usd` (or `$0.50`) or `200000tokens`: a budget.
+fn parse_budget(value: &str) -> Result<Limit, String> {
+    let shape = || format!("`0.50usd` (or `$0.50`) or `200000tokens` (not `{value}`)");
+    let value = value.trim();
+    if let Some(tokens) = value.strip_suffix("tokens") {
+        return tokens
+            .trim()
+            .parse()
+            .map(Limit::tokens)
+            .map_err(|_| shape());
+    }
+    let usd = value
+        .strip_prefix('$')
+        .or_else(|| value.strip_suffix("usd"))
+        .or_else(|| value.strip_suffix("USD"))
+        .ok_or_else(shape)?;
+    let usd: f64 = usd.trim().parse().map_err(|_| shape())?;
+    if usd.is_finite() && usd > 0.0 {
+        Ok(Limit::usd(usd))
+    } else {
+        Err(shape())
     }
 }
 

@@ -2,8 +2,10 @@
 //!
 //! The layer puts a [`Cost`] on every [`ModelEvent::Usage`] of a model it has prices for (by
 //! the usage's [`model`](Usage::model), which the providers set), so that it reaches everything
-//! that reads usage: AG-UI `RUN_FINISHED`/`RUN_ERROR` `usage[].cost`, ACP `usage_update.cost`,
-//! the `chat` span (`agent_tower.cost_usd`), the metric `agent_tower_model_cost_usd_total`, and a
+//! that reads usage: AG-UI clients (the `CUSTOM` event `agent_tower.cost` before `RUN_FINISHED`,
+//! `{total, models: [{provider, model, cost}]}`: AG-UI 1.0's `usage` has no cost field, and its
+//! clients strip fields they do not know), ACP `usage_update.cost` (the session's total), the
+//! `chat` span (`agent_tower.cost_usd`), the metric `agent_tower_model_cost_usd_total`, and a
 //! [`BudgetLayer`](crate::model::budget::BudgetLayer) outside it.
 //!
 //! ```
