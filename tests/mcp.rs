@@ -1,6 +1,8 @@
-//! MCP tools against a real MCP server process: the reference server
-//! `@modelcontextprotocol/server-everything` (pinned in `tests/conformance/package.json`), over
-//! stdio and over streamable HTTP.
+//! MCP tools against real MCP server processes, over stdio and over streamable HTTP: the
+//! reference server `@modelcontextprotocol/server-everything` (on the TypeScript SDK v1, protocol
+//! 2025-11-25, the `initialize` handshake) and a server on the TypeScript SDK v2 that speaks only
+//! the current protocol (2026-07-28, `server/discover`; `tests/conformance/mcp-modern.mjs`),
+//! all pinned in `tests/conformance/package.json`.
 
 #[cfg(feature = "cli")]
 #[path = "support/json_logs.rs"]
@@ -264,6 +266,84 @@ async fn a_server_that_exits_is_started_again() {
     assert!(
         again.starts_with("pid ") && again != first,
         "{first} then {again}"
+    );
+    agent.kill().await;
+}
+
+/// The v2 server's script.
+async fn modern() -> String {
+    support::node_modules()
+        .await
+        .join("../mcp-modern.mjs")
+        .display()
+        .to_string()
+}
+
+/// What a server of the current protocol shows, whatever the transport: its tools, their kinds
+/// from their annotations, a call.
+async fn check_modern(tools: &ToolRouter) {
+    use agent_tower::tool::ToolKind;
+    let kinds: Vec<(String, Option<ToolKind>)> = tools
+        .specs()
+        .into_iter()
+        .map(|spec| (spec.name, spec.kind))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("modern__erase".to_owned(), None),
+            ("modern__lookup".to_owned(), Some(ToolKind::Read)),
+            ("modern__note".to_owned(), Some(ToolKind::Edit)),
+        ],
+        "destructive, read-only, not destructive"
+    );
+    let found = call(tools, "modern__lookup", json!({"word": "tower"})).await;
+    assert_eq!(text(&found.content), "tower: found");
+}
+
+#[tokio::test]
+async fn a_server_of_the_current_protocol_over_stdio() {
+    let server: McpServer = format!("modern=node {} stdio", modern().await)
+        .parse()
+        .unwrap();
+    let connection = McpConnection::connect(&server).await.unwrap();
+    check_modern(&connection.tools().await.unwrap()).await;
+}
+
+#[tokio::test]
+async fn a_server_of_the_current_protocol_over_streamable_http() {
+    let mut child = tokio::process::Command::new("node")
+        .args([modern().await.as_str(), "http"])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("node starts");
+    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+    let url = stdout.next_line().await.unwrap().expect("the server's URL");
+    let server: McpServer = format!("modern={url}").parse().unwrap();
+    let connection = McpConnection::connect(&server).await.unwrap();
+    check_modern(&connection.tools().await.unwrap()).await;
+    drop(connection);
+    child.kill().await.unwrap();
+}
+
+/// The annotations are the rules' defaults in the command: a tool marked not destructive runs
+/// as the mode says (here without asking), a destructive one is asked about.
+#[cfg(feature = "cli")]
+#[tokio::test]
+async fn a_destructive_tool_is_asked_about_and_a_harmless_one_is_not() {
+    let server = format!("modern=node {} stdio", modern().await);
+    let mut agent = json_logs::JsonLogged::serve(&["--mcp", &server], &[]);
+    let base = agent.base().await;
+    let noted = tool_result(&base, r#"modern__note {"word": "tower"}"#).await;
+    assert_eq!(noted, "tower: noted");
+    let thread = format!("t-{}", uuid::Uuid::now_v7());
+    let events = support::user_run(&base, &thread, r#"modern__erase {"word": "tower"}"#).await;
+    let end = events.last().unwrap();
+    assert_eq!(end["outcome"]["type"], "interrupt", "{end}");
+    assert!(
+        !events.iter().any(|e| e["type"] == "TOOL_CALL_RESULT"),
+        "{events:?}"
     );
     agent.kill().await;
 }

@@ -720,12 +720,12 @@ impl ModelArgs {
                 tools = mcp.specs().len(),
                 "MCP servers connected"
             );
-            // A tool its server does not mark read-only is asked about unless a rule says
-            // otherwise.
+            // A tool its server does not mark read-only or not destructive is asked about
+            // whatever the mode, unless a rule says otherwise; the others follow the mode.
             defaults.extend(
                 mcp.specs()
                     .into_iter()
-                    .filter(|spec| spec.kind != Some(ToolKind::Read))
+                    .filter(|spec| !matches!(spec.kind, Some(ToolKind::Read | ToolKind::Edit)))
                     .map(|spec| (spec.name, Action::Ask)),
             );
             tools = tools.merge(mcp);

@@ -1,12 +1,18 @@
 //! MCP servers' tools as tool services, over the official [`rmcp`] SDK: a server spawned as a
-//! command (stdio) or reached over streamable HTTP.
+//! command (stdio) or reached over streamable HTTP, on the current protocol (2026-07-28:
+//! `server/discover`, no session) or, for a server of an earlier one, the `initialize`
+//! handshake.
 //!
 //! Each tool is routed as `{server}__{tool}` (a name every provider accepts), with the server's
-//! description and input schema; a tool the server marks read-only gets the kind
-//! [`Read`](super::ToolKind::Read) (so permission policies let it run). Results become content
+//! description and input schema. Its annotations give its kind: read-only is
+//! [`Read`](super::ToolKind::Read) (so permission policies let it run), a change the server marks
+//! not destructive ([`destructiveHint`] `false`) is [`Edit`](super::ToolKind::Edit), and anything
+//! else (destructive, which MCP assumes when nothing is said) has no kind. Results become content
 //! parts: text as text, images and audio as media, embedded resources as text (or a document
 //! when binary), resource links as document URLs, structured content as JSON when there is
 //! nothing else; a result with `isError` reaches the model as a failed result.
+//!
+//! [`destructiveHint`]: https://modelcontextprotocol.io/specification/2026-07-28/schema#toolannotations
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), agent_tower::BoxError> {
@@ -28,8 +34,8 @@ use std::{
 
 use futures_util::future::BoxFuture;
 use rmcp::{
-    Peer, RoleClient, ServiceExt as _,
-    model::{CallToolRequestParams, Tool},
+    ClientLifecycleMode, ClientServiceExt as _, Peer, RoleClient,
+    model::{CallToolRequestParams, ProtocolVersion, Tool},
     transport::{
         StreamableHttpClientTransport, TokioChildProcess,
         streamable_http_client::StreamableHttpClientTransportConfig,
@@ -303,15 +309,25 @@ impl McpConnection {
             tool.description.as_deref().unwrap_or_default(),
         )
         .parameters(Value::Object((*tool.input_schema).clone()));
-        if tool
-            .annotations
-            .as_ref()
-            .and_then(|a| a.read_only_hint)
-            .unwrap_or(false)
-        {
+        let annotations = tool.annotations.as_ref();
+        // MCP's defaults: not read-only, and destructive.
+        let read_only = annotations.and_then(|a| a.read_only_hint).unwrap_or(false);
+        let destructive = annotations.and_then(|a| a.destructive_hint).unwrap_or(true);
+        if read_only {
             spec = spec.kind(ToolKind::Read);
+        } else if !destructive {
+            spec = spec.kind(ToolKind::Edit);
         }
         spec
+    }
+}
+
+/// How a connection starts: the current protocol's `server/discover`, and for a server of an
+/// earlier protocol (which refuses it, or says nothing for 10 s) the `initialize` handshake.
+fn lifecycle() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::LATEST],
+        legacy_version: None,
     }
 }
 
@@ -340,7 +356,9 @@ async fn start(server: &McpServer, stop: &CancellationToken) -> Result<Running, 
             if let Some(stderr) = stderr {
                 crate::child::log_stderr(format!("mcp:{}", server.name()), stderr);
             }
-            ().serve(transport).await.map_err(|e| failed(e.into()))?
+            ().serve_with_lifecycle(transport, lifecycle())
+                .await
+                .map_err(|e| failed(e.into()))?
         }
         McpServer::Http { url, headers, .. } => {
             let mut custom = std::collections::HashMap::new();
@@ -354,9 +372,19 @@ async fn start(server: &McpServer, stop: &CancellationToken) -> Result<Running, 
             let config =
                 StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
             let transport = StreamableHttpClientTransport::from_config(config);
-            ().serve(transport).await.map_err(|e| failed(e.into()))?
+            ().serve_with_lifecycle(transport, lifecycle())
+                .await
+                .map_err(|e| failed(e.into()))?
         }
     };
+    tracing::info!(
+        server = server.name(),
+        protocol = %client
+            .peer()
+            .peer_info()
+            .map_or_else(|| "unknown".to_owned(), |info| info.protocol_version.to_string()),
+        "MCP server connected"
+    );
     let running = Running {
         peer: client.peer().clone(),
         closed: CancellationToken::new(),

@@ -17,6 +17,7 @@ async fn install_client(dir: &Path) {
                     "@ag-ui/client",
                     "@agentclientprotocol/sdk",
                     "@modelcontextprotocol/sdk",
+                    "@modelcontextprotocol/server",
                     "@modelcontextprotocol/server-everything",
                     "playwright-core",
                 ],
