@@ -129,6 +129,9 @@ pub struct ToolCallRequest {
     pub name: String,
     /// The arguments as the model streamed them (JSON text, possibly invalid).
     pub arguments: String,
+    /// What the provider needs back with the call (Gemini's thought signature), opaque.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encrypted_value: Option<String>,
 }
 
 /// One message of the conversation.

@@ -580,6 +580,7 @@ async fn a_tool_call_id_runs_at_most_once_per_thread() {
                 id: "c1".into(),
                 name: "once".into(),
                 arguments: "{}".into(),
+                encrypted_value: None,
             }],
         },
         Message::Tool {

@@ -280,6 +280,12 @@ async fn gemini_calls_are_run_and_answered_by_name_and_id() {
         ],
         "{seen}"
     );
+    let signature = "CiQBcsjafHTXvLsx7iKkT3ChA38PA8ZK2Q6RGKnOW+1CbuFgF0s=";
+    assert_eq!(
+        seen["first"][2]["calls"],
+        json!([signature, null]),
+        "the client keeps the first call's thought signature: {seen}"
+    );
 
     let first = received.recv().await.unwrap();
     assert_eq!(first.header("x-goog-api-key"), Some("AIza-test"));
@@ -308,6 +314,25 @@ async fn gemini_calls_are_run_and_answered_by_name_and_id() {
     }
     let results: Vec<&Value> = responses.iter().map(|r| &r["response"]["result"]).collect();
     assert_eq!(results, [&json!("5"), &json!("42")]);
+    let signed = |contents: &[Value]| -> Vec<Value> {
+        contents
+            .iter()
+            .filter(|c| c["role"] == "model")
+            .flat_map(|c| c["parts"].as_array().unwrap().clone())
+            .filter(|p| p.get("functionCall").is_some())
+            .map(|p| p["thoughtSignature"].clone())
+            .collect()
+    };
+    assert_eq!(
+        signed(contents),
+        [json!(signature), Value::Null],
+        "sent back with its call"
+    );
+
+    // The next run, from the client's copy of the conversation: the same signature.
+    let third = received.recv().await.unwrap();
+    let contents = third.body["contents"].as_array().unwrap();
+    assert_eq!(signed(contents), [json!(signature), Value::Null]);
     agent.kill().await;
 }
 

@@ -91,6 +91,7 @@ impl<E> Encode<Result<ModelEvent, E>> for UpdateEncoder {
             ModelEvent::Finish(_) => return Some(End::Finished),
             // An editor shows the thought; what the provider needs back stays in the session.
             ModelEvent::ReasoningEncryptedValue { .. }
+            | ModelEvent::ToolCallEncryptedValue { .. }
             | ModelEvent::ToolCallStart { .. }
             | ModelEvent::ToolCallArgs { .. }
             | ModelEvent::ToolCallEnd { .. } => {}

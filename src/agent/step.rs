@@ -63,12 +63,18 @@ impl Step {
                         id,
                         name,
                         arguments: String::new(),
+                        encrypted_value: None,
                     });
                 }
             }
             ModelEvent::ToolCallArgs { id, delta } => {
                 if let Some(call) = self.tool_calls.iter_mut().find(|c| c.id == id) {
                     call.arguments.push_str(&delta);
+                }
+            }
+            ModelEvent::ToolCallEncryptedValue { id, value } => {
+                if let Some(call) = self.tool_calls.iter_mut().find(|c| c.id == id) {
+                    call.encrypted_value = Some(value);
                 }
             }
             ModelEvent::ToolCallEnd { .. } => {}

@@ -258,6 +258,18 @@ impl Event {
         .into()
     }
 
+    /// `REASONING_ENCRYPTED_VALUE` for the tool call `tool_call_id`.
+    pub fn tool_call_encrypted_value(tool_call_id: &ToolCallId, encrypted_value: String) -> Self {
+        ReasoningEncryptedValue {
+            subtype: EncryptedValueSubtype::ToolCall,
+            entity_id: tool_call_id.to_string(),
+            encrypted_value,
+            subagent_run_id: None,
+            base: BaseEvent::default(),
+        }
+        .into()
+    }
+
     /// `REASONING_MESSAGE_END`.
     pub fn reasoning_message_end(message_id: MessageId) -> Self {
         ReasoningMessageEnd {

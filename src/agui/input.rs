@@ -480,6 +480,7 @@ impl Message {
                         id: call.id.clone(),
                         name: call.function.name.clone(),
                         arguments: call.function.arguments.clone(),
+                        encrypted_value: call.encrypted_value.clone(),
                     })
                     .collect(),
             },
@@ -560,7 +561,7 @@ impl Message {
                                 name: call.name.clone(),
                                 arguments: call.arguments.clone(),
                             },
-                            encrypted_value: None,
+                            encrypted_value: call.encrypted_value.clone(),
                         })
                         .collect()
                 }),

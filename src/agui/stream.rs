@@ -167,6 +167,11 @@ impl<E> Encode<Result<ModelEvent, E>> for ModelEncoder {
                     out.push_back(Event::tool_call_args(id.clone(), delta.clone()));
                 }
             }
+            ModelEvent::ToolCallEncryptedValue { id, value } => {
+                if self.tool_calls.contains(id) {
+                    out.push_back(Event::tool_call_encrypted_value(id, value.clone()));
+                }
+            }
             ModelEvent::ToolCallEnd { id } => {
                 if let Some(at) = self.tool_calls.iter().position(|open| open == id) {
                     out.push_back(Event::tool_call_end(self.tool_calls.remove(at)));

@@ -127,6 +127,16 @@ pub enum ModelEvent {
         /// The new fragment of JSON text.
         delta: Delta,
     },
+    /// An opaque value the provider needs back with a tool call (Gemini's thought signature).
+    /// It is kept on the call ([`ToolCallRequest`](crate::message::ToolCallRequest)'s
+    /// `encrypted_value`), sent to AG-UI clients as `REASONING_ENCRYPTED_VALUE` (subtype
+    /// `tool-call`) and accepted back from them.
+    ToolCallEncryptedValue {
+        /// The call's id.
+        id: ToolCallId,
+        /// The value, as the provider gave it.
+        value: String,
+    },
     /// A tool call's arguments are complete.
     ToolCallEnd {
         /// The call's id.

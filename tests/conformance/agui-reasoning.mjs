@@ -1,7 +1,7 @@
 // Two runs of one thread through the official AG-UI client (@ag-ui/client HttpAgent) against
 // `agent-tower serve --model anthropic:…`: the first streams signed thinking and two tool calls,
 // the second is posted with the client's own copy of the conversation. Prints, as JSON, the
-// client's messages after the first run (role, and the encrypted value of reasoning messages) and
+// client's messages after the first run (role, the encrypted values of messages and of tool calls) and
 // the event types of both runs (checked against the official schemas).
 //
 //   node agui-reasoning.mjs http://127.0.0.1:PORT/
@@ -20,7 +20,11 @@ const agent = new HttpAgent({
   fetch: tappedFetch(bodies),
 });
 await agent.runAgent({ runId: randomUUID() });
-const first = agent.messages.map(({ role, encryptedValue }) => ({ role, encryptedValue }));
+const first = agent.messages.map(({ role, encryptedValue, toolCalls }) => ({
+  role,
+  encryptedValue,
+  calls: toolCalls?.map((call) => call.encryptedValue ?? null),
+}));
 agent.addMessage({ id: randomUUID(), role: "user", content: "Thanks. And 1 + 1?" });
 await agent.runAgent({ runId: randomUUID() });
 const runs = [];

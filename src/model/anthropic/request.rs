@@ -205,6 +205,7 @@ mod tests {
             id: ToolCallId::from(id),
             name: "add".into(),
             arguments: arguments.into(),
+            encrypted_value: None,
         }
     }
 

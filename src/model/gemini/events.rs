@@ -54,6 +54,9 @@ struct Part {
     thought: bool,
     #[serde(default)]
     function_call: Option<FunctionCall>,
+    /// The signature of the thinking that led to this part, to be sent back with it.
+    #[serde(default)]
+    thought_signature: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -176,6 +179,12 @@ impl Decoder {
                 id: id.clone(),
                 name: call.name,
             });
+            if let Some(signature) = part.thought_signature.filter(|s| !s.is_empty()) {
+                out.push_back(ModelEvent::ToolCallEncryptedValue {
+                    id: id.clone(),
+                    value: signature,
+                });
+            }
             out.push_back(ModelEvent::ToolCallArgs {
                 id: id.clone(),
                 delta: arguments.to_string().into(),
@@ -253,7 +262,7 @@ mod tests {
     fn thoughts_text_a_call_without_id_and_the_usage_so_far() {
         let events = decode(&[
             r#"{"candidates":[{"content":{"parts":[{"text":"Two sums.","thought":true}],"role":"model"},"index":0}],"usageMetadata":{"promptTokenCount":9,"candidatesTokenCount":0,"thoughtsTokenCount":4}}"#,
-            r#"{"candidates":[{"content":{"parts":[{"text":"Adding."},{"functionCall":{"name":"add","args":{"a":1,"b":2}}}],"role":"model"},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":9,"candidatesTokenCount":7,"thoughtsTokenCount":4,"cachedContentTokenCount":3}}"#,
+            r#"{"candidates":[{"content":{"parts":[{"text":"Adding."},{"functionCall":{"name":"add","args":{"a":1,"b":2}},"thoughtSignature":"c2ln"}],"role":"model"},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":9,"candidatesTokenCount":7,"thoughtsTokenCount":4,"cachedContentTokenCount":3}}"#,
         ])
         .unwrap();
         let call = ToolCallId::from("m-call-0");
@@ -271,6 +280,10 @@ mod tests {
                 ModelEvent::ToolCallStart {
                     id: call.clone(),
                     name: "add".into()
+                },
+                ModelEvent::ToolCallEncryptedValue {
+                    id: call.clone(),
+                    value: "c2ln".into()
                 },
                 ModelEvent::ToolCallArgs {
                     id: call.clone(),

@@ -9,6 +9,7 @@
 //! | a part's `text` | [`ModelEvent::TextDelta`] under the step's message id |
 //! | a `thought` part's `text` (with [`Gemini::thinking`]) | [`ModelEvent::ReasoningDelta`] under `{message id}-thinking` |
 //! | a `functionCall` part (whole) | [`ModelEvent::ToolCallStart`], [`ModelEvent::ToolCallArgs`], [`ModelEvent::ToolCallEnd`]; its `id`, else `{message id}-call-{n}` |
+//! | a `functionCall` part's `thoughtSignature` | [`ModelEvent::ToolCallEncryptedValue`], after the call's start |
 //! | `usageMetadata` (the last one) | [`ModelEvent::Usage`]: input (cached included), output (thoughts included), reasoning, cached |
 //! | `finishReason`, then the end of the body | [`ModelEvent::Finish`]: `STOP` → stop (tool calls when it called), `MAX_TOKENS` → length, `SAFETY`, `RECITATION`, `PROHIBITED_CONTENT`… → content filter |
 //! | `promptFeedback.blockReason` (the prompt blocked) | [`ModelEvent::Finish`]: content filter |
@@ -23,7 +24,12 @@
 //! reason [`StreamCut`](crate::model::ModelErrorKind::StreamCut), a function call the API
 //! refused (`MALFORMED_FUNCTION_CALL`) [`Other`](crate::model::ModelErrorKind::Other).
 //!
-//! Thoughts are shown, not sent back: the API keeps its own reasoning between turns.
+//! **Thought signatures.** With thinking on, a function call comes with the signature of the
+//! thinking that led to it, which must go back with the call (Gemini 3 refuses a conversation
+//! without it). It is kept on the call ([`ToolCallRequest`](crate::message::ToolCallRequest)'s
+//! `encrypted_value`; AG-UI clients receive it as `REASONING_ENCRYPTED_VALUE` of subtype
+//! `tool-call` and send it back on their tool call) and put back on the call's part. The
+//! thoughts themselves are shown, not sent back.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), agent_tower::BoxError> {
@@ -51,6 +57,7 @@
 //! [`ModelEvent::ToolCallStart`]: crate::model::ModelEvent::ToolCallStart
 //! [`ModelEvent::ToolCallArgs`]: crate::model::ModelEvent::ToolCallArgs
 //! [`ModelEvent::ToolCallEnd`]: crate::model::ModelEvent::ToolCallEnd
+//! [`ModelEvent::ToolCallEncryptedValue`]: crate::model::ModelEvent::ToolCallEncryptedValue
 //! [`ModelEvent::Usage`]: crate::model::ModelEvent::Usage
 //! [`ModelEvent::Finish`]: crate::model::ModelEvent::Finish
 

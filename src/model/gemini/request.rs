@@ -92,7 +92,13 @@ fn contents(messages: &[Message]) -> Value {
                         .ok()
                         .filter(Value::is_object)
                         .unwrap_or_else(|| json!({}));
-                    json!({"functionCall": {"id": call.id, "name": call.name, "args": args}})
+                    let mut part =
+                        json!({"functionCall": {"id": call.id, "name": call.name, "args": args}});
+                    // The thought signature the call came with goes back with it.
+                    if let Some(signature) = &call.encrypted_value {
+                        part["thoughtSignature"] = signature.as_str().into();
+                    }
+                    part
                 });
                 ("model", text.into_iter().chain(calls).collect())
             }
@@ -169,6 +175,7 @@ mod tests {
             id: ToolCallId::from(id),
             name: "add".into(),
             arguments: arguments.into(),
+            encrypted_value: (id == "a").then(|| "c2lnbmF0dXJl".to_owned()),
         };
         let result = |id: &str, text: &str, is_error| Message::Tool {
             id: MessageId::from(format!("t-{id}")),
@@ -218,7 +225,7 @@ mod tests {
                 {"role": "user", "parts": [{"text": "add twice"}]},
                 {"role": "model", "parts": [
                     {"text": "Adding."},
-                    {"functionCall": {"id": "a", "name": "add", "args": {"a": 1}}},
+                    {"functionCall": {"id": "a", "name": "add", "args": {"a": 1}}, "thoughtSignature": "c2lnbmF0dXJl"},
                     {"functionCall": {"id": "b", "name": "add", "args": {}}},
                 ]},
                 {"role": "user", "parts": [

@@ -145,6 +145,7 @@ mod tests {
             id: ToolCallId::from("call_1"),
             name: "add".into(),
             arguments: r#"{"a":1}"#.into(),
+            encrypted_value: None,
         };
         let body = body(
             "m",
