@@ -677,7 +677,7 @@ where
     T::Response: ToolReply,
     T::Error: Into<BoxError>,
 {
-    let prepared: Vec<Result<ToolCall, (ToolCallRequest, ToolError)>> = requests
+    let prepared: Vec<Result<ToolCall, (ToolCallId, ToolError)>> = requests
         .0
         .into_iter()
         .map(
@@ -694,7 +694,7 @@ where
                         run,
                     })
                 }
-                Err(error) => Err((request, error)),
+                Err(error) => Err((request.id, error)),
             },
         )
         .collect();
@@ -716,9 +716,9 @@ where
                         let span = tracing::info_span!("agent.tool_call", tool_call_id = %call.id, tool = %call.name);
                         call_tool(tools, call).instrument(span).await
                     }
-                    Err((request, error)) => Ok(Message::Tool {
+                    Err((tool_call_id, error)) => Ok(Message::Tool {
                         id: MessageId::new(),
-                        tool_call_id: request.id,
+                        tool_call_id,
                         content: ToolOutput::error(error.to_string()).content,
                         is_error: true,
                     }),
