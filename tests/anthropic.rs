@@ -7,16 +7,14 @@ mod model_events;
 #[path = "support/replay.rs"]
 mod replay;
 
-use std::time::Duration;
-
 use agent_tower::model::{
-    FinishReason, ModelError, ModelErrorKind, ModelEvent, RetryPolicy, anthropic::Anthropic,
+    FinishReason, ModelError, ModelErrorKind, ModelEvent, anthropic::Anthropic,
 };
 use futures_util::StreamExt;
 use model_events::{calls, finish, reasoning, request, text, usage};
 use replay::{Fixture, serve};
 use serde_json::json;
-use tower::{ServiceBuilder, ServiceExt};
+use tower::ServiceExt;
 
 fn anthropic(base: &str) -> Anthropic {
     Anthropic::new("claude-sonnet-4-5").base_url(base)
@@ -146,17 +144,7 @@ async fn an_overloaded_api_is_a_retryable_error_and_is_retried() {
     assert!(overloaded.kind().is_retryable());
     assert_eq!(overloaded.message(), "HTTP 529: Overloaded");
 
-    let (base, mut received) = serve(
-        vec![fixture("overloaded.http"), fixture("answer.sse")],
-        usize::MAX,
-    )
-    .await;
-    let model = ServiceBuilder::new()
-        .retry(RetryPolicy::new(2).max_wait(Duration::from_millis(10)))
-        .service(anthropic(&base));
-    let events: Vec<_> = model.oneshot(request()).await.unwrap().collect().await;
-    let events: Vec<ModelEvent> = events.into_iter().map(Result::unwrap).collect();
+    let (refused, answered) = (fixture("overloaded.http"), fixture("answer.sse"));
+    let events = model_events::retried_once(&anthropic, refused, answered).await;
     assert_eq!(text(&events), "2 + 3 = 5, and 40 + 2 = 42.");
-    assert!(received.recv().await.is_some() && received.recv().await.is_some());
-    assert!(received.try_recv().is_err(), "two requests, no more");
 }

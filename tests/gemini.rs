@@ -9,14 +9,12 @@ mod replay;
 
 use std::time::Duration;
 
-use agent_tower::model::{
-    FinishReason, ModelError, ModelErrorKind, ModelEvent, RetryPolicy, gemini::Gemini,
-};
+use agent_tower::model::{FinishReason, ModelError, ModelErrorKind, ModelEvent, gemini::Gemini};
 use futures_util::StreamExt;
 use model_events::{calls, finish, reasoning, request, text, usage};
 use replay::{Fixture, serve};
 use serde_json::json;
-use tower::{ServiceBuilder, ServiceExt};
+use tower::ServiceExt;
 
 fn gemini(base: &str) -> Gemini {
     Gemini::new("gemini-2.5-flash").base_url(base)
@@ -118,17 +116,7 @@ async fn an_exhausted_quota_waits_its_retry_delay_and_is_retried() {
     assert_eq!(limited.kind(), ModelErrorKind::RateLimited);
     assert_eq!(limited.retry_after(), Some(Duration::from_secs(1)));
 
-    let (base, mut received) = serve(
-        vec![fixture("rate_limited.http"), fixture("answer.sse")],
-        usize::MAX,
-    )
-    .await;
-    let model = ServiceBuilder::new()
-        .retry(RetryPolicy::new(2).max_wait(Duration::from_millis(10)))
-        .service(gemini(&base));
-    let events: Vec<_> = model.oneshot(request()).await.unwrap().collect().await;
-    let events: Vec<ModelEvent> = events.into_iter().map(Result::unwrap).collect();
+    let (refused, answered) = (fixture("rate_limited.http"), fixture("answer.sse"));
+    let events = model_events::retried_once(&gemini, refused, answered).await;
     assert_eq!(finish(&events), &FinishReason::Stop);
-    assert!(received.recv().await.is_some() && received.recv().await.is_some());
-    assert!(received.try_recv().is_err(), "two requests, no more");
 }

@@ -10,14 +10,12 @@ mod replay;
 
 use std::time::Duration;
 
-use agent_tower::model::{
-    FinishReason, ModelError, ModelErrorKind, ModelEvent, RetryPolicy, openai::OpenAi,
-};
+use agent_tower::model::{FinishReason, ModelError, ModelErrorKind, ModelEvent, openai::OpenAi};
 use futures_util::StreamExt;
 use model_events::{calls, finish, reasoning, request, text, usage};
 use replay::{Fixture, serve};
 use serde_json::{Value, json};
-use tower::{ServiceBuilder, ServiceExt};
+use tower::ServiceExt;
 
 fn openai(base: &str) -> OpenAi {
     OpenAi::new(base, "m")
@@ -180,17 +178,7 @@ async fn http_errors_become_typed_kinds() {
 
 #[tokio::test]
 async fn a_rate_limited_call_is_retried_before_its_first_token() {
-    let fixtures = vec![
-        Fixture::load("rate_limited.http"),
-        Fixture::load("plain.sse"),
-    ];
-    let (base, mut received) = serve(fixtures, usize::MAX).await;
-    let model = ServiceBuilder::new()
-        .retry(RetryPolicy::new(2).max_wait(Duration::from_millis(10)))
-        .service(OpenAi::new(&base, "m"));
-    let events: Vec<_> = model.oneshot(request()).await.unwrap().collect().await;
-    let events: Vec<ModelEvent> = events.into_iter().map(Result::unwrap).collect();
+    let refused = Fixture::load("rate_limited.http");
+    let events = model_events::retried_once(&openai, refused, Fixture::load("plain.sse")).await;
     assert_eq!(finish(&events), &FinishReason::Stop);
-    assert!(received.recv().await.is_some() && received.recv().await.is_some());
-    assert!(received.try_recv().is_err(), "two requests, no more");
 }

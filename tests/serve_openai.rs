@@ -51,9 +51,7 @@ fn recorded_answer() -> String {
 
 /// `agent-tower serve` in memory with the model `openai:m` at `base`, and `more` flags.
 async fn serving_model_at(base: &str, more: &[&str]) -> Process {
-    let mut args = vec!["--store", "none", "--model", "openai:m", "--base-url", base];
-    args.extend_from_slice(more);
-    Process::serve(&args).await
+    Process::serve_model("openai:m", base, more, &[]).await
 }
 
 #[tokio::test]

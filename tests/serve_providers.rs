@@ -52,18 +52,10 @@ async fn signed_thinking_goes_to_the_client_and_back_to_the_api() {
         fixture("answer.sse"),
     ];
     let (base, mut received) = serve(fixtures, 61).await;
-    let agent = Process::serve_with_env(
-        &[
-            "--store",
-            "none",
-            "--model",
-            "anthropic:claude-sonnet-4-5",
-            "--base-url",
-            &base,
-            "--demo-tools",
-            "--thinking-budget",
-            "2048",
-        ],
+    let agent = Process::serve_model(
+        "anthropic:claude-sonnet-4-5",
+        &base,
+        &["--demo-tools", "--thinking-budget", "2048"],
         &[("ANTHROPIC_API_KEY", "sk-ant-test")],
     )
     .await;
@@ -238,18 +230,10 @@ async fn gemini_calls_are_run_and_answered_by_name_and_id() {
         Fixture::of("gemini", "answer.sse"),
     ];
     let (base, mut received) = serve(fixtures, 61).await;
-    let agent = Process::serve_with_env(
-        &[
-            "--store",
-            "none",
-            "--model",
-            "gemini:gemini-2.5-flash",
-            "--base-url",
-            &base,
-            "--demo-tools",
-            "--thinking-budget",
-            "1024",
-        ],
+    let agent = Process::serve_model(
+        "gemini:gemini-2.5-flash",
+        &base,
+        &["--demo-tools", "--thinking-budget", "1024"],
         &[("GEMINI_API_KEY", "AIza-test")],
     )
     .await;
@@ -339,15 +323,7 @@ async fn gemini_calls_are_run_and_answered_by_name_and_id() {
 #[tokio::test]
 async fn a_gemini_answer_stopped_by_its_safety_filters_finishes_as_a_refusal() {
     let (base, _) = serve(vec![Fixture::of("gemini", "safety.sse")], usize::MAX).await;
-    let agent = Process::serve(&[
-        "--store",
-        "none",
-        "--model",
-        "gemini:gemini-2.5-flash",
-        "--base-url",
-        &base,
-    ])
-    .await;
+    let agent = Process::serve_model("gemini:gemini-2.5-flash", &base, &[], &[]).await;
     let events = support::user_run(&agent.base, "safety", "Tell me a story.").await;
     let end = events.last().unwrap();
     assert_eq!(end["type"], "RUN_FINISHED", "{end}");
@@ -359,20 +335,19 @@ async fn a_gemini_answer_stopped_by_its_safety_filters_finishes_as_a_refusal() {
 async fn an_overloaded_model_falls_back_and_the_usage_names_who_answered_with_its_cost() {
     let (anthropic, mut overloaded) = serve(vec![fixture("overloaded.http")], usize::MAX).await;
     let (openai, mut answered) = serve(vec![Fixture::of("openai", "plain.sse")], 7).await;
-    let agent = Process::serve(&[
-        "--store",
-        "none",
-        "--model",
+    let agent = Process::serve_model(
         "anthropic:claude-sonnet-4-5",
-        "--base-url",
         &anthropic,
-        "--retries",
-        "0",
-        "--fallback",
-        &format!("openai:smollm2@{openai}"),
-        "--price",
-        "smollm2=1,2",
-    ])
+        &[
+            "--retries",
+            "0",
+            "--fallback",
+            &format!("openai:smollm2@{openai}"),
+            "--price",
+            "smollm2=1,2",
+        ],
+        &[],
+    )
     .await;
     let events = support::user_run(&agent.base, "fallback", "Hello.").await;
     let end = events.last().unwrap();
@@ -407,17 +382,7 @@ async fn an_overloaded_model_falls_back_and_the_usage_names_who_answered_with_it
 #[tokio::test]
 async fn the_step_that_spends_the_runs_budget_ends_it() {
     let (base, _) = serve(vec![Fixture::of("openai", "plain.sse")], usize::MAX).await;
-    let agent = Process::serve(&[
-        "--store",
-        "none",
-        "--model",
-        "openai:m",
-        "--base-url",
-        &base,
-        "--run-budget",
-        "10tokens",
-    ])
-    .await;
+    let agent = Process::serve_model("openai:m", &base, &["--run-budget", "10tokens"], &[]).await;
     let events = support::user_run(&agent.base, "budget", "Hello.").await;
     let end = events.last().unwrap();
     assert_eq!(end["type"], "RUN_ERROR", "{end}");

@@ -9,6 +9,7 @@ use eventsource_stream::{Event, EventStreamError, Eventsource};
 use futures_core::Stream;
 use futures_util::StreamExt;
 use http::{HeaderMap, StatusCode, header};
+use serde_json::Value;
 
 use super::{BoxModelStream, ModelError, ModelErrorKind, ModelEvent};
 
@@ -17,15 +18,18 @@ const MAX_MESSAGE: usize = 500;
 
 /// Turns one provider's server-sent events into model events.
 pub(crate) trait Decode: Send + 'static {
-    /// One event of the stream; `Ok(true)` when it was the last (`[DONE]`, `message_stop`).
-    fn event(&mut self, event: &Event, out: &mut VecDeque<ModelEvent>) -> Result<bool, ModelError>;
+    /// What says a stream is complete (`[DONE]`, `message_stop`), for the error of a cut one.
+    const LAST: &'static str;
+
+    /// One event's `data:`; `Ok(true)` when it was the last.
+    fn data(&mut self, data: &str, out: &mut VecDeque<ModelEvent>) -> Result<bool, ModelError>;
 
     /// The body ended before an event said it was the last: the events that end the answer, or
     /// why it is incomplete. By default the stream was cut.
     fn body_ended(&mut self, _out: &mut VecDeque<ModelEvent>) -> Result<(), ModelError> {
         Err(ModelError::new(
             ModelErrorKind::StreamCut,
-            "the provider's stream ended before its last event",
+            format!("the provider's stream ended before {}", Self::LAST),
         ))
     }
 }
@@ -67,31 +71,86 @@ pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     seconds("retry-after-ms", 1000.0).or_else(|| seconds("retry-after", 1.0))
 }
 
-/// `error` with the provider's `retry-after`, when it sent one.
-pub(crate) fn with_retry_after(error: ModelError, headers: &HeaderMap) -> ModelError {
-    match retry_after(headers) {
+/// A provider's error body, wherever the provider put its parts: its `error` object (or the body
+/// itself) and its message.
+pub(crate) struct ErrorBody<'a> {
+    /// The `error` object, or the whole body.
+    pub(crate) error: &'a Value,
+    /// The message for people.
+    pub(crate) message: String,
+}
+
+impl<'a> ErrorBody<'a> {
+    pub(crate) fn of(body: &'a Value) -> Self {
+        let error = body.get("error").unwrap_or(body);
+        let message = match error {
+            Value::String(message) => message.clone(),
+            _ => error
+                .get("message")
+                .and_then(Value::as_str)
+                .map_or_else(|| body.to_string(), str::to_owned),
+        };
+        Self { error, message }
+    }
+
+    /// A text field of the error object (`code`, `type`, `status`…).
+    pub(crate) fn field(&self, name: &str) -> Option<&'a str> {
+        self.error.get(name).and_then(Value::as_str)
+    }
+}
+
+/// What a provider reads in an error: its kind, and a retry hint the body gives.
+pub(crate) type Classify<'f> = &'f dyn Fn(&ErrorBody<'_>) -> (ModelErrorKind, Option<Duration>);
+
+/// A refused call: its body parsed (or taken as text), the kind and hint `classify` reads in it,
+/// the message `HTTP {status}: {message}`, and the headers' `retry-after` when the body gave no
+/// hint.
+pub(crate) fn refused(
+    status: StatusCode,
+    headers: &HeaderMap,
+    body: &[u8],
+    classify: Classify<'_>,
+) -> ModelError {
+    let parsed: Value = serde_json::from_slice(body)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(body).into_owned()));
+    let described = ErrorBody::of(&parsed);
+    let (kind, hint) = classify(&described);
+    let message = shorten(format!("HTTP {}: {}", status.as_u16(), described.message));
+    match hint.or_else(|| retry_after(headers)) {
+        Some(after) => ModelError::new(kind, message).with_retry_after(after),
+        None => ModelError::new(kind, message),
+    }
+}
+
+/// An error a provider sent inside its stream, read by `classify`.
+pub(crate) fn stream_error(body: &Value, classify: Classify<'_>) -> ModelError {
+    let described = ErrorBody::of(body);
+    let (kind, hint) = classify(&described);
+    let error = ModelError::new(kind, shorten(described.message));
+    match hint {
         Some(after) => error.with_retry_after(after),
         None => error,
     }
 }
 
-/// `key` as a header value marked sensitive (never shown by `Debug`, kept out of HTTP/2 header
-/// compression), or why it cannot be sent.
-pub(crate) fn secret_header(key: &str) -> Result<http::HeaderValue, ModelError> {
-    let mut value = http::HeaderValue::from_str(key).map_err(|_| {
-        ModelError::new(
-            ModelErrorKind::Auth,
-            "the API key cannot be sent: it is not a valid header value",
-        )
-    })?;
-    value.set_sensitive(true);
-    Ok(value)
-}
-
 /// A provider's refusal of a call: its status, headers and body as a [`ModelError`].
 pub(crate) type Refusal = fn(StatusCode, &HeaderMap, &[u8]) -> ModelError;
 
-/// Where a provider is: what its calls go to and what its logs say.
+/// How a provider takes its key.
+#[derive(Debug, Clone, Copy)]
+// With one provider's feature alone, the other way is never taken.
+#[cfg_attr(
+    not(all(feature = "openai", any(feature = "anthropic", feature = "gemini"))),
+    allow(dead_code)
+)]
+pub(crate) enum KeyHeader {
+    /// `Authorization: Bearer …`.
+    Bearer,
+    /// A header of its own (`x-api-key`).
+    Named(&'static str),
+}
+
+/// Where a provider is: what its calls go to, with which key, and what its logs say.
 #[derive(Clone)]
 pub(crate) struct Endpoint {
     pub(crate) client: reqwest::Client,
@@ -101,16 +160,64 @@ pub(crate) struct Endpoint {
     pub(crate) model: String,
     /// The provider's name in usage and traces (`gen_ai.provider.name`).
     pub(crate) provider: &'static str,
+    /// The key sent with every call; never logged.
+    pub(crate) key: Option<String>,
+    key_header: KeyHeader,
+}
+
+impl fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("key", &self.key.as_ref().map(|_| "<redacted>"))
+            .finish_non_exhaustive()
+    }
 }
 
 impl Endpoint {
-    pub(crate) fn new(provider: &'static str, base_url: &str, model: String) -> Self {
+    pub(crate) fn new(
+        provider: &'static str,
+        key_header: KeyHeader,
+        base_url: &str,
+        model: String,
+    ) -> Self {
         Self {
             client: reqwest::Client::new(),
             base_url: base_url.trim_end_matches('/').to_owned(),
             model,
             provider,
+            key: None,
+            key_header,
         }
+    }
+
+    /// The same provider at `base_url`.
+    pub(crate) fn at(&mut self, base_url: &str) {
+        self.base_url = base_url.trim_end_matches('/').to_owned();
+    }
+
+    /// A POST to `{base_url}{path}` with the key, or why the key cannot be sent.
+    pub(crate) fn post(&self, path: &str) -> Result<reqwest::RequestBuilder, ModelError> {
+        let post = self.client.post(format!("{}{path}", self.base_url));
+        let Some(key) = &self.key else {
+            return Ok(post);
+        };
+        let mut value = match self.key_header {
+            KeyHeader::Bearer => http::HeaderValue::try_from(format!("Bearer {key}")),
+            KeyHeader::Named(_) => http::HeaderValue::from_str(key),
+        }
+        .map_err(|_| {
+            ModelError::new(
+                ModelErrorKind::Auth,
+                "the API key cannot be sent: it is not a valid header value",
+            )
+        })?;
+        value.set_sensitive(true);
+        Ok(match self.key_header {
+            KeyHeader::Bearer => post.header(header::AUTHORIZATION, value),
+            KeyHeader::Named(name) => post.header(name, value),
+        })
     }
 
     /// Sends `post` and answers with the stream of its events once the first one is there,
@@ -265,7 +372,7 @@ where
                 None => {}
             }
             let outcome = match state.sse.next().await {
-                Some(Ok(event)) => match state.decoder.event(&event, &mut state.queue) {
+                Some(Ok(event)) => match state.decoder.data(&event.data, &mut state.queue) {
                     Ok(false) => continue,
                     Ok(true) => Ok(()),
                     Err(error) => Err(error),
@@ -282,6 +389,37 @@ where
             state.end = Some(outcome.err());
         }
     })
+}
+
+/// What a stream of these `data:` payloads gives, as [`events`] gives it: the events, then the
+/// error that ends it, if one does.
+#[cfg(test)]
+pub(crate) fn decoded(
+    mut decoder: impl Decode,
+    payloads: &[&str],
+) -> (Vec<ModelEvent>, Option<ModelError>) {
+    let mut out = VecDeque::new();
+    for payload in payloads {
+        match decoder.data(payload, &mut out) {
+            Ok(false) => {}
+            Ok(true) => return (out.into(), None),
+            Err(error) => return (out.into(), Some(error)),
+        }
+    }
+    let error = decoder.body_ended(&mut out).err();
+    (out.into(), error)
+}
+
+/// [`decoded`]'s events, or its error.
+#[cfg(test)]
+pub(crate) fn decode_all(
+    decoder: impl Decode,
+    payloads: &[&str],
+) -> Result<Vec<ModelEvent>, ModelError> {
+    match decoded(decoder, payloads) {
+        (events, None) => Ok(events),
+        (_, Some(error)) => Err(error),
+    }
 }
 
 /// The events of a body that arrives in `pieces` (for tests and the fuzz targets).
@@ -304,6 +442,84 @@ pub(crate) fn decode_pieces(
         .into_iter()
         .collect()
 }
+
+/// The builder methods every HTTP provider shares (`api_key`, `api_key_env`, `client`) and its
+/// `Service<ModelRequest>`, for a provider `$provider(Arc<Config>)` whose module has `error::
+/// from_response` and whose `Config` has an `endpoint: Endpoint` and
+/// `fn request(&self, &ModelRequest) -> Result<(RequestBuilder, impl Decode), ModelError>`.
+macro_rules! http_provider {
+    ($provider:ident) => {
+        impl $provider {
+            fn config(&mut self) -> &mut Config {
+                std::sync::Arc::make_mut(&mut self.0)
+            }
+
+            /// The API key sent with every request. It is never logged nor shown by `Debug`.
+            #[must_use]
+            pub fn api_key(mut self, key: impl Into<String>) -> Self {
+                self.config().endpoint.key = Some(key.into());
+                self
+            }
+
+            /// The key from the environment variable `var`, if it is set and not empty.
+            #[must_use]
+            pub fn api_key_env(self, var: &str) -> Self {
+                match std::env::var(var) {
+                    Ok(key) if !key.is_empty() => self.api_key(key),
+                    _ => self,
+                }
+            }
+
+            /// The HTTP client (proxies, TLS roots, connect timeout…); default
+            /// `reqwest::Client::new()`.
+            #[must_use]
+            pub fn client(mut self, client: reqwest::Client) -> Self {
+                self.config().endpoint.client = client;
+                self
+            }
+
+            /// The URL the API's paths start from instead of its own: a proxy, a gateway, a
+            /// local server replaying recorded answers.
+            #[must_use]
+            pub fn base_url(mut self, base_url: &str) -> Self {
+                self.config().endpoint.at(base_url);
+                self
+            }
+
+            /// The model's name, as sent to the API.
+            #[must_use]
+            pub fn model(&self) -> &str {
+                &self.0.endpoint.model
+            }
+        }
+
+        impl tower_service::Service<$crate::model::ModelRequest> for $provider {
+            type Response = $crate::model::BoxModelStream<$crate::model::ModelError>;
+            type Error = $crate::model::ModelError;
+            type Future =
+                futures_util::future::BoxFuture<'static, Result<Self::Response, Self::Error>>;
+
+            fn poll_ready(
+                &mut self,
+                _cx: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<Result<(), Self::Error>> {
+                std::task::Poll::Ready(Ok(()))
+            }
+
+            fn call(&mut self, request: $crate::model::ModelRequest) -> Self::Future {
+                let config = self.0.clone();
+                Box::pin(async move {
+                    let (post, decoder) = config.request(&request)?;
+                    config
+                        .endpoint
+                        .answer(post, error::from_response, decoder)
+                        .await
+                })
+            }
+        }
+    };
+}
+pub(crate) use http_provider;
 
 #[cfg(test)]
 mod tests {

@@ -3,27 +3,30 @@
 //! a single event), and what the events say.
 #![allow(dead_code)]
 
+use std::time::Duration;
+
 use agent_tower::{
     context::RunContext,
     message::Message,
-    model::{BoxModelStream, FinishReason, ModelError, ModelEvent, ModelRequest},
+    model::{BoxModelStream, FinishReason, ModelError, ModelEvent, ModelRequest, RetryPolicy},
     tool::ToolSpec,
 };
 use futures_util::StreamExt;
 use serde_json::{Value, json};
-use tower::{Service, ServiceExt};
+use tower::{Service, ServiceBuilder, ServiceExt};
 
 use super::replay::{Fixture, serve};
 
 /// A provider's model service at a base URL.
 pub trait Provider: Fn(&str) -> Self::Model {
-    type Model: Service<ModelRequest, Response = BoxModelStream<ModelError>, Error = ModelError>;
+    type Model: Service<ModelRequest, Response = BoxModelStream<ModelError>, Error = ModelError>
+        + Clone;
 }
 
 impl<F, M> Provider for F
 where
     F: Fn(&str) -> M,
-    M: Service<ModelRequest, Response = BoxModelStream<ModelError>, Error = ModelError>,
+    M: Service<ModelRequest, Response = BoxModelStream<ModelError>, Error = ModelError> + Clone,
 {
     type Model = M;
 }
@@ -169,4 +172,21 @@ pub async fn call_error(provider: &impl Provider, fixture: Fixture) -> ModelErro
         Ok(_) => panic!("the call succeeded"),
         Err(error) => error,
     }
+}
+
+/// The events of a call to `provider`, retried by `RetryPolicy` after its first attempt is
+/// answered with `refused`, the second with `answered`: exactly two requests.
+pub async fn retried_once(
+    provider: &impl Provider,
+    refused: Fixture,
+    answered: Fixture,
+) -> Vec<ModelEvent> {
+    let (base, mut received) = serve(vec![refused, answered], usize::MAX).await;
+    let model = ServiceBuilder::new()
+        .retry(RetryPolicy::new(2).max_wait(Duration::from_millis(10)))
+        .service(provider(&base));
+    let events: Vec<_> = model.oneshot(request()).await.unwrap().collect().await;
+    assert!(received.recv().await.is_some() && received.recv().await.is_some());
+    assert!(received.try_recv().is_err(), "two requests, no more");
+    events.into_iter().map(Result::unwrap).collect()
 }

@@ -22,6 +22,14 @@ impl Process {
         Self::serve_with_env(args, &[]).await
     }
 
+    /// [`serve`](Self::serve) in memory on the model `model` (`provider:name`) at `base`, with
+    /// `more` flags and the environment variables `env`.
+    pub async fn serve_model(model: &str, base: &str, more: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut args = vec!["--store", "none", "--model", model, "--base-url", base];
+        args.extend_from_slice(more);
+        Self::serve_with_env(&args, env).await
+    }
+
     /// [`serve`](Self::serve) with these environment variables set.
     pub async fn serve_with_env(args: &[&str], env: &[(&str, &str)]) -> Self {
         let mut child = tokio::process::Command::new(AGENT)

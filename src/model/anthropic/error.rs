@@ -6,22 +6,8 @@ use serde_json::Value;
 
 use crate::model::{
     ModelError, ModelErrorKind,
-    http::{shorten, with_retry_after},
+    http::{ErrorBody, refused, stream_error},
 };
-
-/// The error's `type` and message, wherever the body put them.
-fn describe(body: &Value) -> (Option<&str>, String) {
-    let error = body.get("error").unwrap_or(body);
-    let kind = error.get("type").and_then(Value::as_str);
-    let message = match error {
-        Value::String(message) => message.clone(),
-        _ => error
-            .get("message")
-            .and_then(Value::as_str)
-            .map_or_else(|| body.to_string(), str::to_owned),
-    };
-    (kind, message)
-}
 
 /// A refusal of a prompt too long for the model (400 `invalid_request_error`).
 fn is_context_length(message: &str) -> bool {
@@ -32,13 +18,15 @@ fn is_context_length(message: &str) -> bool {
 }
 
 /// The kind of an error `type` (the API's own names), else of the status.
-fn kind_of(kind: Option<&str>, status: Option<u16>, message: &str) -> ModelErrorKind {
-    match (kind, status) {
+fn kind_of(error: &ErrorBody<'_>, status: Option<u16>) -> ModelErrorKind {
+    match (error.field("type"), status) {
         (Some("rate_limit_error"), _) | (_, Some(429)) => ModelErrorKind::RateLimited,
         (Some("overloaded_error"), _) | (_, Some(529)) => ModelErrorKind::Overloaded,
         (Some("authentication_error" | "permission_error" | "billing_error"), _)
         | (_, Some(401..=403)) => ModelErrorKind::Auth,
-        (Some("invalid_request_error"), _) | (_, Some(400)) if is_context_length(message) => {
+        (Some("invalid_request_error"), _) | (_, Some(400))
+            if is_context_length(&error.message) =>
+        {
             ModelErrorKind::ContextLength
         }
         (Some("invalid_request_error" | "not_found_error" | "request_too_large"), _)
@@ -52,18 +40,14 @@ fn kind_of(kind: Option<&str>, status: Option<u16>, message: &str) -> ModelError
 
 /// A non-success answer: `status`, its headers and body.
 pub(super) fn from_response(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> ModelError {
-    let parsed: Value = serde_json::from_slice(body)
-        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(body).into_owned()));
-    let (kind, message) = describe(&parsed);
-    let kind = kind_of(kind, Some(status.as_u16()), &message);
-    let message = shorten(format!("HTTP {}: {message}", status.as_u16()));
-    with_retry_after(ModelError::new(kind, message), headers)
+    refused(status, headers, body, &|error| {
+        (kind_of(error, Some(status.as_u16())), None)
+    })
 }
 
 /// An `error` event inside the stream (its `error` object).
 pub(super) fn from_stream(error: &Value) -> ModelError {
-    let (kind, message) = describe(error);
-    ModelError::new(kind_of(kind, None, &message), shorten(message))
+    stream_error(error, &|error| (kind_of(error, None), None))
 }
 
 #[cfg(test)]

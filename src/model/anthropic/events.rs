@@ -9,7 +9,7 @@ use super::{error, thinking::Sealed};
 use crate::{
     id::{MessageId, ToolCallId},
     model::{
-        FinishReason, ModelError, ModelErrorKind, ModelEvent, Usage,
+        FinishReason, ModelError, ModelEvent, Usage,
         http::{Decode, unreadable},
     },
 };
@@ -156,11 +156,7 @@ impl Decoder {
     }
 
     /// One event's data; `Ok(true)` at `message_stop`.
-    pub(super) fn data(
-        &mut self,
-        data: &str,
-        out: &mut VecDeque<ModelEvent>,
-    ) -> Result<bool, ModelError> {
+    fn event(&mut self, data: &str, out: &mut VecDeque<ModelEvent>) -> Result<bool, ModelError> {
         let event: Wire = serde_json::from_str(data).map_err(unreadable)?;
         match event {
             Wire::MessageStart { message } => {
@@ -335,19 +331,10 @@ impl Decoder {
 }
 
 impl Decode for Decoder {
-    fn event(
-        &mut self,
-        event: &eventsource_stream::Event,
-        out: &mut VecDeque<ModelEvent>,
-    ) -> Result<bool, ModelError> {
-        self.data(&event.data, out)
-    }
+    const LAST: &'static str = "message_stop";
 
-    fn body_ended(&mut self, _out: &mut VecDeque<ModelEvent>) -> Result<(), ModelError> {
-        Err(ModelError::new(
-            ModelErrorKind::StreamCut,
-            "the provider's stream ended before message_stop",
-        ))
+    fn data(&mut self, data: &str, out: &mut VecDeque<ModelEvent>) -> Result<bool, ModelError> {
+        self.event(data, out)
     }
 }
 
@@ -360,14 +347,10 @@ pub(crate) fn decode_sse(pieces: &[&[u8]]) -> Result<Vec<ModelEvent>, ModelError
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::ModelErrorKind;
 
     fn decode(payloads: &[&str]) -> Result<Vec<ModelEvent>, ModelError> {
-        let mut decoder = Decoder::new(MessageId::from("m"));
-        let mut out = VecDeque::new();
-        for payload in payloads {
-            decoder.data(payload, &mut out)?;
-        }
-        Ok(out.into())
+        crate::model::http::decode_all(Decoder::new(MessageId::from("m")), payloads)
     }
 
     #[test]
@@ -448,11 +431,14 @@ mod tests {
 
     #[test]
     fn a_call_cut_mid_arguments_is_never_ended() {
-        let events = decode(&[
-            r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_1","name":"add","input":{}}}"#,
-            r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"a\": 1"}}"#,
-        ])
-        .unwrap();
+        let (events, error) = crate::model::http::decoded(
+            Decoder::new(MessageId::from("m")),
+            &[
+                r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_1","name":"add","input":{}}}"#,
+                r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"a\": 1"}}"#,
+            ],
+        );
+        assert_eq!(error.map(|e| e.kind()), Some(ModelErrorKind::StreamCut));
         assert!(
             !events
                 .iter()

@@ -71,22 +71,16 @@ pub(crate) use events::decode_sse;
 mod request;
 mod thinking;
 
-use std::{
-    fmt,
-    sync::Arc,
-    task::{Context, Poll},
+use std::{fmt, sync::Arc};
+
+use super::{
+    ModelError, ModelRequest,
+    http::{Endpoint, KeyHeader, http_provider},
 };
 
-use futures_util::future::BoxFuture;
-use tower_service::Service;
-
-use super::{BoxModelStream, ModelError, ModelRequest, http::Endpoint};
-
-/// Where Anthropic's API is, unless [`Anthropic::base_url`] says otherwise.
+/// Where Anthropic's API is (requests go to `{base}/messages`), unless [`Anthropic::base_url`]
+/// says otherwise.
 pub const BASE_URL: &str = "https://api.anthropic.com/v1";
-
-/// The provider's name in usage and traces.
-const PROVIDER: &str = "anthropic";
 
 /// The API version every request names (`anthropic-version`).
 const VERSION: &str = "2023-06-01";
@@ -94,7 +88,6 @@ const VERSION: &str = "2023-06-01";
 /// What the request body is built from.
 #[derive(Clone)]
 struct Settings {
-    model: String,
     /// `max_tokens` when the request's options do not say (the API requires one).
     max_tokens: u32,
     thinking_budget: Option<u32>,
@@ -104,7 +97,22 @@ struct Settings {
 struct Config {
     endpoint: Endpoint,
     settings: Settings,
-    api_key: Option<String>,
+}
+
+impl Config {
+    /// The call's request, and the decoder of its answer.
+    fn request(
+        &self,
+        request: &ModelRequest,
+    ) -> Result<(reqwest::RequestBuilder, events::Decoder), ModelError> {
+        let body = request::body(&self.endpoint.model, &self.settings, request);
+        let post = self
+            .endpoint
+            .post("/messages")?
+            .header("anthropic-version", VERSION)
+            .body(body.to_string());
+        Ok((post, events::Decoder::new(request.run.message_id.clone())))
+    }
 }
 
 /// A model service for Anthropic's Messages API; see the [module docs](self). Cheap to clone:
@@ -115,48 +123,14 @@ pub struct Anthropic(Arc<Config>);
 impl Anthropic {
     /// The model `model` (`claude-sonnet-4-5`, …) at [`BASE_URL`].
     pub fn new(model: impl Into<String>) -> Self {
-        let model = model.into();
+        let key = KeyHeader::Named("x-api-key");
         Self(Arc::new(Config {
-            endpoint: Endpoint::new(PROVIDER, BASE_URL, model.clone()),
+            endpoint: Endpoint::new("anthropic", key, BASE_URL, model.into()),
             settings: Settings {
-                model,
                 max_tokens: 8192,
                 thinking_budget: None,
             },
-            api_key: None,
         }))
-    }
-
-    fn config(&mut self) -> &mut Config {
-        Arc::make_mut(&mut self.0)
-    }
-
-    /// The URL the API's paths start from (`…/v1`; requests go to `{base_url}/messages`): a
-    /// proxy, a gateway, a local server replaying recorded answers.
-    #[must_use]
-    pub fn base_url(mut self, base_url: &str) -> Self {
-        let model = self.0.settings.model.clone();
-        let client = self.0.endpoint.client.clone();
-        let config = self.config();
-        config.endpoint = Endpoint::new(PROVIDER, base_url, model);
-        config.endpoint.client = client;
-        self
-    }
-
-    /// The key sent as `x-api-key` with every request. It is never logged nor shown by `Debug`.
-    #[must_use]
-    pub fn api_key(mut self, key: impl Into<String>) -> Self {
-        self.config().api_key = Some(key.into());
-        self
-    }
-
-    /// The key from the environment variable `var`, if it is set and not empty.
-    #[must_use]
-    pub fn api_key_env(self, var: &str) -> Self {
-        match std::env::var(var) {
-            Ok(key) if !key.is_empty() => self.api_key(key),
-            _ => self,
-        }
     }
 
     /// Extended thinking, with at most `budget_tokens` of thinking per step (the API's minimum
@@ -174,60 +148,15 @@ impl Anthropic {
         self.config().settings.max_tokens = max_tokens;
         self
     }
-
-    /// The HTTP client (proxies, TLS roots, connect timeout…); default `reqwest::Client::new()`.
-    #[must_use]
-    pub fn client(mut self, client: reqwest::Client) -> Self {
-        self.config().endpoint.client = client;
-        self
-    }
-
-    /// The model's name, as sent to the API.
-    #[must_use]
-    pub fn model(&self) -> &str {
-        &self.0.settings.model
-    }
 }
+
+http_provider!(Anthropic);
 
 impl fmt::Debug for Anthropic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Anthropic")
-            .field("base_url", &self.0.endpoint.base_url)
-            .field("model", &self.0.settings.model)
+            .field("endpoint", &self.0.endpoint)
             .field("thinking_budget", &self.0.settings.thinking_budget)
-            .field("api_key", &self.0.api_key.as_ref().map(|_| "<redacted>"))
             .finish_non_exhaustive()
-    }
-}
-
-impl Service<ModelRequest> for Anthropic {
-    type Response = BoxModelStream<ModelError>;
-    type Error = ModelError;
-    type Future = BoxFuture<'static, Result<Self::Response, ModelError>>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: ModelRequest) -> Self::Future {
-        let config = self.0.clone();
-        Box::pin(async move {
-            let body = request::body(&config.settings, &request);
-            let url = format!("{}/messages", config.endpoint.base_url);
-            let mut post = config
-                .endpoint
-                .client
-                .post(url)
-                .header("anthropic-version", VERSION)
-                .body(body.to_string());
-            if let Some(key) = &config.api_key {
-                post = post.header("x-api-key", super::http::secret_header(key)?);
-            }
-            let decoder = events::Decoder::new(request.run.message_id.clone());
-            config
-                .endpoint
-                .answer(post, error::from_response, decoder)
-                .await
-        })
     }
 }

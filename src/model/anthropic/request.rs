@@ -11,9 +11,9 @@ use crate::{
 
 /// The JSON body: the system prompt, the conversation in alternating turns, the tools, the
 /// sampling options and `stream: true`.
-pub(super) fn body(settings: &Settings, request: &ModelRequest) -> Value {
+pub(super) fn body(model: &str, settings: &Settings, request: &ModelRequest) -> Value {
     let mut body = Map::new();
-    body.insert("model".into(), settings.model.clone().into());
+    body.insert("model".into(), model.into());
     let max_tokens = request
         .options
         .max_output_tokens
@@ -182,7 +182,6 @@ mod tests {
 
     fn settings(thinking_budget: Option<u32>) -> Settings {
         Settings {
-            model: "claude".into(),
             max_tokens: 1024,
             thinking_budget,
         }
@@ -221,6 +220,7 @@ mod tests {
     #[test]
     fn a_step_with_thinking_and_two_calls_is_one_assistant_turn_and_one_user_turn() {
         let body = body(
+            "claude",
             &settings(Some(2048)),
             &request(vec![
                 Message::system("be brief"),
@@ -295,7 +295,7 @@ mod tests {
             content: vec![ContentPart::text("look"), image, pdf],
         }]);
         request.options.max_output_tokens = Some(99);
-        let body = body(&settings(None), &request);
+        let body = body("claude", &settings(None), &request);
         assert_eq!(body["temperature"], 0.5);
         assert_eq!(body["max_tokens"], 99);
         assert!(body.get("system").is_none());

@@ -8,21 +8,13 @@ use serde_json::Value;
 
 use crate::model::{
     ModelError, ModelErrorKind,
-    http::{shorten, with_retry_after},
+    http::{ErrorBody, refused, stream_error},
 };
 
-/// The error's RPC `status`, message and `RetryInfo.retryDelay`, wherever the body put them.
-fn describe(body: &Value) -> (Option<&str>, String, Option<Duration>) {
-    let error = body.get("error").unwrap_or(body);
-    let status = error.get("status").and_then(Value::as_str);
-    let message = match error {
-        Value::String(message) => message.clone(),
-        _ => error
-            .get("message")
-            .and_then(Value::as_str)
-            .map_or_else(|| body.to_string(), str::to_owned),
-    };
-    let delay = error
+/// `RetryInfo.retryDelay` among the error's details (`"37s"`).
+fn retry_delay(error: &ErrorBody<'_>) -> Option<Duration> {
+    error
+        .error
         .get("details")
         .and_then(Value::as_array)
         .into_iter()
@@ -30,14 +22,13 @@ fn describe(body: &Value) -> (Option<&str>, String, Option<Duration>) {
         .find_map(|detail| detail.get("retryDelay").and_then(Value::as_str))
         .and_then(|delay| delay.strip_suffix('s')?.parse::<f64>().ok())
         .filter(|s| s.is_finite() && *s >= 0.0)
-        .map(Duration::from_secs_f64);
-    (status, message, delay)
+        .map(Duration::from_secs_f64)
 }
 
-/// The kind of an RPC status (the API's own names), else of the HTTP status.
-fn kind_of(status: Option<&str>, code: Option<u16>, message: &str) -> ModelErrorKind {
-    let lower = message.to_lowercase();
-    match (status, code) {
+/// The kind of an RPC status (the API's own names), else of the HTTP status; and the retry delay.
+fn classify(error: &ErrorBody<'_>, code: Option<u16>) -> (ModelErrorKind, Option<Duration>) {
+    let lower = error.message.to_lowercase();
+    let kind = match (error.field("status"), code) {
         (Some("RESOURCE_EXHAUSTED"), _) | (_, Some(429)) => ModelErrorKind::RateLimited,
         (Some("UNAVAILABLE"), _) | (_, Some(503)) => ModelErrorKind::Overloaded,
         (Some("UNAUTHENTICATED" | "PERMISSION_DENIED"), _) | (_, Some(401 | 403)) => {
@@ -58,48 +49,26 @@ fn kind_of(status: Option<&str>, code: Option<u16>, message: &str) -> ModelError
             ModelErrorKind::Transport
         }
         _ => ModelErrorKind::Other,
-    }
-}
-
-fn error(
-    status: Option<&str>,
-    code: Option<u16>,
-    message: String,
-    delay: Option<Duration>,
-) -> ModelError {
-    let kind = kind_of(status, code, &message);
-    let message = match code {
-        Some(code) => shorten(format!("HTTP {code}: {message}")),
-        None => shorten(message),
     };
-    let error = ModelError::new(kind, message);
-    match delay {
-        Some(delay) => error.with_retry_after(delay),
-        None => error,
-    }
+    (kind, retry_delay(error))
 }
 
 /// A non-success answer: `status`, its headers and body.
 pub(super) fn from_response(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> ModelError {
-    let parsed: Value = serde_json::from_slice(body)
-        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(body).into_owned()));
-    let (rpc, message, delay) = describe(&parsed);
-    let error = error(rpc, Some(status.as_u16()), message, delay);
-    if error.retry_after().is_some() {
-        error
-    } else {
-        with_retry_after(error, headers)
-    }
+    refused(status, headers, body, &|error| {
+        classify(error, Some(status.as_u16()))
+    })
 }
 
-/// An error sent inside the stream (`data: {"error": …}`).
+/// An error sent inside the stream (`data: {"error": …}`), its HTTP code in `code`.
 pub(super) fn from_stream(body: &Value) -> ModelError {
-    let (rpc, message, delay) = describe(body);
     let code = body
+        .get("error")
+        .unwrap_or(body)
         .get("code")
         .and_then(Value::as_u64)
         .and_then(|c| u16::try_from(c).ok());
-    error(rpc, code, message, delay)
+    stream_error(body, &|error| classify(error, code))
 }
 
 #[cfg(test)]

@@ -128,11 +128,7 @@ impl Decoder {
     }
 
     /// One `data:` payload.
-    pub(super) fn data(
-        &mut self,
-        data: &str,
-        out: &mut VecDeque<ModelEvent>,
-    ) -> Result<(), ModelError> {
+    fn chunk(&mut self, data: &str, out: &mut VecDeque<ModelEvent>) -> Result<(), ModelError> {
         let chunk: Chunk = serde_json::from_str(data).map_err(unreadable)?;
         if let Some(error) = &chunk.error {
             return Err(error::from_stream(error));
@@ -210,12 +206,11 @@ impl Decoder {
 }
 
 impl Decode for Decoder {
-    fn event(
-        &mut self,
-        event: &eventsource_stream::Event,
-        out: &mut VecDeque<ModelEvent>,
-    ) -> Result<bool, ModelError> {
-        self.data(&event.data, out).map(|()| false)
+    const LAST: &'static str = "its finish reason";
+
+    /// Never the last: the body ends after the chunk that finishes.
+    fn data(&mut self, data: &str, out: &mut VecDeque<ModelEvent>) -> Result<bool, ModelError> {
+        self.chunk(data, out).map(|()| false)
     }
 
     /// The body ends after the chunk that finished; without one it was cut.
@@ -223,7 +218,7 @@ impl Decode for Decoder {
         let Some(finish) = self.finish.take() else {
             return Err(ModelError::new(
                 ModelErrorKind::StreamCut,
-                "the provider's stream ended before its finish reason",
+                format!("the provider's stream ended before {}", Self::LAST),
             ));
         };
         if let Some(usage) = self.usage.take() {
@@ -249,13 +244,7 @@ mod tests {
     use super::*;
 
     fn decode(payloads: &[&str]) -> Result<Vec<ModelEvent>, ModelError> {
-        let mut decoder = Decoder::new(MessageId::from("m"));
-        let mut out = VecDeque::new();
-        for payload in payloads {
-            decoder.data(payload, &mut out)?;
-        }
-        decoder.body_ended(&mut out)?;
-        Ok(out.into())
+        crate::model::http::decode_all(Decoder::new(MessageId::from("m")), payloads)
     }
 
     #[test]

@@ -67,27 +67,20 @@ mod events;
 pub(crate) use events::decode_sse;
 mod request;
 
-use std::{
-    fmt,
-    sync::Arc,
-    task::{Context, Poll},
+use std::{fmt, sync::Arc};
+
+use super::{
+    ModelError, ModelRequest,
+    http::{Endpoint, KeyHeader, http_provider},
 };
 
-use futures_util::future::BoxFuture;
-use tower_service::Service;
-
-use super::{BoxModelStream, ModelError, ModelRequest, http::Endpoint};
-
-/// Where Google's Gemini API is, unless [`Gemini::base_url`] says otherwise.
+/// Where Google's Gemini API is (requests go to `{base}/models/{model}:streamGenerateContent`),
+/// unless [`Gemini::base_url`] says otherwise.
 pub const BASE_URL: &str = "https://generativelanguage.googleapis.com/v1beta";
-
-/// The provider's name in usage and traces (the OpenTelemetry GenAI convention's).
-const PROVIDER: &str = "gcp.gemini";
 
 /// What the request body is built from.
 #[derive(Clone)]
 struct Settings {
-    model: String,
     thinking_budget: Option<u32>,
 }
 
@@ -95,7 +88,22 @@ struct Settings {
 struct Config {
     endpoint: Endpoint,
     settings: Settings,
-    api_key: Option<String>,
+}
+
+impl Config {
+    /// The call's request, and the decoder of its answer.
+    fn request(
+        &self,
+        request: &ModelRequest,
+    ) -> Result<(reqwest::RequestBuilder, events::Decoder), ModelError> {
+        let body = request::body(&self.settings, request);
+        let path = format!(
+            "/models/{}:streamGenerateContent?alt=sse",
+            self.endpoint.model
+        );
+        let post = self.endpoint.post(&path)?.body(body.to_string());
+        Ok((post, events::Decoder::new(request.run.message_id.clone())))
+    }
 }
 
 /// A model service for Google's Gemini API; see the [module docs](self). Cheap to clone: clones
@@ -108,46 +116,14 @@ impl Gemini {
     pub fn new(model: impl Into<String>) -> Self {
         let model: String = model.into();
         let model = model.strip_prefix("models/").unwrap_or(&model).to_owned();
+        // The provider's name is the OpenTelemetry GenAI convention's.
+        let key = KeyHeader::Named("x-goog-api-key");
         Self(Arc::new(Config {
-            endpoint: Endpoint::new(PROVIDER, BASE_URL, model.clone()),
+            endpoint: Endpoint::new("gcp.gemini", key, BASE_URL, model),
             settings: Settings {
-                model,
                 thinking_budget: None,
             },
-            api_key: None,
         }))
-    }
-
-    fn config(&mut self) -> &mut Config {
-        Arc::make_mut(&mut self.0)
-    }
-
-    /// The URL the API's paths start from (`…/v1beta`; requests go to
-    /// `{base_url}/models/{model}:streamGenerateContent`).
-    #[must_use]
-    pub fn base_url(mut self, base_url: &str) -> Self {
-        let config = self.config();
-        let client = config.endpoint.client.clone();
-        config.endpoint = Endpoint::new(PROVIDER, base_url, config.settings.model.clone());
-        config.endpoint.client = client;
-        self
-    }
-
-    /// The key sent as `x-goog-api-key` with every request. It is never logged nor shown by
-    /// `Debug`.
-    #[must_use]
-    pub fn api_key(mut self, key: impl Into<String>) -> Self {
-        self.config().api_key = Some(key.into());
-        self
-    }
-
-    /// The key from the environment variable `var`, if it is set and not empty.
-    #[must_use]
-    pub fn api_key_env(self, var: &str) -> Self {
-        match std::env::var(var) {
-            Ok(key) if !key.is_empty() => self.api_key(key),
-            _ => self,
-        }
     }
 
     /// Thinking shown as reasoning (`includeThoughts`), with at most `budget_tokens` of it per
@@ -157,59 +133,16 @@ impl Gemini {
         self.config().settings.thinking_budget = Some(budget_tokens);
         self
     }
-
-    /// The HTTP client (proxies, TLS roots, connect timeout…); default `reqwest::Client::new()`.
-    #[must_use]
-    pub fn client(mut self, client: reqwest::Client) -> Self {
-        self.config().endpoint.client = client;
-        self
-    }
-
-    /// The model's name, as sent to the API.
-    #[must_use]
-    pub fn model(&self) -> &str {
-        &self.0.settings.model
-    }
 }
+
+http_provider!(Gemini);
 
 impl fmt::Debug for Gemini {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Gemini")
-            .field("base_url", &self.0.endpoint.base_url)
-            .field("model", &self.0.settings.model)
+            .field("endpoint", &self.0.endpoint)
             .field("thinking_budget", &self.0.settings.thinking_budget)
-            .field("api_key", &self.0.api_key.as_ref().map(|_| "<redacted>"))
             .finish_non_exhaustive()
-    }
-}
-
-impl Service<ModelRequest> for Gemini {
-    type Response = BoxModelStream<ModelError>;
-    type Error = ModelError;
-    type Future = BoxFuture<'static, Result<Self::Response, ModelError>>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: ModelRequest) -> Self::Future {
-        let config = self.0.clone();
-        Box::pin(async move {
-            let body = request::body(&config.settings, &request);
-            let url = format!(
-                "{}/models/{}:streamGenerateContent?alt=sse",
-                config.endpoint.base_url, config.settings.model
-            );
-            let mut post = config.endpoint.client.post(url).body(body.to_string());
-            if let Some(key) = &config.api_key {
-                post = post.header("x-goog-api-key", super::http::secret_header(key)?);
-            }
-            let decoder = events::Decoder::new(request.run.message_id.clone());
-            config
-                .endpoint
-                .answer(post, error::from_response, decoder)
-                .await
-        })
     }
 }
 

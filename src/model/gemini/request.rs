@@ -208,7 +208,6 @@ mod tests {
             run: RunContext::new("t".into(), "r".into()),
         };
         let settings = Settings {
-            model: "gemini".into(),
             thinking_budget: Some(512),
         };
         let body = body(&settings, &request);
@@ -261,7 +260,6 @@ mod tests {
             run: RunContext::new("t".into(), "r".into()),
         };
         let settings = Settings {
-            model: "gemini".into(),
             thinking_budget: None,
         };
         let body = body(&settings, &request);

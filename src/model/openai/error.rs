@@ -6,37 +6,16 @@ use serde_json::Value;
 
 use crate::model::{
     ModelError, ModelErrorKind,
-    http::{shorten, with_retry_after},
+    http::{ErrorBody, refused, stream_error},
 };
 
-/// The `code`, `type` and message of an error body, wherever the server put them.
-struct Described<'a> {
-    code: Option<&'a str>,
-    kind: Option<&'a str>,
-    message: String,
-}
-
-fn describe(body: &Value) -> Described<'_> {
-    let error = body.get("error").unwrap_or(body);
-    let text = |field: &str| error.get(field).and_then(Value::as_str);
-    let message = match error {
-        Value::String(message) => message.clone(),
-        _ => text("message").map_or_else(|| body.to_string(), str::to_owned),
-    };
-    Described {
-        code: text("code"),
-        kind: text("type"),
-        message,
-    }
-}
-
-fn is_context_length(described: &Described<'_>) -> bool {
-    if described.code == Some("context_length_exceeded")
-        || described.kind == Some("exceed_context_size_error")
+fn is_context_length(error: &ErrorBody<'_>) -> bool {
+    if error.field("code") == Some("context_length_exceeded")
+        || error.field("type") == Some("exceed_context_size_error")
     {
         return true;
     }
-    let message = described.message.to_lowercase();
+    let message = error.message.to_lowercase();
     [
         "context length",
         "context_length",
@@ -51,31 +30,32 @@ fn is_context_length(described: &Described<'_>) -> bool {
 
 /// A non-success answer: `status`, its headers and body.
 pub(super) fn from_response(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> ModelError {
-    let parsed: Value = serde_json::from_slice(body)
-        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(body).into_owned()));
-    let described = describe(&parsed);
-    let kind = match status.as_u16() {
-        429 if described.code == Some("insufficient_quota") => ModelErrorKind::Auth,
-        429 => ModelErrorKind::RateLimited,
-        401 | 403 => ModelErrorKind::Auth,
-        400 | 404 | 413 | 422 if is_context_length(&described) => ModelErrorKind::ContextLength,
-        400 | 404 | 413 | 422 => ModelErrorKind::InvalidRequest,
-        408 | 500..=599 => ModelErrorKind::Transport,
-        _ => ModelErrorKind::Other,
+    let classify = |error: &ErrorBody<'_>| {
+        let kind = match status.as_u16() {
+            429 if error.field("code") == Some("insufficient_quota") => ModelErrorKind::Auth,
+            429 => ModelErrorKind::RateLimited,
+            401 | 403 => ModelErrorKind::Auth,
+            400 | 404 | 413 | 422 if is_context_length(error) => ModelErrorKind::ContextLength,
+            400 | 404 | 413 | 422 => ModelErrorKind::InvalidRequest,
+            408 | 500..=599 => ModelErrorKind::Transport,
+            _ => ModelErrorKind::Other,
+        };
+        (kind, None)
     };
-    let message = shorten(format!("HTTP {}: {}", status.as_u16(), described.message));
-    with_retry_after(ModelError::new(kind, message), headers)
+    refused(status, headers, body, &classify)
 }
 
 /// An error the server sent inside the stream (`data: {"error": …}`).
 pub(super) fn from_stream(body: &Value) -> ModelError {
-    let described = describe(body);
-    let kind = if is_context_length(&described) {
-        ModelErrorKind::ContextLength
-    } else {
-        ModelErrorKind::Other
+    let classify = |error: &ErrorBody<'_>| {
+        let kind = if is_context_length(error) {
+            ModelErrorKind::ContextLength
+        } else {
+            ModelErrorKind::Other
+        };
+        (kind, None)
     };
-    ModelError::new(kind, shorten(described.message))
+    stream_error(body, &classify)
 }
 
 #[cfg(test)]

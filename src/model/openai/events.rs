@@ -9,7 +9,7 @@ use super::error;
 use crate::{
     id::{MessageId, ToolCallId},
     model::{
-        FinishReason, ModelError, ModelErrorKind, ModelEvent, Usage,
+        FinishReason, ModelError, ModelEvent, Usage,
         http::{Decode, unreadable},
     },
 };
@@ -128,11 +128,7 @@ impl Decoder {
     }
 
     /// One `data:` payload; `Ok(true)` at `[DONE]`.
-    pub(super) fn data(
-        &mut self,
-        data: &str,
-        out: &mut VecDeque<ModelEvent>,
-    ) -> Result<bool, ModelError> {
+    fn chunk(&mut self, data: &str, out: &mut VecDeque<ModelEvent>) -> Result<bool, ModelError> {
         if data.trim() == "[DONE]" {
             self.end_calls(out)?;
             let reason = match self.finish.take() {
@@ -268,19 +264,10 @@ impl Decoder {
 }
 
 impl Decode for Decoder {
-    fn event(
-        &mut self,
-        event: &eventsource_stream::Event,
-        out: &mut VecDeque<ModelEvent>,
-    ) -> Result<bool, ModelError> {
-        self.data(&event.data, out)
-    }
+    const LAST: &'static str = "[DONE]";
 
-    fn body_ended(&mut self, _out: &mut VecDeque<ModelEvent>) -> Result<(), ModelError> {
-        Err(ModelError::new(
-            ModelErrorKind::StreamCut,
-            "the provider's stream ended before [DONE]",
-        ))
+    fn data(&mut self, data: &str, out: &mut VecDeque<ModelEvent>) -> Result<bool, ModelError> {
+        self.chunk(data, out)
     }
 }
 
@@ -293,14 +280,10 @@ pub(crate) fn decode_sse(pieces: &[&[u8]]) -> Result<Vec<ModelEvent>, ModelError
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::ModelErrorKind;
 
     fn decode(payloads: &[&str]) -> Result<Vec<ModelEvent>, ModelError> {
-        let mut decoder = Decoder::new(MessageId::from("m"));
-        let mut out = VecDeque::new();
-        for payload in payloads {
-            decoder.data(payload, &mut out)?;
-        }
-        Ok(out.into())
+        crate::model::http::decode_all(Decoder::new(MessageId::from("m")), payloads)
     }
 
     #[test]

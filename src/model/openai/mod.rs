@@ -57,23 +57,31 @@ mod events;
 pub(crate) use events::decode_sse;
 mod request;
 
-use std::{
-    fmt,
-    sync::Arc,
-    task::{Context, Poll},
+use std::{fmt, sync::Arc};
+
+use super::{
+    ModelError, ModelRequest,
+    http::{Endpoint, KeyHeader, http_provider},
 };
-
-use futures_util::future::BoxFuture;
-use tower_service::Service;
-
-use super::{BoxModelStream, ModelError, ModelRequest, http::Endpoint};
 
 #[derive(Clone)]
 struct Config {
     endpoint: Endpoint,
-    /// `{base_url}/chat/completions`.
-    url: String,
-    api_key: Option<String>,
+}
+
+impl Config {
+    /// The call's request, and the decoder of its answer.
+    fn request(
+        &self,
+        request: &ModelRequest,
+    ) -> Result<(reqwest::RequestBuilder, events::Decoder), ModelError> {
+        let body = request::body(&self.endpoint.model, request);
+        let post = self
+            .endpoint
+            .post("/chat/completions")?
+            .body(body.to_string());
+        Ok((post, events::Decoder::new(request.run.message_id.clone())))
+    }
 }
 
 /// A model service for an OpenAI-compatible chat-completions endpoint; see the
@@ -86,84 +94,16 @@ impl OpenAi {
     /// `https://api.openai.com/v1`, `http://127.0.0.1:11434/v1` (Ollama),
     /// `http://127.0.0.1:8080/v1` (llama.cpp).
     pub fn new(base_url: &str, model: impl Into<String>) -> Self {
-        let endpoint = Endpoint::new("openai", base_url, model.into());
         Self(Arc::new(Config {
-            url: format!("{}/chat/completions", endpoint.base_url),
-            endpoint,
-            api_key: None,
+            endpoint: Endpoint::new("openai", KeyHeader::Bearer, base_url, model.into()),
         }))
     }
-
-    fn config(&mut self) -> &mut Config {
-        Arc::make_mut(&mut self.0)
-    }
-
-    /// The bearer token sent with every request. It is never logged nor shown by `Debug`.
-    #[must_use]
-    pub fn api_key(mut self, key: impl Into<String>) -> Self {
-        self.config().api_key = Some(key.into());
-        self
-    }
-
-    /// The bearer token from the environment variable `var`, if it is set and not empty.
-    #[must_use]
-    pub fn api_key_env(self, var: &str) -> Self {
-        match std::env::var(var) {
-            Ok(key) if !key.is_empty() => self.api_key(key),
-            _ => self,
-        }
-    }
-
-    /// The HTTP client (proxies, TLS roots, connect timeout…); default `reqwest::Client::new()`.
-    #[must_use]
-    pub fn client(mut self, client: reqwest::Client) -> Self {
-        self.config().endpoint.client = client;
-        self
-    }
-
-    /// The model's name, as sent to the provider.
-    #[must_use]
-    pub fn model(&self) -> &str {
-        &self.0.endpoint.model
-    }
 }
+
+http_provider!(OpenAi);
 
 impl fmt::Debug for OpenAi {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OpenAi")
-            .field("base_url", &self.0.endpoint.base_url)
-            .field("model", &self.0.endpoint.model)
-            .field("api_key", &self.0.api_key.as_ref().map(|_| "<redacted>"))
-            .finish_non_exhaustive()
-    }
-}
-
-impl Service<ModelRequest> for OpenAi {
-    type Response = BoxModelStream<ModelError>;
-    type Error = ModelError;
-    type Future = BoxFuture<'static, Result<Self::Response, ModelError>>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: ModelRequest) -> Self::Future {
-        let config = self.0.clone();
-        Box::pin(async move {
-            let body = request::body(&config.endpoint.model, &request);
-            let mut post = config
-                .endpoint
-                .client
-                .post(&config.url)
-                .body(body.to_string());
-            if let Some(key) = &config.api_key {
-                post = post.bearer_auth(key);
-            }
-            let decoder = events::Decoder::new(request.run.message_id.clone());
-            config
-                .endpoint
-                .answer(post, error::from_response, decoder)
-                .await
-        })
+        f.debug_tuple("OpenAi").field(&self.0.endpoint).finish()
     }
 }
