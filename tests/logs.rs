@@ -4,6 +4,7 @@
 
 #[path = "support/json_logs.rs"]
 mod json_logs;
+mod support;
 
 use json_logs::JsonLogged;
 use serde_json::json;
@@ -165,5 +166,39 @@ async fn settings_that_do_nothing_together_are_said_to() {
         .await;
     assert_eq!(retention["level"], "WARN", "{retention}");
     logs.base().await;
+    logs.kill().await;
+}
+
+/// `--memory-runs` bounds the memory store: past it, the oldest ended run is forgotten (its
+/// events answer 404), the latest are kept.
+#[tokio::test]
+async fn the_memory_store_keeps_as_many_ended_runs_as_it_is_told() {
+    let mut logs = JsonLogged::serve(&["--store", "memory", "--memory-runs", "2"], &[]);
+    let base = logs.base().await;
+    let mut runs = Vec::new();
+    for n in 0..3 {
+        let events = support::user_run(&base, &format!("bounded-{n}"), "hi").await;
+        runs.push(events[0]["runId"].as_str().unwrap().to_owned());
+    }
+    let client = reqwest::Client::new();
+    let status = |run: String| {
+        let client = client.clone();
+        let base = base.clone();
+        async move {
+            client
+                .get(format!("{base}/runs/{run}/events"))
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    assert_eq!(
+        status(runs[0].clone()).await,
+        404,
+        "the oldest is forgotten"
+    );
+    assert_eq!(status(runs[2].clone()).await, 200);
     logs.kill().await;
 }

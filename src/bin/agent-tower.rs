@@ -384,7 +384,8 @@ struct Serve {
     error_detail: Detail,
     /// Where runs, their events and pending interrupts are kept: `sqlite://path` (created if
     /// missing), `postgres://…` (several instances may share it), or `memory` (also `none`: this
-    /// process only, bounded). Interrupts, re-joins and replays work with every store.
+    /// process only, bounded by `--memory-runs` and `--memory-bytes`). Interrupts, re-joins and
+    /// replays work with every store.
     #[arg(
         help_heading = "Store",
         long,
@@ -392,6 +393,18 @@ struct Serve {
         env = "AGENT_TOWER_STORE"
     )]
     store: String,
+    /// With `--store memory`: the most ended runs kept, the oldest forgotten first.
+    #[arg(
+        help_heading = "Store",
+        long,
+        default_value_t = 10_000,
+        value_name = "RUNS"
+    )]
+    memory_runs: usize,
+    /// With `--store memory`: the most bytes of events kept (ended runs are forgotten to make
+    /// room; a live run past it stops with `run_too_large`).
+    #[arg(help_heading = "Store", long, default_value_t = 256 * 1024 * 1024, value_name = "BYTES")]
+    memory_bytes: usize,
     /// How long runs are kept once they ended (e.g. `30d`): older ones (their events, their
     /// decided interrupts) are deleted every hour, a few at a time. Threads keep their latest
     /// conversation; runs waiting for a decision are kept. Unset: every run is kept.
@@ -1624,8 +1637,21 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         }
     };
     let mut kept = None;
+    let memory_bounds = [
+        ("--memory-runs", args.memory_runs != 10_000),
+        ("--memory-bytes", args.memory_bytes != 256 * 1024 * 1024),
+    ];
     if matches!(args.store.as_str(), "none" | "memory") {
-        tracing::info!("runs are kept in memory (bounded, until the process exits)");
+        tracing::info!(
+            runs = args.memory_runs,
+            bytes = args.memory_bytes,
+            "runs are kept in memory (bounded, until the process exits)"
+        );
+        engine = engine.log(
+            agent_tower::runs::MemoryLog::new()
+                .max_runs(args.memory_runs)
+                .max_bytes(args.memory_bytes),
+        );
         if args.retain_runs.is_some() || args.retain_threads.is_some() {
             tracing::warn!(
                 "--retain-runs and --retain-threads are ignored: runs in memory are bounded, and \
@@ -1633,6 +1659,9 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
             );
         }
     } else {
+        for (flag, _) in memory_bounds.iter().filter(|(_, given)| *given) {
+            tracing::warn!("{flag} is ignored: runs are kept in the store");
+        }
         let store = agent_tower::store::RunStore::open(&args.store).await?;
         tracing::info!(store = %store_name(&args.store), "runs are kept in the store");
         store.on_commit(metrics.store_commits());
