@@ -274,6 +274,14 @@ pub struct ScriptedStream {
 enum Planned {
     Event(ModelEvent),
     Filler(u64),
+    /// Text or reasoning streamed a word at a time from `at`: a long echo costs its text, not
+    /// an event per word up front.
+    Words {
+        message_id: MessageId,
+        text: String,
+        at: usize,
+        reasoning: bool,
+    },
     Fail(ModelError),
 }
 
@@ -303,6 +311,36 @@ impl Stream for ScriptedStream {
             Some(Planned::Fail(error)) => {
                 self.queue.clear();
                 Some(Err(error))
+            }
+            Some(Planned::Words {
+                message_id,
+                text,
+                at,
+                reasoning,
+            }) => {
+                let word = words(&text[at..]).next().unwrap_or_default();
+                let delta = word.into();
+                let next = at + word.len();
+                let event = if reasoning {
+                    ModelEvent::ReasoningDelta {
+                        message_id: message_id.clone(),
+                        delta,
+                    }
+                } else {
+                    ModelEvent::TextDelta {
+                        message_id: message_id.clone(),
+                        delta,
+                    }
+                };
+                if next < text.len() {
+                    self.queue.push_front(Planned::Words {
+                        message_id,
+                        text,
+                        at: next,
+                        reasoning,
+                    });
+                }
+                Some(Ok(event))
             }
             Some(Planned::Filler(left)) => {
                 if left > 1 {
@@ -362,27 +400,28 @@ impl Plan {
         }
     }
 
+    fn words(&mut self, message_id: MessageId, text: String, reasoning: bool) {
+        if text.is_empty() {
+            return;
+        }
+        self.output_tokens += words(&text).count() as u64;
+        self.queue.push_back(Planned::Words {
+            message_id,
+            text,
+            at: 0,
+            reasoning,
+        });
+    }
+
     fn step(&mut self, step: Step) {
         match step {
             Step::Text(text) => {
-                for word in words(&text) {
-                    self.output_tokens += 1;
-                    self.queue.push_back(Planned::Event(ModelEvent::TextDelta {
-                        message_id: self.message_id.clone(),
-                        delta: word.into(),
-                    }));
-                }
+                let message_id = self.message_id.clone();
+                self.words(message_id, text, false);
             }
             Step::Reasoning(text) => {
                 let message_id = MessageId::from(format!("{}-reasoning", self.message_id));
-                for word in words(&text) {
-                    self.output_tokens += 1;
-                    self.queue
-                        .push_back(Planned::Event(ModelEvent::ReasoningDelta {
-                            message_id: message_id.clone(),
-                            delta: word.into(),
-                        }));
-                }
+                self.words(message_id, text, true);
             }
             Step::ToolCall { name, arguments } => {
                 let id = ToolCallId::from(format!("{}-call-{}", self.message_id, self.calls));
