@@ -604,8 +604,8 @@ struct ModelArgs {
     /// ends with `RUN_ERROR` code `timeout`.
     #[arg(help_heading = "Model", long, default_value = "60s", value_parser = humantime::parse_duration, value_name = "DURATION")]
     idle_timeout: Duration,
-    /// Retries of a call that failed before its first token (rate limited, server error,
-    /// unreachable, timed out).
+    /// Retries of a call that failed before its first token (rate limited, overloaded, a server
+    /// error, unreachable, cut off, timed out).
     #[arg(help_heading = "Model", long, default_value_t = 2)]
     retries: u32,
     /// The sampling temperature sent with each call (the provider's default when absent).
