@@ -28,6 +28,7 @@
 //! | `agent_tower_store_commit_seconds` | histogram | (a `RunStore`'s group commits, given [`store_commits`](Metrics::store_commits)) |
 //! | `agent_tower_group_runs_ended_total` | counter | `group`, `outcome` (given [`PrincipalGroups`]) |
 //! | `agent_tower_group_model_tokens_total` | counter | `group`, `type` (given [`PrincipalGroups`]) |
+//! | `agent_tower_group_model_cost_usd_total` | counter | `group` (given [`PrincipalGroups`] and prices) |
 //! | `agent_tower_http_requests_total` | counter | `route` (the route's template, `/runs/{run_id}/events`), `method`, `status` (counted by the server's routes) |
 //! | `agent_tower_http_request_seconds` | histogram | `route`: time to the response's head (for a stream, to its first byte) |
 //! | `process_cpu_seconds_total`, `process_resident_memory_bytes`, `process_virtual_memory_bytes`, `process_open_fds`, `process_max_fds`, `process_threads`, `process_start_time_seconds` | counter, gauges | (the process's, read when scraped, where the platform has them) |
@@ -132,6 +133,11 @@ struct GroupTokenLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GroupLabel {
+    group: Arc<str>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ToolLabel {
     tool: String,
     outcome: &'static str,
@@ -175,6 +181,7 @@ struct Inner {
     groups: PrincipalGroups,
     group_ended: Family<GroupEndLabels, Counter>,
     group_tokens: Family<GroupTokenLabels, Counter>,
+    group_cost: Family<GroupLabel, Counter<f64, std::sync::atomic::AtomicU64>>,
     #[cfg(feature = "server")]
     http_requests: Family<HttpLabels, Counter>,
     #[cfg(feature = "server")]
@@ -286,7 +293,14 @@ impl Metrics {
         );
         let group_ended = Family::<GroupEndLabels, Counter>::default();
         let group_tokens = Family::<GroupTokenLabels, Counter>::default();
+        let group_cost =
+            Family::<GroupLabel, Counter<f64, std::sync::atomic::AtomicU64>>::default();
         if !groups.is_empty() {
+            registry.register(
+                "group_model_cost_usd",
+                "What the models cost, in US dollars, by group of principals",
+                group_cost.clone(),
+            );
             registry.register(
                 "group_runs_ended",
                 "Runs ended, by group of principals and outcome",
@@ -334,6 +348,7 @@ impl Metrics {
             groups,
             group_ended,
             group_tokens,
+            group_cost,
             #[cfg(feature = "server")]
             http_requests,
             #[cfg(feature = "server")]
@@ -387,6 +402,12 @@ impl Metrics {
         for usage in usage.unwrap_or_default() {
             if let Some(cost) = usage.cost {
                 self.0.cost.inc_by(cost.usd());
+                if let Some(group) = &group {
+                    let label = GroupLabel {
+                        group: group.clone(),
+                    };
+                    self.0.group_cost.get_or_create(&label).inc_by(cost.usd());
+                }
             }
             for (kind, tokens) in [
                 ("input", usage.input_tokens),
@@ -634,6 +655,13 @@ mod tests {
             .find_map(|line| line.strip_prefix("agent_tower_model_cost_usd_total "))
             .and_then(|value| value.parse::<f64>().ok());
         assert_eq!(cost, Some(1.0), "four runs of $0.25: {text}");
+        let support = text
+            .lines()
+            .find_map(|line| {
+                line.strip_prefix("agent_tower_group_model_cost_usd_total{group=\"support\"} ")
+            })
+            .and_then(|value| value.parse::<f64>().ok());
+        assert_eq!(support, Some(0.5), "alice's and bob's: {text}");
         let tokens = "agent_tower_group_model_tokens_total{group=\"support\",type=\"output\"}";
         assert_eq!(value(&text, tokens), Some(14), "{text}");
         assert!(!text.contains("alice"), "principals are not labels: {text}");
