@@ -40,7 +40,7 @@ fn result(events: &[Value]) -> String {
 }
 
 #[tokio::test]
-async fn rules_ask_before_an_mcp_write_tool_and_not_before_a_read_tool() {
+async fn rules_and_annotations_decide_which_mcp_calls_are_asked_about() {
     let everything = support::node_modules()
         .await
         .join("@modelcontextprotocol/server-everything/dist/index.js");
@@ -65,10 +65,11 @@ store = "memory"
     let mut server = JsonLogged::start(&["--config", &file, "serve"], &[]);
     let base = server.base().await;
 
-    // Not marked read-only by its server, named by no rule: asked about.
+    // Not read-only but marked not destructive by its server, named by no rule: it runs as the
+    // mode lets edits run (a destructive one is asked about: `tests/mcp.rs`).
     let write = run(&base, "write", "ev__toggle-simulated-logging {}").await;
-    assert_eq!(outcome(&write), "interrupt", "{write:?}");
-    assert_eq!(result(&write), "", "it did not run");
+    assert_eq!(outcome(&write), "success", "{write:?}");
+    assert!(result(&write).contains("simulated"), "{write:?}");
 
     // Marked read-only: runs.
     let read = run(&base, "read", "ev__get-env {}").await;
