@@ -155,42 +155,6 @@ impl Decoder {
         }
     }
 
-    /// One event's data; `Ok(true)` at `message_stop`.
-    fn event(&mut self, data: &str, out: &mut VecDeque<ModelEvent>) -> Result<bool, ModelError> {
-        let event: Wire = serde_json::from_str(data).map_err(unreadable)?;
-        match event {
-            Wire::MessageStart { message } => {
-                if let Some(usage) = message.usage {
-                    self.count(&usage);
-                }
-            }
-            Wire::ContentBlockStart {
-                index,
-                content_block,
-            } => self.start(index, content_block, out),
-            Wire::ContentBlockDelta { index, delta } => self.delta(index, delta, out),
-            Wire::ContentBlockStop { index } => self.stop(index, out),
-            Wire::MessageDelta { delta, usage } => {
-                if let Some(reason) = delta.stop_reason {
-                    self.stop = Some(finish_reason(&reason));
-                }
-                if let Some(usage) = usage {
-                    self.count(&usage);
-                }
-            }
-            Wire::MessageStop => {
-                out.push_back(ModelEvent::Usage(std::mem::take(&mut self.usage)));
-                out.push_back(ModelEvent::Finish(
-                    self.stop.take().unwrap_or(FinishReason::Stop),
-                ));
-                return Ok(true);
-            }
-            Wire::Error { error } => return Err(error::from_stream(&error)),
-            Wire::Ping | Wire::Other => {}
-        }
-        Ok(false)
-    }
-
     /// Counts as the API reports them: `input_tokens` without the cached ones (added here, so
     /// that the input is the whole prompt as other providers count it), `output_tokens`
     /// cumulative.
@@ -333,8 +297,40 @@ impl Decoder {
 impl Decode for Decoder {
     const LAST: &'static str = "message_stop";
 
+    /// One event's data; `Ok(true)` at `message_stop`.
     fn data(&mut self, data: &str, out: &mut VecDeque<ModelEvent>) -> Result<bool, ModelError> {
-        self.event(data, out)
+        let event: Wire = serde_json::from_str(data).map_err(unreadable)?;
+        match event {
+            Wire::MessageStart { message } => {
+                if let Some(usage) = message.usage {
+                    self.count(&usage);
+                }
+            }
+            Wire::ContentBlockStart {
+                index,
+                content_block,
+            } => self.start(index, content_block, out),
+            Wire::ContentBlockDelta { index, delta } => self.delta(index, delta, out),
+            Wire::ContentBlockStop { index } => self.stop(index, out),
+            Wire::MessageDelta { delta, usage } => {
+                if let Some(reason) = delta.stop_reason {
+                    self.stop = Some(finish_reason(&reason));
+                }
+                if let Some(usage) = usage {
+                    self.count(&usage);
+                }
+            }
+            Wire::MessageStop => {
+                out.push_back(ModelEvent::Usage(std::mem::take(&mut self.usage)));
+                out.push_back(ModelEvent::Finish(
+                    self.stop.take().unwrap_or(FinishReason::Stop),
+                ));
+                return Ok(true);
+            }
+            Wire::Error { error } => return Err(error::from_stream(&error)),
+            Wire::Ping | Wire::Other => {}
+        }
+        Ok(false)
     }
 }
 

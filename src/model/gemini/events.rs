@@ -127,39 +127,6 @@ impl Decoder {
         }
     }
 
-    /// One `data:` payload.
-    fn chunk(&mut self, data: &str, out: &mut VecDeque<ModelEvent>) -> Result<(), ModelError> {
-        let chunk: Chunk = serde_json::from_str(data).map_err(unreadable)?;
-        if let Some(error) = &chunk.error {
-            return Err(error::from_stream(error));
-        }
-        if let Some(reason) = chunk.prompt_feedback.and_then(|f| f.block_reason) {
-            // The prompt itself was blocked: no candidate comes.
-            tracing::debug!(%reason, "the provider blocked the prompt");
-            self.finish = Some(FinishReason::ContentFilter);
-        }
-        // Only the first candidate: one answer per step.
-        for candidate in chunk.candidates.into_iter().filter(|c| c.index == 0) {
-            for part in candidate.content.map(|c| c.parts).unwrap_or_default() {
-                self.part(part, out);
-            }
-            if let Some(reason) = candidate.finish_reason {
-                self.finish = Some(finish_reason(&reason)?);
-            }
-        }
-        if let Some(usage) = chunk.usage_metadata {
-            let thoughts = usage.thoughts_token_count;
-            self.usage = Some(Usage {
-                input_tokens: usage.prompt_token_count,
-                output_tokens: usage.candidates_token_count + thoughts.unwrap_or(0),
-                reasoning_tokens: thoughts,
-                cached_input_tokens: usage.cached_content_token_count,
-                ..Usage::default()
-            });
-        }
-        Ok(())
-    }
-
     fn part(&mut self, part: Part, out: &mut VecDeque<ModelEvent>) {
         if let Some(call) = part.function_call {
             // A call comes whole: its arguments are complete.
@@ -208,9 +175,37 @@ impl Decoder {
 impl Decode for Decoder {
     const LAST: &'static str = "its finish reason";
 
-    /// Never the last: the body ends after the chunk that finishes.
+    /// One `data:` payload; never the last: the body ends after the chunk that finishes.
     fn data(&mut self, data: &str, out: &mut VecDeque<ModelEvent>) -> Result<bool, ModelError> {
-        self.chunk(data, out).map(|()| false)
+        let chunk: Chunk = serde_json::from_str(data).map_err(unreadable)?;
+        if let Some(error) = &chunk.error {
+            return Err(error::from_stream(error));
+        }
+        if let Some(reason) = chunk.prompt_feedback.and_then(|f| f.block_reason) {
+            // The prompt itself was blocked: no candidate comes.
+            tracing::debug!(%reason, "the provider blocked the prompt");
+            self.finish = Some(FinishReason::ContentFilter);
+        }
+        // Only the first candidate: one answer per step.
+        for candidate in chunk.candidates.into_iter().filter(|c| c.index == 0) {
+            for part in candidate.content.map(|c| c.parts).unwrap_or_default() {
+                self.part(part, out);
+            }
+            if let Some(reason) = candidate.finish_reason {
+                self.finish = Some(finish_reason(&reason)?);
+            }
+        }
+        if let Some(usage) = chunk.usage_metadata {
+            let thoughts = usage.thoughts_token_count;
+            self.usage = Some(Usage {
+                input_tokens: usage.prompt_token_count,
+                output_tokens: usage.candidates_token_count + thoughts.unwrap_or(0),
+                reasoning_tokens: thoughts,
+                cached_input_tokens: usage.cached_content_token_count,
+                ..Usage::default()
+            });
+        }
+        Ok(false)
     }
 
     /// The body ends after the chunk that finished; without one it was cut.

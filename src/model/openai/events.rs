@@ -127,65 +127,6 @@ impl Decoder {
         }
     }
 
-    /// One `data:` payload; `Ok(true)` at `[DONE]`.
-    fn chunk(&mut self, data: &str, out: &mut VecDeque<ModelEvent>) -> Result<bool, ModelError> {
-        if data.trim() == "[DONE]" {
-            self.end_calls(out)?;
-            let reason = match self.finish.take() {
-                // Some servers (Ollama) say `stop` after calling tools.
-                Some(FinishReason::Stop) | None if !self.calls.is_empty() => {
-                    FinishReason::ToolCalls
-                }
-                Some(reason) => reason,
-                None => FinishReason::Stop,
-            };
-            out.push_back(ModelEvent::Finish(reason));
-            return Ok(true);
-        }
-        // One parse, into the chunk's own types.
-        let chunk: Chunk = serde_json::from_str(data).map_err(unreadable)?;
-        if let Some(error) = &chunk.error {
-            return Err(error::from_stream(error));
-        }
-        // Only the first choice: one answer per step.
-        for choice in chunk.choices.unwrap_or_default() {
-            if choice.index != 0 {
-                continue;
-            }
-            let delta = choice.delta.unwrap_or_default();
-            if let Some(text) = delta.reasoning_content.or(delta.reasoning) {
-                self.push_reasoning(text, out);
-            }
-            for text in [delta.content, delta.refusal].into_iter().flatten() {
-                if !text.is_empty() {
-                    out.push_back(ModelEvent::TextDelta {
-                        message_id: self.message_id.clone(),
-                        delta: text.into(),
-                    });
-                }
-            }
-            for call in delta.tool_calls.unwrap_or_default() {
-                self.tool_call(call, out);
-            }
-            if let Some(reason) = choice.finish_reason {
-                self.finish = Some(finish_reason(&reason));
-                self.end_calls(out)?;
-            }
-        }
-        if let Some(usage) = chunk.usage {
-            out.push_back(ModelEvent::Usage(Usage {
-                input_tokens: usage.prompt_tokens,
-                output_tokens: usage.completion_tokens,
-                reasoning_tokens: usage
-                    .completion_tokens_details
-                    .and_then(|d| d.reasoning_tokens),
-                cached_input_tokens: usage.prompt_tokens_details.and_then(|d| d.cached_tokens),
-                ..Usage::default()
-            }));
-        }
-        Ok(false)
-    }
-
     fn push_reasoning(&self, text: String, out: &mut VecDeque<ModelEvent>) {
         if !text.is_empty() {
             out.push_back(ModelEvent::ReasoningDelta {
@@ -266,8 +207,63 @@ impl Decoder {
 impl Decode for Decoder {
     const LAST: &'static str = "[DONE]";
 
+    /// One `data:` payload; `Ok(true)` at `[DONE]`.
     fn data(&mut self, data: &str, out: &mut VecDeque<ModelEvent>) -> Result<bool, ModelError> {
-        self.chunk(data, out)
+        if data.trim() == "[DONE]" {
+            self.end_calls(out)?;
+            let reason = match self.finish.take() {
+                // Some servers (Ollama) say `stop` after calling tools.
+                Some(FinishReason::Stop) | None if !self.calls.is_empty() => {
+                    FinishReason::ToolCalls
+                }
+                Some(reason) => reason,
+                None => FinishReason::Stop,
+            };
+            out.push_back(ModelEvent::Finish(reason));
+            return Ok(true);
+        }
+        // One parse, into the chunk's own types.
+        let chunk: Chunk = serde_json::from_str(data).map_err(unreadable)?;
+        if let Some(error) = &chunk.error {
+            return Err(error::from_stream(error));
+        }
+        // Only the first choice: one answer per step.
+        for choice in chunk.choices.unwrap_or_default() {
+            if choice.index != 0 {
+                continue;
+            }
+            let delta = choice.delta.unwrap_or_default();
+            if let Some(text) = delta.reasoning_content.or(delta.reasoning) {
+                self.push_reasoning(text, out);
+            }
+            for text in [delta.content, delta.refusal].into_iter().flatten() {
+                if !text.is_empty() {
+                    out.push_back(ModelEvent::TextDelta {
+                        message_id: self.message_id.clone(),
+                        delta: text.into(),
+                    });
+                }
+            }
+            for call in delta.tool_calls.unwrap_or_default() {
+                self.tool_call(call, out);
+            }
+            if let Some(reason) = choice.finish_reason {
+                self.finish = Some(finish_reason(&reason));
+                self.end_calls(out)?;
+            }
+        }
+        if let Some(usage) = chunk.usage {
+            out.push_back(ModelEvent::Usage(Usage {
+                input_tokens: usage.prompt_tokens,
+                output_tokens: usage.completion_tokens,
+                reasoning_tokens: usage
+                    .completion_tokens_details
+                    .and_then(|d| d.reasoning_tokens),
+                cached_input_tokens: usage.prompt_tokens_details.and_then(|d| d.cached_tokens),
+                ..Usage::default()
+            }));
+        }
+        Ok(false)
     }
 }
 
