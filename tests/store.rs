@@ -17,8 +17,8 @@ use agent_tower::{
     permission::Decision,
     run::Interrupt,
     runs::{
-        InterruptStatus, Interrupts, LogError, LoggedEvent, MemoryLog, RunEnd, RunLog, RunStatus,
-        SavedThread, Start, StartError,
+        InterruptStatus, Interrupts, LogError, LoggedEvent, LostRun, MemoryLog, RunEnd, RunLog,
+        RunRecord, RunStatus, SavedThread, Start, StartError,
     },
     store::{Deleted, RunStore, ThreadCursor, ThreadQuery},
 };
@@ -599,8 +599,8 @@ async fn a_dead_instances_runs_are_recovered_once_and_it_is_fenced() {
             "{name}: its heartbeat is fresh"
         );
 
-        // Its heartbeat lapses: as if it died after these writes.
-        dead.heartbeat(Duration::ZERO).await.unwrap();
+        // It releases its runs, as a draining instance does (its heartbeat ends now).
+        dead.release().await.unwrap();
         let lost = alive.lost().await.unwrap();
         let lost_run = lost
             .iter()
@@ -608,13 +608,31 @@ async fn a_dead_instances_runs_are_recovered_once_and_it_is_fenced() {
             .expect("lost")
             .clone();
         assert_eq!(lost_run.record.last_seq, 2, "{name}");
-        let terminal = LoggedEvent::from_json(0, r#"{"type":"RUN_ERROR","code":"run_lost"}"#);
+        let terminal = [LoggedEvent::from_json(
+            0,
+            r#"{"type":"RUN_ERROR","code":"run_lost"}"#,
+        )];
+        let stale = LostRun {
+            record: RunRecord {
+                last_seq: 1,
+                ..lost_run.record.clone()
+            },
+            ..lost_run.clone()
+        };
+        assert!(
+            alive
+                .recover(&stale, &terminal, false)
+                .await
+                .unwrap()
+                .is_none(),
+            "{name}: a log that grew since it was read is not recovered"
+        );
         let closed = alive
             .recover(&lost_run, &terminal, false)
             .await
             .unwrap()
             .expect("recovered");
-        assert_eq!((closed.terminal.seq, closed.lease), (3, None), "{name}");
+        assert_eq!((closed.events[0].seq, closed.lease), (3, None), "{name}");
         assert!(
             alive
                 .recover(&lost_run, &terminal, false)
@@ -640,17 +658,31 @@ async fn a_dead_instances_runs_are_recovered_once_and_it_is_fenced() {
             .into_iter()
             .find(|l| l.record.run_id == other)
             .expect("lost");
+        // Taken over to continue: the events that bridge the cut go on the log, numbered after
+        // it, and the run stays running under the new owner.
+        let bridge = [
+            LoggedEvent::from_json(0, r#"{"type":"CUSTOM","name":"agent_tower.takeover"}"#),
+            LoggedEvent::from_json(0, r#"{"type":"STEP_FINISHED","stepName":"s"}"#),
+        ];
         let taken = alive
-            .recover(&lost_other, &terminal, true)
+            .recover(&lost_other, &bridge, true)
             .await
             .unwrap()
             .expect("taken");
-        let new_lease = taken.lease.expect("a lease to run again");
-        assert_eq!(new_lease.last_seq, 1, "{name}: after the terminal");
+        let seqs: Vec<u64> = taken.events.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, [1, 2], "{name}");
+        let new_lease = taken.lease.expect("a lease to continue");
+        assert_eq!(new_lease.last_seq, 2, "{name}: after the bridge");
+        let page = alive.read(&other, 0, 10).await.unwrap().unwrap();
+        assert_eq!(
+            (page.status, page.events.len()),
+            (RunStatus::Running, 2),
+            "{name}"
+        );
         alive
             .write(
                 &new_lease,
-                &events(2..=2),
+                &events(3..=3),
                 Some(&RunEnd::new(RunStatus::Finished)),
             )
             .await

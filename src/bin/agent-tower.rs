@@ -424,9 +424,10 @@ struct Serve {
     /// How long a run's owner may stay silent before its run counts as lost (e.g. `30s`).
     #[arg(help_heading = "Store", long, default_value = "30s", value_parser = parse_lease, value_name = "DURATION")]
     lease: Duration,
-    /// After SIGTERM or Ctrl-C, how long open responses may take to end (each run in flight
-    /// gets its terminal event at once) before the process exits anyway (e.g. a client that
-    /// stopped reading).
+    /// After SIGTERM or Ctrl-C, how long runs in flight may go on, and open responses take to
+    /// end, before the process exits. On a store, runs still going then are handed over:
+    /// another instance (or this one, restarted) continues them. In memory, each run in flight
+    /// gets its terminal event at once.
     #[arg(help_heading = "Serving", long, default_value = "10s", value_parser = humantime::parse_duration, value_name = "DURATION")]
     drain_timeout: Duration,
     /// How long an interrupt (a call of `remember` waiting for approval) can be resumed.
@@ -1672,6 +1673,7 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         }
         engine = engine.log(store);
     }
+    let draining = engine.clone();
     let mut server = AguiServer::with_runs(engine)
         .path(args.path.clone())
         .keep_alive(args.keep_alive.max(Duration::from_secs(1)))
@@ -1735,26 +1737,36 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         .header_timeout(args.header_timeout)
         .write_timeout(args.write_timeout)
         .max_connections(args.max_connections as usize);
-    let serving = connections.serve(listener, router, runs, async move {
-        let signal = shutdown_signal().await;
-        tracing::info!(%signal, "shutting down: cancelling runs in flight");
-        let _ = stopping.send(());
-    });
+    // The engine, not the connections, decides what becomes of the runs in flight.
+    let serving = tokio::spawn(connections.serve(
+        listener,
+        router,
+        CancellationToken::new(),
+        async move {
+            let signal = shutdown_signal().await;
+            tracing::info!(%signal, "shutting down: no new runs; runs in flight go on until the drain timeout");
+            let _ = stopping.send(());
+        },
+    ));
+    if stopped.await.is_err() {
+        // The server stopped by itself.
+        return Ok(serving.await??);
+    }
     let drain = args.drain_timeout;
-    tokio::select! {
-        served = serving => served?,
-        () = async {
-            if stopped.await.is_ok() {
-                tokio::time::sleep(drain).await;
-            } else {
-                std::future::pending::<()>().await;
-            }
-        } => {
-            tracing::warn!(
-                drain_timeout = %humantime::format_duration(drain),
-                "responses still open after the drain timeout: exiting"
-            );
+    let deadline = tokio::time::Instant::now() + drain;
+    match draining.hand_over(drain).await {
+        Ok(0) => {}
+        Ok(runs) => tracing::info!(runs, "runs in flight were handed over"),
+        Err(error) => {
+            tracing::warn!(%error, "runs in flight could not be released: they are continued elsewhere once this instance's lease runs out")
         }
+    }
+    runs.cancel();
+    if tokio::time::timeout_at(deadline, serving).await.is_err() {
+        tracing::warn!(
+            drain_timeout = %humantime::format_duration(drain),
+            "responses still open after the drain timeout: exiting"
+        );
     }
     if let Some(store) = kept {
         // The file alone then holds every run: a copy of it is a backup.

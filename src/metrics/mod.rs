@@ -14,8 +14,9 @@
 //!
 //! | Metric | Type | Labels |
 //! | --- | --- | --- |
-//! | `agent_tower_runs_started_total` | counter | |
-//! | `agent_tower_runs_ended_total` | counter | `outcome` (`success`, `interrupted`, `cancelled`, `error`, `disconnected`, `stopped`), `code` (the `RUN_ERROR` code, or empty) |
+//! | `agent_tower_runs_started_total` | counter | (a run continued after its server stopped counts again where it continues) |
+//! | `agent_tower_runs_ended_total` | counter | `outcome` (`success`, `interrupted`, `cancelled`, `error`, `disconnected`, `stopped`, `handed_over`: left by a draining server for another to continue), `code` (the `RUN_ERROR` code, or empty) |
+//! | `agent_tower_runs_recovered_total` | counter | `outcome` (`continued`: a run whose server stopped, continued here from its log; `lost`: ended with `run_lost`) |
 //! | `agent_tower_runs_active` | gauge | |
 //! | `agent_tower_run_events_total` | counter | |
 //! | `agent_tower_run_first_event_seconds` | histogram | |
@@ -75,6 +76,8 @@ enum Outcome {
     Disconnected,
     /// Its log failed, or another instance took it over.
     Stopped,
+    /// A draining instance left it for another to continue.
+    HandedOver,
 }
 
 impl Outcome {
@@ -84,6 +87,7 @@ impl Outcome {
             Ended::Detached(end) => Self::of(end, failed),
             Ended::Disconnected => Self::Disconnected,
             Ended::LogFailed(_) => Self::Stopped,
+            Ended::HandedOver => Self::HandedOver,
             Ended::Failed(_) | Ended::Refused(_) => Self::Error,
             _ if failed => Self::Error,
             Ended::Finished(StopReason::Interrupted) => Self::Interrupted,
@@ -100,6 +104,7 @@ impl Outcome {
             Self::Error => "error",
             Self::Disconnected => "disconnected",
             Self::Stopped => "stopped",
+            Self::HandedOver => "handed_over",
         }
     }
 }
@@ -165,6 +170,7 @@ struct Inner {
     registry: Registry,
     started: Counter,
     ended: Family<EndLabels, Counter>,
+    recovered: Family<OutcomeLabel, Counter>,
     active: Gauge,
     events: Counter,
     first_event: Histogram,
@@ -236,6 +242,7 @@ impl Metrics {
         let registry = root.sub_registry_with_prefix("agent_tower");
         let started = Counter::default();
         let ended = Family::<EndLabels, Counter>::default();
+        let recovered = Family::<OutcomeLabel, Counter>::default();
         let active = Gauge::default();
         let events = Counter::default();
         let first_event = seconds();
@@ -252,6 +259,11 @@ impl Metrics {
             "runs_ended",
             "Runs ended, by outcome and RUN_ERROR code",
             ended.clone(),
+        );
+        registry.register(
+            "runs_recovered",
+            "Runs whose server stopped, continued here or ended as lost",
+            recovered.clone(),
         );
         registry.register("runs_active", "Runs being driven now", active.clone());
         registry.register("run_events", "Events written to run logs", events.clone());
@@ -334,6 +346,7 @@ impl Metrics {
             registry: root,
             started,
             ended,
+            recovered,
             active,
             events,
             first_event,
@@ -496,6 +509,14 @@ impl RunObserver for Metrics {
             self.0.followers.dec();
         }
     }
+
+    fn on_recovered(&self, continued: bool) {
+        let outcome = if continued { "continued" } else { "lost" };
+        self.0
+            .recovered
+            .get_or_create(&OutcomeLabel { outcome })
+            .inc();
+    }
 }
 
 /// Counts tool calls by tool and outcome in the [`Metrics`] of the run they belong to (the run
@@ -621,6 +642,7 @@ mod tests {
             run_id: "r".into(),
             principal: principal.map(str::to_owned),
             events: 3,
+            attempt: 1,
             duration: Duration::from_millis(5),
             end: Ended::Finished(StopReason::EndTurn),
             code: None,

@@ -11,7 +11,7 @@ use super::{
     Start, StartError, args_hash,
     driver::{Ended, Launch, RunSummary},
     quota::Admitted,
-    request::kept,
+    request::stored,
 };
 use crate::{
     agui::{
@@ -230,7 +230,7 @@ struct Prepared {
     invalid: Option<String>,
 }
 
-fn prepare(input: RunAgentInput, principal: Option<Principal>) -> Prepared {
+fn prepare(input: RunAgentInput, principal: Option<Principal>, durable: bool) -> Prepared {
     let resume = input.resume.as_deref().unwrap_or_default();
     let mut invalid = None;
     let mut answers = Vec::with_capacity(resume.len());
@@ -253,9 +253,11 @@ fn prepare(input: RunAgentInput, principal: Option<Principal>) -> Prepared {
         }
     }
     let as_json = serde_json::to_value(&input).unwrap_or(Value::Null);
-    // A run that applies decisions keeps what it needs to run again (its conversation is the
-    // thread's).
-    let request = (!resume.is_empty()).then(|| kept(&input));
+    // What a server continuing the run after this one stopped needs (a run that applies
+    // decisions: its conversation is the thread's); a log that ends with this process keeps
+    // only that.
+    let continues = !resume.is_empty();
+    let request = (continues || durable).then(|| stored(&input, continues));
     Prepared {
         start: Start {
             thread_id: input.thread_id.clone(),
@@ -429,7 +431,7 @@ where
             return Err(NotTaken::Error(BeginError::ShuttingDown));
         }
         self.sweep();
-        let prepared = Arc::new(prepare(input, principal));
+        let prepared = Arc::new(prepare(input, principal, self.inner.log.durable()));
         loop {
             // The start and what it implies (the driver's task, the recorded refusal) run in a
             // task of their own: a caller that goes away cannot cut them in half.
@@ -510,9 +512,10 @@ where
                 let cancel = self.launch(Launch {
                     lease,
                     input: prepared.input.clone(),
-                    continues: start.request.is_some(),
+                    continues: !start.resume.is_empty(),
                     attempts: 1,
                     principal: start.principal.clone(),
+                    takeover: None,
                     _permit: Some(permit),
                     _admitted: admitted,
                 });
@@ -584,6 +587,7 @@ where
                     run_id: start.run_id.clone(),
                     principal: start.principal.as_ref().map(|p| p.name().to_owned()),
                     events: 2,
+                    attempt: 1,
                     duration: Duration::ZERO,
                     end: Ended::Refused(code),
                     code: Some(code.to_owned()),

@@ -15,7 +15,8 @@ use super::{
     Inner, Lease, LogError, Logged, LoggedEvent, LostRun, OnRunEnd, RunEnd, RunRecord, RunStatus,
     hub::Topic,
     quota::{Admitted, Limit},
-    request::{kept, run_request},
+    request::{kept, run_request, stored},
+    takeover::{Progress, unanswered},
 };
 use crate::{
     BoxError,
@@ -25,7 +26,8 @@ use crate::{
     },
     context::Principal,
     id::{RunId, ThreadId},
-    run::{RunOutcome, RunService, StopReason},
+    run::{RunOutcome, RunRequest, RunService, StopReason},
+    tool::CutOff,
     transport::{Channel, OnDisconnect},
 };
 
@@ -48,6 +50,9 @@ pub enum Ended {
     Disconnected,
     /// Its viewer went away and the run went on without it, to this end.
     Detached(Box<Ended>),
+    /// Its server drained and left it, unfinished, for another to continue
+    /// ([`Runs::hand_over`](super::Runs::hand_over)).
+    HandedOver,
 }
 
 impl Ended {
@@ -71,6 +76,7 @@ impl fmt::Display for Ended {
             Self::LogFailed(error) => write!(f, "stopped: its log failed ({error})"),
             Self::Disconnected => f.pad("cancelled (client disconnected)"),
             Self::Detached(end) => write!(f, "{end}, after the client disconnected"),
+            Self::HandedOver => f.pad("handed over to be continued elsewhere"),
         }
     }
 }
@@ -86,6 +92,8 @@ pub struct RunSummary {
     pub principal: Option<String>,
     /// Events the run wrote to its log (this attempt).
     pub events: u64,
+    /// Which attempt ended, from 1 (a run continued after its server stopped: 2 and up).
+    pub attempt: u32,
     /// From the start to the end.
     pub duration: Duration,
     /// How it ended.
@@ -103,6 +111,7 @@ pub(super) fn log_run_end() -> OnRunEnd {
                     run_id = %run.run_id,
                     principal = run.principal.as_deref().unwrap_or_default(),
                     events = run.events,
+                    attempt = run.attempt,
                     duration_ms = run.duration.as_millis() as u64,
                     outcome = %run.end,
                     code = run.code.as_deref().unwrap_or_default(),
@@ -129,6 +138,8 @@ pub(super) struct Launch {
     pub(super) attempts: u32,
     /// Who started it (a run taken over after a crash: whom it belongs to).
     pub(super) principal: Option<Principal>,
+    /// What it had done before its server stopped, when this attempt continues it.
+    pub(super) takeover: Option<Progress>,
     /// Its place among the live runs, held until it ends.
     pub(super) _permit: Option<tokio::sync::OwnedSemaphorePermit>,
     /// Its place among its principal's live runs, held until it ends.
@@ -169,8 +180,9 @@ where
             taken: (0, 0),
             terminal: false,
             unbilled: 0,
+            resumed: false,
         };
-        tokio::spawn(driver.run());
+        self.drivers.spawn(driver.run());
         cancel
     }
 
@@ -219,6 +231,8 @@ struct Driver<A> {
     terminal: bool,
     /// Bytes taken and not yet counted against its principal's day.
     unbilled: u64,
+    /// Whether this attempt continues the run, its `RUN_STARTED` not yet dropped.
+    resumed: bool,
 }
 
 /// How many bytes of a run's events are counted against its principal's day at once.
@@ -252,6 +266,7 @@ where
 {
     async fn run(mut self) {
         let (tx, mut rx) = Channel::<Event>::bounded(self.inner.config.channel_capacity);
+        let mut batch: Vec<LoggedEvent> = Vec::new();
         // In a block of its own: the request is not kept beside the run that consumes it, for
         // as long as the run lasts.
         let mut run = {
@@ -261,6 +276,9 @@ where
                 Ok(req) => req,
                 Err(error) => return self.abandon(error),
             };
+            if let Some(progress) = self.launch.takeover.take() {
+                self.continue_from(&mut req, progress, &mut batch);
+            }
             req.run.sinks.insert(tx);
             // The driver reads every event: the run never loses its sink to a viewer leaving.
             req.run.sinks.on_disconnect = Some(OnDisconnect::Continue);
@@ -272,20 +290,30 @@ where
         };
 
         let mut result: Option<Result<RunOutcome, BoxError>> = None;
-        let mut batch: Vec<LoggedEvent> = Vec::new();
         let mut writing: Option<Write> = None;
         let mut closed = false;
         // Why the run was stopped before its end, and the code its end says it with.
         let mut full: Option<(&str, String)> = None;
+        let handing_over = self.inner.handing_over.clone();
+        let mut handed = false;
         loop {
+            if handed && writing.is_none() {
+                // What was not written is done again where the run continues.
+                return self.handed_over();
+            }
             // Once the run has resolved, what is left goes out with its end, in one write.
             if result.is_some() && writing.is_none() {
                 break;
             }
-            if writing.is_none() && !batch.is_empty() {
+            if writing.is_none() && !batch.is_empty() && !handed {
                 writing = Some(self.write(std::mem::take(&mut batch), None));
             }
             tokio::select! {
+                () = handing_over.cancelled(), if run.is_some() => {
+                    // Dropped unfinished: whatever it says of its end is not logged.
+                    run = None;
+                    handed = true;
+                }
                 done = async { run.as_mut().expect("guarded").await }, if run.is_some() => {
                     result = Some(done.unwrap_or_else(|_| Err("the agent panicked".into())));
                     // Dropping the agent's future drops its senders: the channel ends after
@@ -370,6 +398,36 @@ where
         }
     }
 
+    /// This attempt continues the run from `progress`: the agent is asked the conversation of
+    /// the completed steps (it redoes the step that was cut off, and runs the calls that have no
+    /// result, those that [may have run](crate::tool::ToolCall::may_have_run) as their tools
+    /// allow), and clients are shown that conversation first, without what the cut step began.
+    fn continue_from(
+        &mut self,
+        req: &mut RunRequest,
+        progress: Progress,
+        batch: &mut Vec<LoggedEvent>,
+    ) {
+        req.messages.extend(progress.messages);
+        if progress.state.is_some() {
+            req.state = progress.state;
+        }
+        let cut = unanswered(&req.messages);
+        req.run.extensions.insert(CutOff(Arc::new(cut)));
+        let messages = req
+            .messages
+            .iter()
+            .filter_map(crate::agui::input::Message::from_domain)
+            .collect();
+        let snapshot = crate::agui::event::MessagesSnapshot {
+            messages,
+            base: BaseEvent::default(),
+        };
+        self.take(batch, snapshot.into());
+        // The run started long ago: the agent's own `RUN_STARTED` is not logged again.
+        self.resumed = true;
+    }
+
     /// Takes one event of the agent into the batch, unless it would take the run past its
     /// bounds: then why.
     fn take_bounded(
@@ -377,6 +435,9 @@ where
         batch: &mut Vec<LoggedEvent>,
         event: Event,
     ) -> Result<(), (&'static str, String)> {
+        if std::mem::take(&mut self.resumed) && matches!(event, Event::RunStarted(_)) {
+            return Ok(());
+        }
         let bounds = self.inner.config.max_run;
         let logged = LoggedEvent::of(self.next_seq, &event);
         let size = logged.json().len() as u64;
@@ -466,10 +527,17 @@ where
             run_id: self.lease.run_id.clone(),
             principal: self.launch.principal.as_ref().map(|p| p.name().to_owned()),
             events: self.logged,
+            attempt: self.launch.attempts,
             duration: self.started.elapsed(),
             end,
             code: self.code.take(),
         });
+    }
+
+    /// The run was handed over: it stops here without an end, its followers here read the log.
+    fn handed_over(mut self) {
+        self.topic.released();
+        self.summary(Ended::HandedOver);
     }
 
     /// The log refused a write: the run stops here, its followers here end, and the run is
@@ -498,7 +566,7 @@ where
                 last_seq: self.next_seq - 1,
                 created_at: now,
                 updated_at: now,
-                request: self.launch.continues.then(|| kept(&self.launch.input)),
+                request: Some(stored(&self.launch.input, self.launch.continues)),
             },
             attempts: self.launch.attempts,
         };

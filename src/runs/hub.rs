@@ -173,6 +173,15 @@ impl Hub {
         self.topic(run).is_some_and(|topic| topic.is_running_here())
     }
 
+    /// How many runs are driven here now.
+    #[must_use]
+    pub(crate) fn driven(&self) -> usize {
+        lock(&self.runs)
+            .values()
+            .filter(|weak| weak.upgrade().is_some_and(|topic| topic.is_running_here()))
+            .count()
+    }
+
     /// The runs followed here that another instance drives (or nobody: ended runs too), so that
     /// their owner knows somebody still follows them.
     #[must_use]

@@ -208,11 +208,14 @@ pub trait RunLog: fmt::Debug + Send + Sync + 'static {
     /// Failures of the backend.
     fn lost(&self) -> BoxFuture<'_, Result<Vec<LostRun>, LogError>>;
 
-    /// Ends the segment of a lost run (still running, owned by `lost.record.owner`) with
-    /// `terminal`, appended after the log's last event whatever its sequence number; with
-    /// `retry`, this instance takes the run over (it stays running, a new segment follows) and
-    /// gets its lease, else the run fails. `None` when the run was no longer the owner's (another
-    /// instance recovered it first).
+    /// Appends `events` to a lost run (numbered right after its last event) if it is still
+    /// running, still owned by `lost.record.owner`, and its log still ends at
+    /// `lost.record.last_seq`; `None` otherwise (another instance recovered it first, or its
+    /// owner was not dead and wrote more).
+    ///
+    /// With `take`, this instance takes the run over: it stays running in the same segment (the
+    /// events continue it), its attempts count one more, and this instance gets its lease.
+    /// Without, the run fails: `events` end with its terminal event.
     ///
     /// # Errors
     ///
@@ -220,9 +223,27 @@ pub trait RunLog: fmt::Debug + Send + Sync + 'static {
     fn recover<'a>(
         &'a self,
         lost: &'a LostRun,
-        terminal: &'a LoggedEvent,
-        retry: bool,
+        events: &'a [LoggedEvent],
+        take: bool,
     ) -> BoxFuture<'a, Result<Option<Recovered>, LogError>>;
+
+    /// Whether runs outlive this process (a store): a run's request is then kept while it runs,
+    /// so that another instance, or this one restarted, can continue it. The default: no.
+    fn durable(&self) -> bool {
+        false
+    }
+
+    /// Gives up this instance's runs that are still running, for another instance (or this one
+    /// restarted) to continue as soon as it looks for [lost](RunLog::lost) runs: what a
+    /// draining instance does with the runs it could not finish. The default, for a log no
+    /// other process reads, does nothing.
+    ///
+    /// # Errors
+    ///
+    /// Failures of the backend.
+    fn release(&self) -> BoxFuture<'_, Result<(), LogError>> {
+        Box::pin(std::future::ready(Ok(())))
+    }
 }
 
 /// Which interrupts [`RunLog::interrupts`] lists.

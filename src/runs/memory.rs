@@ -296,9 +296,8 @@ impl State {
             return Ok(());
         };
         run.record.status = end.status;
-        if end.request.is_some() {
-            run.record.request.clone_from(&end.request);
-        }
+        // What it was asked is kept past its end only for an interrupted run.
+        run.record.request.clone_from(&end.request);
         let thread = self.threads.entry(lease.thread_id.clone()).or_default();
         if thread.active.as_ref() == Some(&lease.run_id) {
             thread.active = None;
@@ -490,9 +489,10 @@ impl RunLog for MemoryLog {
     fn recover<'a>(
         &'a self,
         _lost: &'a LostRun,
-        _terminal: &'a LoggedEvent,
-        _retry: bool,
+        _events: &'a [LoggedEvent],
+        _take: bool,
     ) -> BoxFuture<'a, Result<Option<Recovered>, LogError>> {
+        // Its runs end with this process: there is never another instance to continue them.
         std::future::ready(Ok(None)).boxed()
     }
 }

@@ -106,6 +106,7 @@ mod record;
 mod request;
 pub mod rules;
 mod sweep;
+mod takeover;
 
 use std::{
     fmt,
@@ -113,7 +114,7 @@ use std::{
     time::Duration,
 };
 
-use tokio_util::sync::CancellationToken;
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 pub use self::{
     begin::{BeginError, Begun, ResumeError, Resumed},
@@ -128,6 +129,7 @@ pub use self::{
         InterruptRecord, InterruptStatus, Lease, LoggedEvent, LostRun, Page, Recovered, RunEnd,
         RunRecord, RunStatus, SavedThread, Start, ThreadRecord,
     },
+    takeover::TAKEOVER,
 };
 pub(crate) use self::{hub::Hub, record::args_hash};
 #[cfg(doc)]
@@ -161,6 +163,12 @@ struct Inner<A> {
     config: Config,
     /// Whether the sweeper was started.
     sweeping: Arc<AtomicBool>,
+    /// The tasks driving this engine's runs.
+    drivers: TaskTracker,
+    /// Fired when this engine drains: it takes over no run of another instance any more.
+    draining: CancellationToken,
+    /// Fired when it hands its runs over: their drivers stop without an end.
+    handing_over: CancellationToken,
 }
 
 #[derive(Clone)]
@@ -216,6 +224,9 @@ impl<A> Runs<A> {
                     observer: Arc::new(()),
                 },
                 sweeping: Arc::new(AtomicBool::new(false)),
+                drivers: TaskTracker::new(),
+                draining: CancellationToken::new(),
+                handing_over: CancellationToken::new(),
             }),
         }
     }
@@ -294,6 +305,46 @@ impl<A> Runs<A> {
     {
         self.inner_mut().config.shutdown = token;
         self
+    }
+
+    /// Drains this engine: it takes over no other instance's run any more, lets its own runs go
+    /// on for up to `within`, then, on a [durable](RunLog::durable) log, hands those still
+    /// running over instead of ending them: their drivers stop without an end and the log
+    /// [releases](RunLog::release) them, for another instance (or this one, restarted) to
+    /// continue at once. On a log that ends with this process, they are cancelled at once (each
+    /// gets its terminal event). The number of runs handed over.
+    ///
+    /// Call it once the server stopped taking requests (on SIGTERM), then exit.
+    ///
+    /// # Errors
+    ///
+    /// When the log could not release the runs: they are continued elsewhere once this
+    /// instance's lease runs out.
+    pub async fn hand_over(&self, within: Duration) -> Result<usize, LogError> {
+        let inner = &self.inner;
+        inner.draining.cancel();
+        inner.drivers.close();
+        if !inner.log.durable() {
+            // Nothing survives this process: each run ends now, with its terminal event.
+            inner.config.shutdown.cancel();
+            let _ = tokio::time::timeout(within, inner.drivers.wait()).await;
+            return Ok(0);
+        }
+        if tokio::time::timeout(within, inner.drivers.wait())
+            .await
+            .is_ok()
+        {
+            return Ok(0);
+        }
+        let left = inner.hub.driven();
+        inner.handing_over.cancel();
+        inner.drivers.wait().await;
+        inner.log.release().await?;
+        tracing::info!(
+            runs = left,
+            "runs in flight handed over to be continued elsewhere"
+        );
+        Ok(left)
     }
 
     /// The [shutdown token](Self::shutdown_token): cancel it to end every active run.

@@ -52,6 +52,12 @@ pub trait RunObserver: Send + Sync + 'static {
     fn on_follower(&self, joined: bool) {
         let _ = joined;
     }
+
+    /// A run whose server stopped was recovered here: `continued` from its log, or ended
+    /// (`run_lost`: it could not be continued).
+    fn on_recovered(&self, continued: bool) {
+        let _ = continued;
+    }
 }
 
 /// What one write of a run's events did, for [`RunObserver::on_logged`].
@@ -97,5 +103,10 @@ impl<A: RunObserver, B: RunObserver> RunObserver for (A, B) {
     fn on_follower(&self, joined: bool) {
         self.0.on_follower(joined);
         self.1.on_follower(joined);
+    }
+
+    fn on_recovered(&self, continued: bool) {
+        self.0.on_recovered(continued);
+        self.1.on_recovered(continued);
     }
 }

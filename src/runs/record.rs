@@ -472,9 +472,9 @@ pub struct LostRun {
 /// What [`RunLog::recover`] did.
 #[derive(Debug, Clone)]
 pub struct Recovered {
-    /// The terminal event, at its place in the log.
-    pub terminal: LoggedEvent,
-    /// The run's lease, when this instance took it over to run it again.
+    /// The events appended, numbered.
+    pub events: Vec<LoggedEvent>,
+    /// The run's lease, when this instance took it over to continue it.
     pub lease: Option<Lease>,
 }
 

@@ -16,6 +16,17 @@ pub(super) fn kept(input: &RunAgentInput) -> Value {
     kept
 }
 
+/// What a running run keeps of its request for a server that continues it after this one
+/// stopped: all of it, or, for a run that applies decisions (it continues the thread's stored
+/// conversation), what [`kept`] keeps.
+pub(super) fn stored(input: &RunAgentInput, continues: bool) -> Value {
+    if continues {
+        kept(input)
+    } else {
+        serde_json::to_value(input).unwrap_or(Value::Null)
+    }
+}
+
 /// The run `input` asks for, continuing the thread's stored conversation when it applies
 /// decisions: each decision (read back from the interrupts it resolved) bound to the very call
 /// it was asked about.

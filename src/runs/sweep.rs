@@ -6,10 +6,11 @@ use std::{
 };
 
 use super::{
-    Inner, Interrupts, LogError, LoggedEvent, LostRun, Runs,
+    Inner, Interrupts, LogError, LoggedEvent, LostRun, RunRecord, Runs,
     driver::{Launch, run_error},
+    takeover::Progress,
 };
-use crate::{agui::RunAgentInput, run::RunService};
+use crate::{agui::RunAgentInput, id::RunId, run::RunService};
 
 impl<A> Runs<A>
 where
@@ -33,10 +34,14 @@ async fn sweep<A>(inner: Weak<Inner<A>>)
 where
     A: RunService,
 {
-    let Some((lease, shutdown)) = inner
-        .upgrade()
-        .map(|inner| (inner.config.lease, inner.config.shutdown.clone()))
-    else {
+    let Some((lease, shutdown, handing_over, draining)) = inner.upgrade().map(|inner| {
+        (
+            inner.config.lease,
+            inner.config.shutdown.clone(),
+            inner.handing_over.clone(),
+            inner.draining.clone(),
+        )
+    }) else {
         return;
     };
     let mut tick = tokio::time::interval(lease / 3);
@@ -44,6 +49,8 @@ where
     loop {
         tokio::select! {
             () = shutdown.cancelled() => return,
+            // Its runs are released: no heartbeat may claim them again.
+            () = handing_over.cancelled() => return,
             _ = tick.tick() => {}
         }
         let Some(inner) = inner.upgrade() else {
@@ -66,6 +73,10 @@ where
                 }
             }
             Err(error) => tracing::warn!(%error, "could not read the cancellations asked for"),
+        }
+        if draining.is_cancelled() {
+            // A draining instance takes no run over.
+            continue;
         }
         match inner.log.lost().await {
             Ok(lost) => {
@@ -107,67 +118,109 @@ where
         });
     }
 
-    /// Ends the cut segment of a run nobody drives any more with a `RUN_ERROR` (`run_lost`); a
-    /// run that applies decisions and has attempts left runs again, here.
+    /// Continues a run nobody drives any more, here, from what its log says it had done (see
+    /// [`takeover`](super::takeover)); a run that cannot be continued (it kept no request, or
+    /// used up its attempts) ends with a `RUN_ERROR` (`run_lost`).
     pub(super) async fn recover(self: &Arc<Self>, lost: &LostRun) -> Result<(), LogError> {
         let run = &lost.record.run_id;
         if self.hub.is_driven(run) {
             // Started again here meanwhile (the same request retried): nothing is lost.
             return Ok(());
         }
+        let Some((events, last_seq)) = self.read_all(run).await? else {
+            return Ok(());
+        };
+        // Continued from the end of the log as read now: if its owner writes more meanwhile
+        // (it was not dead), the log refuses the takeover and the next sweep reads again.
+        let lost = LostRun {
+            record: RunRecord {
+                last_seq,
+                ..lost.record.clone()
+            },
+            attempts: lost.attempts,
+        };
         let input = lost
             .record
             .request
             .as_ref()
             .and_then(|request| serde_json::from_value::<RunAgentInput>(request.clone()).ok())
             .filter(|_| lost.attempts < self.config.max_attempts);
-        let input = match input {
-            Some(input)
-                if !self
-                    .log
-                    .interrupts(Interrupts::ResolvedBy(run))
-                    .await?
-                    .is_empty() =>
-            {
-                Some(input)
-            }
-            _ => None,
+        let Some(input) = input else {
+            return self.end_lost(&lost).await;
         };
-        let message = if input.is_some() {
-            format!(
-                "run `{run}` stopped before its end (its server or its log failed); it runs again"
-            )
-        } else {
-            format!("run `{run}` ended without its owner (the server stopped while it ran)")
-        };
-        let terminal = LoggedEvent::new(0, run_error("run_lost", message));
-        let Some(recovered) = self.log.recover(lost, &terminal, input.is_some()).await? else {
+        let progress = Progress::of(&events);
+        let attempt = lost.attempts + 1;
+        let bridge: Vec<LoggedEvent> = std::iter::once(Progress::marker(attempt))
+            .chain(progress.closing())
+            .map(|event| LoggedEvent::of(0, &event))
+            .collect();
+        let Some(recovered) = self.log.recover(&lost, &bridge, true).await? else {
             return Ok(());
         };
         self.hub.wake(run);
-        match (recovered.lease, input) {
-            (Some(lease), Some(input)) => {
-                tracing::warn!(run_id = %run, attempt = lost.attempts + 1, "a run that applies decisions runs again");
-                // Who asked is not kept: the run goes on for whom it belongs to.
-                let principal = lease
-                    .principal
-                    .as_deref()
-                    .and_then(|name| crate::context::Principal::user(name).ok());
-                self.launch(Launch {
-                    lease,
-                    input,
-                    continues: true,
-                    attempts: lost.attempts + 1,
-                    principal,
-                    // A recovered run is not new load: it takes no permit.
-                    _permit: None,
-                    _admitted: None,
-                });
-            }
-            _ => {
-                tracing::warn!(run_id = %run, thread_id = %lost.record.thread_id, "closed a run whose owner died");
-            }
+        let Some(lease) = recovered.lease else {
+            return Ok(());
+        };
+        let continues = !self
+            .log
+            .interrupts(Interrupts::ResolvedBy(run))
+            .await?
+            .is_empty();
+        tracing::warn!(
+            run_id = %run,
+            attempt,
+            messages_kept = progress.messages.len(),
+            "continuing a run whose server stopped"
+        );
+        self.config.observer.on_recovered(true);
+        // Who asked is not kept: the run goes on for whom it belongs to.
+        let principal = lease
+            .principal
+            .as_deref()
+            .and_then(|name| crate::context::Principal::user(name).ok());
+        self.launch(Launch {
+            lease,
+            input,
+            continues,
+            attempts: attempt,
+            principal,
+            takeover: Some(progress),
+            // A recovered run is not new load: it takes no permit.
+            _permit: None,
+            _admitted: None,
+        });
+        Ok(())
+    }
+
+    /// Ends a lost run that cannot be continued with a `RUN_ERROR` (`run_lost`).
+    async fn end_lost(&self, lost: &LostRun) -> Result<(), LogError> {
+        let run = &lost.record.run_id;
+        let message =
+            format!("run `{run}` ended without its owner (the server stopped while it ran)");
+        let terminal = [LoggedEvent::new(0, run_error("run_lost", message))];
+        if self.log.recover(lost, &terminal, false).await?.is_some() {
+            self.hub.wake(run);
+            self.config.observer.on_recovered(false);
+            tracing::warn!(run_id = %run, thread_id = %lost.record.thread_id, "closed a run whose owner died");
         }
         Ok(())
+    }
+
+    /// Every event of `run`, and its last sequence number; `None` for an unknown run.
+    async fn read_all(&self, run: &RunId) -> Result<Option<(Vec<LoggedEvent>, u64)>, LogError> {
+        const PAGE: usize = 1024;
+        let mut events = Vec::new();
+        loop {
+            let after = events.last().map_or(0, |e: &LoggedEvent| e.seq);
+            let Some(page) = self.log.read(run, after, PAGE).await? else {
+                return Ok(None);
+            };
+            let done = page.events.len() < PAGE;
+            events.extend(page.events);
+            if done {
+                let last = events.last().map_or(0, |e| e.seq);
+                return Ok(Some((events, last)));
+            }
+        }
     }
 }

@@ -595,6 +595,15 @@ impl RunLog for RunStore {
             .boxed()
     }
 
+    fn durable(&self) -> bool {
+        true
+    }
+
+    fn release(&self) -> BoxFuture<'_, Result<(), LogError>> {
+        self.ask(|reply| writer::Job::Release { reply }, closed)
+            .boxed()
+    }
+
     fn on_change(&self, changed: OnChange) {
         // Only PostgreSQL is shared with other instances; a SQLite file has one writer.
         self.0
@@ -608,14 +617,14 @@ impl RunLog for RunStore {
     fn recover<'a>(
         &'a self,
         lost: &'a LostRun,
-        terminal: &'a LoggedEvent,
-        retry: bool,
+        events: &'a [LoggedEvent],
+        take: bool,
     ) -> BoxFuture<'a, Result<Option<Recovered>, LogError>> {
         self.ask(
             move |reply| writer::Job::Recover {
                 lost: lost.clone(),
-                terminal: terminal.clone(),
-                retry,
+                events: events.to_vec(),
+                take,
                 reply,
             },
             closed,

@@ -98,10 +98,14 @@ pub(super) enum Job {
         before: i64,
         reply: oneshot::Sender<Result<u64, LogError>>,
     },
+    /// This instance gives up its running runs: its heartbeat expires now.
+    Release {
+        reply: oneshot::Sender<Result<(), LogError>>,
+    },
     Recover {
         lost: LostRun,
-        terminal: LoggedEvent,
-        retry: bool,
+        events: Vec<LoggedEvent>,
+        take: bool,
         reply: oneshot::Sender<Result<Option<Recovered>, LogError>>,
     },
 }
@@ -434,19 +438,33 @@ impl Writer {
                     let (result, error) = split(probed);
                     (Done::Unit(reply, result.map_err(log_error)), error)
                 }
+                Job::Release { reply } => {
+                    let released = tx
+                        .execute(
+                            "UPDATE instances SET expires_at = 0 WHERE owner = $1",
+                            &[Arg::from(&self.owner)],
+                        )
+                        .await
+                        .map(|_| ())
+                        .map_err(Failure::Store);
+                    let (result, error) = split(released);
+                    (Done::Unit(reply, result.map_err(log_error)), error)
+                }
                 Job::Heartbeat { lease, reply } => {
                     let (result, error) = split(self.heartbeat(tx, lease, now).await);
                     (Done::Unit(reply, result.map_err(log_error)), error)
                 }
                 Job::Recover {
                     lost,
-                    terminal,
-                    retry,
+                    events,
+                    take,
                     reply,
                 } => {
-                    let recovered = self.recover(tx, &lost, &terminal, retry, now).await;
-                    if let Ok(Some(recovered)) = &recovered {
-                        changed.push((lost.record.run_id.clone(), recovered.terminal.seq));
+                    let recovered = self.recover(tx, &lost, &events, take, now).await;
+                    if let Ok(Some(recovered)) = &recovered
+                        && let Some(last) = recovered.events.last()
+                    {
+                        changed.push((lost.record.run_id.clone(), last.seq));
                         if recovered.lease.is_some() {
                             threads.push(lost.record.thread_id.clone());
                         }
@@ -809,7 +827,8 @@ impl Writer {
         let fenced = tx
             .execute(
                 "UPDATE runs SET status = $1, last_seq = COALESCE($2, last_seq), updated_at = $3, \
-             request = COALESCE($4, request) WHERE run_id = $5 AND owner = $6 \
+             request = CASE WHEN $1 = 'running' THEN request ELSE $4 END \
+             WHERE run_id = $5 AND owner = $6 \
              AND status = 'running' AND ($7 IS NULL OR last_seq = $7)",
                 &[
                     Arg::from(status.as_str()),
@@ -884,20 +903,23 @@ impl Writer {
         &self,
         tx: &mut impl Conn,
         lost: &LostRun,
-        terminal: &LoggedEvent,
-        retry: bool,
+        events: &[LoggedEvent],
+        take: bool,
         now: SystemTime,
     ) -> Result<Option<Recovered>, Failure> {
         let run = &lost.record.run_id;
-        let sql = if retry {
-            "UPDATE runs SET owner = $1, last_seq = last_seq + 1, segment_start = last_seq + 1, \
-             attempts = attempts + 1, lease_expires_at = 0, updated_at = $2 \
-             WHERE run_id = $3 AND status = 'running' AND owner = $4 RETURNING last_seq, principal"
+        let sql = if take {
+            "UPDATE runs SET owner = $1, last_seq = last_seq + $5, attempts = attempts + 1, \
+             lease_expires_at = 0, updated_at = $2 \
+             WHERE run_id = $3 AND status = 'running' AND owner = $4 AND last_seq = $6 \
+             RETURNING last_seq, principal"
         } else {
-            "UPDATE runs SET status = 'failed', owner = $1, last_seq = last_seq + 1, \
-             updated_at = $2 WHERE run_id = $3 AND status = 'running' AND owner = $4 \
+            "UPDATE runs SET status = 'failed', owner = $1, last_seq = last_seq + $5, \
+             request = NULL, updated_at = $2 \
+             WHERE run_id = $3 AND status = 'running' AND owner = $4 AND last_seq = $6 \
              RETURNING last_seq, principal"
         };
+        let count = events.len() as u64;
         let taken = first(
             tx.fetch(
                 sql,
@@ -906,6 +928,8 @@ impl Writer {
                     Arg::from(millis(now)),
                     Arg::from(run.as_str()),
                     Arg::from(&lost.record.owner),
+                    Arg::from(signed(count)),
+                    Arg::from(signed(lost.record.last_seq)),
                 ],
             )
             .await?,
@@ -913,19 +937,23 @@ impl Writer {
         let Some(row) = taken else {
             return Ok(None);
         };
-        let at = seq(number(&row, "last_seq")?);
+        let last = seq(number(&row, "last_seq")?);
         let principal = row.optional_text("principal")?;
-        let terminal = terminal.clone().with_seq(at);
+        let events: Vec<LoggedEvent> = events
+            .iter()
+            .zip(last - count + 1..)
+            .map(|(event, at)| event.clone().with_seq(at))
+            .collect();
         let mut chunks = Vec::new();
-        chunk::cut(run, std::slice::from_ref(&terminal), &mut chunks);
+        chunk::cut(run, &events, &mut chunks);
         insert_chunks(tx, &chunks).await?;
         Ok(Some(Recovered {
-            terminal,
-            lease: retry.then(|| Lease {
+            events,
+            lease: take.then(|| Lease {
                 run_id: run.clone(),
                 thread_id: lost.record.thread_id.clone(),
                 principal,
-                last_seq: at,
+                last_seq: last,
             }),
         }))
     }

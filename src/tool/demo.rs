@@ -8,7 +8,9 @@ use std::{
 use serde_json::json;
 use tower::service_fn;
 
-use super::{ToolCall, ToolError, ToolErrorKind, ToolKind, ToolOutput, ToolRouter, ToolSpec};
+use super::{
+    Rerun, ToolCall, ToolError, ToolErrorKind, ToolKind, ToolOutput, ToolRouter, ToolSpec,
+};
 
 /// A router with `get_time` (the current UTC time), `add` (`a + b`), `remember` (sets `key` to
 /// `value` in the run's [shared state](crate::context::SharedState)), `write_document` (saves a
@@ -47,6 +49,8 @@ pub fn demo_tools() -> ToolRouter {
                 "Remembers a value in the shared state, under a key.",
             )
             .kind(ToolKind::Edit)
+            // Setting a key to a value twice is setting it once.
+            .rerun(Rerun::Safe)
             .parameters(json!({
                 "type": "object",
                 "properties": {"key": {"type": "string"}, "value": {}},
@@ -57,6 +61,8 @@ pub fn demo_tools() -> ToolRouter {
         .route(
             ToolSpec::new("write_document", "Writes the document the user is editing.")
                 .kind(ToolKind::Edit)
+                // The whole document, saved twice, is saved once.
+                .rerun(Rerun::Safe)
                 .parameters(json!({
                     "type": "object",
                     "properties": {"document": {"type": "string"}},

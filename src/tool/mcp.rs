@@ -12,6 +12,10 @@
 //! when binary), resource links as document URLs, structured content as JSON when there is
 //! nothing else; a result with `isError` reaches the model as a failed result.
 //!
+//! A tool marked `idempotentHint` may [run again](super::Rerun) when its run is continued after a
+//! crash; every call carries its [idempotency key](super::ToolCall::idempotency_key) in its
+//! `_meta`, under [`IDEMPOTENCY_KEY`].
+//!
 //! [`destructiveHint`]: https://modelcontextprotocol.io/specification/2026-07-28/schema#toolannotations
 //!
 //! ```no_run
@@ -46,7 +50,9 @@ use tokio::sync::watch;
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tower_service::Service;
 
-use super::{ToolCall, ToolError, ToolErrorKind, ToolKind, ToolOutput, ToolRouter, ToolSpec};
+use super::{
+    Rerun, ToolCall, ToolError, ToolErrorKind, ToolKind, ToolOutput, ToolRouter, ToolSpec,
+};
 use crate::{
     child::{Link, Supervised},
     message::{ContentPart, MediaSource},
@@ -318,9 +324,16 @@ impl McpConnection {
         } else if !destructive {
             spec = spec.kind(ToolKind::Edit);
         }
+        // A call repeated with the same arguments has no further effect: it may run again.
+        if annotations.and_then(|a| a.idempotent_hint) == Some(true) {
+            spec = spec.rerun(Rerun::Safe);
+        }
         spec
     }
 }
+
+/// The `_meta` key of a call's [idempotency key](super::ToolCall::idempotency_key).
+pub const IDEMPOTENCY_KEY: &str = "dev.agent-tower/idempotencyKey";
 
 /// How a connection starts: the current protocol's `server/discover`, and for a server of an
 /// earlier protocol (which refuses it, or says nothing for 10 s) the `initialize` handshake.
@@ -420,6 +433,7 @@ impl Service<ToolCall> for McpTool {
     fn call(&mut self, call: ToolCall) -> Self::Future {
         let (connection, name) = (self.connection.clone(), self.name.clone());
         Box::pin(async move {
+            let key = Value::from(call.idempotency_key());
             let arguments = match call.arguments {
                 Value::Object(arguments) => arguments,
                 Value::Null => serde_json::Map::new(),
@@ -433,7 +447,11 @@ impl Service<ToolCall> for McpTool {
             let peer = connection
                 .peer()
                 .map_err(|why| ToolError::new(ToolErrorKind::Failed, why))?;
-            let request = CallToolRequestParams::new(name).with_arguments(arguments);
+            // The server can recognise a call it already ran (a run continued after a crash).
+            let mut meta = serde_json::Map::new();
+            meta.insert(IDEMPOTENCY_KEY.to_owned(), key);
+            let mut request = CallToolRequestParams::new(name).with_arguments(arguments);
+            request.meta = Some(meta.into());
             let result = tokio::select! {
                 result = peer.call_tool(request) => result,
                 () = call.run.cancel.cancelled() => {

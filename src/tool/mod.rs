@@ -67,6 +67,37 @@ pub struct ToolSpec {
     /// What the tool does, in ACP's vocabulary; decides whether it reads or writes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<ToolKind>,
+    /// Whether a call cut off by a stopped server may run again; see [`Rerun`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rerun: Option<Rerun>,
+}
+
+/// Whether a call that may already have run can run again when its run is continued after the
+/// server running it stopped (a crash, a deploy: see [`crate::runs`]). The call keeps its
+/// [idempotency key](ToolCall::idempotency_key) across continuations.
+///
+/// [`ToolRouter`] applies it: a call that [may have run](ToolCall::may_have_run) of a tool
+/// declaring [`Rerun::Never`] is not run again; the model reads an error result saying the
+/// call was interrupted, and decides what to do.
+///
+/// ```
+/// use agent_tower::tool::{Rerun, ToolKind, ToolSpec};
+///
+/// // Undeclared: tools that only read may run again, the others may not.
+/// assert_eq!(ToolSpec::new("get_weather", "").effective_rerun(), Rerun::Safe);
+/// assert_eq!(ToolSpec::new("send_email", "").effective_rerun(), Rerun::Never);
+/// // A tool that recognises its idempotency key says so.
+/// let pay = ToolSpec::new("charge_card", "").kind(ToolKind::Execute).rerun(Rerun::Safe);
+/// assert_eq!(pay.effective_rerun(), Rerun::Safe);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rerun {
+    /// Running it again is harmless: it only reads, or it is idempotent (it recognises its
+    /// call's idempotency key).
+    Safe,
+    /// It must not run twice.
+    Never,
 }
 
 /// What a tool does (ACP's `ToolKind`): editors show it, permission policies derive from it
@@ -151,7 +182,25 @@ impl ToolSpec {
             description: description.into(),
             parameters: serde_json::json!({"type": "object", "properties": {}}),
             kind: None,
+            rerun: None,
         }
+    }
+
+    /// Declares whether a call cut off by a stopped server may run again.
+    #[must_use]
+    pub fn rerun(mut self, rerun: Rerun) -> Self {
+        self.rerun = Some(rerun);
+        self
+    }
+
+    /// The declared [`Rerun`], or, undeclared, [`Rerun::Safe`] for a tool that only reads (its
+    /// [kind](Self::effective_kind)) and [`Rerun::Never`] for any other.
+    #[must_use]
+    pub fn effective_rerun(&self) -> Rerun {
+        self.rerun.unwrap_or(match self.effective_kind().access() {
+            Access::Read => Rerun::Safe,
+            Access::Write => Rerun::Never,
+        })
     }
 
     /// Declares what the tool does.
@@ -189,6 +238,24 @@ pub struct ToolCall {
 }
 
 impl ToolCall {
+    /// What makes this call the same call wherever and however often it runs: its id, kept
+    /// when its run is continued on another server. A tool with side effects can record it and
+    /// do nothing the second time (and declare [`Rerun::Safe`]).
+    #[must_use]
+    pub fn idempotency_key(&self) -> &str {
+        self.id.as_str()
+    }
+
+    /// Whether this call may already have run: its run was cut off (its server stopped) after
+    /// the model asked for it and before its result was logged, and is being continued.
+    #[must_use]
+    pub fn may_have_run(&self) -> bool {
+        self.run
+            .extensions
+            .get::<CutOff>()
+            .is_some_and(|cut| cut.0.contains(&self.id))
+    }
+
     /// A call with a fresh id outside of any run (tests, direct use).
     pub fn new(name: impl Into<String>, arguments: Value) -> Self {
         Self {
@@ -199,6 +266,11 @@ impl ToolCall {
         }
     }
 }
+
+/// The calls of a continued run that may already have run (see [`ToolCall::may_have_run`]), in
+/// its extensions.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct CutOff(pub(crate) std::sync::Arc<std::collections::HashSet<ToolCallId>>);
 
 /// What a tool returns.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

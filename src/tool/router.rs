@@ -5,7 +5,7 @@ use std::{collections::BTreeMap, fmt, sync::Arc};
 use tower::util::{BoxCloneSyncService, Oneshot, ServiceExt};
 use tower_service::Service;
 
-use super::{Tool, ToolCall, ToolError, ToolReply, ToolResponse, ToolSpec};
+use super::{Rerun, Tool, ToolCall, ToolError, ToolOutput, ToolReply, ToolResponse, ToolSpec};
 use crate::BoxError;
 
 type BoxTool = BoxCloneSyncService<ToolCall, ToolResponse, ToolError>;
@@ -189,18 +189,29 @@ impl Service<ToolCall> for ToolRouter {
     }
 
     fn call(&mut self, call: ToolCall) -> Self::Future {
-        let tool = self
-            .routes
-            .get(&call.name)
+        let route = self.routes.get(&call.name).or_else(|| {
+            let run = call.run.extensions.get::<RunTools>()?;
+            run.0.routes.get(&call.name)
+        });
+        if let Some((spec, _)) = route
+            && spec.effective_rerun() == Rerun::Never
+            && call.may_have_run()
+        {
+            tracing::warn!(tool = %call.name, tool_call_id = %call.id, "a call cut off by a stopped server is not run again");
+            return future::ResponseFuture::ready(Ok(ToolResponse::Output(ToolOutput::error(
+                format!(
+                    "The call of `{}` was interrupted (its server stopped) and may or may not \
+                     have taken effect; it was not run again. Check before calling it again.",
+                    call.name
+                ),
+            ))));
+        }
+        match route
             .map(|(_, tool)| tool.clone())
-            .or_else(|| {
-                let run = call.run.extensions.get::<RunTools>()?;
-                run.0.routes.get(&call.name).map(|(_, tool)| tool.clone())
-            })
-            .or_else(|| self.fallback.clone());
-        match tool {
+            .or_else(|| self.fallback.clone())
+        {
             Some(tool) => future::ResponseFuture::call(tool.oneshot(call)),
-            None => future::ResponseFuture::not_found(ToolError::not_found(&call.name)),
+            None => future::ResponseFuture::ready(Err(ToolError::not_found(&call.name))),
         }
     }
 }
@@ -219,7 +230,8 @@ pub mod future {
     use super::{BoxTool, Oneshot, ToolCall, ToolError, ToolResponse};
 
     pin_project! {
-        /// Either the routed tool's call or an immediate "unknown tool" error.
+        /// Either the routed tool's call or an immediate answer (an unknown tool, a call that
+        /// must not run again).
         pub struct ResponseFuture {
             #[pin]
             inner: Inner,
@@ -230,7 +242,7 @@ pub mod future {
         #[project = InnerProj]
         enum Inner {
             Call { #[pin] call: Oneshot<BoxTool, ToolCall> },
-            NotFound { error: Option<ToolError> },
+            Ready { result: Option<Result<ToolResponse, ToolError>> },
         }
     }
 
@@ -241,9 +253,11 @@ pub mod future {
             }
         }
 
-        pub(super) fn not_found(error: ToolError) -> Self {
+        pub(super) fn ready(result: Result<ToolResponse, ToolError>) -> Self {
             Self {
-                inner: Inner::NotFound { error: Some(error) },
+                inner: Inner::Ready {
+                    result: Some(result),
+                },
             }
         }
     }
@@ -254,9 +268,11 @@ pub mod future {
         fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
             match self.project().inner.project() {
                 InnerProj::Call { call } => call.poll(cx),
-                InnerProj::NotFound { error } => Poll::Ready(Err(error
-                    .take()
-                    .expect("ResponseFuture polled after completion"))),
+                InnerProj::Ready { result } => Poll::Ready(
+                    result
+                        .take()
+                        .expect("ResponseFuture polled after completion"),
+                ),
             }
         }
     }

@@ -71,7 +71,7 @@ use tower_service::Service;
 
 pub use schemars::{self, JsonSchema};
 
-use super::{Tool, ToolCall, ToolError, ToolErrorKind, ToolKind, ToolOutput, ToolSpec};
+use super::{Rerun, Tool, ToolCall, ToolError, ToolErrorKind, ToolKind, ToolOutput, ToolSpec};
 use crate::BoxError;
 
 /// How many faults of one call's arguments are reported (the rest are counted).
@@ -146,6 +146,13 @@ impl<S, A: JsonSchema> TypedTool<S, A> {
     #[must_use]
     pub fn kind(mut self, kind: ToolKind) -> Self {
         self.spec = self.spec.kind(kind);
+        self
+    }
+
+    /// Declares whether a call cut off by a stopped server may run again ([`Rerun`]).
+    #[must_use]
+    pub fn rerun(mut self, rerun: Rerun) -> Self {
+        self.spec = self.spec.rerun(rerun);
         self
     }
 
