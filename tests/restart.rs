@@ -1,6 +1,6 @@
 //! `agent-tower serve` killed with SIGKILL and started again on the same store: a pending
-//! interrupt is still resumable, a run that was streaming ends in its log with a terminal event,
-//! and nothing a client was sent is lost.
+//! interrupt is still resumable, a run that was streaming is continued to its end, and nothing a
+//! client was sent is lost.
 
 #[path = "support/frames.rs"]
 mod frames;
@@ -76,13 +76,13 @@ async fn a_pending_interrupt_survives_a_kill() {
 }
 
 #[tokio::test]
-async fn a_run_streaming_when_killed_ends_in_its_log() {
+async fn a_run_streaming_when_killed_is_continued_to_its_end_after_the_restart() {
     for (name, store) in stores::store_urls("kill-stream").await {
         let before = start(&store).await;
         let body = json!({
             "threadId": thread(), "runId": "long",
             "messages": [{"id": "u1", "role": "user", "content": "hello"}],
-            "forwardedProps": {"scripted": {"tokens": 100000, "delay_ms": 1}},
+            "forwardedProps": {"scripted": {"tokens": 400, "delay_ms": 2}},
         });
         let mut stream = before.post(&body).await.bytes_stream();
         let mut text = String::new();
@@ -96,27 +96,62 @@ async fn a_run_streaming_when_killed_ends_in_its_log() {
         }
         let seen = frames(&text);
 
-        // The new process closes the dead owner's run once its lease has run out; a client that
-        // follows the log sees everything it was sent, then the end.
+        // The new process continues the dead owner's run once its lease has run out; a client
+        // that re-joins after what it saw sees the rest, then one end.
         let after = start(&store).await;
-        let log = after.get("/runs/long/events?after=0").await;
-        assert_eq!(log.status(), 200, "{name}");
-        let log = frames(&log.text().await.unwrap());
-        assert!(log.len() > seen.len(), "{name}: the log goes on to an end");
+        let last_id = &seen.last().unwrap().0;
+        let rest = reqwest::Client::new()
+            .get(format!("{}/runs/long/events", after.base))
+            .header("Last-Event-ID", last_id)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(rest.status(), 200, "{name}");
+        let rest = frames(&rest.text().await.unwrap());
+        let log = frames(&after.get("/runs/long/events?after=0").await.text().await.unwrap());
         assert_eq!(log[..seen.len()], seen[..], "{name}: nothing sent was lost");
+        assert_eq!(log[seen.len()..], rest[..], "{name}: a re-join reads the rest");
         let ids: Vec<String> = log.iter().map(|(id, _)| id.clone()).collect();
         let expected: Vec<String> = (1..=log.len()).map(|n| format!("long:{n}")).collect();
         assert_eq!(ids, expected, "{name}: one log, in order");
+        let types: Vec<&str> = log.iter().map(|(_, e)| e["type"].as_str().unwrap()).collect();
+        let terminals = types
+            .iter()
+            .filter(|t| matches!(**t, "RUN_FINISHED" | "RUN_ERROR"))
+            .count();
+        assert_eq!(terminals, 1, "{name}: {types:?}");
+        assert_eq!(types.iter().filter(|t| **t == "RUN_STARTED").count(), 1, "{name}");
         let end = &log.last().unwrap().1;
-        assert_eq!(end["type"], "RUN_ERROR", "{name}: {end}");
-        assert_eq!(end["code"], "run_lost", "{name}");
+        assert_eq!(end["type"], "RUN_FINISHED", "{name}: {end}");
+        let marker = log
+            .iter()
+            .position(|(_, e)| e["name"] == "agent_tower.takeover")
+            .unwrap_or_else(|| panic!("{name}: the takeover is marked: {types:?}"));
+        assert_eq!(log[marker].1["value"]["attempt"], 2, "{name}");
+        let parsed: Vec<agent_tower::agui::Event> = log
+            .iter()
+            .map(|(_, e)| serde_json::from_value(e.clone()).unwrap())
+            .collect();
+        agent_tower::test_util::verify(&parsed).unwrap_or_else(|e| panic!("{name}: {e}"));
+
         let thread: Value = after
             .get(&format!("/threads/{}", body["threadId"].as_str().unwrap()))
             .await
             .json()
             .await
             .unwrap();
-        assert_eq!(thread["runs"][0]["status"], "failed", "{name}");
+        assert_eq!(thread["runs"][0]["status"], "finished", "{name}");
+        let roles: Vec<&str> = thread["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["role"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            roles,
+            ["user", "assistant"],
+            "{name}: the cut answer was redone, not kept"
+        );
         after.kill().await;
     }
 }
@@ -149,24 +184,22 @@ async fn an_approval_answered_before_a_kill_is_carried_out_after_it() {
         // Killed as soon as the approval was acknowledged, mid-continuation.
         before.kill().await;
 
-        // The new process runs the continuation again once the old one's lease ran out: a
-        // client following its log sees the cut segment end, then the continuation to its end.
+        // The new process continues the run once the old one's lease ran out: a client
+        // following its log sees one run, the approved call carried out, and its end.
         let after = start(&store).await;
         let events = after.get(resolved["events"].as_str().unwrap()).await;
         assert_eq!(events.status(), 200, "{name}");
         let events = frames(&events.text().await.unwrap());
-        let lost = events
-            .iter()
-            .position(|(_, e)| e["code"] == "run_lost")
-            .unwrap_or_else(|| panic!("{name}: the cut segment ends with run_lost: {events:?}"));
-        let continuation = &events[lost + 1..];
-        assert_eq!(continuation[0].1["type"], "RUN_STARTED", "{name}");
-        let result = continuation
+        assert!(
+            events.iter().all(|(_, e)| e["code"] != "run_lost"),
+            "{name}: {events:?}"
+        );
+        let result = events
             .iter()
             .find(|(_, e)| e["type"] == "TOOL_CALL_RESULT")
-            .expect("the approved call ran after the restart");
+            .expect("the approved call ran");
         assert_eq!(result.1["toolCallId"], interrupt["toolCallId"], "{name}");
-        let end = &continuation.last().unwrap().1;
+        let end = &events.last().unwrap().1;
         assert_eq!(end["outcome"]["type"], "success", "{name}: {end}");
         let ids: Vec<String> = events.iter().map(|(id, _)| id.clone()).collect();
         let run = resolved["runId"].as_str().unwrap();
