@@ -108,19 +108,37 @@ async fn a_run_streaming_when_killed_is_continued_to_its_end_after_the_restart()
             .unwrap();
         assert_eq!(rest.status(), 200, "{name}");
         let rest = frames(&rest.text().await.unwrap());
-        let log = frames(&after.get("/runs/long/events?after=0").await.text().await.unwrap());
+        let log = frames(
+            &after
+                .get("/runs/long/events?after=0")
+                .await
+                .text()
+                .await
+                .unwrap(),
+        );
         assert_eq!(log[..seen.len()], seen[..], "{name}: nothing sent was lost");
-        assert_eq!(log[seen.len()..], rest[..], "{name}: a re-join reads the rest");
+        assert_eq!(
+            log[seen.len()..],
+            rest[..],
+            "{name}: a re-join reads the rest"
+        );
         let ids: Vec<String> = log.iter().map(|(id, _)| id.clone()).collect();
         let expected: Vec<String> = (1..=log.len()).map(|n| format!("long:{n}")).collect();
         assert_eq!(ids, expected, "{name}: one log, in order");
-        let types: Vec<&str> = log.iter().map(|(_, e)| e["type"].as_str().unwrap()).collect();
+        let types: Vec<&str> = log
+            .iter()
+            .map(|(_, e)| e["type"].as_str().unwrap())
+            .collect();
         let terminals = types
             .iter()
             .filter(|t| matches!(**t, "RUN_FINISHED" | "RUN_ERROR"))
             .count();
         assert_eq!(terminals, 1, "{name}: {types:?}");
-        assert_eq!(types.iter().filter(|t| **t == "RUN_STARTED").count(), 1, "{name}");
+        assert_eq!(
+            types.iter().filter(|t| **t == "RUN_STARTED").count(),
+            1,
+            "{name}"
+        );
         let end = &log.last().unwrap().1;
         assert_eq!(end["type"], "RUN_FINISHED", "{name}: {end}");
         let marker = log

@@ -116,33 +116,7 @@ pub async fn serve(
             tokio::spawn(async move {
                 let (read, mut write) = socket.into_split();
                 let mut read = BufReader::new(read);
-                let mut request_line = String::new();
-                read.read_line(&mut request_line).await.unwrap();
-                let path = request_line.split(' ').nth(1).unwrap_or("").to_owned();
-                let (mut length, mut authorization, mut headers) = (0, None, Vec::new());
-                loop {
-                    let mut line = String::new();
-                    read.read_line(&mut line).await.unwrap();
-                    let line = line.trim_end();
-                    if line.is_empty() {
-                        break;
-                    }
-                    let (name, value) = line.split_once(": ").unwrap();
-                    headers.push((name.to_ascii_lowercase(), value.to_owned()));
-                    match name.to_ascii_lowercase().as_str() {
-                        "content-length" => length = value.parse().unwrap(),
-                        "authorization" => authorization = Some(value.to_owned()),
-                        _ => {}
-                    }
-                }
-                let mut body = vec![0; length];
-                read.read_exact(&mut body).await.unwrap();
-                let _ = tx.send(Received {
-                    path,
-                    authorization,
-                    headers,
-                    body: serde_json::from_slice(&body).unwrap_or(Value::Null),
-                });
+                let _ = tx.send(read_request(&mut read).await);
 
                 let mut head = format!("HTTP/1.1 {} Recorded\r\n", fixture.status);
                 for (name, value) in &fixture.headers {
@@ -151,13 +125,9 @@ pub async fn serve(
                 head.push_str("transfer-encoding: chunked\r\nconnection: close\r\n\r\n");
                 write.write_all(head.as_bytes()).await.unwrap();
                 for piece in fixture.body.chunks(chunk.max(1)) {
-                    let mut frame = format!("{:x}\r\n", piece.len()).into_bytes();
-                    frame.extend_from_slice(piece);
-                    frame.extend_from_slice(b"\r\n");
-                    if write.write_all(&frame).await.is_err() {
+                    if write_chunk(&mut write, piece).await.is_err() {
                         return;
                     }
-                    let _ = write.flush().await;
                 }
                 if fixture.hang {
                     // Silent, the connection held open until the client leaves.
@@ -173,4 +143,47 @@ pub async fn serve(
         }
     });
     (format!("http://{addr}/v1"), rx)
+}
+
+/// One HTTP/1.1 request, read from `read`.
+pub async fn read_request(read: &mut (impl AsyncBufReadExt + Unpin)) -> Received {
+    let mut request_line = String::new();
+    read.read_line(&mut request_line).await.unwrap();
+    let path = request_line.split(' ').nth(1).unwrap_or("").to_owned();
+    let (mut length, mut authorization, mut headers) = (0, None, Vec::new());
+    loop {
+        let mut line = String::new();
+        read.read_line(&mut line).await.unwrap();
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        let (name, value) = line.split_once(": ").unwrap();
+        headers.push((name.to_ascii_lowercase(), value.to_owned()));
+        match name.to_ascii_lowercase().as_str() {
+            "content-length" => length = value.parse().unwrap(),
+            "authorization" => authorization = Some(value.to_owned()),
+            _ => {}
+        }
+    }
+    let mut body = vec![0; length];
+    read.read_exact(&mut body).await.unwrap();
+    Received {
+        path,
+        authorization,
+        headers,
+        body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+    }
+}
+
+/// `piece` as one chunk of a chunked body, flushed.
+pub async fn write_chunk(
+    write: &mut (impl AsyncWriteExt + Unpin),
+    piece: &[u8],
+) -> std::io::Result<()> {
+    let mut frame = format!("{:x}\r\n", piece.len()).into_bytes();
+    frame.extend_from_slice(piece);
+    frame.extend_from_slice(b"\r\n");
+    write.write_all(&frame).await?;
+    write.flush().await
 }

@@ -1,0 +1,444 @@
+//! Runs that survive their server. `agent-tower serve` on an OpenAI-compatible model server that
+//! records every request, with the tools of an MCP server on the official SDK that writes down
+//! every call it starts, is killed with SIGKILL at random points of multi-step runs with tool
+//! calls and started again on the same store: every run finishes with `RUN_FINISHED` and a
+//! complete conversation, no completed step is asked of the model again, no call of a tool that
+//! must not run twice runs twice. The built binary, real signals.
+
+#[path = "support/frames.rs"]
+mod frames;
+#[path = "support/process.rs"]
+mod process;
+#[path = "support/replay.rs"]
+mod replay;
+#[path = "support/stores.rs"]
+mod stores;
+#[path = "support/mod.rs"]
+mod support;
+
+use std::{
+    collections::{HashMap, HashSet},
+    path::PathBuf,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use frames::frames;
+use futures_util::StreamExt;
+use process::Process;
+use serde_json::{Value, json};
+use tokio::{io::AsyncWriteExt, net::TcpListener};
+
+/// Model steps with tool calls before the answer.
+const STEPS: usize = 3;
+/// How many times the servers are killed, at least.
+const KILLS: usize = 20;
+
+/// What the model server was asked: the run (its user message) and how many steps with tool
+/// calls the conversation held.
+type Asked = Arc<Mutex<Vec<(String, usize)>>>;
+
+/// An OpenAI-compatible model server that answers by the conversation it is sent: a step that
+/// says a few words and calls `ledger__record` and `ledger__lookup`, [`STEPS`] times, then an
+/// answer; streamed a piece every few milliseconds, as a model generates.
+async fn model_server() -> (String, Asked) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}/v1", listener.local_addr().unwrap());
+    let asked = Asked::default();
+    let kept = asked.clone();
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            let asked = kept.clone();
+            tokio::spawn(async move {
+                let (read, mut write) = socket.into_split();
+                let mut read = tokio::io::BufReader::new(read);
+                let request = replay::read_request(&mut read).await;
+                let messages = request.body["messages"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                let run = messages
+                    .iter()
+                    .find(|m| m["role"] == "user")
+                    .and_then(|m| m["content"].as_str())
+                    .unwrap_or_default()
+                    .to_owned();
+                let steps = messages
+                    .iter()
+                    .filter(|m| {
+                        m["role"] == "assistant"
+                            && m["tool_calls"].as_array().is_some_and(|c| !c.is_empty())
+                    })
+                    .count();
+                asked.lock().unwrap().push((run.clone(), steps));
+                let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
+                            transfer-encoding: chunked\r\nconnection: close\r\n\r\n";
+                if write.write_all(head.as_bytes()).await.is_err() {
+                    return;
+                }
+                for data in answer(&run, steps) {
+                    let frame = format!("data: {data}\n\n");
+                    if replay::write_chunk(&mut write, frame.as_bytes())
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                    // The pace of a model generating.
+                    tokio::time::sleep(Duration::from_millis(8)).await;
+                }
+                let _ = write.write_all(b"0\r\n\r\n").await;
+                let _ = write.shutdown().await;
+            });
+        }
+    });
+    (base, asked)
+}
+
+/// The chunks of the answer to `run`'s conversation after `steps` steps with tool calls.
+fn answer(run: &str, steps: usize) -> Vec<String> {
+    let chunk = |delta: Value, finish: Value| {
+        json!({"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "scripted",
+               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+        .to_string()
+    };
+    let mut chunks = vec![chunk(
+        json!({"role": "assistant", "content": ""}),
+        Value::Null,
+    )];
+    if steps >= STEPS {
+        for word in ["All ", "steps ", "are ", "done."] {
+            chunks.push(chunk(json!({"content": word}), Value::Null));
+        }
+        chunks.push(chunk(json!({}), json!("stop")));
+    } else {
+        let step = steps + 1;
+        for word in ["Step ", &format!("{step}"), ": ", "noting ", "it ", "down."] {
+            chunks.push(chunk(json!({"content": word}), Value::Null));
+        }
+        for (index, tool) in ["ledger__record", "ledger__lookup"].iter().enumerate() {
+            let id = format!("call_{}", uuid::Uuid::now_v7().simple());
+            let arguments = json!({"note": format!("{run} step {step}")}).to_string();
+            let (first, rest) = arguments.split_at(arguments.len() / 2);
+            chunks.push(chunk(
+                json!({"tool_calls": [{"index": index, "id": id, "type": "function",
+                                       "function": {"name": tool, "arguments": first}}]}),
+                Value::Null,
+            ));
+            chunks.push(chunk(
+                json!({"tool_calls": [{"index": index, "function": {"arguments": rest}}]}),
+                Value::Null,
+            ));
+        }
+        chunks.push(chunk(json!({}), json!("tool_calls")));
+    }
+    chunks.push("[DONE]".to_owned());
+    chunks
+}
+
+/// A small random number generator, seeded from the clock (or `TAKEOVER_SEED`), the seed
+/// printed to reproduce a failure.
+struct Random(u64);
+
+impl Random {
+    fn new() -> Self {
+        let seed = std::env::var("TAKEOVER_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_nanos() as u64
+                    | 1
+            });
+        eprintln!("TAKEOVER_SEED={seed}");
+        Self(seed)
+    }
+
+    /// A number in `1..=max`.
+    fn upto(&mut self, max: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % max as u64) as usize + 1
+    }
+}
+
+/// What every server of a test shares: the model server, the ledger, the store, its flags.
+struct Setup {
+    asked: Asked,
+    ledger: PathBuf,
+    args: Vec<String>,
+}
+
+impl Setup {
+    async fn new(test: &str, store: &str) -> Self {
+        let (base, asked) = model_server().await;
+        let script = support::node_modules()
+            .await
+            .join("../mcp-ledger.mjs")
+            .display()
+            .to_string();
+        let ledger = std::env::temp_dir().join(format!("{test}-{}.jsonl", uuid::Uuid::now_v7()));
+        std::fs::write(&ledger, "").unwrap();
+        let args = [
+            "--store",
+            store,
+            "--model",
+            "openai:scripted",
+            "--base-url",
+            &base,
+            "--mcp",
+            &format!("ledger=node {script}"),
+            "--mcp-env",
+            &format!("ledger=LEDGER={}", ledger.display()),
+            "--allow",
+            "ledger__*",
+            "--lease",
+            "1s",
+            "--on-disconnect",
+            "continue",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        Self {
+            asked,
+            ledger,
+            args,
+        }
+    }
+
+    async fn serve(&self) -> Process {
+        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        Process::serve(&args).await
+    }
+
+    /// The calls the tools started: `(tool, idempotency key, note)`.
+    fn ledger(&self) -> Vec<(String, String, String)> {
+        std::fs::read_to_string(&self.ledger)
+            .unwrap()
+            .lines()
+            .map(|line| {
+                let entry: Value = serde_json::from_str(line).unwrap();
+                let text = |key: &str| entry[key].as_str().unwrap_or_default().to_owned();
+                (text("tool"), text("key"), text("note"))
+            })
+            .collect()
+    }
+}
+
+/// A client's view of one run: the frames it was sent over each connection.
+struct Watched {
+    run: String,
+    thread: String,
+    seen: Vec<(String, Value)>,
+    kills: usize,
+}
+
+impl Watched {
+    /// Reads `response`'s frames until `kill_after` more arrived (then `server` is killed: the
+    /// stream is read to its last byte) or the stream ended; whether it was killed.
+    async fn read(
+        &mut self,
+        response: reqwest::Response,
+        kill_after: usize,
+        server: Process,
+    ) -> Option<Process> {
+        let mut body = response.bytes_stream();
+        let mut text = String::new();
+        let mut server = Some(server);
+        while let Some(Ok(chunk)) = body.next().await {
+            text.push_str(std::str::from_utf8(&chunk).unwrap());
+            if server.is_some() && frames(&text).len() >= kill_after {
+                server.take().unwrap().kill().await;
+                self.kills += 1;
+            }
+        }
+        self.seen.extend(frames(&text));
+        server
+    }
+
+    /// The rest of the run, from after the last frame seen, on `server`.
+    async fn rejoin(&self, server: &Process) -> reqwest::Response {
+        let last = self
+            .seen
+            .last()
+            .map_or("0", |(id, _)| id.rsplit(':').next().unwrap());
+        let response = server
+            .get(&format!("/runs/{}/events?after={last}", self.run))
+            .await;
+        assert_eq!(response.status(), 200);
+        response
+    }
+}
+
+#[tokio::test]
+async fn runs_killed_at_random_points_finish_without_paying_twice_for_a_step_or_a_tool() {
+    let store = stores::sqlite("takeover-kills");
+    let setup = Setup::new("takeover-kills", &store).await;
+    let mut random = Random::new();
+    let mut server = setup.serve().await;
+    let mut watched = Vec::new();
+    let mut kills = 0;
+    while kills < KILLS {
+        let mut run = Watched {
+            run: format!("run-{}", watched.len() + 1),
+            thread: format!("t-{}", uuid::Uuid::now_v7()),
+            seen: Vec::new(),
+            kills: 0,
+        };
+        let body = json!({
+            "threadId": run.thread, "runId": run.run,
+            "messages": [{"id": "u1", "role": "user", "content": run.run}],
+        });
+        // Killed at a random point of its first attempt, then of its second; then let be.
+        let response = server.post(&body).await;
+        let mut left = run.read(response, random.upto(60), server).await;
+        for kill_after in [random.upto(40), usize::MAX] {
+            let again = match left.take() {
+                Some(alive) => alive,
+                None => setup.serve().await,
+            };
+            let response = run.rejoin(&again).await;
+            left = run.read(response, kill_after, again).await;
+        }
+        server = match left {
+            Some(alive) => alive,
+            None => setup.serve().await,
+        };
+        kills += run.kills;
+        watched.push(run);
+    }
+
+    let asked = setup.asked.lock().unwrap().clone();
+    let ledger = setup.ledger();
+    eprintln!(
+        "{} runs, {kills} kills, {} model requests, {} tool calls started",
+        watched.len(),
+        asked.len(),
+        ledger.len()
+    );
+    let mut records = HashSet::new();
+    for (_, key, _) in ledger.iter().filter(|(tool, ..)| tool == "record") {
+        assert!(
+            records.insert(key.clone()),
+            "`record` ran twice for {key}: {ledger:?}"
+        );
+    }
+    for run in &watched {
+        let name = &run.run;
+        let log = frames(
+            &server
+                .get(&format!("/runs/{name}/events?after=0"))
+                .await
+                .text()
+                .await
+                .unwrap(),
+        );
+        for (id, event) in &run.seen {
+            let at: usize = id.rsplit(':').next().unwrap().parse().unwrap();
+            assert_eq!(
+                &log[at - 1].1,
+                event,
+                "{name}: what a client was sent is the log"
+            );
+        }
+        let types: Vec<&str> = log
+            .iter()
+            .map(|(_, e)| e["type"].as_str().unwrap())
+            .collect();
+        let ends = types
+            .iter()
+            .filter(|t| matches!(**t, "RUN_FINISHED" | "RUN_ERROR"))
+            .count();
+        assert_eq!(
+            (ends, types.last()),
+            (1, Some(&"RUN_FINISHED")),
+            "{name}: {types:?}"
+        );
+        let takeovers = log
+            .iter()
+            .filter(|(_, e)| e["name"] == "agent_tower.takeover")
+            .count();
+        assert_eq!(takeovers, run.kills, "{name}: one attempt more per kill");
+        let parsed: Vec<agent_tower::agui::Event> = log
+            .iter()
+            .map(|(_, e)| serde_json::from_value(e.clone()).unwrap())
+            .collect();
+        agent_tower::test_util::verify(&parsed).unwrap_or_else(|e| panic!("{name}: {e}"));
+
+        // A complete conversation: each step's calls answered once, then the answer.
+        let thread: Value = server
+            .get(&format!("/threads/{}", run.thread))
+            .await
+            .json()
+            .await
+            .unwrap();
+        let messages = thread["messages"].as_array().unwrap();
+        let roles: Vec<&str> = messages
+            .iter()
+            .map(|m| m["role"].as_str().unwrap())
+            .collect();
+        let mut expected = vec!["user"];
+        for _ in 0..STEPS {
+            expected.extend(["assistant", "tool", "tool"]);
+        }
+        expected.push("assistant");
+        assert_eq!(roles, expected, "{name}");
+        let results: HashMap<&str, &str> = messages
+            .iter()
+            .filter(|m| m["role"] == "tool")
+            .map(|m| {
+                (
+                    m["toolCallId"].as_str().unwrap(),
+                    m["content"].as_str().unwrap_or_default(),
+                )
+            })
+            .collect();
+        for message in messages.iter().filter(|m| m["role"] == "assistant") {
+            for call in message["toolCalls"].as_array().into_iter().flatten() {
+                let id = call["id"].as_str().unwrap();
+                let ran = ledger.iter().filter(|(_, key, _)| key == id).count();
+                let result = results
+                    .get(id)
+                    .unwrap_or_else(|| panic!("{name}: {id} answered"));
+                if result.contains("interrupted") {
+                    // Cut off by a kill: told to the model, not run again.
+                    assert_eq!(call["function"]["name"], "ledger__record", "{name}");
+                    assert!(ran <= 1, "{name}: {id}");
+                } else {
+                    assert!(ran >= 1, "{name}: {id} ran");
+                }
+            }
+        }
+        // Each kill redoes at most the step it cut: no completed step is asked again.
+        let requests: Vec<usize> = asked
+            .iter()
+            .filter(|(r, _)| r == name)
+            .map(|(_, s)| *s)
+            .collect();
+        let distinct: HashSet<usize> = requests.iter().copied().collect();
+        assert_eq!(
+            distinct.len(),
+            STEPS + 1,
+            "{name}: every step asked: {requests:?}"
+        );
+        assert!(
+            requests.len() <= STEPS + 1 + run.kills,
+            "{name}: {} kills, steps asked {requests:?}",
+            run.kills
+        );
+        let runs: Vec<&str> = ledger
+            .iter()
+            .filter(|(_, _, note)| note.starts_with(&format!("{name} ")))
+            .map(|(_, key, _)| key.as_str())
+            .collect();
+        let once: HashSet<&str> = runs.iter().copied().collect();
+        assert!(
+            runs.len() - once.len() <= run.kills,
+            "{name}: a tool ran again only for a kill"
+        );
+    }
+    server.kill().await;
+}
