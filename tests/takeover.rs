@@ -237,26 +237,28 @@ struct Watched {
 }
 
 impl Watched {
-    /// Reads `response`'s frames until `kill_after` more arrived (then `server` is killed: the
-    /// stream is read to its last byte) or the stream ended; whether it was killed.
+    /// Reads `response`'s frames to the end of the stream; with `kill`, `(after, server)`, the
+    /// server is killed once `after` frames arrived (the stream is still read to its last
+    /// byte). The server, if it was not killed.
     async fn read(
         &mut self,
         response: reqwest::Response,
-        kill_after: usize,
-        server: Process,
+        mut kill: Option<(usize, Process)>,
     ) -> Option<Process> {
         let mut body = response.bytes_stream();
         let mut text = String::new();
-        let mut server = Some(server);
         while let Some(Ok(chunk)) = body.next().await {
             text.push_str(std::str::from_utf8(&chunk).unwrap());
-            if server.is_some() && frames(&text).len() >= kill_after {
-                server.take().unwrap().kill().await;
+            if kill
+                .as_ref()
+                .is_some_and(|(after, _)| frames(&text).len() >= *after)
+            {
+                kill.take().unwrap().1.kill().await;
                 self.kills += 1;
             }
         }
         self.seen.extend(frames(&text));
-        server
+        kill.map(|(_, server)| server)
     }
 
     /// The rest of the run, from after the last frame seen, on `server`.
@@ -271,6 +273,156 @@ impl Watched {
         assert_eq!(response.status(), 200);
         response
     }
+}
+
+impl Setup {
+    /// Checks every run of `watched` on `server` (see the module docs); how many times they
+    /// were taken over.
+    async fn check(&self, server: &Process, watched: &[Watched]) -> usize {
+        let asked = self.asked.lock().unwrap().clone();
+        let ledger = self.ledger();
+        let mut records = HashSet::new();
+        for (_, key, _) in ledger.iter().filter(|(tool, ..)| tool == "record") {
+            assert!(
+                records.insert(key.clone()),
+                "`record` ran twice for {key}: {ledger:?}"
+            );
+        }
+        let mut takeovers = 0;
+        for run in watched {
+            takeovers += check_run(server, run, &asked, &ledger).await;
+        }
+        eprintln!(
+            "{} runs, {takeovers} taken over, {} model requests, {} tool calls started",
+            watched.len(),
+            asked.len(),
+            ledger.len()
+        );
+        takeovers
+    }
+}
+
+/// Checks `run`: one log, what its client was sent a part of it, one `RUN_FINISHED`, a
+/// complete conversation, each step asked of the model again only for a takeover, each tool
+/// run again only for one. How many times it was taken over.
+async fn check_run(
+    server: &Process,
+    run: &Watched,
+    asked: &[(String, usize)],
+    ledger: &[(String, String, String)],
+) -> usize {
+    let name = &run.run;
+    let log = frames(
+        &server
+            .get(&format!("/runs/{name}/events?after=0"))
+            .await
+            .text()
+            .await
+            .unwrap(),
+    );
+    for (id, event) in &run.seen {
+        let at: usize = id.rsplit(':').next().unwrap().parse().unwrap();
+        assert_eq!(
+            &log[at - 1].1,
+            event,
+            "{name}: what a client was sent is the log"
+        );
+    }
+    let types: Vec<&str> = log
+        .iter()
+        .map(|(_, e)| e["type"].as_str().unwrap())
+        .collect();
+    let ends = types
+        .iter()
+        .filter(|t| matches!(**t, "RUN_FINISHED" | "RUN_ERROR"))
+        .count();
+    assert_eq!(
+        (ends, types.last()),
+        (1, Some(&"RUN_FINISHED")),
+        "{name}: {types:?}"
+    );
+    let takeovers = log
+        .iter()
+        .filter(|(_, e)| e["name"] == "agent_tower.takeover")
+        .count();
+    assert!(takeovers >= run.kills, "{name}: one attempt more per kill");
+    let parsed: Vec<agent_tower::agui::Event> = log
+        .iter()
+        .map(|(_, e)| serde_json::from_value(e.clone()).unwrap())
+        .collect();
+    agent_tower::test_util::verify(&parsed).unwrap_or_else(|e| panic!("{name}: {e}"));
+
+    // A complete conversation: each step's calls answered once, then the answer.
+    let thread: Value = server
+        .get(&format!("/threads/{}", run.thread))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let messages = thread["messages"].as_array().unwrap();
+    let roles: Vec<&str> = messages
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    let mut expected = vec!["user"];
+    for _ in 0..STEPS {
+        expected.extend(["assistant", "tool", "tool"]);
+    }
+    expected.push("assistant");
+    assert_eq!(roles, expected, "{name}");
+    let results: HashMap<&str, &str> = messages
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| {
+            (
+                m["toolCallId"].as_str().unwrap(),
+                m["content"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    for message in messages.iter().filter(|m| m["role"] == "assistant") {
+        for call in message["toolCalls"].as_array().into_iter().flatten() {
+            let id = call["id"].as_str().unwrap();
+            let ran = ledger.iter().filter(|(_, key, _)| key == id).count();
+            let result = results
+                .get(id)
+                .unwrap_or_else(|| panic!("{name}: {id} answered"));
+            if result.contains("interrupted") {
+                // Cut off by a kill: told to the model, not run again.
+                assert_eq!(call["function"]["name"], "ledger__record", "{name}");
+                assert!(ran <= 1, "{name}: {id}");
+            } else {
+                assert!(ran >= 1, "{name}: {id} ran");
+            }
+        }
+    }
+    // Each kill redoes at most the step it cut: no completed step is asked again.
+    let requests: Vec<usize> = asked
+        .iter()
+        .filter(|(r, _)| r == name)
+        .map(|(_, s)| *s)
+        .collect();
+    let distinct: HashSet<usize> = requests.iter().copied().collect();
+    assert_eq!(
+        distinct.len(),
+        STEPS + 1,
+        "{name}: every step asked: {requests:?}"
+    );
+    assert!(
+        requests.len() <= STEPS + 1 + takeovers,
+        "{name}: {takeovers} takeovers, steps asked {requests:?}"
+    );
+    let runs: Vec<&str> = ledger
+        .iter()
+        .filter(|(_, _, note)| note.starts_with(&format!("{name} ")))
+        .map(|(_, key, _)| key.as_str())
+        .collect();
+    let once: HashSet<&str> = runs.iter().copied().collect();
+    assert!(
+        runs.len() - once.len() <= run.kills,
+        "{name}: a tool ran again only for a kill"
+    );
+    takeovers
 }
 
 #[tokio::test]
@@ -294,14 +446,14 @@ async fn runs_killed_at_random_points_finish_without_paying_twice_for_a_step_or_
         });
         // Killed at a random point of its first attempt, then of its second; then let be.
         let response = server.post(&body).await;
-        let mut left = run.read(response, random.upto(60), server).await;
+        let mut left = run.read(response, Some((random.upto(60), server))).await;
         for kill_after in [random.upto(40), usize::MAX] {
             let again = match left.take() {
                 Some(alive) => alive,
                 None => setup.serve().await,
             };
             let response = run.rejoin(&again).await;
-            left = run.read(response, kill_after, again).await;
+            left = run.read(response, Some((kill_after, again))).await;
         }
         server = match left {
             Some(alive) => alive,
@@ -311,134 +463,134 @@ async fn runs_killed_at_random_points_finish_without_paying_twice_for_a_step_or_
         watched.push(run);
     }
 
-    let asked = setup.asked.lock().unwrap().clone();
-    let ledger = setup.ledger();
-    eprintln!(
-        "{} runs, {kills} kills, {} model requests, {} tool calls started",
-        watched.len(),
-        asked.len(),
-        ledger.len()
-    );
-    let mut records = HashSet::new();
-    for (_, key, _) in ledger.iter().filter(|(tool, ..)| tool == "record") {
-        assert!(
-            records.insert(key.clone()),
-            "`record` ran twice for {key}: {ledger:?}"
-        );
-    }
-    for run in &watched {
-        let name = &run.run;
-        let log = frames(
-            &server
-                .get(&format!("/runs/{name}/events?after=0"))
-                .await
-                .text()
-                .await
-                .unwrap(),
-        );
-        for (id, event) in &run.seen {
-            let at: usize = id.rsplit(':').next().unwrap().parse().unwrap();
-            assert_eq!(
-                &log[at - 1].1,
-                event,
-                "{name}: what a client was sent is the log"
-            );
-        }
-        let types: Vec<&str> = log
-            .iter()
-            .map(|(_, e)| e["type"].as_str().unwrap())
-            .collect();
-        let ends = types
-            .iter()
-            .filter(|t| matches!(**t, "RUN_FINISHED" | "RUN_ERROR"))
-            .count();
-        assert_eq!(
-            (ends, types.last()),
-            (1, Some(&"RUN_FINISHED")),
-            "{name}: {types:?}"
-        );
-        let takeovers = log
-            .iter()
-            .filter(|(_, e)| e["name"] == "agent_tower.takeover")
-            .count();
-        assert_eq!(takeovers, run.kills, "{name}: one attempt more per kill");
-        let parsed: Vec<agent_tower::agui::Event> = log
-            .iter()
-            .map(|(_, e)| serde_json::from_value(e.clone()).unwrap())
-            .collect();
-        agent_tower::test_util::verify(&parsed).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let takeovers = setup.check(&server, &watched).await;
+    assert_eq!(takeovers, kills, "one attempt more per kill");
+    server.kill().await;
+}
 
-        // A complete conversation: each step's calls answered once, then the answer.
-        let thread: Value = server
-            .get(&format!("/threads/{}", run.thread))
-            .await
-            .json()
-            .await
-            .unwrap();
-        let messages = thread["messages"].as_array().unwrap();
-        let roles: Vec<&str> = messages
-            .iter()
-            .map(|m| m["role"].as_str().unwrap())
-            .collect();
-        let mut expected = vec!["user"];
-        for _ in 0..STEPS {
-            expected.extend(["assistant", "tool", "tool"]);
+/// A new run of `n` on a new thread, and the body that starts it.
+fn new_run(n: usize) -> (Watched, Value) {
+    let run = Watched {
+        run: format!("run-{n}"),
+        thread: format!("t-{}", uuid::Uuid::now_v7()),
+        seen: Vec::new(),
+        kills: 0,
+    };
+    let body = json!({
+        "threadId": run.thread, "runId": run.run,
+        "messages": [{"id": "u1", "role": "user", "content": run.run}],
+    });
+    (run, body)
+}
+
+#[tokio::test]
+async fn a_run_whose_instance_dies_is_continued_by_another_where_its_client_follows() {
+    let Some(store) = stores::postgres("takeover-two").await else {
+        return;
+    };
+    let setup = Setup::new("takeover-two", &store).await;
+    let mut random = Random::new();
+    let survivor = setup.serve().await;
+    let mut watched = Vec::new();
+    for n in 1..=5 {
+        // Started on one instance, followed on the other; the first is killed.
+        let doomed = setup.serve().await;
+        let (mut run, body) = new_run(n);
+        drop(doomed.post(&body).await);
+        let follow = survivor
+            .get(&format!("/runs/{}/events?after=0", run.run))
+            .await;
+        assert_eq!(follow.status(), 200);
+        if let Some(alive) = run.read(follow, Some((random.upto(60), doomed))).await {
+            alive.kill().await;
         }
-        expected.push("assistant");
-        assert_eq!(roles, expected, "{name}");
-        let results: HashMap<&str, &str> = messages
-            .iter()
-            .filter(|m| m["role"] == "tool")
-            .map(|m| {
-                (
-                    m["toolCallId"].as_str().unwrap(),
-                    m["content"].as_str().unwrap_or_default(),
-                )
-            })
-            .collect();
-        for message in messages.iter().filter(|m| m["role"] == "assistant") {
-            for call in message["toolCalls"].as_array().into_iter().flatten() {
-                let id = call["id"].as_str().unwrap();
-                let ran = ledger.iter().filter(|(_, key, _)| key == id).count();
-                let result = results
-                    .get(id)
-                    .unwrap_or_else(|| panic!("{name}: {id} answered"));
-                if result.contains("interrupted") {
-                    // Cut off by a kill: told to the model, not run again.
-                    assert_eq!(call["function"]["name"], "ledger__record", "{name}");
-                    assert!(ran <= 1, "{name}: {id}");
-                } else {
-                    assert!(ran >= 1, "{name}: {id} ran");
+        watched.push(run);
+    }
+    let kills: usize = watched.iter().map(|run| run.kills).sum();
+    let takeovers = setup.check(&survivor, &watched).await;
+    assert_eq!(takeovers, kills, "one attempt more per kill");
+    survivor.kill().await;
+}
+
+#[tokio::test]
+async fn a_rolling_restart_under_a_trickle_of_runs_loses_none() {
+    let Some(store) = stores::postgres("takeover-rolling").await else {
+        return;
+    };
+    let mut setup = Setup::new("takeover-rolling", &store).await;
+    setup
+        .args
+        .extend(["--drain-timeout".to_owned(), "500ms".to_owned()]);
+    let (a, b) = (setup.serve().await, setup.serve().await);
+    // The instances a balancer sends runs to, and the runs it sent, one every 100 ms.
+    let live = Arc::new(Mutex::new(vec![a.base.clone(), b.base.clone()]));
+    let (posted_tx, mut posted) = tokio::sync::mpsc::unbounded_channel::<(Watched, String)>();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let trickle = tokio::spawn({
+        let (live, stop) = (live.clone(), stop.clone());
+        async move {
+            let client = reqwest::Client::new();
+            let mut tick = tokio::time::interval(Duration::from_millis(100));
+            for n in 1.. {
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    _ = tick.tick() => {}
+                }
+                let (run, body) = new_run(n);
+                let bases = live.lock().unwrap().clone();
+                // The first instance that takes it (a draining one refuses connections).
+                for base in bases.iter().cycle().skip(n).take(bases.len()) {
+                    let sent = client.post(base).json(&body).send().await;
+                    if sent.is_ok_and(|r| r.status() == 200) {
+                        let _ = posted_tx.send((run, base.clone()));
+                        break;
+                    }
                 }
             }
         }
-        // Each kill redoes at most the step it cut: no completed step is asked again.
-        let requests: Vec<usize> = asked
-            .iter()
-            .filter(|(r, _)| r == name)
-            .map(|(_, s)| *s)
-            .collect();
-        let distinct: HashSet<usize> = requests.iter().copied().collect();
-        assert_eq!(
-            distinct.len(),
-            STEPS + 1,
-            "{name}: every step asked: {requests:?}"
-        );
-        assert!(
-            requests.len() <= STEPS + 1 + run.kills,
-            "{name}: {} kills, steps asked {requests:?}",
-            run.kills
-        );
-        let runs: Vec<&str> = ledger
-            .iter()
-            .filter(|(_, _, note)| note.starts_with(&format!("{name} ")))
-            .map(|(_, key, _)| key.as_str())
-            .collect();
-        let once: HashSet<&str> = runs.iter().copied().collect();
-        assert!(
-            runs.len() - once.len() <= run.kills,
-            "{name}: a tool ran again only for a kill"
-        );
+    });
+    let mut watched = Vec::new();
+    let mut take = async |count: usize, watched: &mut Vec<(Watched, String)>| {
+        for _ in 0..count {
+            watched.push(posted.recv().await.expect("the trickle goes on"));
+        }
+    };
+    take(5, &mut watched).await;
+    let mut instances = vec![a, b];
+    for _ in 0..2 {
+        // The oldest instance is stopped as a deploy does, and a new one takes its place.
+        let mut old = instances.remove(0);
+        old.signal("TERM");
+        let status = old
+            .exit_within(Duration::from_secs(20))
+            .await
+            .expect("it exits");
+        assert!(status.success(), "{status}");
+        let new = setup.serve().await;
+        {
+            let mut live = live.lock().unwrap();
+            live.retain(|base| base != &old.base);
+            live.push(new.base.clone());
+        }
+        instances.push(new);
+        take(5, &mut watched).await;
     }
-    server.kill().await;
+    stop.cancel();
+    trickle.await.unwrap();
+    while let Ok(run) = posted.try_recv() {
+        watched.push(run);
+    }
+    // Every run posted finishes, wherever it started.
+    let server = &instances[0];
+    let mut runs = Vec::new();
+    for (mut run, _) in watched {
+        let response = run.rejoin(server).await;
+        run.read(response, None).await;
+        runs.push(run);
+    }
+    let takeovers = setup.check(server, &runs).await;
+    assert!(takeovers > 0, "the drained instances handed runs over");
+    for instance in instances {
+        instance.kill().await;
+    }
 }
