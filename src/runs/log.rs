@@ -270,6 +270,8 @@ pub enum Changed<'a> {
     CancelRequested(&'a RunId),
     /// A run of this thread started on another instance.
     ThreadStarted(&'a ThreadId),
+    /// Another instance [released](RunLog::release) its runs: they wait to be continued.
+    Released,
     /// Changes may have been missed (a notification connection was lost): anything may have
     /// changed.
     Any,

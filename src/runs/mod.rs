@@ -66,11 +66,17 @@
 //!   resume under a new `runId`: it never replays another run's events), `resume_invalid`.
 //! - **A resume under the interrupted run's own `runId`** (the shape CopilotKit sends) continues
 //!   that run: its log goes on after the interrupt with a new `RUN_STARTED` under the same id.
-//! - **Nothing acknowledged is lost**: a run that applies decisions keeps what a retry needs. If
-//!   its instance dies (or its log fails) before it ends, it runs again, on whichever instance
-//!   recovers it first, after a `RUN_ERROR` (`run_lost`) that closes the cut segment: an approval
-//!   that was acknowledged is carried out (at least once: a tool that must not run twice can
-//!   recognise its call id). Other runs of a dead instance are closed with that `RUN_ERROR`.
+//! - **Runs survive their instance**: a run whose instance died (its lease ran out) or
+//!   [handed it over](Runs::hand_over) is continued, under the same id, by whichever instance
+//!   recovers it first (this one, restarted, on SQLite): the conversation is rebuilt from its log
+//!   up to the last completed step, completed steps are not asked of the model again nor completed
+//!   tool calls run again, and the cut step is done again. The log goes on after a `CUSTOM`
+//!   [`TAKEOVER`] event, the ends of what the cut step left open and a `MESSAGES_SNAPSHOT`, with
+//!   exactly one terminal event in all. A call that [may have run](crate::tool::ToolCall::may_have_run)
+//!   runs again only if its tool allows it ([`Rerun`](crate::tool::Rerun)). After
+//!   [`max_attempts`](Runs::max_attempts), or for a run whose request was not kept (a log that
+//!   is not [durable](RunLog::durable) keeps only what a resume needs), the run ends with a
+//!   `RUN_ERROR` (`run_lost`).
 //! - **Answers are decisions**: a resume entry is parsed once into a
 //!   [`Decision`](crate::permission::Decision) (a malformed one, or an interrupt answered twice,
 //!   is `resume_invalid`), and the log keeps the decision.
@@ -169,6 +175,8 @@ struct Inner<A> {
     draining: CancellationToken,
     /// Fired when it hands its runs over: their drivers stop without an end.
     handing_over: CancellationToken,
+    /// Wakes the sweeper before its next tick (another instance released its runs).
+    sweep_now: Arc<tokio::sync::Notify>,
 }
 
 #[derive(Clone)]
@@ -200,7 +208,7 @@ pub(crate) struct RunBounds {
 
 impl<A> Runs<A> {
     /// An engine running `agent`, its runs in a bounded [`MemoryLog`]. Busy threads are refused,
-    /// the lease is 30 s, a run applying decisions is tried at most 3 times.
+    /// the lease is 30 s, a run gets at most 3 attempts.
     pub fn new(agent: A) -> Self {
         Self {
             inner: Arc::new(Inner {
@@ -227,6 +235,7 @@ impl<A> Runs<A> {
                 drivers: TaskTracker::new(),
                 draining: CancellationToken::new(),
                 handing_over: CancellationToken::new(),
+                sweep_now: Arc::default(),
             }),
         }
     }
@@ -246,13 +255,14 @@ impl<A> Runs<A> {
     where
         A: Clone,
     {
-        let hub = self.inner.hub.clone();
+        let (hub, sweep_now) = (self.inner.hub.clone(), self.inner.sweep_now.clone());
         log.on_change(Arc::new(move |changed| match changed {
             Changed::Run(run) => hub.wake(run),
             Changed::CancelRequested(run) => {
                 hub.cancel(run);
             }
             Changed::ThreadStarted(thread) => hub.wake_thread(thread),
+            Changed::Released => sweep_now.notify_one(),
             Changed::Any => hub.wake_all(),
         }));
         self.inner_mut().log = Arc::new(log);
@@ -376,8 +386,9 @@ impl<A> Runs<A> {
         self
     }
 
-    /// How many times a run that applies decisions is started in all, when its instance dies or
-    /// its log fails before its end (default 3, at least 1).
+    /// How many attempts a run gets in all when its instance dies, drains or its log fails
+    /// before its end: each continues it from its log (default 3, at least 1); then it ends with
+    /// `run_lost`.
     #[must_use]
     pub fn max_attempts(mut self, attempts: u32) -> Self
     where

@@ -34,12 +34,13 @@ async fn sweep<A>(inner: Weak<Inner<A>>)
 where
     A: RunService,
 {
-    let Some((lease, shutdown, handing_over, draining)) = inner.upgrade().map(|inner| {
+    let Some((lease, shutdown, handing_over, draining, now)) = inner.upgrade().map(|inner| {
         (
             inner.config.lease,
             inner.config.shutdown.clone(),
             inner.handing_over.clone(),
             inner.draining.clone(),
+            inner.sweep_now.clone(),
         )
     }) else {
         return;
@@ -52,6 +53,8 @@ where
             // Its runs are released: no heartbeat may claim them again.
             () = handing_over.cancelled() => return,
             _ = tick.tick() => {}
+            // Another instance released its runs: they are continued at once.
+            () = now.notified() => {}
         }
         let Some(inner) = inner.upgrade() else {
             return;

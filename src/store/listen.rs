@@ -4,7 +4,7 @@ use std::{sync::Arc, time::Duration};
 
 use sqlx::postgres::PgListener;
 
-use super::{CANCEL, CHANNEL, Observers, StoreError, THREAD};
+use super::{CANCEL, CHANNEL, Observers, RELEASED, StoreError, THREAD};
 use crate::{
     id::{RunId, ThreadId},
     runs::Changed,
@@ -32,6 +32,7 @@ pub(super) async fn forward(url: &str, observers: Arc<Observers>) -> Result<(), 
                             Some((THREAD, thread)) => {
                                 observers.changed(Changed::ThreadStarted(&ThreadId::from(thread)));
                             }
+                            Some((RELEASED, _)) => observers.changed(Changed::Released),
                             Some((_, run)) => observers.changed(Changed::Run(&RunId::from(run))),
                             None => {}
                         }

@@ -227,6 +227,10 @@ const CANCEL: &str = "cancel";
 /// client waiting on the thread for its next run follows it).
 const THREAD: &str = "thread";
 
+/// What a notification line `released:owner` starts with: a draining instance released its
+/// runs (the others look for lost runs at once).
+const RELEASED: &str = "released";
+
 /// What the writer and the readers share.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Backend {

@@ -16,7 +16,7 @@ use sqlx::AnyPool;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{
-    Backend, CANCEL, CHANNEL, COMMIT_TIMEOUT, Deleted, Observers, THREAD,
+    Backend, CANCEL, CHANNEL, COMMIT_TIMEOUT, Deleted, Observers, RELEASED, THREAD,
     chunk::{self, Chunk},
     conn::{Arg, Columns, Conn, DbError, Row, Sqlite},
     rows::{INTERRUPT_COLUMNS, decision_text, interrupt_record, millis, number, seq, signed, text},
@@ -439,14 +439,7 @@ impl Writer {
                     (Done::Unit(reply, result.map_err(log_error)), error)
                 }
                 Job::Release { reply } => {
-                    let released = tx
-                        .execute(
-                            "UPDATE instances SET expires_at = 0 WHERE owner = $1",
-                            &[Arg::from(&self.owner)],
-                        )
-                        .await
-                        .map(|_| ())
-                        .map_err(Failure::Store);
+                    let released = self.release(tx).await.map_err(Failure::Store);
                     let (result, error) = split(released);
                     (Done::Unit(reply, result.map_err(log_error)), error)
                 }
@@ -895,6 +888,27 @@ impl Writer {
             &[Arg::from(millis(now) - 24 * 3600 * 1000)],
         )
         .await?;
+        Ok(())
+    }
+
+    /// See [`RunLog::release`](crate::runs::RunLog::release): this instance's heartbeat expires
+    /// now, and the other instances (PostgreSQL) are told to look for lost runs.
+    async fn release(&self, tx: &mut impl Conn) -> Result<(), DbError> {
+        tx.execute(
+            "UPDATE instances SET expires_at = 0 WHERE owner = $1",
+            &[Arg::from(&self.owner)],
+        )
+        .await?;
+        if self.backend == Backend::Postgres {
+            tx.execute(
+                "SELECT pg_notify($1, $2)",
+                &[
+                    Arg::from(CHANNEL),
+                    Arg::from(format!("{RELEASED}:{}\n", self.owner).as_str()),
+                ],
+            )
+            .await?;
+        }
         Ok(())
     }
 

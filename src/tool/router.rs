@@ -12,7 +12,7 @@ type BoxTool = BoxCloneSyncService<ToolCall, ToolResponse, ToolError>;
 
 /// Routes tool calls by name.
 ///
-/// A router answers a [`ToolResponse`]: its tools answer a [`ToolOutput`](super::ToolOutput), or,
+/// A router answers a [`ToolResponse`]: its tools answer a [`ToolOutput`], or,
 /// when their work may stop at interrupts (an [agent called as a
 /// tool](crate::subagent::AgentTool)), a [`ToolResponse`].
 ///
