@@ -26,14 +26,13 @@
 //! `LOAD_URL` drives a server started elsewhere (to profile it) instead of starting one;
 //! `LOAD_BIN` starts another build of `agent-tower` (to compare two builds side by side).
 
-use std::{
-    process::Stdio,
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use serde_json::json;
-use tokio::io::{AsyncBufReadExt, BufReader};
+
+#[path = "support/serve.rs"]
+mod serve;
 
 const AGENT: &str = env!("CARGO_BIN_EXE_agent-tower");
 
@@ -99,40 +98,15 @@ impl Server {
             other => (other.to_owned(), None),
         };
         let agent = std::env::var("LOAD_BIN").unwrap_or_else(|_| AGENT.to_owned());
-        let mut child = tokio::process::Command::new(agent)
-            .args([
-                "serve",
-                "--addr",
-                "127.0.0.1:0",
-                "--store",
-                &url,
-                "--scripted-knobs",
-            ])
-            .args(["--busy-thread", "queue"])
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("agent-tower starts");
+        let args = [
+            "--store",
+            &url,
+            "--scripted-knobs",
+            "--busy-thread",
+            "queue",
+        ];
+        let (child, addr) = serve::serve(&agent, &args).await;
         let pid = child.id().expect("a pid");
-        let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
-        let addr = loop {
-            let line = lines
-                .next_line()
-                .await
-                .expect("stderr reads")
-                .expect("agent-tower listens before it exits");
-            if let Some(at) = line.find("addr=") {
-                break line[at + 5..]
-                    .split_whitespace()
-                    .next()
-                    .expect("an address")
-                    .to_owned();
-            }
-        };
-        // Drain the logs so that the server never blocks on a full pipe.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
         Self {
             child,
             pid,

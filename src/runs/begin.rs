@@ -427,7 +427,7 @@ where
         principal: Option<Principal>,
         record: bool,
     ) -> Result<Begun, NotTaken> {
-        if self.inner.config.shutdown.is_cancelled() {
+        if self.is_stopping() {
             return Err(NotTaken::Error(BeginError::ShuttingDown));
         }
         self.sweep();

@@ -441,11 +441,11 @@ impl<A> Runs<A> {
         &self.inner.log
     }
 
-    /// Whether the engine is stopping (its [shutdown token](Self::shutdown_token) fired): it
-    /// takes no new run.
+    /// Whether the engine is stopping (its [shutdown token](Self::shutdown_token) fired, or it
+    /// [drains](Self::hand_over)): it takes no new run.
     #[must_use]
     pub fn is_stopping(&self) -> bool {
-        self.inner.config.shutdown.is_cancelled()
+        self.inner.config.shutdown.is_cancelled() || self.inner.draining.is_cancelled()
     }
 
     /// The events of `run` after `after` (0: from the start), then those logged later, until

@@ -303,6 +303,50 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_call_that_may_have_run_runs_again_only_if_its_tool_allows_it() {
+        use std::sync::{
+            Arc,
+            atomic::{AtomicUsize, Ordering},
+        };
+        let ran = Arc::new(AtomicUsize::new(0));
+        let tool = {
+            let ran = ran.clone();
+            service_fn(move |_: ToolCall| {
+                ran.fetch_add(1, Ordering::SeqCst);
+                async { Ok::<_, std::convert::Infallible>(ToolOutput::text("done")) }
+            })
+        };
+        let router = ToolRouter::new()
+            .route(ToolSpec::new("send_email", ""), tool.clone())
+            .route(ToolSpec::new("charge", "").rerun(Rerun::Safe), tool);
+        let cut = |name: &str| {
+            let mut call = ToolCall::new(name, json!({}));
+            let cut = std::collections::HashSet::from([call.id.clone()]);
+            call.run
+                .extensions
+                .insert(crate::tool::CutOff(Arc::new(cut)));
+            assert!(call.may_have_run());
+            call
+        };
+        let refused = router.clone().oneshot(cut("send_email")).await.unwrap();
+        let refused = refused.into_output().unwrap();
+        assert!(
+            refused.is_error && refused.to_text().contains("interrupted"),
+            "{refused:?}"
+        );
+        assert_eq!(
+            ran.load(Ordering::SeqCst),
+            0,
+            "a tool that must not run twice did not"
+        );
+        let again = router.clone().oneshot(cut("charge")).await.unwrap();
+        assert_eq!(again.into_output().unwrap().to_text(), "done");
+        let fresh = router.oneshot(ToolCall::new("send_email", json!({}))).await;
+        assert_eq!(fresh.unwrap().into_output().unwrap().to_text(), "done");
+        assert_eq!(ran.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
     async fn routed_tool_is_called_once_readied() {
         let echo = service_fn(|call: ToolCall| async move {
             Ok::<_, std::io::Error>(ToolOutput::json(call.arguments))

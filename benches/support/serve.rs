@@ -1,0 +1,37 @@
+//! Starting the built `agent-tower serve` from a bench.
+#![allow(dead_code)]
+
+use std::process::Stdio;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+/// Starts `agent serve --addr 127.0.0.1:0` with `args` (logs at `info`, read and dropped so that
+/// it never blocks on a full pipe) and waits until it listens: the process and its address.
+pub async fn serve(agent: &str, args: &[&str]) -> (tokio::process::Child, String) {
+    let mut child = tokio::process::Command::new(agent)
+        .args(["serve", "--addr", "127.0.0.1:0"])
+        .args(args)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("agent-tower starts");
+    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let addr = loop {
+        let line = lines
+            .next_line()
+            .await
+            .expect("stderr reads")
+            .expect("agent-tower listens before it exits");
+        if let Some(at) = line.find("addr=") {
+            break line[at + 5..]
+                .split_whitespace()
+                .next()
+                .expect("an address")
+                .to_owned();
+        }
+    };
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, addr)
+}
