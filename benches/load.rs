@@ -37,12 +37,7 @@ mod serve;
 const AGENT: &str = env!("CARGO_BIN_EXE_agent-tower");
 
 fn main() {
-    // Criterion-style flags from `cargo bench` are ignored.
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime")
-        .block_on(bench());
+    serve::block_on(bench());
 }
 
 fn setting(name: &str, default: &str) -> Vec<String> {

@@ -27,11 +27,7 @@ mod serve;
 const AGENT: &str = env!("CARGO_BIN_EXE_agent-tower");
 
 fn main() {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime")
-        .block_on(bench());
+    serve::block_on(bench());
 }
 
 /// How the run's server stops.

@@ -449,16 +449,7 @@ async fn runs_killed_at_random_points_finish_without_paying_twice_for_a_step_or_
     let mut watched = Vec::new();
     let (mut kills, mut cuts) = (0, 0);
     while cuts < KILLS {
-        let mut run = Watched {
-            run: format!("run-{}", watched.len() + 1),
-            thread: format!("t-{}", uuid::Uuid::now_v7()),
-            seen: Vec::new(),
-            kills: 0,
-        };
-        let body = json!({
-            "threadId": run.thread, "runId": run.run,
-            "messages": [{"id": "u1", "role": "user", "content": run.run}],
-        });
+        let (mut run, body) = new_run(watched.len() + 1);
         // Killed at a random point of its first attempt, then of its second; then let be.
         let response = server.post(&body).await;
         let mut left = run.read(response, Some((random.upto(60), server))).await;

@@ -35,3 +35,13 @@ pub async fn serve(agent: &str, args: &[&str]) -> (tokio::process::Child, String
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     (child, addr)
 }
+
+/// Runs `bench` on a multi-threaded runtime, as a bench's `main` does (criterion-style flags
+/// from `cargo bench` are ignored).
+pub fn block_on(bench: impl std::future::Future<Output = ()>) {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime")
+        .block_on(bench);
+}
