@@ -135,6 +135,19 @@ impl Server {
             .unwrap_or(0)
     }
 
+    /// Bytes it caused to be written to disk so far (`write_bytes` of `/proc/<pid>/io`: its
+    /// store's file and log, what the kernel writes back for it).
+    fn disk_bytes(&self) -> u64 {
+        std::fs::read_to_string(format!("/proc/{}/io", self.pid))
+            .ok()
+            .and_then(|io| {
+                io.lines()
+                    .find_map(|l| l.strip_prefix("write_bytes:"))
+                    .and_then(|v| v.trim().parse().ok())
+            })
+            .unwrap_or(0)
+    }
+
     /// CPU time used so far (user + system), in clock ticks.
     fn cpu_ticks(&self) -> u64 {
         let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).unwrap_or_default();
@@ -369,9 +382,14 @@ async fn bench() {
         // Warm up: connections, allocator, the database file.
         load(&server, 10, 10, 100).await;
         for &(clients, runs) in &short {
+            let (cpu, disk) = (server.cpu_ticks(), server.disk_bytes());
             let report = load(&server, clients, runs, 100).await;
+            let total = (clients * runs) as f64;
+            // Clock ticks are hundredths of a second.
+            let cpu_us = (server.cpu_ticks() - cpu) as f64 * 10_000.0 / total;
+            let disk_kb = (server.disk_bytes() - disk) as f64 / 1000.0 / total;
             println!(
-                "  short  {clients:>4} clients x {runs} runs of 100 tokens: {:.0} runs/s ({:.0} events/s), first event p50 {:.2} ms, p99 {:.2} ms",
+                "  short  {clients:>4} clients x {runs} runs of 100 tokens: {:.0} runs/s ({:.0} events/s), first event p50 {:.2} ms, p99 {:.2} ms; server CPU {cpu_us:.0} µs/run, disk {disk_kb:.1} KB/run",
                 report.runs_per_s(),
                 report.events as f64 / report.elapsed.as_secs_f64(),
                 report.p50.as_secs_f64() * 1000.0,
