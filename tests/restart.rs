@@ -175,6 +175,63 @@ async fn a_run_streaming_when_killed_is_continued_to_its_end_after_the_restart()
 }
 
 #[tokio::test]
+async fn a_run_streaming_at_sigterm_is_handed_over_and_continued_at_the_next_start() {
+    let store = stores::sqlite("sigterm-handover");
+    // A lease of a minute: only the hand-over, not the lease, lets the next start continue it.
+    let args = [
+        "--scripted-knobs",
+        "--lease",
+        "60s",
+        "--drain-timeout",
+        "200ms",
+        "--store",
+        &store,
+    ];
+    let mut before = Process::serve(&args).await;
+    let body = json!({
+        "threadId": thread(), "runId": "drained",
+        "messages": [{"id": "u1", "role": "user", "content": "hello"}],
+        "forwardedProps": {"scripted": {"tokens": 2000, "delay_ms": 2}},
+    });
+    let mut stream = before.post(&body).await.bytes_stream();
+    let mut text = String::new();
+    while frames(&text).len() < 20 {
+        text.push_str(std::str::from_utf8(&stream.next().await.unwrap().unwrap()).unwrap());
+    }
+    before.signal("TERM");
+    while let Some(Ok(chunk)) = stream.next().await {
+        text.push_str(std::str::from_utf8(&chunk).unwrap());
+    }
+    let seen = frames(&text);
+    assert!(
+        seen.iter()
+            .all(|(_, e)| e["type"] != "RUN_FINISHED" && e["type"] != "RUN_ERROR"),
+        "the run was handed over, not ended"
+    );
+    let status = before
+        .exit_within(std::time::Duration::from_secs(10))
+        .await
+        .expect("it exits");
+    assert!(status.success(), "{status}");
+
+    let after = Process::serve(&args).await;
+    let rest = reqwest::Client::new()
+        .get(format!("{}/runs/drained/events", after.base))
+        .header("Last-Event-ID", &seen.last().unwrap().0)
+        .send()
+        .await
+        .unwrap();
+    let rest = tokio::time::timeout(std::time::Duration::from_secs(30), rest.text())
+        .await
+        .expect("continued long before the lease runs out")
+        .unwrap();
+    let rest = frames(&rest);
+    assert_eq!(rest[0].1["name"], "agent_tower.takeover", "{rest:?}");
+    assert_eq!(rest.last().unwrap().1["type"], "RUN_FINISHED");
+    after.kill().await;
+}
+
+#[tokio::test]
 async fn an_approval_answered_before_a_kill_is_carried_out_after_it() {
     for (name, store) in stores::store_urls("kill-resolve").await {
         let thread = thread();
