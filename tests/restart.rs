@@ -8,6 +8,8 @@ mod frames;
 mod process;
 #[path = "support/stores.rs"]
 mod stores;
+#[path = "support/verified.rs"]
+mod verified;
 
 use frames::frames;
 use futures_util::StreamExt;
@@ -27,6 +29,23 @@ async fn start(store: &str) -> Process {
         store,
     ])
     .await
+}
+
+/// Posts `body` to `server` and reads its stream until 20 frames arrived: the stream, and what
+/// it sent so far.
+async fn streaming(
+    server: &Process,
+    body: &Value,
+) -> (
+    impl futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Unpin + use<>,
+    String,
+) {
+    let mut stream = server.post(body).await.bytes_stream();
+    let mut text = String::new();
+    while frames(&text).len() < 20 {
+        text.push_str(std::str::from_utf8(&stream.next().await.unwrap().unwrap()).unwrap());
+    }
+    (stream, text)
 }
 
 fn thread() -> String {
@@ -84,11 +103,7 @@ async fn a_run_streaming_when_killed_is_continued_to_its_end_after_the_restart()
             "messages": [{"id": "u1", "role": "user", "content": "hello"}],
             "forwardedProps": {"scripted": {"tokens": 400, "delay_ms": 2}},
         });
-        let mut stream = before.post(&body).await.bytes_stream();
-        let mut text = String::new();
-        while frames(&text).len() < 20 {
-            text.push_str(std::str::from_utf8(&stream.next().await.unwrap().unwrap()).unwrap());
-        }
+        let (mut stream, mut text) = streaming(&before, &body).await;
         before.kill().await;
         // What the client was sent before the kill, to the last byte that arrived.
         while let Some(Ok(chunk)) = stream.next().await {
@@ -125,15 +140,7 @@ async fn a_run_streaming_when_killed_is_continued_to_its_end_after_the_restart()
         let ids: Vec<String> = log.iter().map(|(id, _)| id.clone()).collect();
         let expected: Vec<String> = (1..=log.len()).map(|n| format!("long:{n}")).collect();
         assert_eq!(ids, expected, "{name}: one log, in order");
-        let types: Vec<&str> = log
-            .iter()
-            .map(|(_, e)| e["type"].as_str().unwrap())
-            .collect();
-        let terminals = types
-            .iter()
-            .filter(|t| matches!(**t, "RUN_FINISHED" | "RUN_ERROR"))
-            .count();
-        assert_eq!(terminals, 1, "{name}: {types:?}");
+        let types = verified::one_run(&log, name);
         assert_eq!(
             types.iter().filter(|t| **t == "RUN_STARTED").count(),
             1,
@@ -146,11 +153,6 @@ async fn a_run_streaming_when_killed_is_continued_to_its_end_after_the_restart()
             .position(|(_, e)| e["name"] == "agent_tower.takeover")
             .unwrap_or_else(|| panic!("{name}: the takeover is marked: {types:?}"));
         assert_eq!(log[marker].1["value"]["attempt"], 2, "{name}");
-        let parsed: Vec<agent_tower::agui::Event> = log
-            .iter()
-            .map(|(_, e)| serde_json::from_value(e.clone()).unwrap())
-            .collect();
-        agent_tower::test_util::verify(&parsed).unwrap_or_else(|e| panic!("{name}: {e}"));
 
         let thread: Value = after
             .get(&format!("/threads/{}", body["threadId"].as_str().unwrap()))
@@ -193,11 +195,7 @@ async fn a_run_streaming_at_sigterm_is_handed_over_and_continued_at_the_next_sta
         "messages": [{"id": "u1", "role": "user", "content": "hello"}],
         "forwardedProps": {"scripted": {"tokens": 2000, "delay_ms": 2}},
     });
-    let mut stream = before.post(&body).await.bytes_stream();
-    let mut text = String::new();
-    while frames(&text).len() < 20 {
-        text.push_str(std::str::from_utf8(&stream.next().await.unwrap().unwrap()).unwrap());
-    }
+    let (mut stream, mut text) = streaming(&before, &body).await;
     before.signal("TERM");
     while let Some(Ok(chunk)) = stream.next().await {
         text.push_str(std::str::from_utf8(&chunk).unwrap());

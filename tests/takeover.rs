@@ -15,6 +15,8 @@ mod replay;
 mod stores;
 #[path = "support/mod.rs"]
 mod support;
+#[path = "support/verified.rs"]
+mod verified;
 
 use std::{
     collections::{HashMap, HashSet},
@@ -344,28 +346,12 @@ async fn check_run(
             "{name}: what a client was sent is the log"
         );
     }
-    let types: Vec<&str> = log
-        .iter()
-        .map(|(_, e)| e["type"].as_str().unwrap())
-        .collect();
-    let ends = types
-        .iter()
-        .filter(|t| matches!(**t, "RUN_FINISHED" | "RUN_ERROR"))
-        .count();
-    assert_eq!(
-        (ends, types.last()),
-        (1, Some(&"RUN_FINISHED")),
-        "{name}: {types:?}"
-    );
+    let types = verified::one_run(&log, name);
+    assert_eq!(types.last(), Some(&"RUN_FINISHED"), "{name}: {types:?}");
     let takeovers = log
         .iter()
         .filter(|(_, e)| e["name"] == "agent_tower.takeover")
         .count();
-    let parsed: Vec<agent_tower::agui::Event> = log
-        .iter()
-        .map(|(_, e)| serde_json::from_value(e.clone()).unwrap())
-        .collect();
-    agent_tower::test_util::verify(&parsed).unwrap_or_else(|e| panic!("{name}: {e}"));
 
     // A complete conversation: each step's calls answered once, then the answer.
     let thread: Value = server

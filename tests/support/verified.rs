@@ -1,0 +1,25 @@
+//! A run's log checked as one run: the official event rules (the verifier) and exactly one
+//! terminal event.
+#![allow(dead_code)]
+
+use serde_json::Value;
+
+/// The types of `log`'s events, once `log` (its `(id, event)` frames) is checked to be one
+/// well-formed run with exactly one terminal event; `name` says which in a failure.
+pub fn one_run<'a>(log: &'a [(String, Value)], name: &str) -> Vec<&'a str> {
+    let types: Vec<&str> = log
+        .iter()
+        .map(|(_, e)| e["type"].as_str().unwrap())
+        .collect();
+    let ends = types
+        .iter()
+        .filter(|t| matches!(**t, "RUN_FINISHED" | "RUN_ERROR"))
+        .count();
+    assert_eq!(ends, 1, "{name}: {types:?}");
+    let parsed: Vec<agent_tower::agui::Event> = log
+        .iter()
+        .map(|(_, e)| serde_json::from_value(e.clone()).unwrap())
+        .collect();
+    agent_tower::test_util::verify(&parsed).unwrap_or_else(|e| panic!("{name}: {e}"));
+    types
+}
