@@ -20,7 +20,11 @@
 //!    memory per open stream, the CPU the server uses while they stay open (5 s), and its resident
 //!    memory 25 s after they closed.
 //!
-//! Environment: `LOAD_STORES` (`none,sqlite`), `LOAD_SHORT` (clients × runs, `50x40`),
+//! `node` in `LOAD_STORES` (there by default) drives, side by side, a peer on the official
+//! TypeScript SDK instead (`benches/peers/serve.mjs`, npm `@ag-ui/encoder` installed under
+//! `target/peers/node`; skipped without `node`).
+//!
+//! Environment: `LOAD_STORES` (`none,sqlite,node`; a `postgres://…` URL adds PostgreSQL), `LOAD_SHORT` (clients × runs, `50x40`),
 //! `LOAD_PACED` (runs per second × seconds, `1000x5`),
 //! `LOAD_LONG` (`10x20,100x20`), `LOAD_IDLE` (`1000,10000`); an empty value skips a phase.
 //! `LOAD_URL` drives a server started elsewhere (to profile it) instead of starting one;
@@ -82,7 +86,7 @@ impl Server {
             return Self::at(url);
         }
         let (url, dir) = match store {
-            "none" => ("none".to_owned(), None),
+            "none" | NODE => ("none".to_owned(), None),
             "sqlite" => {
                 let dir =
                     std::env::temp_dir().join(format!("agent-tower-load-{}", std::process::id()));
@@ -100,7 +104,11 @@ impl Server {
             "--busy-thread",
             "queue",
         ];
-        let (child, addr) = serve::serve(&agent, &args).await;
+        let (child, addr) = if store == NODE {
+            serve::listening(node_peer()).await
+        } else {
+            serve::serve(&agent, &args).await
+        };
         let pid = child.id().expect("a pid");
         Self {
             child,
@@ -159,6 +167,46 @@ impl Server {
             .get(11..13)
             .map_or(0, |f| f.iter().filter_map(|v| v.parse::<u64>().ok()).sum())
     }
+}
+
+/// The store name that starts the peer instead: the official TypeScript SDK on Node.
+const NODE: &str = "node";
+
+/// `node benches/peers/serve.mjs`, with the SDK's packages installed beside a copy of it (under
+/// `target/peers/node`, as `benches/peers/run.sh` does).
+fn node_peer() -> tokio::process::Command {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/peers/node");
+    std::fs::create_dir_all(&dir).expect("target/peers/node");
+    if !dir.join("package.json").exists() {
+        // npm installs into the nearest folder with a package.json: this one.
+        std::fs::write(dir.join("package.json"), "{\"private\": true}\n").expect("package.json");
+    }
+    if !dir.join("node_modules/@ag-ui/encoder").exists() {
+        let installed = std::process::Command::new("npm")
+            .args(["install", "--silent", "--no-audit", "--no-fund"])
+            .args(["@ag-ui/encoder@1.0.0", "@ag-ui/core@1.0.0"])
+            .current_dir(&dir)
+            .status()
+            .expect("npm runs");
+        assert!(installed.success(), "npm installs the AG-UI SDK");
+    }
+    let script = dir.join("serve.mjs");
+    std::fs::copy(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/peers/serve.mjs"),
+        &script,
+    )
+    .expect("the peer's script");
+    let mut command = tokio::process::Command::new("node");
+    command.arg(script);
+    command
+}
+
+/// Whether `node` runs here.
+fn has_node() -> bool {
+    std::process::Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|out| out.status.success())
 }
 
 impl Drop for Server {
@@ -354,7 +402,7 @@ async fn bench() {
         "agent-tower serve, {} cores, client in this process",
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
-    let stores = setting("LOAD_STORES", "none,sqlite");
+    let stores = setting("LOAD_STORES", "none,sqlite,node");
     let short: Vec<_> = setting("LOAD_SHORT", "50x40")
         .iter()
         .map(|s| shape(s))
@@ -377,7 +425,15 @@ async fn bench() {
 
     let mut short_rates = Vec::new();
     for store in &stores {
-        println!("--store {store}");
+        if store == NODE {
+            if !has_node() {
+                println!("node: not found, its peer skipped");
+                continue;
+            }
+            println!("node: the official TypeScript SDK (@ag-ui/encoder 1.0.0), no run log");
+        } else {
+            println!("--store {store}");
+        }
         let server = Server::start(store).await;
         // Warm up: connections, allocator, the database file.
         load(&server, 10, 10, 100).await;
@@ -426,7 +482,7 @@ async fn bench() {
             .filter(|(first, ..)| first != store);
         if let Some((first, _, base)) = reference {
             println!(
-                "short runs at {clients} clients: --store {store} does {:.0} % of --store {first}",
+                "short runs at {clients} clients: {store} does {:.0} % of {first}",
                 rate / base * 100.0
             );
         }

@@ -818,6 +818,114 @@ async fn many_runs_writing_at_once_are_all_logged() {
     }
 }
 
+/// Jobs sent at once go to the writer in one group (PostgreSQL decides a group's starts and
+/// writes in a few statements over all of them): each is decided as it would be alone.
+#[tokio::test]
+async fn starts_and_writes_sent_at_once_are_each_decided_as_alone() {
+    use agent_tower::context::Principal;
+    for (name, log) in each_log("at-once").await {
+        let running = finished(&*log).await;
+        let (waiting, _) = interrupted(&*log, vec![interrupt("c", Duration::from_secs(600))]).await;
+        let alices = ThreadId::new();
+        let mut alone = start(&alices, &RunId::new(), vec![]);
+        alone.principal = Some(Principal::user("alice").unwrap());
+        let alices_run = log.start(&alone).await.unwrap();
+        let end = RunEnd::new(RunStatus::Finished);
+        log.write(&alices_run, &events(1..=1), Some(&end))
+            .await
+            .unwrap();
+        let (thread, run) = ids();
+        let live = log.start(&start(&thread, &run, vec![])).await.unwrap();
+        log.write(&live, &events(1..=2), None).await.unwrap();
+
+        // Fresh threads (one of them twice), a taken id, a waiting thread, another's thread.
+        let fresh: Vec<Start> = (0..40)
+            .map(|_| start(&ThreadId::new(), &RunId::new(), vec![]))
+            .collect();
+        let twice = ThreadId::new();
+        let mut starts = fresh.clone();
+        starts.push(start(&twice, &RunId::new(), vec![]));
+        starts.push(start(&twice, &RunId::new(), vec![]));
+        let mut taken = start(&ThreadId::new(), &running.1, vec![]);
+        taken.request_hash = "another".into();
+        starts.push(taken);
+        starts.push(start(&waiting, &RunId::new(), vec![]));
+        let mut bobs = start(&alices, &RunId::new(), vec![]);
+        bobs.principal = Some(Principal::user("bob").unwrap());
+        starts.push(bobs);
+        let mut end = RunEnd::new(RunStatus::Finished);
+        end.messages = Some(vec![Message::user("at once")]);
+        let (three_four, three, five) = (events(3..=4), events(3..=3), events(5..=5));
+        let (started, written, stale, ended) = futures_util::join!(
+            futures_util::future::join_all(starts.iter().map(|s| log.start(s))),
+            log.write(&live, &three_four, None),
+            log.write(&live, &three, None),
+            log.write(&live, &five, Some(&end)),
+        );
+        let (ok, refused) = started.split_at(40);
+        assert!(ok.iter().all(Result::is_ok), "{name}: {ok:?}");
+        let on_twice: Vec<bool> = refused[..2].iter().map(Result::is_ok).collect();
+        assert_eq!(
+            on_twice.iter().filter(|ok| **ok).count(),
+            1,
+            "{name}: {refused:?}"
+        );
+        assert!(
+            refused[..2]
+                .iter()
+                .any(|r| matches!(r, Err(StartError::Busy { .. }))),
+            "{name}: {refused:?}"
+        );
+        assert!(
+            matches!(refused[2], Err(StartError::Exists { same: false, .. })),
+            "{name}: {:?}",
+            refused[2]
+        );
+        assert!(
+            matches!(refused[3], Err(StartError::InterruptsPending(_))),
+            "{name}: {:?}",
+            refused[3]
+        );
+        assert!(
+            matches!(refused[4], Err(StartError::UnknownThread(_))),
+            "{name}: {:?}",
+            refused[4]
+        );
+        // Of two writes after event 2, one is fenced; the end after event 4 holds only after
+        // the write that ends at 4.
+        assert_ne!(
+            written.is_ok(),
+            stale.is_ok(),
+            "{name}: {written:?} {stale:?}"
+        );
+        let page = log.read(&run, 0, 10).await.unwrap().unwrap();
+        if written.is_ok() {
+            assert!(ended.is_ok(), "{name}: {ended:?}");
+            assert_eq!(
+                (page.last_seq, page.status),
+                (5, RunStatus::Finished),
+                "{name}"
+            );
+            let kept = log.thread(&thread).await.unwrap().unwrap();
+            assert_eq!(Some(kept.messages), end.messages, "{name}");
+        } else {
+            assert!(
+                matches!(ended, Err(LogError::Fenced(_))),
+                "{name}: {ended:?}"
+            );
+            assert_eq!(
+                (page.last_seq, page.status),
+                (3, RunStatus::Running),
+                "{name}"
+            );
+        }
+        for started in &fresh {
+            let record = log.run(&started.run_id).await.unwrap().unwrap();
+            assert_eq!(record.status, RunStatus::Running, "{name}");
+        }
+    }
+}
+
 stores::postgresql_answers_test!();
 
 #[tokio::test]

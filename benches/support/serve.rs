@@ -5,25 +5,34 @@ use std::process::Stdio;
 
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-/// Starts `agent serve --addr 127.0.0.1:0` with `args` (logs at `info`, read and dropped so that
-/// it never blocks on a full pipe) and waits until it listens: the process and its address.
+/// Starts `agent serve --addr 127.0.0.1:0` with `args` (logs at `info`) and waits until it
+/// listens: the process and its address.
 pub async fn serve(agent: &str, args: &[&str]) -> (tokio::process::Child, String) {
-    let mut child = tokio::process::Command::new(agent)
+    let mut command = tokio::process::Command::new(agent);
+    command
         .args(["serve", "--addr", "127.0.0.1:0"])
         .args(args)
-        .env("RUST_LOG", "info")
+        .env("RUST_LOG", "info");
+    listening(command).await
+}
+
+/// Starts `command`, a server that writes `addr=HOST:PORT` to its standard error once it
+/// listens, and waits for that line (the rest of its standard error is read and dropped, so that
+/// it never blocks on a full pipe): the process and its address.
+pub async fn listening(mut command: tokio::process::Command) -> (tokio::process::Child, String) {
+    let mut child = command
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .expect("agent-tower starts");
+        .expect("the server starts");
     let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
     let addr = loop {
         let line = lines
             .next_line()
             .await
             .expect("stderr reads")
-            .expect("agent-tower listens before it exits");
+            .expect("the server listens before it exits");
         if let Some(at) = line.find("addr=") {
             break line[at + 5..]
                 .split_whitespace()

@@ -15,6 +15,11 @@ use serde_json::Value;
 use sqlx::AnyPool;
 use tokio::sync::{mpsc, oneshot};
 
+mod batch;
+mod values;
+
+use values::Values;
+
 use super::{
     Backend, CANCEL, CHANNEL, COMMIT_TIMEOUT, Deleted, Observers, RELEASED, THREAD,
     chunk::{self, Chunk},
@@ -270,6 +275,29 @@ impl Done {
     }
 }
 
+/// What a group's jobs leave for its end: their events, inserted together, and what other
+/// instances are told at commit.
+#[derive(Default)]
+struct Effects {
+    /// The events of every write of the group.
+    chunks: Vec<Chunk>,
+    /// The runs whose logs changed, with their last sequence number.
+    changed: Vec<(RunId, u64)>,
+    /// The runs whose cancellation was asked for, for the instances that drive them.
+    cancels: Vec<RunId>,
+    /// The threads a run started on.
+    threads: Vec<ThreadId>,
+}
+
+impl Effects {
+    /// `events` of `run` were written.
+    fn logged(&mut self, run: &RunId, events: &[LoggedEvent]) {
+        let last = events.last().map_or(0, |e| e.seq);
+        self.changed.push((run.clone(), last));
+        chunk::cut(run, events, &mut self.chunks);
+    }
+}
+
 impl Writer {
     /// Commits `group` in one transaction of PostgreSQL and answers each job.
     async fn commit_postgres(&self, pool: &AnyPool, group: Vec<Job>) {
@@ -333,13 +361,11 @@ impl Writer {
         done: &mut Vec<Done>,
     ) -> Result<(), DbError> {
         let now = SystemTime::now();
-        // The events of every write of the group, inserted together at the end, and the runs
-        // whose logs changed.
-        let mut logged: Vec<Chunk> = Vec::new();
-        let mut changed: Vec<(RunId, u64)> = Vec::new();
-        // The runs whose cancellation was asked for, for the instances that drive them.
-        let mut cancels: Vec<RunId> = Vec::new();
-        let mut threads: Vec<ThreadId> = Vec::new();
+        let mut effects = Effects::default();
+        let group = match self.backend {
+            Backend::Postgres => self.batch(tx, group, now, done, &mut effects).await?,
+            Backend::Sqlite => group,
+        };
         for job in group {
             let (answer, error) = match job {
                 Job::Start { start, reply } => {
@@ -349,7 +375,7 @@ impl Writer {
                         Err(error) => Err(error),
                     };
                     if started.is_ok() {
-                        threads.push(start.thread_id.clone());
+                        effects.threads.push(start.thread_id.clone());
                     }
                     let (result, error) = split(started);
                     (Done::Start(reply, result), error)
@@ -370,9 +396,7 @@ impl Writer {
                 } => {
                     let written = self.write(tx, &lease, &events, end.as_ref(), now).await;
                     if written.is_ok() {
-                        let last = events.last().map_or(0, |e| e.seq);
-                        changed.push((lease.run_id.clone(), last));
-                        chunk::cut(&lease.run_id, &events, &mut logged);
+                        effects.logged(&lease.run_id, &events);
                     }
                     let (result, error) = split(written);
                     (Done::Unit(reply, result.map_err(log_error)), error)
@@ -404,7 +428,7 @@ impl Writer {
                         .map(|rows| rows > 0)
                         .map_err(Failure::Store);
                     if matches!(asked, Ok(true)) {
-                        cancels.push(run);
+                        effects.cancels.push(run);
                     }
                     let (result, error) = split(asked);
                     (Done::Flag(reply, result.map_err(log_error)), error)
@@ -457,9 +481,9 @@ impl Writer {
                     if let Ok(Some(recovered)) = &recovered
                         && let Some(last) = recovered.events.last()
                     {
-                        changed.push((lost.record.run_id.clone(), last.seq));
+                        effects.changed.push((lost.record.run_id.clone(), last.seq));
                         if recovered.lease.is_some() {
-                            threads.push(lost.record.thread_id.clone());
+                            effects.threads.push(lost.record.thread_id.clone());
                         }
                     }
                     let (result, error) = split(recovered);
@@ -471,8 +495,9 @@ impl Writer {
                 return Err(error);
             }
         }
-        insert_chunks(tx, &logged).await?;
-        self.notify(tx, &changed, &cancels, &threads).await
+        insert_chunks(tx, &effects.chunks).await?;
+        self.notify(tx, &effects.changed, &effects.cancels, &effects.threads)
+            .await
     }
 
     /// Inserts `start`'s run, running, belonging to `principal`, with `sql` (parameters: run,
@@ -845,25 +870,7 @@ impl Writer {
                     .state(end.state.as_ref());
                 save_thread(tx, &thread, now).await?;
             }
-            for interrupt in &end.interrupts {
-                tx.execute(
-                    "INSERT INTO interrupts (interrupt_id, thread_id, run_id, tool_call_id, \
-                     tool_name, arguments, args_hash, created_at, expires_at, status) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending')",
-                    &[
-                        Arg::from(interrupt.id.as_str()),
-                        Arg::from(lease.thread_id.as_str()),
-                        Arg::from(lease.run_id.as_str()),
-                        Arg::from(interrupt.tool_call_id.as_str()),
-                        Arg::from(interrupt.tool_name.as_str()),
-                        Arg::from(&interrupt.arguments.to_string()),
-                        Arg::from(&args_hash(&interrupt.arguments)),
-                        Arg::from(millis(now)),
-                        Arg::from(millis(interrupt.expires_at)),
-                    ],
-                )
-                .await?;
-            }
+            insert_interrupts(tx, lease, end, now).await?;
         }
         Ok(())
     }
@@ -1087,51 +1094,54 @@ fn first(rows: Vec<Row>) -> Option<Row> {
     rows.into_iter().next()
 }
 
-/// The most rows one `INSERT` carries. When sqlx binds a SQLite statement it looks each parameter
-/// up by name, a scan of the statement's parameters: binding costs the square of their number.
-const MAX_ROWS: usize = 32;
-
-/// `INSERT INTO run_chunks … VALUES` with `rows` rows.
-fn insert_sql(rows: usize) -> String {
-    let mut sql =
-        String::from("INSERT INTO run_chunks (run_id, first_seq, last_seq, events) VALUES ");
-    for i in 0..rows {
-        if i > 0 {
-            sql.push_str(", ");
-        }
-        let p = 4 * i;
-        sql.push_str(&format!("(${}, ${}, ${}, ${})", p + 1, p + 2, p + 3, p + 4));
-    }
-    sql
-}
-
-/// The statements for 1, 2, 4 … [`MAX_ROWS`] rows: any number of chunks is written with a few
-/// of them, so the connection prepares each once instead of one statement per number.
-static INSERTS: LazyLock<Vec<String>> = LazyLock::new(|| {
-    std::iter::successors(Some(1), |rows| (rows * 2 <= MAX_ROWS).then_some(rows * 2))
-        .map(insert_sql)
-        .collect()
+/// A run's chunks of events.
+static CHUNKS: LazyLock<Values> = LazyLock::new(|| {
+    Values::new(
+        "INSERT INTO run_chunks (run_id, first_seq, last_seq, events) VALUES {rows}",
+        0,
+        4,
+    )
 });
 
 /// Inserts `chunks` (of any runs) into the logs.
 async fn insert_chunks(tx: &mut impl Conn, chunks: &[Chunk]) -> Result<(), DbError> {
-    let mut rest = chunks;
-    let mut args = Vec::with_capacity(4 * MAX_ROWS);
-    while !rest.is_empty() {
-        // The largest statement that fits what is left.
-        let index = (usize::BITS - 1 - rest.len().min(MAX_ROWS).leading_zeros()) as usize;
-        let (these, tail) = rest.split_at(1 << index);
-        args.clear();
-        for chunk in these {
-            args.extend([
-                Arg::from(chunk.run.as_str()),
-                Arg::from(signed(chunk.first)),
-                Arg::from(signed(chunk.last)),
-                Arg::from(chunk.events.as_str()),
-            ]);
-        }
-        tx.execute(&INSERTS[index], &args).await?;
-        rest = tail;
+    let mut rows = Vec::with_capacity(4 * chunks.len());
+    for chunk in chunks {
+        rows.extend([
+            Arg::from(chunk.run.as_str()),
+            Arg::from(signed(chunk.first)),
+            Arg::from(signed(chunk.last)),
+            Arg::from(chunk.events.as_str()),
+        ]);
+    }
+    CHUNKS.execute(tx, &[], &rows).await.map(drop)
+}
+
+/// Inserts the interrupts `end` of `lease`'s run waits on.
+async fn insert_interrupts(
+    tx: &mut impl Conn,
+    lease: &Lease,
+    end: &RunEnd,
+    now: SystemTime,
+) -> Result<(), DbError> {
+    for interrupt in &end.interrupts {
+        tx.execute(
+            "INSERT INTO interrupts (interrupt_id, thread_id, run_id, tool_call_id, \
+             tool_name, arguments, args_hash, created_at, expires_at, status) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending')",
+            &[
+                Arg::from(interrupt.id.as_str()),
+                Arg::from(lease.thread_id.as_str()),
+                Arg::from(lease.run_id.as_str()),
+                Arg::from(interrupt.tool_call_id.as_str()),
+                Arg::from(interrupt.tool_name.as_str()),
+                Arg::from(&interrupt.arguments.to_string()),
+                Arg::from(&args_hash(&interrupt.arguments)),
+                Arg::from(millis(now)),
+                Arg::from(millis(interrupt.expires_at)),
+            ],
+        )
+        .await?;
     }
     Ok(())
 }
@@ -1248,31 +1258,59 @@ async fn prune(
     Ok(deleted)
 }
 
-/// Keeps `saved`, titled by its first prompt; a thread's principal is the one it was first kept
-/// with, its workspace the last one given.
+/// Conversations kept, titled by their first prompt; a thread's principal is the one it was
+/// first kept with, its workspace the last one given. One statement keeps a thread once at most.
+static THREADS: LazyLock<Values> = LazyLock::new(|| {
+    Values::new(
+        "INSERT INTO threads (thread_id, messages, state, updated_at, principal, title, workspace) \
+         VALUES {rows} ON CONFLICT (thread_id) DO UPDATE SET \
+         messages = excluded.messages, state = excluded.state, updated_at = excluded.updated_at, \
+         title = excluded.title, workspace = COALESCE(excluded.workspace, threads.workspace)",
+        0,
+        7,
+    )
+});
+
+/// A row of [`THREADS`]: what of `saved` is stored as text.
+struct ThreadRow<'s> {
+    saved: SavedThread<'s>,
+    messages: String,
+    state: Option<String>,
+    title: Option<String>,
+}
+
+impl<'s> ThreadRow<'s> {
+    fn new(saved: SavedThread<'s>) -> Result<Self, LogError> {
+        Ok(Self {
+            saved,
+            messages: serde_json::to_string(saved.messages)
+                .map_err(|e| LogError::Corrupt(format!("conversation ({e})")))?,
+            state: saved.state.map(Value::to_string),
+            title: crate::message::title(saved.messages),
+        })
+    }
+
+    /// Its parameters, kept at `now`.
+    fn args(&self, now: SystemTime) -> [Arg<'_>; 7] {
+        [
+            Arg::from(self.saved.thread.as_str()),
+            Arg::from(&self.messages),
+            Arg::from(self.state.as_deref()),
+            Arg::from(millis(now)),
+            Arg::from(self.saved.principal),
+            Arg::from(self.title.as_deref()),
+            Arg::from(self.saved.workspace),
+        ]
+    }
+}
+
+/// Keeps `saved` (see [`THREADS`]).
 async fn save_thread(
     tx: &mut impl Conn,
     saved: &SavedThread<'_>,
     now: SystemTime,
 ) -> Result<(), Failure> {
-    let messages = serde_json::to_string(saved.messages)
-        .map_err(|e| LogError::Corrupt(format!("conversation ({e})")))?;
-    let title = crate::message::title(saved.messages);
-    tx.execute(
-        "INSERT INTO threads (thread_id, messages, state, updated_at, principal, title, workspace) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (thread_id) DO UPDATE SET \
-         messages = excluded.messages, state = excluded.state, updated_at = excluded.updated_at, \
-         title = excluded.title, workspace = COALESCE(excluded.workspace, threads.workspace)",
-        &[
-            Arg::from(saved.thread.as_str()),
-            Arg::from(&messages),
-            Arg::from(saved.state.map(Value::to_string).as_deref()),
-            Arg::from(millis(now)),
-            Arg::from(saved.principal),
-            Arg::from(title.as_deref()),
-            Arg::from(saved.workspace),
-        ],
-    )
-    .await?;
+    let row = ThreadRow::new(*saved)?;
+    THREADS.execute(tx, &[], &row.args(now)).await?;
     Ok(())
 }
