@@ -306,9 +306,24 @@ pub fn first_line(text: &str) -> Option<String> {
 
 /// Joins parts into one string, media described in text.
 pub fn parts_to_text(parts: &[ContentPart]) -> String {
-    let mut out = String::new();
-    for part in parts {
-        out.push_str(&part.to_text());
+    parts_text(parts).into_owned()
+}
+
+/// [`parts_to_text`], borrowed when the parts are one text (a prompt's text is not copied to be
+/// read).
+#[must_use]
+pub fn parts_text(parts: &[ContentPart]) -> std::borrow::Cow<'_, str> {
+    match parts {
+        [ContentPart::Text { text }] => std::borrow::Cow::Borrowed(text),
+        parts => {
+            let mut out = String::new();
+            for part in parts {
+                match part {
+                    ContentPart::Text { text } => out.push_str(text),
+                    other => out.push_str(&other.to_text()),
+                }
+            }
+            std::borrow::Cow::Owned(out)
+        }
     }
-    out
 }

@@ -14,6 +14,19 @@ pub fn to_parts(blocks: &[ContentBlock]) -> Vec<ContentPart> {
     blocks.iter().map(to_part).collect()
 }
 
+/// [`to_parts`], taking the blocks: their text is moved, not copied (a large prompt is held
+/// once).
+#[must_use]
+pub fn into_parts(blocks: Vec<ContentBlock>) -> Vec<ContentPart> {
+    blocks
+        .into_iter()
+        .map(|block| match block {
+            ContentBlock::Text(text) => ContentPart::text(text.text),
+            other => to_part(&other),
+        })
+        .collect()
+}
+
 /// One block as a part.
 #[must_use]
 pub fn to_part(block: &ContentBlock) -> ContentPart {

@@ -181,6 +181,9 @@ where
     read.and(written)
 }
 
+/// The room for a line that reading keeps between lines; a longer line's is given back once read.
+const KEPT_LINE_BYTES: usize = 64 * 1024;
+
 /// Reads lines into frames for the SDK; malformed requests with an id are answered here.
 async fn read_frames<R: AsyncRead + Unpin>(
     reader: R,
@@ -200,6 +203,7 @@ async fn read_frames<R: AsyncRead + Unpin>(
         if read == 0 {
             return Ok(());
         }
+        let long = line.len() > KEPT_LINE_BYTES;
         let frame = if line.last() != Some(&b'\n') && line.len() > MAX_LINE_BYTES {
             skip_line(&mut reader).await?;
             malformed(
@@ -213,6 +217,10 @@ async fn read_frames<R: AsyncRead + Unpin>(
                 None => continue,
             }
         };
+        if long {
+            // The frame holds what it needs: a long line's room is not kept for the next ones.
+            line = Vec::new();
+        }
         let sent = match answer_with_id(&frame) {
             Some(answer) => answers.unbounded_send(answer),
             None => {

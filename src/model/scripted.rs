@@ -169,22 +169,24 @@ impl ScriptedModel {
 
     fn plan(&self, req: &ModelRequest) -> Plan {
         let last = req.messages.last();
+        // Read where it is: a long prompt is not copied to be matched.
         let user_text = req
             .messages
             .iter()
             .rev()
-            .find(|m| matches!(m, Message::User { .. }))
-            .map(Message::text)
+            .find_map(|m| match m {
+                Message::User { content, .. } => Some(crate::message::parts_text(content)),
+                _ => None,
+            })
             .unwrap_or_default();
         let after_tool = matches!(last, Some(Message::Tool { .. }));
-        let lower = user_text.to_lowercase();
 
         let mut steps = self
             .script
             .rules
             .iter()
             .find(|rule| match &rule.when {
-                When::Mentions(text) => !after_tool && lower.contains(&text.to_lowercase()),
+                When::Mentions(text) => !after_tool && mentions(&user_text, text),
                 When::AfterToolResult => after_tool,
                 When::Always => true,
             })
@@ -201,10 +203,7 @@ impl ScriptedModel {
                 .and_then(Value::as_u64)
         };
         // "slowly": a long answer, one token every 50 ms, for clients to cancel mid-way.
-        let slowly = !after_tool
-            && lower
-                .split(|c: char| !c.is_alphanumeric())
-                .any(|w| w == "slowly");
+        let slowly = !after_tool && has_word(&user_text, "slowly");
         let filler = setting("tokens").or(slowly.then_some(SLOW_TOKENS));
         let mut plan = Plan::new(req.run.message_id.clone(), input_tokens(&req.messages));
         plan.delay = setting("delay_ms")
@@ -225,10 +224,7 @@ impl ScriptedModel {
                 steps.push(Step::Text(describe_results(&req.messages)));
                 return steps;
             }
-            if lower
-                .split(|c: char| !c.is_alphanumeric())
-                .any(|w| w == "think")
-            {
+            if has_word(&user_text, "think") {
                 steps.push(Step::Reasoning(format!(
                     "The user said \"{user_text}\". Let me answer briefly."
                 )));
@@ -508,10 +504,40 @@ fn fragments(text: &str, max: usize) -> impl Iterator<Item = &str> {
 }
 
 fn input_tokens(messages: &[Message]) -> u64 {
+    let words = |text: &str| text.split_whitespace().count() as u64;
     messages
         .iter()
-        .map(|m| m.text().split_whitespace().count() as u64)
+        .map(|m| match m {
+            Message::Subagent { .. } => 0,
+            Message::System { content, .. }
+            | Message::Developer { content, .. }
+            | Message::Assistant { content, .. }
+            | Message::Reasoning { content, .. } => words(content),
+            Message::User { content, .. } | Message::Tool { content, .. } => {
+                words(&crate::message::parts_text(content))
+            }
+        })
         .sum()
+}
+
+/// Whether `text` has `word` (ASCII letters and digits) as a word of its own, in any case.
+fn has_word(text: &str, word: &str) -> bool {
+    text.split(|c: char| !c.is_alphanumeric())
+        .any(|w| w.eq_ignore_ascii_case(word))
+}
+
+/// Whether `text` mentions `what`, in any case.
+fn mentions(text: &str, what: &str) -> bool {
+    if what.is_ascii() {
+        let what = what.as_bytes();
+        what.is_empty()
+            || text
+                .as_bytes()
+                .windows(what.len())
+                .any(|window| window.eq_ignore_ascii_case(what))
+    } else {
+        text.to_lowercase().contains(&what.to_lowercase())
+    }
 }
 
 /// Calls of every tool named in `text`, each with the first JSON object after its name.
@@ -590,6 +616,28 @@ mod tests {
     use super::*;
     use futures_util::StreamExt;
     use tower::ServiceExt;
+
+    #[test]
+    fn a_prompt_is_matched_in_any_case_where_it_is() {
+        assert!(mentions("What is the WEATHER in Paris?", "weather"));
+        assert!(!mentions("What is the wheather?", "weather"));
+        assert!(mentions("Une ÉCOLE ouverte", "école"));
+        assert!(has_word("Please answer SLOWLY.", "slowly"));
+        assert!(!has_word("slowlyish", "slowly"));
+        use crate::message::ContentPart;
+        let one = [ContentPart::text("one text")];
+        assert!(matches!(
+            crate::message::parts_text(&one),
+            std::borrow::Cow::Borrowed("one text")
+        ));
+        let two = [ContentPart::text("two "), ContentPart::text("words")];
+        assert_eq!(crate::message::parts_text(&two), "two words");
+        let messages = [
+            Message::user("three words here"),
+            Message::assistant("m".into(), "and two"),
+        ];
+        assert_eq!(input_tokens(&messages), 5);
+    }
 
     #[tokio::test(start_paused = true)]
     async fn filler_tokens_can_be_paced() {

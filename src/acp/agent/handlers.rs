@@ -453,7 +453,7 @@ where
 
     pub(super) fn prompt(
         self: &Arc<Self>,
-        req: PromptRequest,
+        mut req: PromptRequest,
         responder: Responder<PromptResponse>,
         cx: ConnectionTo<Client>,
     ) -> Result<(), Error> {
@@ -469,8 +469,8 @@ where
                 ),
             })));
         }
-        let parts = content::to_parts(&req.prompt);
-        let text = crate::message::parts_to_text(&parts);
+        let parts = content::into_parts(std::mem::take(&mut req.prompt));
+        let text = crate::message::parts_text(&parts);
         if let Some(command) = text.trim().strip_prefix("/mode") {
             let answer = self
                 .switch_mode(&req.session_id, command.trim(), &cx)
