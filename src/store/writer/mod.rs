@@ -369,7 +369,12 @@ impl Writer {
         for job in group {
             let (answer, error) = match job {
                 Job::Start { start, reply } => {
-                    let started = match self.start_plain(tx, &start, now).await {
+                    // PostgreSQL's plain starts were the batch's: those left plan with the view.
+                    let plain = match self.backend {
+                        Backend::Sqlite => self.start_plain(tx, &start, now).await,
+                        Backend::Postgres => Ok(None),
+                    };
+                    let started = match plain {
                         Ok(Some(lease)) => Ok(lease),
                         Ok(None) => self.start(tx, &start, now).await,
                         Err(error) => Err(error),
@@ -526,11 +531,12 @@ impl Writer {
         .await
     }
 
-    /// The common start, in two statements and no savepoint: a new run with nothing to resume,
-    /// on a thread with no active run, no pending interrupt and no principal but the caller,
-    /// which is what the rules plan for the empty view; the insert holds only when the log's view
-    /// is that empty one. `None` when it is not (nothing is left written):
-    /// [`start`](Self::start) then plans with the view.
+    /// SQLite's common start, in one statement and no savepoint: a new run with nothing to
+    /// resume, on a thread with no active run, no pending interrupt and no principal but the
+    /// caller, which is what the rules plan for the empty view; the insert holds only when the
+    /// log's view is that empty one. `None` when it is not (nothing is written):
+    /// [`start`](Self::start) then plans with the view. (PostgreSQL's plain starts are a group's
+    /// batch, see [`batch`].)
     async fn start_plain(
         &self,
         tx: &mut impl Conn,
@@ -544,62 +550,26 @@ impl Writer {
         // The guards of the empty view: no run under this id and no active run on the thread
         // (the primary key and the unique index of running runs: `ON CONFLICT DO NOTHING`), no
         // pending interrupt, no run or conversation of the thread that is not the caller's (the
-        // runs of a thread all belong to its principal: one of them tells). On SQLite this
-        // connection is the only writer: those checks can be part of the insert. On PostgreSQL a
-        // run of the thread that ends meanwhile could add interrupts the insert's snapshot does
-        // not see: they are read after it, below.
-        let sql = match self.backend {
-            Backend::Sqlite => {
-                "INSERT INTO runs (run_id, thread_id, status, owner, lease_expires_at, last_seq, \
-                 created_at, updated_at, request_hash, request, segment_start, attempts, \
-                 principal) SELECT $1, $2, 'running', $3, 0, 0, $4, $4, $5, $6, 0, 1, $7 \
-                 WHERE NOT EXISTS \
-                 (SELECT 1 FROM interrupts WHERE thread_id = $2 AND status = 'pending') \
-                 AND NOT EXISTS (SELECT 1 FROM (SELECT principal FROM runs WHERE thread_id = $2 \
-                 LIMIT 1) WHERE principal IS NOT $7) \
-                 AND NOT EXISTS (SELECT 1 FROM threads WHERE thread_id = $2 AND principal IS NOT $7) \
-                 ON CONFLICT DO NOTHING"
-            }
-            Backend::Postgres => INSERT_RUN,
-        };
+        // runs of a thread all belong to its principal: one of them tells). This connection is
+        // the only writer: those checks can be part of the insert.
+        let sql = "INSERT INTO runs (run_id, thread_id, status, owner, lease_expires_at, last_seq, \
+             created_at, updated_at, request_hash, request, segment_start, attempts, principal) \
+             SELECT $1, $2, 'running', $3, 0, 0, $4, $4, $5, $6, 0, 1, $7 \
+             WHERE NOT EXISTS \
+             (SELECT 1 FROM interrupts WHERE thread_id = $2 AND status = 'pending') \
+             AND NOT EXISTS (SELECT 1 FROM (SELECT principal FROM runs WHERE thread_id = $2 \
+             LIMIT 1) WHERE principal IS NOT $7) \
+             AND NOT EXISTS (SELECT 1 FROM threads WHERE thread_id = $2 AND principal IS NOT $7) \
+             ON CONFLICT DO NOTHING";
         let inserted = self
             .insert_run(tx, sql, start, plan.principal.as_deref(), now)
             .await;
         match inserted {
-            Ok(1) => {}
-            Ok(_) => return Ok(None),
-            Err(e) if e.is_unique_violation() => return Ok(None),
-            Err(e) => return Err(e.into()),
+            Ok(1) => Ok(Some(plan.lease(start))),
+            Ok(_) => Ok(None),
+            Err(e) if e.is_unique_violation() => Ok(None),
+            Err(e) => Err(e.into()),
         }
-        let started = plan.lease(start);
-        if self.backend == Backend::Sqlite {
-            return Ok(Some(started));
-        }
-        // Read after the insert: an interrupt of a run that ended meanwhile is seen.
-        let conflict = first(
-            tx.fetch(
-                "SELECT 1 AS conflict WHERE EXISTS (SELECT 1 FROM interrupts WHERE thread_id = $1 \
-                 AND status = 'pending') OR EXISTS (SELECT 1 FROM (SELECT principal FROM runs \
-                 WHERE thread_id = $1 AND run_id <> $2 LIMIT 1) r \
-                 WHERE r.principal IS DISTINCT FROM $3) OR EXISTS (SELECT 1 FROM threads \
-                 WHERE thread_id = $1 AND principal IS DISTINCT FROM $3)",
-                &[
-                    Arg::from(start.thread_id.as_str()),
-                    Arg::from(start.run_id.as_str()),
-                    Arg::from(plan.principal.as_deref()),
-                ],
-            )
-            .await?,
-        );
-        if conflict.is_none() {
-            return Ok(Some(started));
-        }
-        tx.execute(
-            "DELETE FROM runs WHERE run_id = $1",
-            &[Arg::from(start.run_id.as_str())],
-        )
-        .await?;
-        Ok(None)
     }
 
     /// What the rules read of the log for `start`.

@@ -65,15 +65,17 @@ impl Values {
     }
 
     /// The statements `rows` take, each with its parameters.
-    fn pieces<'s, 'a>(
+    fn pieces<'s, 'r, 'a>(
         &'s self,
-        shared: &[Arg<'a>],
-        rows: &[Arg<'a>],
-    ) -> impl Iterator<Item = (&'s str, Vec<Arg<'a>>)> {
+        shared: &'r [Arg<'a>],
+        rows: &'r [Arg<'a>],
+    ) -> impl Iterator<Item = (&'s str, Vec<Arg<'a>>)> + 'r
+    where
+        's: 'r,
+    {
         debug_assert_eq!(shared.len(), self.shared);
         debug_assert_eq!(rows.len() % self.columns, 0);
-        let shared = shared.to_vec();
-        let mut rest = rows.to_vec();
+        let mut rest = rows;
         std::iter::from_fn(move || {
             let left = rest.len() / self.columns;
             if left == 0 {
@@ -81,10 +83,9 @@ impl Values {
             }
             // The largest size that fits what is left.
             let index = (usize::BITS - 1 - left.min(MAX_ROWS).leading_zeros()) as usize;
-            let tail = rest.split_off((1 << index) * self.columns);
-            let mut args = shared.clone();
-            args.append(&mut std::mem::replace(&mut rest, tail));
-            Some((self.sizes[index].as_str(), args))
+            let (these, tail) = rest.split_at((1 << index) * self.columns);
+            rest = tail;
+            Some((self.sizes[index].as_str(), [shared, these].concat()))
         })
     }
 }
@@ -103,6 +104,8 @@ fn list(shared: usize, columns: usize, rows: usize) -> String {
 
 #[cfg(test)]
 mod tests {
+    use futures_util::FutureExt as _;
+
     use super::*;
     use crate::store::conn::{Columns, Sqlite};
 
@@ -146,6 +149,4 @@ mod tests {
             assert_eq!(found, (0..n).collect::<Vec<_>>());
         }
     }
-
-    use futures_util::FutureExt as _;
 }
