@@ -15,7 +15,9 @@
 //!    first event: the latency at that load, where the short runs' closed loop, once the server
 //!    is saturated, measures its queue (C clients / runs per second).
 //! 3. **Long runs**: C clients post runs of 1,000 filler tokens; reports events/s.
-//! 4. **Idle streams**: opens K streams whose model waits (one token per 10 minutes), 500 at a
+//! 4. **One long run**: one client posts runs of T tokens one after another (after one of
+//!    warm-up); reports the time from the request to each run's last byte (p50 and best).
+//! 5. **Idle streams**: opens K streams whose model waits (one token per 10 minutes), 500 at a
 //!    time, until each got its first event; reports how long opening took, the server's resident
 //!    memory per open stream, the CPU the server uses while they stay open (5 s), and its resident
 //!    memory 25 s after they closed.
@@ -26,7 +28,7 @@
 //!
 //! Environment: `LOAD_STORES` (`none,sqlite,node`; a `postgres://…` URL adds PostgreSQL), `LOAD_SHORT` (clients × runs, `50x40`),
 //! `LOAD_PACED` (runs per second × seconds, `1000x5`),
-//! `LOAD_LONG` (`10x20,100x20`), `LOAD_IDLE` (`1000,10000`); an empty value skips a phase.
+//! `LOAD_LONG` (`10x20,100x20`), `LOAD_SINGLE` (tokens × runs, `10000x20`), `LOAD_IDLE` (`1000,10000`); an empty value skips a phase.
 //! `LOAD_URL` drives a server started elsewhere (to profile it) instead of starting one;
 //! `LOAD_BIN` starts another build of `agent-tower` (to compare two builds side by side).
 
@@ -231,6 +233,17 @@ fn body(run: &str, tokens: u64, delay_ms: Option<u64>) -> String {
 
 /// Posts a run; returns (time to first event, events) once the stream ends.
 async fn one_run(client: &reqwest::Client, url: &str, run: &str, tokens: u64) -> (Duration, u64) {
+    let (first, _, events) = timed_run(client, url, run, tokens).await;
+    (first, events)
+}
+
+/// Posts a run; returns (time to first event, time to its last byte, events).
+async fn timed_run(
+    client: &reqwest::Client,
+    url: &str,
+    run: &str,
+    tokens: u64,
+) -> (Duration, Duration, u64) {
     let start = Instant::now();
     let response = client
         .post(url)
@@ -257,7 +270,26 @@ async fn one_run(client: &reqwest::Client, url: &str, run: &str, tokens: u64) ->
         }
         last = prev;
     }
-    (first.unwrap_or_default(), events)
+    (first.unwrap_or_default(), start.elapsed(), events)
+}
+
+/// `runs` runs of `tokens` tokens, one at a time on one connection; returns each one's time from
+/// the request to its last byte, sorted.
+async fn single(server: &Server, runs: usize, tokens: u64) -> Vec<Duration> {
+    let client = reqwest::Client::new();
+    let prefix = uuid::Uuid::now_v7().simple().to_string();
+    let mut totals = Vec::with_capacity(runs);
+    for r in 0..runs {
+        let run = format!("{prefix}-single-{r}");
+        let (_, total, events) = timed_run(&client, &server.url, &run, tokens).await;
+        assert!(
+            events > tokens,
+            "run {run}: every token and the run's own events"
+        );
+        totals.push(total);
+    }
+    totals.sort();
+    totals
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -418,6 +450,10 @@ async fn bench() {
         .iter()
         .map(|s| shape(s))
         .collect();
+    let singles: Vec<_> = setting("LOAD_SINGLE", "10000x20")
+        .iter()
+        .map(|s| shape(s))
+        .collect();
     let idles: Vec<usize> = setting("LOAD_IDLE", "1000,10000")
         .iter()
         .map(|n| n.parse().expect("a number of streams"))
@@ -468,6 +504,15 @@ async fn bench() {
                 report.events as f64 / report.elapsed.as_secs_f64(),
                 report.p50.as_secs_f64() * 1000.0,
                 report.p99.as_secs_f64() * 1000.0,
+            );
+        }
+        for &(tokens, runs) in &singles {
+            single(&server, 1, tokens as u64).await;
+            let totals = single(&server, runs, tokens as u64).await;
+            println!(
+                "  single {runs:>4} runs of {tokens} tokens, one at a time: to the last byte p50 {:.2} ms, best {:.2} ms",
+                percentile(&totals, 0.5).as_secs_f64() * 1000.0,
+                totals[0].as_secs_f64() * 1000.0,
             );
         }
         for &streams in &idles {

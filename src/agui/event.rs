@@ -342,7 +342,56 @@ impl Event {
     }
 }
 
-/// Declares one event struct: base fields flattened, camelCase, options omitted.
+impl Event {
+    /// Appends the event's JSON to `out`: the bytes `serde_json::to_writer` writes.
+    ///
+    /// The events that carry a stream's fragments (`TEXT_MESSAGE_CONTENT`, `TOOL_CALL_ARGS`,
+    /// `REASONING_MESSAGE_CONTENT`: most of a run's events) are written without serde's map
+    /// machinery when they carry nothing but their id and delta: their tag and keys are constant,
+    /// and only the two strings need escaping.
+    ///
+    /// # Errors
+    ///
+    /// What `serde_json::to_writer` returns (a custom value that fails to serialize).
+    pub fn write_json(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        let fragment = match self {
+            Self::TextMessageContent(e) if e.subagent_run_id.is_none() && e.base.is_empty() => {
+                Some((TEXT_FRAGMENT, &*e.message_id, &e.delta))
+            }
+            Self::ToolCallArgs(e) if e.subagent_run_id.is_none() && e.base.is_empty() => {
+                Some((ARGS_FRAGMENT, &*e.tool_call_id, &e.delta))
+            }
+            Self::ReasoningMessageContent(e)
+                if e.subagent_run_id.is_none() && e.base.is_empty() =>
+            {
+                Some((REASONING_FRAGMENT, &*e.message_id, &e.delta))
+            }
+            _ => None,
+        };
+        let Some((head, id, delta)) = fragment else {
+            return serde_json::to_writer(out, self);
+        };
+        out.extend_from_slice(head.as_bytes());
+        serde_json::to_writer(&mut *out, id)?;
+        out.extend_from_slice(br#","delta":"#);
+        serde_json::to_writer(&mut *out, delta.as_str())?;
+        out.push(b'}');
+        Ok(())
+    }
+}
+
+/// What a fragment's JSON starts with, up to its id's value.
+const TEXT_FRAGMENT: &str = r#"{"type":"TEXT_MESSAGE_CONTENT","messageId":"#;
+const ARGS_FRAGMENT: &str = r#"{"type":"TOOL_CALL_ARGS","toolCallId":"#;
+const REASONING_FRAGMENT: &str = r#"{"type":"REASONING_MESSAGE_CONTENT","messageId":"#;
+
+impl BaseEvent {
+    /// Whether it carries none of its fields.
+    fn is_empty(&self) -> bool {
+        self.timestamp.is_none() && self.raw_event.is_none() && self.metadata.is_none()
+    }
+}
+
 impl Event {
     /// The sub-agent run the event belongs to (`subagentRunId`), for the events that can carry
     /// one: every content and progress event, not the run's own (`RUN_*`, `MESSAGES_SNAPSHOT`)
@@ -379,6 +428,7 @@ impl Event {
     }
 }
 
+/// Declares one event struct: base fields flattened, camelCase, options omitted.
 macro_rules! event_struct {
     ($(#[$doc:meta])* $name:ident { $( $(#[$fdoc:meta])* $field:ident : $ty:ty ),* $(,)? }) => {
         $(#[$doc])*
@@ -975,5 +1025,49 @@ mod tests {
         assert_eq!(args.base.timestamp, Some(5));
         let unknown: Event = serde_json::from_value(json!({"type": "FROM_THE_FUTURE"})).unwrap();
         assert_eq!(unknown.kind(), EventType::Unknown);
+    }
+
+    #[test]
+    fn write_json_writes_what_serde_writes() {
+        let texts = [
+            "lorem ",
+            "",
+            "quote \" back \\ slash",
+            "line\nfeed\ttab\u{1}",
+            "é 日本 🦀",
+        ];
+        let mut events = Vec::new();
+        for text in texts {
+            events.push(Event::text_message_content(MessageId::from(text), text));
+            events.push(Event::tool_call_args(ToolCallId::from(text), text));
+            events.push(
+                ReasoningMessageContent {
+                    message_id: MessageId::from(text),
+                    delta: text.into(),
+                    subagent_run_id: None,
+                    base: BaseEvent::default(),
+                }
+                .into(),
+            );
+        }
+        // With a field the short path does not write: serde writes it.
+        let mut with_subagent = Event::text_message_content(MessageId::from("m"), "x");
+        *with_subagent.subagent_run_id_mut().unwrap() = Some("sub".into());
+        events.push(with_subagent);
+        let mut stamped = Event::text_message_content(MessageId::from("m"), "x");
+        if let Event::TextMessageContent(e) = &mut stamped {
+            e.base.timestamp = Some(7);
+        }
+        events.push(stamped);
+        events.push(Event::step_started("turn 0".into()));
+        for event in events {
+            let mut written = Vec::new();
+            event.write_json(&mut written).unwrap();
+            assert_eq!(
+                String::from_utf8(written).unwrap(),
+                serde_json::to_string(&event).unwrap(),
+                "{event:?}"
+            );
+        }
     }
 }

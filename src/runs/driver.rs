@@ -28,11 +28,45 @@ use crate::{
     id::{RunId, ThreadId},
     run::{RunOutcome, RunRequest, RunService, StopReason},
     tool::CutOff,
-    transport::{Channel, OnDisconnect},
+    transport::{Channel, ChannelReceiver, OnDisconnect},
 };
 
 /// The most events one write carries.
-const MAX_BATCH: usize = 512;
+const MAX_BATCH_EVENTS: usize = 4096;
+
+/// The most bytes of events one write carries (past it, the one event that crossed it).
+const MAX_BATCH_BYTES: usize = 1024 * 1024;
+
+/// The events gathered for the run's next write. While one write is in flight the next batch
+/// gathers what the agent sends meanwhile, up to its bounds; then the agent waits. A long answer
+/// is therefore as many writes (commits, on a durable log) as the bounds cut it into.
+#[derive(Default)]
+struct Batch {
+    events: Vec<LoggedEvent>,
+    bytes: usize,
+}
+
+impl Batch {
+    fn push(&mut self, event: LoggedEvent) {
+        self.bytes += event.json().len();
+        self.events.push(event);
+    }
+
+    /// Whether it may take another event.
+    fn has_room(&self) -> bool {
+        self.events.len() < MAX_BATCH_EVENTS && self.bytes < MAX_BATCH_BYTES
+    }
+
+    fn is_empty(&self) -> bool {
+        self.events.is_empty()
+    }
+
+    /// Its events, leaving it empty.
+    fn take(&mut self) -> Vec<LoggedEvent> {
+        self.bytes = 0;
+        std::mem::take(&mut self.events)
+    }
+}
 
 /// How a run ended, as [`RunSummary`] tells it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -266,7 +300,7 @@ where
 {
     async fn run(mut self) {
         let (tx, mut rx) = Channel::<Event>::bounded(self.inner.config.channel_capacity);
-        let mut batch: Vec<LoggedEvent> = Vec::new();
+        let mut batch = Batch::default();
         // In a block of its own: the request is not kept beside the run that consumes it, for
         // as long as the run lasts.
         let mut run = {
@@ -306,7 +340,7 @@ where
                 break;
             }
             if writing.is_none() && !batch.is_empty() && !handed {
-                writing = Some(self.write(std::mem::take(&mut batch), None));
+                writing = Some(self.write(batch.take(), None));
             }
             tokio::select! {
                 () = handing_over.cancelled(), if run.is_some() => {
@@ -320,10 +354,10 @@ where
                     // what it sent.
                     run = None;
                 }
-                event = rx.next(), if !closed && run.is_some() && batch.len() < MAX_BATCH => {
+                event = rx.next(), if !closed && run.is_some() && batch.has_room() => {
                     match event {
                         Some(event) if full.is_none() => {
-                            if let Err(stopped) = self.take_bounded(&mut batch, event) {
+                            if let Err(stopped) = self.take_all_bounded(&mut batch, event, &mut rx) {
                                 self.cancel.cancel();
                                 full = Some(stopped);
                             }
@@ -341,7 +375,7 @@ where
                             // right after what was logged.
                             self.cancel.cancel();
                             full = Some(("log_full", format!("the run was stopped: {why}")));
-                            batch.clear();
+                            batch.take();
                             self.next_seq = events.first().map_or(self.next_seq, |e| e.seq);
                         }
                         Err(error) => return self.abandon(error),
@@ -364,7 +398,7 @@ where
         }
         if let Some((code, why)) = full {
             if code == "log_full" {
-                batch.clear();
+                batch.take();
             }
             end = RunEnd::new(RunStatus::Failed);
             self.terminal = false;
@@ -378,7 +412,7 @@ where
             let error = run_error(code.as_deref().unwrap_or("run_failed"), message);
             self.take(&mut batch, error);
         }
-        let (events, written) = self.write(batch, Some(end)).await;
+        let (events, written) = self.write(batch.take(), Some(end)).await;
         match written {
             Ok(()) => {
                 self.logged(&events);
@@ -402,12 +436,7 @@ where
     /// the completed steps (it redoes the step that was cut off, and runs the calls that have no
     /// result, those that [may have run](crate::tool::ToolCall::may_have_run) as their tools
     /// allow), and clients are shown that conversation first, without what the cut step began.
-    fn continue_from(
-        &mut self,
-        req: &mut RunRequest,
-        progress: Progress,
-        batch: &mut Vec<LoggedEvent>,
-    ) {
+    fn continue_from(&mut self, req: &mut RunRequest, progress: Progress, batch: &mut Batch) {
         req.messages.extend(progress.messages);
         if progress.state.is_some() {
             req.state = progress.state;
@@ -432,7 +461,7 @@ where
     /// bounds: then why.
     fn take_bounded(
         &mut self,
-        batch: &mut Vec<LoggedEvent>,
+        batch: &mut Batch,
         event: Event,
     ) -> Result<(), (&'static str, String)> {
         if std::mem::take(&mut self.resumed) && matches!(event, Event::RunStarted(_)) {
@@ -470,13 +499,32 @@ where
         Ok(())
     }
 
+    /// Takes `first` and every event already waiting in `rx` into the batch, up to its bound:
+    /// the agent's future is polled again only once the room it had is empty, so that one poll
+    /// of it makes a channel's worth of events rather than one.
+    fn take_all_bounded(
+        &mut self,
+        batch: &mut Batch,
+        first: Event,
+        rx: &mut ChannelReceiver<Event>,
+    ) -> Result<(), (&'static str, String)> {
+        self.take_bounded(batch, first)?;
+        while batch.has_room() {
+            let Some(event) = rx.try_recv() else {
+                break;
+            };
+            self.take_bounded(batch, event)?;
+        }
+        Ok(())
+    }
+
     /// Takes one event of the run into the batch being gathered.
-    fn take(&mut self, batch: &mut Vec<LoggedEvent>, event: Event) {
+    fn take(&mut self, batch: &mut Batch, event: Event) {
         let logged = LoggedEvent::of(self.next_seq, &event);
         self.push(batch, logged, &event);
     }
 
-    fn push(&mut self, batch: &mut Vec<LoggedEvent>, logged: LoggedEvent, event: &Event) {
+    fn push(&mut self, batch: &mut Batch, logged: LoggedEvent, event: &Event) {
         let ending = Ending::of(event);
         self.terminal = ending.is_some();
         if ending.is_some() {

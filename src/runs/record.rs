@@ -48,10 +48,14 @@ impl LoggedEvent {
         let json = BUFFER.with(|buffer| {
             let Ok(mut buffer) = buffer.try_borrow_mut() else {
                 // Serializing an event serialized another (a custom `Serialize` of a value).
-                return Bytes::from(serde_json::to_vec(event).expect("AG-UI events serialize"));
+                let mut json = Vec::new();
+                event.write_json(&mut json).expect("AG-UI events serialize");
+                return Bytes::from(json);
             };
             buffer.clear();
-            serde_json::to_writer(&mut *buffer, event).expect("AG-UI events serialize");
+            event
+                .write_json(&mut buffer)
+                .expect("AG-UI events serialize");
             let json = Bytes::copy_from_slice(&buffer);
             if buffer.capacity() > KEPT {
                 *buffer = Vec::new();

@@ -55,7 +55,7 @@ where
         HeaderValue::from_static(format.content_type()),
     );
     let framing = match format {
-        Format::Sse => Framing::Sse(run.as_str().into()),
+        Format::Sse => Framing::sse(run),
         Format::Ndjson => Framing::Ndjson,
         #[cfg(feature = "proto")]
         Format::Proto => Framing::Proto,
@@ -72,8 +72,9 @@ where
 
 /// How one event is written.
 enum Framing {
-    /// `id: {run}:{seq}\ndata: {json}\n\n` (the id line only for logged events).
-    Sse(Box<str>),
+    /// `id: {run}:{seq}\ndata: {json}\n\n` (the id line only for logged events), with
+    /// `id: {run}:` made once.
+    Sse(Box<[u8]>),
     /// `{json}\n`.
     Ndjson,
     /// A length-prefixed protobuf message.
@@ -82,34 +83,43 @@ enum Framing {
 }
 
 impl Framing {
+    /// SSE for the events of `run`.
+    fn sse(run: &RunId) -> Self {
+        Self::Sse(format!("id: {run}:").into_bytes().into_boxed_slice())
+    }
+
     /// Appends `event`, framed, to `out`.
     fn write(&self, event: &LoggedEvent, out: &mut BytesMut) {
         let json = event.json().as_ref();
         match self {
-            Self::Sse(run) => {
+            Self::Sse(id) => {
                 let mut seq = itoa::Buffer::new();
                 let seq = seq.format(event.seq);
-                let id = if event.seq == 0 {
+                let id_line = if event.seq == 0 {
                     0
                 } else {
-                    run.len() + seq.len() + 6
+                    id.len() + seq.len() + 1
                 };
                 // `data: ` and a line end per line, and the empty line: exact for one line.
-                out.reserve(id + json.len() + 8);
+                out.reserve(id_line + json.len() + 8);
                 if event.seq != 0 {
-                    out.put_slice(b"id: ");
-                    out.put_slice(run.as_bytes());
-                    out.put_u8(b':');
+                    out.put_slice(id);
                     out.put_slice(seq.as_bytes());
                     out.put_u8(b'\n');
                 }
-                // Our JSON is one line; JSON read back from elsewhere might not be.
-                for line in json.split(|&b| b == b'\n') {
-                    out.put_slice(b"data: ");
-                    out.put_slice(line.strip_suffix(b"\r").unwrap_or(line));
+                if json.contains(&b'\n') {
+                    // Our JSON is one line; JSON read back from elsewhere might not be.
+                    for line in json.split(|&b| b == b'\n') {
+                        out.put_slice(b"data: ");
+                        out.put_slice(line.strip_suffix(b"\r").unwrap_or(line));
+                        out.put_u8(b'\n');
+                    }
                     out.put_u8(b'\n');
+                } else {
+                    out.put_slice(b"data: ");
+                    out.put_slice(json.strip_suffix(b"\r").unwrap_or(json));
+                    out.put_slice(b"\n\n");
                 }
-                out.put_u8(b'\n');
             }
             Self::Ndjson => {
                 out.reserve(json.len() + 1);
