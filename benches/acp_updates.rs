@@ -16,7 +16,7 @@
 //! lines up to the prompt's answer): what the agent delivers when the client is not the limit.
 //!
 //! Environment: `ACP_WORDS` (10000), `ACP_ROUNDS` (15; the first five warm Node's JIT up and are
-//! not counted).
+//! not counted), `ACP_BIN` (another build of `agent-tower`, to compare two side by side).
 
 use std::{
     io::{BufRead, BufReader, Write},
@@ -25,7 +25,12 @@ use std::{
     time::Instant,
 };
 
-const AGENT: &str = env!("CARGO_BIN_EXE_agent-tower");
+const BUILT: &str = env!("CARGO_BIN_EXE_agent-tower");
+
+/// The agent's binary: `ACP_BIN`, else the one built with the bench.
+fn agent() -> String {
+    std::env::var("ACP_BIN").unwrap_or_else(|_| BUILT.to_owned())
+}
 const WARM_UP: usize = 5;
 
 /// The agent's CPU time so far (user and system), in seconds.
@@ -50,7 +55,7 @@ fn cpu_seconds(pid: u32) -> f64 {
 /// `rounds` prompts of `words` words to `agent-tower acp --store none`, read as lines only: the
 /// median and best updates a second, and the agent's CPU per update.
 fn line_reader(words: usize, rounds: usize) {
-    let mut agent = Command::new(AGENT)
+    let mut agent = Command::new(agent())
         .args(["acp", "--store", "none"])
         .env("RUST_LOG", "warn")
         .stdin(Stdio::piped())
@@ -138,10 +143,11 @@ fn main() {
     println!(
         "ACP over stdio, {words} words a prompt, {rounds} rounds, the official TypeScript client"
     );
+    let ours = agent();
     for (name, agent) in [
         (
             "agent-tower acp --store none",
-            vec![AGENT, "acp", "--store", "none"],
+            vec![ours.as_str(), "acp", "--store", "none"],
         ),
         ("the SDK's own agent (Node)", vec!["--sdk-agent"]),
     ] {
