@@ -1,5 +1,5 @@
 //! The run engine used as a library, without HTTP: begin, follow, cancel; a caller that goes away
-//! mid-begin; a bounded log that fills up.
+//! mid-begin; a bounded log that fills up; what the agent sent meanwhile written at once.
 
 use agent_tower::{
     BoxError,
@@ -8,9 +8,11 @@ use agent_tower::{
     message::Message,
     model::scripted::ScriptedModel,
     run::{RunOutcome, RunRequest},
-    runs::{Begun, Cancel, MemoryLog, Runs},
+    runs::{Begun, Cancel, Logged, MemoryLog, RunObserver, Runs},
     tool::ToolRouter,
 };
+use std::sync::{Arc, Mutex};
+
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tower::{Layer, Service};
@@ -104,5 +106,34 @@ async fn a_full_log_stops_the_run_with_a_terminal_event() {
     assert_eq!(
         events(&runs, &next).await.last().unwrap()["type"],
         "RUN_FINISHED"
+    );
+}
+
+/// The number of events of each write to the run log.
+#[derive(Clone, Default)]
+struct Writes(Arc<Mutex<Vec<u64>>>);
+
+impl RunObserver for Writes {
+    fn on_logged(&self, logged: &Logged<'_>) {
+        self.0.lock().unwrap().push(logged.events);
+    }
+}
+
+#[tokio::test]
+async fn what_the_agent_sent_meanwhile_goes_in_one_write() {
+    let writes = Writes::default();
+    let runs = Runs::new(agent()).observer(writes.clone());
+    let begun = runs.begin(input("many", 10_000)).await.unwrap();
+    let log = events(&runs, &begun).await;
+    assert_eq!(log.last().unwrap()["type"], "RUN_FINISHED");
+    let writes = writes.0.lock().unwrap().clone();
+    assert_eq!(writes.iter().sum::<u64>(), log.len() as u64, "{writes:?}");
+    // One poll of the agent fills the room its channel has, and the driver takes all of it: a
+    // write per event would be ten thousand writes.
+    assert!(
+        writes.len() < log.len() / 50,
+        "{} writes for {} events",
+        writes.len(),
+        log.len()
     );
 }
