@@ -40,6 +40,8 @@ use serde_json::json;
 #[path = "support/serve.rs"]
 mod serve;
 
+use serve::TempDir;
+
 const AGENT: &str = env!("CARGO_BIN_EXE_agent-tower");
 
 fn main() {
@@ -71,15 +73,6 @@ struct Server {
     pid: u32,
     url: String,
     _dir: Option<TempDir>,
-}
-
-/// A directory removed when dropped.
-struct TempDir(std::path::PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 impl Server {

@@ -30,6 +30,8 @@ use serde_json::json;
 #[path = "support/serve.rs"]
 mod serve;
 
+use serve::TempDir;
+
 const AGENT: &str = env!("CARGO_BIN_EXE_agent-tower");
 
 fn main() {
@@ -109,15 +111,6 @@ async fn model_server(model: Model) -> String {
     });
     tokio::spawn(async move { axum::serve(listener, app).await });
     format!("http://{addr}/v1")
-}
-
-/// A directory removed when dropped.
-struct TempDir(std::path::PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// Posts one run and returns each token's latency, in the order they came.

@@ -45,6 +45,15 @@ pub async fn listening(mut command: tokio::process::Command) -> (tokio::process:
     (child, addr)
 }
 
+/// A directory removed when dropped.
+pub struct TempDir(pub std::path::PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// Runs `bench` on a multi-threaded runtime, as a bench's `main` does (criterion-style flags
 /// from `cargo bench` are ignored).
 pub fn block_on(bench: impl std::future::Future<Output = ()>) {

@@ -355,20 +355,30 @@ impl Event {
     /// What `serde_json::to_writer` returns (a custom value that fails to serialize).
     pub fn write_json(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
         let fragment = match self {
-            Self::TextMessageContent(e) if e.subagent_run_id.is_none() && e.base.is_empty() => {
-                Some((TEXT_FRAGMENT, &*e.message_id, &e.delta))
-            }
-            Self::ToolCallArgs(e) if e.subagent_run_id.is_none() && e.base.is_empty() => {
-                Some((ARGS_FRAGMENT, &*e.tool_call_id, &e.delta))
-            }
-            Self::ReasoningMessageContent(e)
-                if e.subagent_run_id.is_none() && e.base.is_empty() =>
-            {
-                Some((REASONING_FRAGMENT, &*e.message_id, &e.delta))
-            }
+            Self::TextMessageContent(e) => Some((
+                TEXT_FRAGMENT,
+                &*e.message_id,
+                &e.delta,
+                &e.subagent_run_id,
+                &e.base,
+            )),
+            Self::ToolCallArgs(e) => Some((
+                ARGS_FRAGMENT,
+                &*e.tool_call_id,
+                &e.delta,
+                &e.subagent_run_id,
+                &e.base,
+            )),
+            Self::ReasoningMessageContent(e) => Some((
+                REASONING_FRAGMENT,
+                &*e.message_id,
+                &e.delta,
+                &e.subagent_run_id,
+                &e.base,
+            )),
             _ => None,
         };
-        let Some((head, id, delta)) = fragment else {
+        let Some((head, id, delta, None, _)) = fragment.filter(|(.., base)| base.is_empty()) else {
             return serde_json::to_writer(out, self);
         };
         out.extend_from_slice(head.as_bytes());
