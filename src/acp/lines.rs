@@ -23,6 +23,7 @@ use std::{
 
 use agent_client_protocol::{
     Channel, Error, RawJsonRpcId, RawJsonRpcMessage, RawJsonRpcResponse, TransportFrame,
+    v1::schema::JsonRpcMessage,
 };
 use futures_channel::mpsc::{UnboundedReceiver, UnboundedSender};
 use futures_util::StreamExt;
@@ -317,6 +318,37 @@ fn is_update(frame: &TransportFrame) -> bool {
     )
 }
 
+/// `frame` as one line of JSON, newline included, into `line`.
+///
+/// A message is serialized where it lies: the SDK's own `TransportFrame::to_json` serializes a
+/// deep copy of it (its `params` map cloned for every frame, then dropped), which was a sixth
+/// of the agent's instructions per session update. The bytes are the same.
+fn write_line(frame: &TransportFrame, line: &mut Vec<u8>) -> std::io::Result<()> {
+    let written = match frame {
+        TransportFrame::Single(RawJsonRpcMessage::Notification(message)) => {
+            serde_json::to_writer(&mut *line, &JsonRpcMessage::wrap(message))
+        }
+        TransportFrame::Single(RawJsonRpcMessage::Request(message)) => {
+            serde_json::to_writer(&mut *line, &JsonRpcMessage::wrap(message))
+        }
+        TransportFrame::Single(RawJsonRpcMessage::Response(message)) => {
+            serde_json::to_writer(&mut *line, &JsonRpcMessage::wrap(message))
+        }
+        other => {
+            let json = other.to_json().map_err(std::io::Error::other)?;
+            // A malformed value kept for a relay may span lines; one frame is one line.
+            line.extend(json.bytes().map(|b| match b {
+                b'\r' | b'\n' => b' ',
+                b => b,
+            }));
+            Ok(())
+        }
+    };
+    written.map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    Ok(())
+}
+
 /// Writes the SDK's frames as lines, a batch of whatever is ready at a time, and gives the
 /// updates' room back once they are flushed.
 async fn write_frames<W: AsyncWrite + Unpin>(
@@ -327,20 +359,15 @@ async fn write_frames<W: AsyncWrite + Unpin>(
 ) -> std::io::Result<()> {
     const BATCH: usize = 64;
     let mut writer = tokio::io::BufWriter::new(writer);
+    let mut line = Vec::new();
     while let Some(first) = frames.next().await {
         let mut updates = 0;
         let mut next = Some(first);
         let mut batched = 0;
         while let Some(frame) = next.take() {
-            let line = frame.to_json().map_err(std::io::Error::other)?;
-            // A malformed value kept for a relay may span lines; one frame is one line.
-            let line = if line.contains('\n') {
-                line.replace(['\r', '\n'], " ")
-            } else {
-                line
-            };
-            writer.write_all(line.as_bytes()).await?;
-            writer.write_all(b"\n").await?;
+            line.clear();
+            write_line(&frame, &mut line)?;
+            writer.write_all(&line).await?;
             updates += usize::from(is_update(&frame));
             batched += 1;
             if batched < BATCH {
@@ -357,6 +384,30 @@ async fn write_frames<W: AsyncWrite + Unpin>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_frame_is_written_as_the_sdk_writes_it_on_one_line() {
+        let frames = [
+            r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"a \"quoted\"\nline é 🙂"}}}}"#,
+            r#"{"jsonrpc":"2.0","method":"exit"}"#,
+            r#"{"jsonrpc":"2.0","id":7,"method":"session/request_permission","params":{"sessionId":"s","options":[]}}"#,
+            r#"{"jsonrpc":"2.0","id":"x","method":"m","params":[1,2]}"#,
+            r#"{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn"}}"#,
+            r#"{"jsonrpc":"2.0","id":4,"error":{"code":-32602,"message":"bad","data":{"k":1}}}"#,
+        ]
+        .into_iter()
+        .map(TransportFrame::parse_json)
+        .chain([malformed(
+            "{\"a\":\r\n1}".to_owned(),
+            Error::parse_error(),
+        )]);
+        for frame in frames {
+            let mut line = Vec::new();
+            write_line(&frame, &mut line).unwrap();
+            let sdk = frame.to_json().unwrap().replace(['\r', '\n'], " ");
+            assert_eq!(String::from_utf8(line).unwrap(), sdk + "\n", "{frame:?}");
+        }
+    }
 
     #[test]
     fn malformed_requests_are_answered_with_their_id() {
