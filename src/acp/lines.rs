@@ -321,7 +321,7 @@ fn is_update(frame: &TransportFrame) -> bool {
 /// `frame` as one line of JSON, newline included, into `line`.
 ///
 /// A message is serialized where it lies: the SDK's own `TransportFrame::to_json` serializes a
-/// deep copy of it (its `params` map cloned for every frame, then dropped), which was a sixth
+/// deep copy of it (its `params` map cloned for every frame, then dropped), which was a fifth
 /// of the agent's instructions per session update. The bytes are the same.
 fn write_line(frame: &TransportFrame, line: &mut Vec<u8>) -> std::io::Result<()> {
     let written = match frame {
