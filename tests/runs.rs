@@ -1,5 +1,8 @@
 //! The run engine used as a library, without HTTP: begin, follow, cancel; a caller that goes away
-//! mid-begin; a bounded log that fills up; what the agent sent meanwhile written at once.
+//! mid-begin; a bounded log that fills up; what the agent sent meanwhile written at once; the
+//! run's own events written by the engine, whatever agent it drives.
+
+mod support;
 
 use agent_tower::{
     BoxError,
@@ -135,5 +138,147 @@ async fn what_the_agent_sent_meanwhile_goes_in_one_write() {
         "{} writes for {} events",
         writes.len(),
         log.len()
+    );
+}
+
+/// The types of `log`'s events, in order.
+fn types(log: &[Value]) -> Vec<&str> {
+    log.iter().map(|e| e["type"].as_str().unwrap()).collect()
+}
+
+/// `log` passes the official schemas and the official client's verifier.
+async fn officially_verified(log: &[Value]) {
+    let output = support::node(
+        "check-events.mjs",
+        &[],
+        Some(Value::from(log.to_vec()).to_string()),
+    )
+    .await;
+    assert!(output.starts_with("ok"), "{output}: {log:?}");
+}
+
+#[tokio::test]
+async fn a_bare_agent_is_a_whole_run_and_its_thread_goes_on() {
+    // No AG-UI layer anywhere: the engine opens and closes the run itself.
+    let runs = Runs::new(Agent::new(ScriptedModel::new(), ToolRouter::new()));
+    let first = runs.begin(input("bare", 3)).await.unwrap();
+    let log = events(&runs, &first).await;
+    assert_eq!(
+        types(&log),
+        ["RUN_STARTED", "MESSAGES_SNAPSHOT", "RUN_FINISHED"]
+    );
+    assert_eq!(log[0]["threadId"], "t-bare");
+    assert_eq!(log[0]["runId"], "bare");
+    assert_eq!(log[0]["input"]["messages"][0]["content"], "hello");
+    let said: Vec<(&Value, &Value)> = log[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (&m["role"], &m["content"]))
+        .collect();
+    assert_eq!(said.len(), 2, "{said:?}");
+    assert_eq!(said[0], (&json!("user"), &json!("hello")));
+    assert_eq!(said[1].0, "assistant");
+    // The scripted model was asked for three words.
+    let answer_text = said[1].1.as_str().unwrap().to_owned();
+    assert_eq!(answer_text.split_whitespace().count(), 3, "{said:?}");
+    assert_eq!(log[2]["outcome"]["type"], "success");
+    officially_verified(&log).await;
+
+    // The next turn sees the first in its conversation, in order.
+    let mut next = input("bare-2", 3);
+    next.thread_id = "t-bare".into();
+    let answer = serde_json::from_value(log[1]["messages"][1].clone()).unwrap();
+    let again = agent_tower::agui::input::Message::from_domain(&Message::user("again")).unwrap();
+    next.messages = vec![next.messages[0].clone(), answer, again];
+    let second = runs.begin(next).await.unwrap();
+    let log = events(&runs, &second).await;
+    assert_eq!(log[0]["input"]["messages"][0]["content"], "again");
+    let roles: Vec<&Value> = log[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| &m["role"])
+        .collect();
+    assert_eq!(roles, ["user", "assistant", "user", "assistant"]);
+    let thread = runs
+        .run_log()
+        .thread(&"t-bare".into())
+        .await
+        .unwrap()
+        .unwrap();
+    let texts: Vec<String> = thread.messages.iter().map(Message::text).collect();
+    assert_eq!(texts[0], "hello");
+    assert_eq!(texts[1], answer_text);
+    assert_eq!(texts[2], "again");
+    assert_eq!(texts[3].split_whitespace().count(), 3, "{texts:?}");
+}
+
+#[tokio::test]
+async fn steps_without_a_run_layer_are_opened_and_closed_by_the_engine() {
+    let agui = AguiLayer::new();
+    let agent = Agent::new(
+        agui.layer(ScriptedModel::new()),
+        agui.layer(ToolRouter::new()),
+    );
+    let runs = Runs::new(agent);
+    let begun = runs.begin(input("steps", 3)).await.unwrap();
+    let log = events(&runs, &begun).await;
+    let kinds = types(&log);
+    assert_eq!(
+        kinds[..3],
+        ["RUN_STARTED", "STEP_STARTED", "TEXT_MESSAGE_START"]
+    );
+    assert_eq!(
+        kinds[kinds.len() - 4..],
+        [
+            "TEXT_MESSAGE_END",
+            "STEP_FINISHED",
+            "MESSAGES_SNAPSHOT",
+            "RUN_FINISHED"
+        ]
+    );
+    // The streamed text is the text of the snapshot's answer, under the same message id.
+    let streamed: String = log
+        .iter()
+        .filter(|e| e["type"] == "TEXT_MESSAGE_CONTENT")
+        .map(|e| e["delta"].as_str().unwrap())
+        .collect();
+    let snapshot = &log[log.len() - 2]["messages"][1];
+    assert_eq!(snapshot["content"], streamed.as_str());
+    assert_eq!(snapshot["id"], log[2]["messageId"]);
+    officially_verified(&log).await;
+}
+
+#[tokio::test]
+async fn an_agent_framed_twice_still_logs_one_start_and_one_end() {
+    let agui = AguiLayer::new();
+    let runs = Runs::new(agui.layer(agent()));
+    let begun = runs.begin(input("twice", 3)).await.unwrap();
+    let log = events(&runs, &begun).await;
+    let kinds = types(&log);
+    assert_eq!(kinds.iter().filter(|k| **k == "RUN_STARTED").count(), 1);
+    assert_eq!(kinds.first(), Some(&"RUN_STARTED"));
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "RUN_FINISHED").count(),
+        1,
+        "{kinds:?}"
+    );
+    assert_eq!(kinds.last(), Some(&"RUN_FINISHED"));
+    officially_verified(&log).await;
+}
+
+#[tokio::test]
+async fn a_bare_agent_asked_for_bad_options_is_refused_before_it_runs() {
+    let runs = Runs::new(Agent::new(ScriptedModel::new(), ToolRouter::new()));
+    let mut bad = input("bad-options", 3);
+    bad.forwarded_props = Some(json!({"agui": {"stateSnapshots": "sometimes"}}));
+    let begun = runs.begin(bad).await.unwrap();
+    let log = events(&runs, &begun).await;
+    assert_eq!(types(&log), ["RUN_ERROR"]);
+    assert_eq!(log[0]["code"], "invalid_options");
+    assert!(
+        log[0]["message"].as_str().unwrap().contains("`sometimes`"),
+        "{log:?}"
     );
 }

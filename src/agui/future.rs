@@ -11,22 +11,24 @@ use pin_project_lite::pin_project;
 use serde_json::{Value, json};
 
 use super::{
-    AguiOptions, Event, ModelEncoder,
+    Event, ModelEncoder,
     event::{
-        ActivityDelta, ActivitySnapshot, BaseEvent, MessagesSnapshot, RunError, RunFinished,
-        RunFinishedOutcome, TokenUsage, ToolCallResult, ToolRole,
+        ActivityDelta, ActivitySnapshot, BaseEvent, RunFinishedOutcome, ToolCallResult, ToolRole,
     },
-    input::{ClientProtocol, ToolContent},
+    framing::{Framing, run_finished},
+    input::ToolContent,
 };
 use crate::{
     BoxError,
     context::SharedState,
-    id::{MessageId, RunId, ThreadId, ToolCallId},
-    run::{RunOutcome, StopReason},
+    id::{MessageId, ToolCallId},
+    run::RunOutcome,
     stream::{Outbox, TeeFuture},
     tool::{Progress, ToolCall, ToolReply},
     transport::Transport,
 };
+
+pub use super::framing::COST_EVENT;
 
 /// The future of a wrapped model call: resolves to the model's stream, teed.
 ///
@@ -210,15 +212,6 @@ impl<F: Future, T: Transport<Event>> fmt::Debug for ToolResponseFuture<F, T> {
     }
 }
 
-/// The ids on a run's events.
-#[derive(Debug, Clone)]
-pub(crate) struct RunIds {
-    pub(crate) thread_id: ThreadId,
-    pub(crate) run_id: RunId,
-    /// Whom the run's events are for: what its `RUN_FINISHED` may say.
-    pub(crate) protocol: ClientProtocol,
-}
-
 pin_project! {
     #[project = StateProj]
     enum State<F> {
@@ -242,8 +235,7 @@ pin_project! {
         #[pin]
         state: State<F>,
         outbox: Outbox<T, Event>,
-        ids: Option<RunIds>,
-        options: AguiOptions,
+        framing: Option<Framing>,
         shared: Option<SharedState>,
         result: Option<Result<RunOutcome, BoxError>>,
         span: tracing::Span,
@@ -262,8 +254,8 @@ pin_project! {
             if this.result.is_none() {
                 // Tear the run down first: its steps close their messages and tool calls.
                 this.state.set(State::Done);
-                if let Some(ids) = this.ids.as_ref() {
-                    this.outbox.queue().push_back(run_finished(ids, RunFinishedOutcome::Cancelled, None, None));
+                if let Some(framing) = this.framing.as_ref() {
+                    this.outbox.queue().push_back(run_finished(&framing.ids, RunFinishedOutcome::Cancelled, None, None));
                 }
             }
             this.outbox.send_now();
@@ -275,16 +267,14 @@ impl<F, T: Transport<Event>> RunResponseFuture<F, T> {
     pub(crate) fn new(
         inner: F,
         outbox: Outbox<T, Event>,
-        ids: RunIds,
-        options: AguiOptions,
+        framing: Framing,
         shared: SharedState,
         span: tracing::Span,
     ) -> Self {
         Self {
             state: State::Running { inner },
             outbox,
-            ids: Some(ids),
-            options,
+            framing: Some(framing),
             shared: Some(shared),
             result: None,
             span,
@@ -296,8 +286,7 @@ impl<F, T: Transport<Event>> RunResponseFuture<F, T> {
         Self {
             state: State::Rejected { error: Some(error) },
             outbox,
-            ids: None,
-            options: AguiOptions::default(),
+            framing: None,
             shared: None,
             result: None,
             span: tracing::Span::none(),
@@ -336,15 +325,14 @@ where
                 StateProj::Done => panic!("RunResponseFuture polled after completion"),
             };
             this.state.set(State::Done);
-            if let Some(ids) = this.ids.as_ref() {
+            if let Some(framing) = this.framing.as_ref() {
                 // Changes no tool result carried out (made by the model layer, by code around
                 // the agent) go out before the end.
                 let changes = this.shared.as_ref().map(SharedState::take_changes);
                 if let Some(changes) = changes.filter(|c| !c.is_empty()) {
                     this.outbox.push(Event::state_delta(&changes));
                 }
-                let terminal = terminal_events(ids, this.options, &result);
-                this.outbox.queue().extend(terminal);
+                this.outbox.queue().extend(framing.closing(&result));
             }
             *this.result = Some(result);
         }
@@ -362,156 +350,9 @@ impl<F, T: Transport<Event>> fmt::Debug for RunResponseFuture<F, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RunResponseFuture")
             .field("inner", &std::any::type_name::<F>())
-            .field("ids", &self.ids)
+            .field("framing", &self.framing)
             .finish_non_exhaustive()
     }
-}
-
-fn terminal_events(
-    ids: &RunIds,
-    options: &AguiOptions,
-    result: &Result<RunOutcome, BoxError>,
-) -> Vec<Event> {
-    let outcome = match result {
-        Ok(outcome) => outcome,
-        Err(error) => {
-            let (code, message) = crate::map_error::run_error(error.as_ref());
-            tracing::debug!(?code, %message, "run failed");
-            return vec![
-                RunError {
-                    message,
-                    code,
-                    usage: None,
-                    base: BaseEvent::default(),
-                }
-                .into(),
-            ];
-        }
-    };
-    let mut events = Vec::with_capacity(3);
-    let interrupted = outcome.stop == StopReason::Interrupted;
-    // The state a resume needs goes out before an interrupting end, whatever the options.
-    if let Some(state) = outcome
-        .state
-        .as_ref()
-        .filter(|_| interrupted || options.state_snapshots().last())
-    {
-        events.push(Event::state_snapshot(state.clone()));
-    }
-    if interrupted || options.messages_snapshot() {
-        events.push(
-            MessagesSnapshot {
-                messages: outcome
-                    .messages
-                    .iter()
-                    .filter_map(crate::agui::input::Message::from_domain)
-                    .collect(),
-                base: BaseEvent::default(),
-            }
-            .into(),
-        );
-    }
-    let finished = match outcome.stop {
-        StopReason::Cancelled => RunFinishedOutcome::Cancelled,
-        StopReason::ClientToolCalls => RunFinishedOutcome::Success {
-            pending_tool_call_ids: Some(outcome.pending_tool_calls.clone()),
-        },
-        StopReason::Interrupted => RunFinishedOutcome::Interrupt {
-            interrupts: outcome
-                .interrupts
-                .iter()
-                .map(super::interrupt::to_wire)
-                .collect(),
-        },
-        _ => RunFinishedOutcome::Success {
-            pending_tool_call_ids: None,
-        },
-    };
-    let result = match outcome.stop {
-        StopReason::MaxTokens | StopReason::MaxTurns | StopReason::Refusal => {
-            Some(json!({ "stopReason": outcome.stop }))
-        }
-        _ => None,
-    };
-    let usage = token_usage(outcome);
-    if let Some(cost) = usage.as_deref().and_then(cost_event) {
-        events.push(cost);
-    }
-    events.push(run_finished(ids, finished, result, usage));
-    events
-}
-
-/// The name of the `CUSTOM` event saying what a run's models cost.
-pub const COST_EVENT: &str = "agent_tower.cost";
-
-/// `CUSTOM` `agent_tower.cost`: `{total, models: [{provider, model, cost}]}`, costs as
-/// `{amount, currency}`, when a [`CostLayer`](crate::model::cost::CostLayer) priced the run.
-/// Not on `usage` itself: AG-UI 1.0 clients strip (and warn about) fields their schema lacks.
-fn cost_event(usage: &[TokenUsage]) -> Option<Event> {
-    let priced: Vec<&TokenUsage> = usage.iter().filter(|u| u.cost.is_some()).collect();
-    if priced.is_empty() {
-        return None;
-    }
-    let total: crate::model::Cost = priced.iter().filter_map(|u| u.cost).sum();
-    let models: Vec<Value> = priced
-        .iter()
-        .map(|u| json!({"provider": u.provider, "model": u.model, "cost": u.cost}))
-        .collect();
-    Some(
-        super::event::Custom {
-            name: COST_EVENT.to_owned(),
-            value: json!({"total": total, "models": models}),
-            subagent_run_id: None,
-            base: BaseEvent::default(),
-        }
-        .into(),
-    )
-}
-
-/// The run's usage as AG-UI counts it: an entry per provider and model.
-pub(crate) fn token_usage(outcome: &RunOutcome) -> Option<Vec<TokenUsage>> {
-    if outcome.usage.is_empty() {
-        None
-    } else if outcome.models.is_empty() {
-        Some(vec![TokenUsage::from(&outcome.usage)])
-    } else {
-        Some(outcome.models.iter().map(TokenUsage::from).collect())
-    }
-}
-
-/// The run's end, as its client's generation can read it (see [`ClientProtocol`]).
-fn run_finished(
-    ids: &RunIds,
-    outcome: RunFinishedOutcome,
-    result: Option<serde_json::Value>,
-    usage: Option<Vec<TokenUsage>>,
-) -> Event {
-    let outcome = match (ids.protocol, outcome) {
-        (ClientProtocol::PreV1, RunFinishedOutcome::Cancelled) => {
-            return RunError {
-                message: "the run was cancelled".to_owned(),
-                code: Some("cancelled".to_owned()),
-                usage,
-                base: BaseEvent::default(),
-            }
-            .into();
-        }
-        (ClientProtocol::PreV1, RunFinishedOutcome::Success { .. }) => {
-            RunFinishedOutcome::Success {
-                pending_tool_call_ids: None,
-            }
-        }
-        (_, outcome) => outcome,
-    };
-    RunFinished {
-        thread_id: ids.thread_id.clone(),
-        run_id: ids.run_id.clone(),
-        result: result.map(Box::new),
-        outcome: Some(outcome),
-        usage,
-        base: BaseEvent::default(),
-    }
-    .into()
 }
 
 fn activity_delta(message_id: MessageId, patch: &json_patch::Patch) -> Event {

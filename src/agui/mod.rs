@@ -68,6 +68,7 @@ pub mod capabilities;
 #[cfg_attr(docsrs, doc(cfg(feature = "agui-client")))]
 pub mod client;
 pub mod event;
+pub(crate) mod framing;
 pub mod future;
 pub mod input;
 pub mod interrupt;

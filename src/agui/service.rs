@@ -8,13 +8,13 @@ use tower_service::Service;
 
 use super::{
     AguiOptions, Event, ModelEncoder, ResponseStream,
-    event::{BaseEvent, RunError, RunStarted},
+    framing::{Framing, invalid_options},
     future,
     layer::Config,
 };
 use crate::{
     BoxError,
-    context::{Extensions, ForwardedProps, RunContext},
+    context::RunContext,
     id::MessageId,
     model::{ModelRequest, ModelService},
     run::{RunOutcome, RunRequest},
@@ -163,106 +163,27 @@ where
 
     fn call(&mut self, mut req: RunRequest) -> Self::Future {
         let mut outbox = self.outbox(&req.run);
-        let options = match run_options(&self.config.options, &req.run.extensions) {
-            Ok(options) => options,
+        let framing = match Framing::of(&self.config.options, &req.run) {
+            Ok(framing) => framing,
             Err(error) => {
-                outbox.push(
-                    RunError {
-                        message: error.to_string(),
-                        code: Some("invalid_options".to_owned()),
-                        usage: None,
-                        base: BaseEvent::default(),
-                    }
-                    .into(),
-                );
+                outbox.push(invalid_options(&error));
                 return future::RunResponseFuture::rejected(
                     outbox,
                     crate::run::InvalidRequest::new(error).into(),
                 );
             }
         };
-        let ids = future::RunIds {
-            thread_id: options
-                .thread_id
-                .clone()
-                .unwrap_or_else(|| req.run.thread_id.clone()),
-            run_id: options
-                .run_id
-                .clone()
-                .unwrap_or_else(|| req.run.run_id.clone()),
-            protocol: req
-                .run
-                .extensions
-                .get::<super::input::ClientProtocol>()
-                .copied()
-                .unwrap_or_default(),
-        };
-        outbox.push(
-            RunStarted {
-                thread_id: ids.thread_id.clone(),
-                run_id: ids.run_id.clone(),
-                parent_run_id: None,
-                input: Some(Box::new(answered(&ids, &req.messages))),
-                protocol_version: Some(super::PROTOCOL_VERSION.to_owned()),
-                base: BaseEvent::default(),
-            }
-            .into(),
-        );
-        if let Some(state) = req
-            .state
-            .as_ref()
-            .filter(|_| options.state_snapshots().initial())
-        {
-            outbox.push(Event::state_snapshot(state.clone()));
+        for event in framing.opening(&req) {
+            outbox.push(event);
         }
         // The run's state, shared with the agent and its tools; its changes go out as deltas.
         let shared = req.run.shared_state(req.state.as_ref());
         let span = tracing::info_span!(
             "agui.run",
-            thread_id = %ids.thread_id,
-            run_id = %ids.run_id,
+            thread_id = %framing.ids.thread_id,
+            run_id = %framing.ids.run_id,
         );
-        req.run.extensions.insert(options.clone());
-        future::RunResponseFuture::new(self.inner.call(req), outbox, ids, options, shared, span)
+        req.run.extensions.insert(framing.options.clone());
+        future::RunResponseFuture::new(self.inner.call(req), outbox, framing, shared, span)
     }
-}
-
-/// What `RUN_STARTED` echoes of the run's input: the messages the run answers, those after the
-/// conversation's last assistant message (the new user turn, the results of client tools), so
-/// that a client that follows the run from its start (a reloaded page re-joining it) shows what
-/// it answers. The conversation before them is the thread's, and is not sent again: a run's log
-/// grows with its own input only.
-fn answered(ids: &future::RunIds, messages: &[crate::message::Message]) -> super::RunAgentInput {
-    let from = messages
-        .iter()
-        .rposition(|message| matches!(message, crate::message::Message::Assistant { .. }))
-        .map_or(0, |last| last + 1);
-    let echoed = messages[from..]
-        .iter()
-        .filter_map(super::input::Message::from_domain)
-        .collect();
-    let mut input = super::RunAgentInput::new(ids.thread_id.clone(), ids.run_id.clone(), echoed);
-    input.protocol_version = None;
-    input
-}
-
-/// The run's options: its context's over the request's (`forwardedProps.agui`) over the layer's.
-fn run_options(
-    layer: &AguiOptions,
-    extensions: &Extensions,
-) -> Result<AguiOptions, super::error::ConfigError> {
-    let requested = match extensions
-        .get::<ForwardedProps>()
-        .and_then(|props| props.0.get("agui"))
-    {
-        Some(value) => serde_json::from_value::<AguiOptions>(value.clone())
-            .map_err(|e| super::error::ConfigError::new(format!("forwardedProps.agui: {e}")))?,
-        None => AguiOptions::default(),
-    };
-    let options = match extensions.get::<AguiOptions>() {
-        Some(run) => run.clone().or(&requested.or(layer)),
-        None => requested.or(layer),
-    };
-    options.validate()?;
-    Ok(options)
 }

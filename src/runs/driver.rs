@@ -21,8 +21,9 @@ use super::{
 use crate::{
     BoxError,
     agui::{
-        Event, RunAgentInput,
+        AguiOptions, Event, RunAgentInput,
         event::{BaseEvent, RunError},
+        framing::{Framing, invalid_options},
     },
     context::Principal,
     id::{RunId, ThreadId},
@@ -214,7 +215,7 @@ where
             taken: (0, 0),
             terminal: false,
             unbilled: 0,
-            resumed: false,
+            opening: None,
         };
         self.drivers.spawn(driver.run());
         cancel
@@ -265,14 +266,20 @@ struct Driver<A> {
     terminal: bool,
     /// Bytes taken and not yet counted against its principal's day.
     unbilled: u64,
-    /// Whether this attempt continues the run, its `RUN_STARTED` not yet dropped.
-    resumed: bool,
+    /// The run's opening as the engine writes it, until the agent's first event: an agent that
+    /// writes its own `RUN_STARTED` (a run-level [`AguiLayer`](crate::agui::AguiLayer)) opens
+    /// the run itself, any other is preceded by this. `None` once the run has opened, and for an
+    /// attempt that continues it: a `RUN_STARTED` of the agent's is then not logged.
+    opening: Option<Vec<Event>>,
 }
 
 /// How many bytes of a run's events are counted against its principal's day at once.
 const BILLED: u64 = 64 * 1024;
 
 type Write = BoxFuture<'static, (Vec<LoggedEvent>, Result<(), LogError>)>;
+
+/// The agent's run, its panic caught.
+type Running = BoxFuture<'static, std::thread::Result<Result<RunOutcome, BoxError>>>;
 
 /// What a run's terminal event says that the driver reports once it is logged.
 struct Ending {
@@ -299,30 +306,52 @@ where
     A: RunService,
 {
     async fn run(mut self) {
-        let (tx, mut rx) = Channel::<Event>::bounded(self.inner.config.channel_capacity);
+        let (tx, rx) = Channel::<Event>::bounded(self.inner.config.channel_capacity);
         let mut batch = Batch::default();
         // In a block of its own: the request is not kept beside the run that consumes it, for
         // as long as the run lasts.
-        let mut run = {
+        let running = {
             let request =
                 run_request(&*self.inner.log, &self.launch.input, self.launch.continues).await;
             let mut req = match request {
                 Ok(req) => req,
                 Err(error) => return self.abandon(error),
             };
-            if let Some(progress) = self.launch.takeover.take() {
-                self.continue_from(&mut req, progress, &mut batch);
-            }
             req.run.sinks.insert(tx);
             // The driver reads every event: the run never loses its sink to a viewer leaving.
             req.run.sinks.on_disconnect = Some(OnDisconnect::Continue);
             req.run.cancel = self.cancel.clone();
             req.run.principal = self.launch.principal.clone();
             self.inner.config.observer.on_request(&mut req);
+            // The engine writes the run's own events for an agent that writes none.
+            let framing = match Framing::of(&AguiOptions::default(), &req.run) {
+                Ok(framing) => framing,
+                Err(error) => {
+                    self.take(&mut batch, invalid_options(&error));
+                    let refused: BoxError = crate::run::InvalidRequest::new(error).into();
+                    let refused = futures_util::future::ready(Ok(Err(refused)));
+                    return self.drive((Some(refused.boxed()), None), batch, rx).await;
+                }
+            };
+            if let Some(progress) = self.launch.takeover.take() {
+                self.continue_from(&mut req, progress, &mut batch);
+            } else {
+                self.opening = Some(framing.opening(&req).collect());
+            }
             let agent = self.inner.agent.clone();
-            Some(AssertUnwindSafe(agent.oneshot(req)).catch_unwind().boxed())
+            let run = AssertUnwindSafe(agent.oneshot(req)).catch_unwind().boxed();
+            (Some(run), Some(framing))
         };
+        self.drive(running, batch, rx).await;
+    }
 
+    /// Drives the agent's `run` to its end, logging what it emits, then the run's end.
+    async fn drive(
+        mut self,
+        (mut run, framing): (Option<Running>, Option<Framing>),
+        mut batch: Batch,
+        mut rx: ChannelReceiver<Event>,
+    ) {
         let mut result: Option<Result<RunOutcome, BoxError>> = None;
         let mut writing: Option<Write> = None;
         let mut closed = false;
@@ -390,6 +419,10 @@ where
                 full = Some(stopped);
             }
         }
+        // An agent that emitted nothing: the run opens here, then ends.
+        for event in self.opening.take().into_iter().flatten() {
+            self.take(&mut batch, event);
+        }
         let result = result.expect("the loop ends when the run has resolved");
         let mut end = end_of(&result);
         if end.status == RunStatus::Interrupted {
@@ -405,12 +438,19 @@ where
             let error = run_error(code, why);
             self.take(&mut batch, error);
         } else if !self.terminal {
-            let (code, message) = match &result {
-                Err(error) => crate::map_error::run_error(error.as_ref()),
-                Ok(_) => (None, "the agent ended without a terminal event".to_owned()),
-            };
-            let error = run_error(code.as_deref().unwrap_or("run_failed"), message);
-            self.take(&mut batch, error);
+            // The agent wrote no end of its own: the engine writes it.
+            match &result {
+                Ok(_) => {
+                    for event in framing.iter().flat_map(|framing| framing.closing(&result)) {
+                        self.take(&mut batch, event);
+                    }
+                }
+                Err(error) => {
+                    let (code, message) = crate::map_error::run_error(error.as_ref());
+                    let error = run_error(code.as_deref().unwrap_or("run_failed"), message);
+                    self.take(&mut batch, error);
+                }
+            }
         }
         let (events, written) = self.write(batch.take(), Some(end)).await;
         match written {
@@ -454,19 +494,37 @@ where
         };
         self.take(batch, snapshot.into());
         // The run started long ago: the agent's own `RUN_STARTED` is not logged again.
-        self.resumed = true;
+        self.opening = None;
     }
 
     /// Takes one event of the agent into the batch, unless it would take the run past its
     /// bounds: then why.
+    ///
+    /// The run's own events are the engine's to keep right: one `RUN_STARTED` an attempt (the
+    /// agent's if it is its first event, else the engine's opening before that event), and
+    /// nothing after the run's end.
     fn take_bounded(
         &mut self,
         batch: &mut Batch,
         event: Event,
     ) -> Result<(), (&'static str, String)> {
-        if std::mem::take(&mut self.resumed) && matches!(event, Event::RunStarted(_)) {
+        if self.terminal {
             return Ok(());
         }
+        match (&event, self.opening.take()) {
+            (Event::RunStarted(_), None) => return Ok(()),
+            (Event::RunStarted(_), Some(_)) | (_, None) => {}
+            (_, Some(opening)) => {
+                for event in opening {
+                    self.take_one(batch, event)?;
+                }
+            }
+        }
+        self.take_one(batch, event)
+    }
+
+    /// Takes one event into the batch, unless it would take the run past its bounds.
+    fn take_one(&mut self, batch: &mut Batch, event: Event) -> Result<(), (&'static str, String)> {
         let bounds = self.inner.config.max_run;
         let logged = LoggedEvent::of(self.next_seq, &event);
         let size = logged.json().len() as u64;

@@ -15,6 +15,11 @@
 //! - The driver runs the agent, gathers what it emits into batches and appends them to the
 //!   [`RunLog`] (group commit: a batch gathers while the previous one is written), then ends the
 //!   run there: its status, the thread's conversation and state, the interrupts it stopped at.
+//! - **The engine writes the run's own events**, whatever service it drives: one `RUN_STARTED`
+//!   an attempt, first, and exactly one terminal event, last. An agent wrapped in a run-level
+//!   [`AguiLayer`](crate::agui::AguiLayer) writes them itself (with its options); any other, a
+//!   bare [`Agent`](crate::agent::Agent) included, is opened by the engine and closed from the
+//!   [`RunOutcome`] it returns. A second `RUN_STARTED`, and anything after the end, are not logged.
 //! - [`Runs::follow`] is a run's events after any point, then as they are logged: what a client
 //!   re-joining with `Last-Event-ID` reads, and what every transport sends. Nothing about
 //!   durability depends on the transport.
