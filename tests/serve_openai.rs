@@ -197,3 +197,59 @@ async fn a_tool_call_cut_off_mid_arguments_is_never_presented_as_complete() {
     assert_eq!(events.last().unwrap(), "RUN_ERROR", "{seen}");
     agent.kill().await;
 }
+
+#[tokio::test]
+async fn a_call_cut_off_mid_arguments_reaches_the_next_turns_models_with_its_result_in_place() {
+    let fixtures = vec![
+        Fixture::load("tool_call_cut.sse"),
+        Fixture::load("plain.sse"),
+        Fixture::load("plain.sse"),
+    ];
+    let (base, mut received) = serve(fixtures, 64).await;
+    let agent = serving_model_at(&base, &[]).await;
+    let seen = support::node(
+        "agui-cut-call.mjs",
+        &[&format!("{}/", agent.base), "Try again.", "And now?"],
+        None,
+    )
+    .await;
+    let seen: Value = serde_json::from_str(seen.lines().last().unwrap()).unwrap();
+    // The official client keeps the cut call and sends it with the next turn; the result the
+    // server gave it comes last in the client's list (it appends what a snapshot adds).
+    assert_eq!(
+        seen["sent"],
+        json!([
+            ["user", "assistant", "user"],
+            ["user", "assistant", "user", "assistant", "tool", "user"]
+        ]),
+        "{seen}"
+    );
+    let held = seen["held"].as_array().unwrap();
+    let answers = held
+        .iter()
+        .filter(|m| m["role"] == "assistant" && m["content"] == recorded_answer().as_str())
+        .count();
+    assert_eq!(answers, 2, "both turns answered: {seen}");
+
+    received.recv().await.unwrap();
+    for (turn, expected) in [
+        (2, vec!["user", "assistant", "tool", "user"]),
+        (
+            3,
+            vec!["user", "assistant", "tool", "user", "assistant", "user"],
+        ),
+    ] {
+        let asked = received.recv().await.unwrap();
+        let messages = asked.body["messages"].as_array().unwrap();
+        let roles: Vec<&str> = messages
+            .iter()
+            .map(|m| m["role"].as_str().unwrap())
+            .collect();
+        assert_eq!(roles, expected, "turn {turn}: {messages:?}");
+        let call = &messages[1]["tool_calls"][0];
+        assert_eq!(messages[2]["tool_call_id"], call["id"], "turn {turn}");
+        let result = messages[2]["content"].to_string();
+        assert!(result.contains("did not run"), "turn {turn}: {result}");
+    }
+    agent.kill().await;
+}

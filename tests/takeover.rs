@@ -42,8 +42,10 @@ type Asked = Arc<Mutex<Vec<(String, usize)>>>;
 
 /// An OpenAI-compatible model server that answers by the conversation it is sent: a step that
 /// says a few words and calls `ledger__record` and `ledger__lookup`, [`STEPS`] times, then an
-/// answer; streamed a piece every few milliseconds, as a model generates.
-async fn model_server() -> (String, Asked) {
+/// answer; streamed a piece every few milliseconds, as a model generates. With `stall`, the
+/// first time it is asked that step it stops in the middle of the first call's arguments, and
+/// sends nothing more for a minute (its server is killed meanwhile).
+async fn model_server(stall: Option<usize>) -> (String, Asked) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}/v1", listener.local_addr().unwrap());
     let asked = Asked::default();
@@ -72,13 +74,26 @@ async fn model_server() -> (String, Asked) {
                             && m["tool_calls"].as_array().is_some_and(|c| !c.is_empty())
                     })
                     .count();
-                asked.lock().unwrap().push((run.clone(), steps));
+                let first_time = {
+                    let mut asked = asked.lock().unwrap();
+                    asked.push((run.clone(), steps));
+                    asked
+                        .iter()
+                        .filter(|(r, s)| *r == run && *s == steps)
+                        .count()
+                        == 1
+                };
+                let stalls = stall == Some(steps) && first_time;
                 let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
                             transfer-encoding: chunked\r\nconnection: close\r\n\r\n";
                 if write.write_all(head.as_bytes()).await.is_err() {
                     return;
                 }
                 for data in answer(&run, steps) {
+                    if stalls && second_half_of_first_call(&data) {
+                        tokio::time::sleep(Duration::from_secs(60)).await;
+                        return;
+                    }
                     let frame = format!("data: {data}\n\n");
                     if replay::write_chunk(&mut write, frame.as_bytes())
                         .await
@@ -95,6 +110,13 @@ async fn model_server() -> (String, Asked) {
         }
     });
     (base, asked)
+}
+
+/// Whether `data` is the chunk that finishes the arguments of a step's first call.
+fn second_half_of_first_call(data: &str) -> bool {
+    let chunk: Value = serde_json::from_str(data).unwrap_or_default();
+    let call = &chunk["choices"][0]["delta"]["tool_calls"][0];
+    call["index"] == 0 && call.get("id").is_none()
 }
 
 /// The chunks of the answer to `run`'s conversation after `steps` steps with tool calls.
@@ -176,7 +198,12 @@ struct Setup {
 
 impl Setup {
     async fn new(test: &str, store: &str) -> Self {
-        let (base, asked) = model_server().await;
+        Self::stalling(test, store, None).await
+    }
+
+    /// A setup whose model stops in the middle of step `stall`'s first call, the first time.
+    async fn stalling(test: &str, store: &str, stall: Option<usize>) -> Self {
+        let (base, asked) = model_server(stall).await;
         let script = support::node_modules()
             .await
             .join("../mcp-ledger.mjs")
@@ -597,4 +624,105 @@ async fn a_rolling_restart_under_a_trickle_of_runs_loses_none() {
     for instance in instances {
         instance.kill().await;
     }
+}
+
+#[tokio::test]
+async fn a_call_cut_mid_arguments_is_never_presented_as_complete_and_turns_go_on() {
+    let store = stores::sqlite("takeover-cut-call");
+    // The second step stops in the middle of its first call's arguments; the server is killed there.
+    let setup = Setup::stalling("takeover-cut-call", &store, Some(1)).await;
+    let server = setup.serve().await;
+    let (mut run, body) = new_run(1);
+    let mut stream = server.post(&body).await.bytes_stream();
+    let mut text = String::new();
+    let cut = loop {
+        text.push_str(std::str::from_utf8(&stream.next().await.unwrap().unwrap()).unwrap());
+        let seen = frames(&text);
+        let second_step = seen
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, e))| e["type"] == "STEP_STARTED")
+            .nth(1)
+            .map(|(at, _)| at);
+        let cut = second_step.and_then(|at| {
+            seen[at..]
+                .iter()
+                .find(|(_, e)| e["type"] == "TOOL_CALL_ARGS")
+                .map(|(_, e)| e["toolCallId"].as_str().unwrap().to_owned())
+        });
+        if let Some(cut) = cut {
+            break cut;
+        }
+    };
+    server.kill().await;
+    drop(stream);
+    run.seen = frames(&text);
+    run.kills = 1;
+
+    let server = setup.serve().await;
+    let log = frames(
+        &server
+            .get(&format!("/runs/{}/events?after=0", run.run))
+            .await
+            .text()
+            .await
+            .unwrap(),
+    );
+    let types = verified::one_run(&log, &run.run);
+    assert_eq!(types.last(), Some(&"RUN_FINISHED"), "{types:?}");
+    // In the log, the cut call ends only after the snapshot that takes it from the client.
+    let at = |wanted: &dyn Fn(&Value) -> bool| log.iter().position(|(_, e)| wanted(e)).unwrap();
+    let snapshot = at(&|e| e["type"] == "MESSAGES_SNAPSHOT");
+    let cut_end = at(&|e| e["type"] == "TOOL_CALL_END" && e["toolCallId"] == cut.as_str());
+    assert!(snapshot < cut_end, "{types:?}");
+    assert!(
+        !log[snapshot].1["messages"].to_string().contains(&cut),
+        "the snapshot does not hold the cut call"
+    );
+
+    let seen = support::node(
+        "agui-follow.mjs",
+        &[&server.base, &run.run, &run.thread],
+        None,
+    )
+    .await;
+    eprintln!("{seen}");
+    // Its last line: what it printed (the lines before: what it warned of, on stderr).
+    let seen: Value =
+        serde_json::from_str(seen.lines().find(|l| l.starts_with('{')).unwrap()).unwrap();
+    // Every call the official client was told is complete has whole arguments; the cut one is
+    // never among them.
+    let completed = seen["completed"].as_array().unwrap();
+    assert_eq!(completed.len(), 2 * STEPS, "{seen}");
+    for call in completed {
+        assert_ne!(call["id"], cut.as_str(), "{seen}");
+        let arguments: Value = serde_json::from_str(call["arguments"].as_str().unwrap())
+            .unwrap_or_else(|e| panic!("{e}: {seen}"));
+        assert!(arguments["note"].is_string(), "{seen}");
+    }
+    assert!(
+        !seen["ended"].as_array().unwrap().contains(&json!(cut)),
+        "{seen}"
+    );
+    // The cut step is done again under its own turn, and the turns go on from there.
+    assert_eq!(
+        seen["steps"],
+        json!(["turn 0", "turn 1", "turn 1", "turn 2", "turn 3"]),
+        "{seen}"
+    );
+    let roles: Vec<&str> = seen["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    let mut expected = vec!["user"];
+    for _ in 0..STEPS {
+        expected.extend(["assistant", "tool", "tool"]);
+    }
+    expected.push("assistant");
+    assert_eq!(roles, expected, "{seen}");
+    assert!(!seen["messages"].to_string().contains(&cut), "{seen}");
+    assert_eq!(setup.check(&server, &[run]).await, 1, "taken over once");
+    server.kill().await;
 }

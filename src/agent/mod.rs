@@ -38,7 +38,13 @@
 //! re-sending history cannot trigger a tool twice. A conversation that ends with an assistant
 //! message whose server-side calls have no result yet (a run resuming after an interrupt) has
 //! those calls run first, through the same tool stack (so the permission layer decides again, or
-//! applies the answer the run brought).
+//! applies the answer the run brought). Any other call the conversation holds without a result
+//! (its step was cut off mid-stream and a client kept what it had seen, or a client never answered
+//! its tool) is then given an error result saying it did not run, after its message's results: no
+//! model is shown a call without its result.
+//!
+//! The turns are counted from the request's [`RunContext::turn`](crate::context::RunContext::turn)
+//! (0, or the turns a run continued after its server stopped had taken), up to `max_turns`.
 //!
 //! # Interrupts
 //!
@@ -69,6 +75,7 @@
 //! readiness inside its future before every call.
 
 mod budget;
+mod orphans;
 mod step;
 
 pub use self::budget::TurnBudget;
@@ -368,11 +375,12 @@ where
             specs.extend(client_tools);
             specs.into()
         };
-        // The turns left, shared with the agents this run calls as tools.
+        // The turns left, shared with the agents this run calls as tools (a run continued after
+        // its server stopped took `run.turn` already).
         let budget = match run.extensions.get::<TurnBudget>() {
             Some(budget) => budget.clone(),
             None => {
-                let budget = TurnBudget::new(config.max_turns.get());
+                let budget = TurnBudget::new(config.max_turns.get().saturating_sub(run.turn));
                 run.extensions.insert(budget.clone());
                 budget
             }
@@ -419,7 +427,16 @@ where
             }
         }
 
-        for turn in 0..config.max_turns.get() {
+        // A call the conversation holds without a result is never shown to a model as one.
+        let orphans = orphans::answer_orphans(&mut messages);
+        if orphans > 0 {
+            tracing::warn!(
+                calls = orphans,
+                "calls without a result in the conversation were answered as not run"
+            );
+        }
+
+        for turn in run.turn..config.max_turns.get() {
             if run.cancel.is_cancelled() {
                 return cancelled(messages, usage);
             }

@@ -141,7 +141,8 @@ pub struct RunContext {
     /// The message this step writes: the assistant message of a model step, the tool message of a
     /// tool call.
     pub message_id: MessageId,
-    /// The model turn this step belongs to, from 0.
+    /// The model turn this step belongs to, from 0. In a run's request, the turn it starts at:
+    /// 0, or, for a run continued after its server stopped, the turns it had completed.
     pub turn: u32,
     /// Cancelled when the run must stop (client gone, user cancelled, shutdown).
     pub cancel: CancellationToken,

@@ -334,7 +334,7 @@ where
                 }
             };
             if let Some(progress) = self.launch.takeover.take() {
-                self.continue_from(&mut req, progress, &mut batch);
+                self.continue_from(&mut req, progress);
             } else {
                 self.opening = Some(framing.opening(&req).collect());
             }
@@ -473,26 +473,18 @@ where
     }
 
     /// This attempt continues the run from `progress`: the agent is asked the conversation of
-    /// the completed steps (it redoes the step that was cut off, and runs the calls that have no
-    /// result, those that [may have run](crate::tool::ToolCall::may_have_run) as their tools
-    /// allow), and clients are shown that conversation first, without what the cut step began.
-    fn continue_from(&mut self, req: &mut RunRequest, progress: Progress, batch: &mut Batch) {
+    /// the completed steps (it redoes the step that was cut off, under that step's turn, and runs
+    /// the calls that have no result, those that
+    /// [may have run](crate::tool::ToolCall::may_have_run) as their tools allow). Clients were
+    /// shown that conversation by the takeover's [bridge](Progress::bridge).
+    fn continue_from(&mut self, req: &mut RunRequest, progress: Progress) {
         req.messages.extend(progress.messages);
         if progress.state.is_some() {
             req.state = progress.state;
         }
+        req.run.turn = progress.turns;
         let cut = unanswered(&req.messages);
         req.run.extensions.insert(CutOff(Arc::new(cut)));
-        let messages = req
-            .messages
-            .iter()
-            .filter_map(crate::agui::input::Message::from_domain)
-            .collect();
-        let snapshot = crate::agui::event::MessagesSnapshot {
-            messages,
-            base: BaseEvent::default(),
-        };
-        self.take(batch, snapshot.into());
         // The run started long ago: the agent's own `RUN_STARTED` is not logged again.
         self.opening = None;
     }

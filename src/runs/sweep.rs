@@ -8,6 +8,7 @@ use std::{
 use super::{
     Inner, Interrupts, LogError, LoggedEvent, LostRun, RunRecord, Runs,
     driver::{Launch, run_error},
+    request::run_request,
     takeover::Progress,
 };
 use crate::{agui::RunAgentInput, id::RunId, run::RunService};
@@ -153,9 +154,17 @@ where
         };
         let progress = Progress::of(&events);
         let attempt = lost.attempts + 1;
-        let bridge: Vec<LoggedEvent> = std::iter::once(Progress::marker(attempt))
-            .chain(progress.closing())
-            .map(|event| LoggedEvent::of(0, &event))
+        let continues = !self
+            .log
+            .interrupts(Interrupts::ResolvedBy(run))
+            .await?
+            .is_empty();
+        // What the run was asked before its own steps: the conversation the bridge shows.
+        let asked = run_request(&*self.log, &input, continues).await?.messages;
+        let bridge: Vec<LoggedEvent> = progress
+            .bridge(attempt, &asked)
+            .iter()
+            .map(|event| LoggedEvent::of(0, event))
             .collect();
         let Some(recovered) = self.log.recover(&lost, &bridge, true).await? else {
             return Ok(());
@@ -164,11 +173,6 @@ where
         let Some(lease) = recovered.lease else {
             return Ok(());
         };
-        let continues = !self
-            .log
-            .interrupts(Interrupts::ResolvedBy(run))
-            .await?
-            .is_empty();
         tracing::warn!(
             run_id = %run,
             attempt,

@@ -5,7 +5,8 @@
 //! A model step is complete once its `STEP_FINISHED` is logged (its text, reasoning and tool
 //! calls with it); a tool call once its `TOOL_CALL_RESULT` is. What a step that was cut off
 //! streamed is closed (every `*_START` gets its `*_END`, so that clients and verifiers see a
-//! well-formed stream) and left out of the conversation: the continuation does that step again.
+//! well-formed stream) and left out of the conversation: the continuation does that step again,
+//! under the same turn (step names go on from the log's).
 //! Events of sub-agents (with a `subagentRunId`) are the calls' own work, not the run's.
 
 use std::collections::HashSet;
@@ -16,7 +17,7 @@ use super::LoggedEvent;
 use crate::{
     agui::{
         Event,
-        event::{BaseEvent, Custom, EncryptedValueSubtype, ToolCallResult},
+        event::{BaseEvent, Custom, EncryptedValueSubtype, MessagesSnapshot, ToolCallResult},
     },
     id::{MessageId, ToolCallId},
     message::{Message, ToolCallRequest},
@@ -35,6 +36,8 @@ pub(crate) struct Progress {
     pub(crate) state: Option<Value>,
     /// The step being streamed when the log ends.
     open: Option<Step>,
+    /// The model steps it completed: the continuation's first step is this turn.
+    pub(crate) turns: u32,
     /// Logged events that were not the run's own JSON (left out).
     pub(crate) unreadable: usize,
 }
@@ -88,13 +91,23 @@ impl Progress {
         progress
     }
 
-    /// The events that close what the cut step left open, innermost first, then the step.
-    pub(crate) fn closing(&self) -> Vec<Event> {
-        let Some(step) = &self.open else {
-            return Vec::new();
-        };
-        let mut events = Vec::new();
-        for draft in &step.messages {
+    /// The events that continue the log where it was cut, as attempt `attempt` of the run whose
+    /// request asked `asked` (the conversation before the run's own steps):
+    ///
+    /// 1. the `CUSTOM` [`TAKEOVER`] marker;
+    /// 2. the ends of the text and reasoning the cut step left open;
+    /// 3. a `MESSAGES_SNAPSHOT` of the conversation the continuation answers (what the cut step
+    ///    began is not in it);
+    /// 4. the ends of the tool calls cut mid-arguments, after that snapshot: a client that applies
+    ///    it no longer holds those calls, so their ends announce no call (the official client
+    ///    fires `onNewToolCall` at a `TOOL_CALL_END`, with the arguments it holds);
+    /// 5. the cut step's `STEP_FINISHED`.
+    ///
+    /// One write: a log cut again in the middle of it is never left with a call open.
+    pub(crate) fn bridge(&self, attempt: u32, asked: &[Message]) -> Vec<Event> {
+        let mut events = vec![Self::marker(attempt)];
+        let mut cut_calls = Vec::new();
+        for draft in self.open.iter().flat_map(|step| &step.messages) {
             match draft {
                 Draft::Text {
                     id, open, calls, ..
@@ -102,7 +115,7 @@ impl Progress {
                     if *open {
                         events.push(Event::text_message_end(id.clone()));
                     }
-                    events.extend(
+                    cut_calls.extend(
                         calls
                             .iter()
                             .filter(|call| call.open)
@@ -124,12 +137,27 @@ impl Progress {
                 }
             }
         }
-        events.push(Event::step_finished(step.name.clone()));
+        let messages = asked
+            .iter()
+            .chain(&self.messages)
+            .filter_map(crate::agui::input::Message::from_domain)
+            .collect();
+        events.push(
+            MessagesSnapshot {
+                messages,
+                base: BaseEvent::default(),
+            }
+            .into(),
+        );
+        events.extend(cut_calls);
+        if let Some(step) = &self.open {
+            events.push(Event::step_finished(step.name.clone()));
+        }
         events
     }
 
     /// The `CUSTOM` event that marks the takeover: `attempt` begins.
-    pub(crate) fn marker(attempt: u32) -> Event {
+    fn marker(attempt: u32) -> Event {
         Custom {
             name: TAKEOVER.to_owned(),
             value: json!({ "attempt": attempt }),
@@ -155,6 +183,7 @@ impl Progress {
             Event::StepFinished(_) => {
                 if let Some(step) = self.open.take() {
                     self.complete(step);
+                    self.turns += 1;
                 }
             }
             Event::TextMessageStart(start) => {
@@ -464,9 +493,28 @@ mod tests {
             "c2 has no result"
         );
 
-        let closing: Vec<_> = progress.closing().iter().map(Event::kind).collect();
+        let asked = [Message::user("look")];
+        let bridge = progress.bridge(2, &asked);
+        let kinds: Vec<_> = bridge.iter().map(Event::kind).collect();
         use crate::agui::EventType::*;
-        assert_eq!(closing, [TextMessageEnd, ToolCallEnd, StepFinished]);
+        assert_eq!(
+            kinds,
+            [
+                Custom,
+                TextMessageEnd,
+                MessagesSnapshot,
+                ToolCallEnd,
+                StepFinished
+            ],
+            "the cut call ends once the snapshot took it from the client"
+        );
+        let Event::MessagesSnapshot(snapshot) = &bridge[2] else {
+            panic!("{bridge:?}");
+        };
+        let ids: Vec<&str> = snapshot.messages.iter().map(|m| m.id().as_ref()).collect();
+        assert_eq!(ids.len(), 3, "{ids:?}");
+        assert!(!ids.contains(&"m2"), "{ids:?}");
+        assert_eq!(progress.turns, 1);
     }
 
     #[test]
@@ -480,15 +528,17 @@ mod tests {
             Event::text_message_content(cut.clone(), "cut"),
         ]);
         let first = Progress::of(&logged(events.clone()));
-        events.push(Progress::marker(2));
-        events.extend(first.closing());
+        events.extend(first.bridge(2, &[]));
         events.push(result("c1", "done"));
         events.extend(step("m3", "second", &[]));
         let progress = Progress::of(&logged(events));
         let texts: Vec<_> = progress.messages.iter().map(Message::text).collect();
         assert_eq!(texts, ["first", "done", "second"]);
-        assert!(progress.closing().is_empty());
+        let kinds: Vec<_> = progress.bridge(3, &[]).iter().map(Event::kind).collect();
+        use crate::agui::EventType::*;
+        assert_eq!(kinds, [Custom, MessagesSnapshot], "nothing is left open");
         assert!(unanswered(&progress.messages).is_empty());
+        assert_eq!(progress.turns, 2, "the cut step is not a turn taken");
     }
 
     #[test]
