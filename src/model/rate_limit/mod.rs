@@ -2,6 +2,7 @@
 
 use std::{
     collections::VecDeque,
+    future::Future,
     pin::Pin,
     sync::{Arc, Mutex, MutexGuard},
     task::{Context, Poll, ready},
@@ -9,10 +10,8 @@ use std::{
 };
 
 use futures_core::Stream;
-use futures_util::future::BoxFuture;
 use pin_project_lite::pin_project;
-use tokio::time::Instant;
-use tower::ServiceExt;
+use tokio::time::{Instant, Sleep};
 use tower_layer::Layer;
 use tower_service::Service;
 
@@ -85,7 +84,8 @@ struct Limits {
 
 /// At most so many requests, and tokens (input and output, counted from the usage each step
 /// reports), in any minute to the model it wraps. A request over a limit waits until it fits
-/// when that is within [`max_wait`](Self::max_wait) (default 10 s), else fails at once with a
+/// (in `poll_ready`, holding nothing of the model's: see [`RateLimit`]) when that is within
+/// [`max_wait`](Self::max_wait) (default 10 s), else fails at once with a
 /// [`RateLimited`](ModelErrorKind::RateLimited) error carrying how long to wait (which
 /// [`RetryPolicy`](super::RetryPolicy) honours, and a [`Fallback`](super::fallback::Fallback)
 /// takes as a reason to ask the next model).
@@ -161,28 +161,17 @@ impl RateLimitLayer {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Waits until a request fits, and counts it; or says why it may not wait.
-    async fn admit(&self) -> Result<(), ModelError> {
-        loop {
-            let now = Instant::now();
-            let wait = {
-                let mut window = self.window();
-                window.forget_before(now);
-                let wait = window.wait(now, &self.limits);
-                if wait.is_zero() {
-                    window.push(now, 1, 0);
-                    return Ok(());
-                }
-                wait
-            };
-            if wait > self.limits.max_wait {
-                return Err(ModelError::new(
-                    ModelErrorKind::RateLimited,
-                    format!("this model's rate limit is reached; room in {wait:?}"),
-                )
-                .with_retry_after(wait));
-            }
-            tokio::time::sleep(wait).await;
+    /// Counts a request if it fits now; else how long until it does.
+    fn try_admit(&self) -> Result<(), Duration> {
+        let now = Instant::now();
+        let mut window = self.window();
+        window.forget_before(now);
+        let wait = window.wait(now, &self.limits);
+        if wait.is_zero() {
+            window.push(now, 1, 0);
+            Ok(())
+        } else {
+            Err(wait)
         }
     }
 
@@ -198,15 +187,47 @@ impl<S> Layer<S> for RateLimitLayer {
         RateLimit {
             inner,
             limit: self.clone(),
+            state: State::Waiting,
         }
     }
 }
 
+/// Where a [`RateLimit`] is in readying its next request.
+#[derive(Debug)]
+enum State {
+    /// Its next request is not counted yet.
+    Waiting,
+    /// Waiting for room, until the deadline.
+    Sleeping(Pin<Box<Sleep>>),
+    /// Its next request is counted: the inner service is being readied for it.
+    Admitted,
+    /// Its next request would wait longer than allowed: it fails at once.
+    Refused(ModelError),
+}
+
 /// The service of [`RateLimitLayer`].
-#[derive(Debug, Clone)]
+///
+/// Readiness follows `tower::limit::RateLimit`: `poll_ready` waits for room in the window
+/// first (a timer, holding nothing), counts the request, and only then readies the inner
+/// service, so no slot of the inner service is held while a request waits. A request that would
+/// wait longer than [`max_wait`](RateLimitLayer::max_wait) is ready at once and fails
+/// ([`RateLimited`](ModelErrorKind::RateLimited)) when called, as `tower::load_shed` does. A
+/// clone shares the count, not the readiness: it starts unready.
+#[derive(Debug)]
 pub struct RateLimit<S> {
     inner: S,
     limit: RateLimitLayer,
+    state: State,
+}
+
+impl<S: Clone> Clone for RateLimit<S> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            limit: self.limit.clone(),
+            state: State::Waiting,
+        }
+    }
 }
 
 impl<S> RateLimit<S> {
@@ -215,30 +236,137 @@ impl<S> RateLimit<S> {
 
 impl<S> Service<ModelRequest> for RateLimit<S>
 where
-    S: ModelService + Clone + Send + 'static,
+    S: ModelService,
     S::Error: Into<BoxError>,
-    S::Future: Send,
 {
     type Response = RateLimitedStream<S::Events>;
     type Error = BoxError;
-    type Future = BoxFuture<'static, Result<Self::Response, BoxError>>;
+    type Future = future::ResponseFuture<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx).map_err(Into::into)
+        loop {
+            match &mut self.state {
+                State::Waiting => {
+                    self.state = match self.limit.try_admit() {
+                        Ok(()) => State::Admitted,
+                        Err(wait) if wait > self.limit.limits.max_wait => {
+                            State::Refused(rate_limited(wait))
+                        }
+                        Err(wait) => State::Sleeping(Box::pin(tokio::time::sleep(wait))),
+                    };
+                }
+                State::Sleeping(sleep) => {
+                    ready!(sleep.as_mut().poll(cx));
+                    self.state = State::Waiting;
+                }
+                State::Admitted => return self.inner.poll_ready(cx).map_err(Into::into),
+                State::Refused(_) => return Poll::Ready(Ok(())),
+            }
+        }
     }
 
     fn call(&mut self, request: ModelRequest) -> Self::Future {
-        let limit = self.limit.clone();
-        let inner = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, inner);
-        Box::pin(async move {
-            limit.admit().await?;
-            let events = inner.oneshot(request).await.map_err(Into::into)?;
-            Ok(RateLimitedStream {
-                inner: events,
-                limit,
-            })
-        })
+        match std::mem::replace(&mut self.state, State::Waiting) {
+            State::Admitted => {
+                future::ResponseFuture::called(self.inner.call(request), self.limit.clone())
+            }
+            State::Refused(error) => future::ResponseFuture::refused(error),
+            State::Waiting | State::Sleeping(_) => {
+                future::ResponseFuture::refused(ModelError::new(
+                    ModelErrorKind::Other,
+                    "the rate-limited model was called before it was ready",
+                ))
+            }
+        }
+    }
+}
+
+/// The error of a request that would wait `wait` for room.
+fn rate_limited(wait: Duration) -> ModelError {
+    ModelError::new(
+        ModelErrorKind::RateLimited,
+        format!("this model's rate limit is reached; room in {wait:?}"),
+    )
+    .with_retry_after(wait)
+}
+
+pub mod future {
+    //! The response future of [`RateLimit`](super::RateLimit).
+
+    use std::{
+        future::Future,
+        pin::Pin,
+        task::{Context, Poll, ready},
+    };
+
+    use pin_project_lite::pin_project;
+
+    use super::{RateLimitLayer, RateLimitedStream};
+    use crate::{BoxError, model::ModelError};
+
+    pin_project! {
+        /// The model's stream, counted against its tokens a minute; or the refusal of a
+        /// request that would wait too long.
+        #[derive(Debug)]
+        pub struct ResponseFuture<F> {
+            #[pin]
+            state: State<F>,
+        }
+    }
+
+    pin_project! {
+        #[project = Proj]
+        #[derive(Debug)]
+        enum State<F> {
+            // The request was counted and sent.
+            Called { #[pin] inner: F, limit: Option<RateLimitLayer> },
+            // The request was refused.
+            Refused { error: Option<ModelError> },
+        }
+    }
+
+    impl<F> ResponseFuture<F> {
+        pub(super) fn called(inner: F, limit: RateLimitLayer) -> Self {
+            Self {
+                state: State::Called {
+                    inner,
+                    limit: Some(limit),
+                },
+            }
+        }
+
+        pub(super) fn refused(error: ModelError) -> Self {
+            Self {
+                state: State::Refused { error: Some(error) },
+            }
+        }
+    }
+
+    impl<F, St, E> Future for ResponseFuture<F>
+    where
+        F: Future<Output = Result<St, E>>,
+        E: Into<BoxError>,
+    {
+        type Output = Result<RateLimitedStream<St>, BoxError>;
+
+        fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+            match self.project().state.project() {
+                Proj::Called { inner, limit } => {
+                    let events = ready!(inner.poll(cx)).map_err(Into::into)?;
+                    let limit = limit
+                        .take()
+                        .expect("ResponseFuture polled after completion");
+                    Poll::Ready(Ok(RateLimitedStream {
+                        inner: events,
+                        limit,
+                    }))
+                }
+                Proj::Refused { error } => Poll::Ready(Err(error
+                    .take()
+                    .expect("ResponseFuture polled after completion")
+                    .into())),
+            }
+        }
     }
 }
 
@@ -269,9 +397,10 @@ impl<St: Stream<Item = Result<ModelEvent, E>>, E> Stream for RateLimitedStream<S
 #[cfg(test)]
 mod tests {
     use futures_util::StreamExt;
+    use tower::ServiceExt;
 
     use super::*;
-    use crate::model::{BoxModel, FinishReason, Usage, boxed, test_request};
+    use crate::model::{BoxModel, BoxModelStream, FinishReason, Usage, boxed, test_request};
 
     /// A model whose every step uses `tokens` tokens.
     fn model(tokens: u64) -> BoxModel {
@@ -310,6 +439,63 @@ mod tests {
         assert_eq!(step(&limited).await.unwrap(), Duration::ZERO);
         // The first request leaves the window 60 s after it came, 40 s from now.
         assert_eq!(step(&limited).await.unwrap(), Duration::from_secs(40));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_waiting_for_room_holds_nothing_of_the_model() {
+        let (mock, mut handle) = tower_test::mock::pair::<ModelRequest, BoxModelStream>();
+        let limit = RateLimitLayer::new()
+            .requests_per_minute(1)
+            .max_wait(MINUTE);
+        let mut first = limit.layer(mock.clone());
+        let mut second = limit.layer(mock);
+        handle.allow(1);
+        let call = tokio::spawn(first.ready().await.unwrap().call(test_request()));
+        let (_, respond) = handle.next_request().await.unwrap();
+        respond.send_response(Box::pin(futures_util::stream::empty()));
+        assert!(call.await.unwrap().is_ok());
+
+        // The model is ready, but the minute is full: the second request waits, unready, and
+        // the model is not asked to be ready for it until there is room.
+        handle.allow(1);
+        let mut ready = tokio_test::task::spawn(second.ready());
+        assert!(ready.poll().is_pending());
+        tokio::time::advance(MINUTE - Duration::from_millis(1)).await;
+        assert!(ready.poll().is_pending());
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert!(ready.is_woken());
+        assert!(matches!(ready.poll(), Poll::Ready(Ok(_))));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_over_its_wait_is_ready_and_refused() {
+        let (mock, mut handle) = tower_test::mock::pair::<ModelRequest, BoxModelStream>();
+        let limit = RateLimitLayer::new().requests_per_minute(1);
+        let mut service = limit.layer(mock);
+        handle.allow(1);
+        let call = tokio::spawn(service.ready().await.unwrap().call(test_request()));
+        let (_, respond) = handle.next_request().await.unwrap();
+        respond.send_response(Box::pin(futures_util::stream::empty()));
+        assert!(call.await.unwrap().is_ok());
+        // A minute to wait, 10 s allowed: refused at once, the model never asked.
+        let error = service
+            .ready()
+            .await
+            .unwrap()
+            .call(test_request())
+            .await
+            .err()
+            .unwrap();
+        let error = error.downcast_ref::<ModelError>().unwrap();
+        assert_eq!(error.kind(), ModelErrorKind::RateLimited);
+        assert_eq!(error.retry_after(), Some(MINUTE));
+        handle.allow(0);
+        assert!(
+            tokio_test::task::spawn(handle.next_request())
+                .poll()
+                .is_pending(),
+            "no request reached the model"
+        );
     }
 
     #[tokio::test(start_paused = true)]
