@@ -155,6 +155,35 @@ macro_rules! inner_service {
 }
 pub(crate) use inner_service;
 
+/// A named future around a boxed one (boxed once per run or call, never per token): the
+/// struct, its `Future` impl resolving to `$output`, and a `Debug` that names it.
+macro_rules! boxed_future {
+    ($(#[$doc:meta])* pub struct $name:ident -> $output:ty;) => {
+        $(#[$doc])*
+        pub struct $name(
+            ::std::pin::Pin<Box<dyn ::std::future::Future<Output = $output> + Send>>,
+        );
+
+        impl ::std::future::Future for $name {
+            type Output = $output;
+
+            fn poll(
+                mut self: ::std::pin::Pin<&mut Self>,
+                cx: &mut ::std::task::Context<'_>,
+            ) -> ::std::task::Poll<Self::Output> {
+                ::std::future::Future::poll(self.0.as_mut(), cx)
+            }
+        }
+
+        impl ::std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                f.debug_struct(stringify!($name)).finish_non_exhaustive()
+            }
+        }
+    };
+}
+pub(crate) use boxed_future;
+
 pub mod agent;
 pub mod context;
 pub mod delta;

@@ -86,7 +86,6 @@ use std::{
     future::Future,
     num::NonZeroU32,
     panic::AssertUnwindSafe,
-    pin::Pin,
     sync::Arc,
     task::{Context, Poll},
 };
@@ -309,21 +308,9 @@ where
     }
 }
 
-/// The agent's response future (boxed per run, never per token).
-pub struct ResponseFuture(Pin<Box<dyn Future<Output = Result<RunOutcome, BoxError>> + Send>>);
-
-impl Future for ResponseFuture {
-    type Output = Result<RunOutcome, BoxError>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.0.as_mut().poll(cx)
-    }
-}
-
-impl fmt::Debug for ResponseFuture {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ResponseFuture").finish_non_exhaustive()
-    }
+crate::boxed_future! {
+    /// The agent's response future (boxed per run, never per token).
+    pub struct ResponseFuture -> Result<RunOutcome, BoxError>;
 }
 
 /// The run: its steps until the model stops, a tool interrupts, or the run is cancelled.

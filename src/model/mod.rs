@@ -25,6 +25,7 @@
 //! is_model(&model);
 //! ```
 
+mod admit;
 #[cfg(feature = "anthropic")]
 #[cfg_attr(docsrs, doc(cfg(feature = "anthropic")))]
 pub mod anthropic;
@@ -44,6 +45,7 @@ pub mod rate_limit;
 mod retry;
 pub mod scripted;
 
+pub use admit::{AdmitFuture, WrapEvents};
 pub use cost::Cost;
 pub use idle::{IdleFuture, IdleStream, IdleTimeout, IdleTimeoutLayer};
 pub use retry::{ModelCallError, RetryPolicy};

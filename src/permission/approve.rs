@@ -1,7 +1,4 @@
 use std::{
-    fmt,
-    future::Future,
-    pin::Pin,
     sync::Arc,
     task::{Context, Poll},
     time::{Duration, SystemTime},
@@ -214,21 +211,9 @@ impl Service<PermissionRequest> for ChannelApprover {
     }
 }
 
-/// The future of a [`ChannelApprover`] call (boxed once per request).
-pub struct ApprovalFuture(Pin<Box<dyn Future<Output = Result<Decisions, ApproverGone>> + Send>>);
-
-impl Future for ApprovalFuture {
-    type Output = Result<Decisions, ApproverGone>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.0.as_mut().poll(cx)
-    }
-}
-
-impl fmt::Debug for ApprovalFuture {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ApprovalFuture").finish_non_exhaustive()
-    }
+crate::boxed_future! {
+    /// The future of a [`ChannelApprover`] call (boxed once per request).
+    pub struct ApprovalFuture -> Result<Decisions, ApproverGone>;
 }
 
 #[cfg(test)]

@@ -106,7 +106,7 @@ use tokio_util::sync::CancellationToken;
 pub use self::auth::{Jwt, JwtError};
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
-pub use self::route_metrics::{RouteMetrics, RouteMetricsLayer};
+pub use self::route_metrics::{RouteMetrics, RouteMetricsFuture, RouteMetricsLayer};
 pub use self::{
     access::{AccessLog, AccessLogFuture, AccessLogLayer},
     auth::{

@@ -60,8 +60,6 @@
 
 use std::{
     fmt,
-    future::Future,
-    pin::Pin,
     task::{Context, Poll},
 };
 
@@ -139,7 +137,7 @@ where
 {
     type Response = ToolResponse;
     type Error = ToolError;
-    type Future = Pin<Box<dyn Future<Output = Result<ToolResponse, ToolError>> + Send>>;
+    type Future = ResponseFuture;
 
     /// Always ready: each call waits for the agent's readiness in its own future.
     fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), ToolError>> {
@@ -147,8 +145,14 @@ where
     }
 
     fn call(&mut self, call: ToolCall) -> Self::Future {
-        Box::pin(run(self.agent.clone(), self.spec.clone(), call))
+        ResponseFuture(Box::pin(run(self.agent.clone(), self.spec.clone(), call)))
     }
+}
+
+crate::boxed_future! {
+    /// The sub-agent's run, as the call's response (boxed once per call, as the
+    /// [agent's](crate::agent::ResponseFuture) is per run).
+    pub struct ResponseFuture -> Result<ToolResponse, ToolError>;
 }
 
 impl<S> Tool for AgentTool<S>

@@ -10,13 +10,13 @@ use std::{
 };
 
 use futures_core::Stream;
-use futures_util::future::BoxFuture;
 use pin_project_lite::pin_project;
-use tower::ServiceExt;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use super::{Cost, ModelError, ModelErrorKind, ModelEvent, ModelRequest, ModelService, Usage};
+use super::{
+    Cost, ModelError, ModelErrorKind, ModelEvent, ModelRequest, ModelService, Usage, WrapEvents,
+};
 use crate::{BoxError, id::RunId};
 
 /// How much may be spent: dollars (the usage's [cost](Usage::cost), from a
@@ -226,9 +226,9 @@ impl<S> Budget<S> {
     crate::inner_service!();
 }
 
-/// One request's run and principal's day.
+/// What one request is counted against: its run's budget and its principal's day's.
 #[derive(Debug, Clone)]
-struct Account {
+pub struct Account {
     budget: BudgetLayer,
     run: RunId,
     day: Option<(Arc<str>, u64)>,
@@ -265,13 +265,12 @@ fn exceeded(message: String) -> ModelError {
 
 impl<S> Service<ModelRequest> for Budget<S>
 where
-    S: ModelService + Clone + Send + 'static,
+    S: ModelService,
     S::Error: Into<BoxError>,
-    S::Future: Send,
 {
     type Response = BudgetStream<S::Events>;
     type Error = BoxError;
-    type Future = BoxFuture<'static, Result<Self::Response, BoxError>>;
+    type Future = future::ResponseFuture<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx).map_err(Into::into)
@@ -279,21 +278,31 @@ where
 
     fn call(&mut self, request: ModelRequest) -> Self::Future {
         let account = self.budget.account(&request);
-        // The ready clone answers this call; the one left is readied for the next.
-        let inner = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, inner);
-        Box::pin(async move {
-            if let Some(error) = account.reached(None) {
-                return Err(error.into());
-            }
-            let inner = inner;
-            let events = inner.oneshot(request).await.map_err(Into::into)?;
-            Ok(BudgetStream {
-                inner: events,
-                account: Some(account),
-                over: None,
-            })
-        })
+        // A spent budget is refused before the model sees the request.
+        if let Some(error) = account.reached(None) {
+            return future::ResponseFuture::refused(error);
+        }
+        future::ResponseFuture::admitted(self.inner.call(request), account)
+    }
+}
+
+pub mod future {
+    //! The response future of [`Budget`](super::Budget).
+
+    /// The model's stream, followed against the budget; or the refusal of a request whose
+    /// budget is spent.
+    pub type ResponseFuture<F> = crate::model::AdmitFuture<F, super::Account>;
+}
+
+impl<St> WrapEvents<St> for Account {
+    type Stream = BudgetStream<St>;
+
+    fn wrap(self, events: St) -> Self::Stream {
+        BudgetStream {
+            inner: events,
+            account: Some(self),
+            over: None,
+        }
     }
 }
 
@@ -336,6 +345,8 @@ where
 #[cfg(test)]
 mod tests {
     use futures_util::StreamExt;
+
+    use tower::ServiceExt;
 
     use super::*;
     use crate::{

@@ -2,11 +2,14 @@
 
 use std::{
     error::Error as StdError,
-    task::{Context, Poll},
+    fmt,
+    future::Future,
+    pin::Pin,
+    task::{Context, Poll, ready},
 };
 
-use futures_util::future::BoxFuture;
-use tower::ServiceExt;
+use pin_project_lite::pin_project;
+use tower::{ServiceExt, util::Oneshot};
 use tower_service::Service;
 
 use super::{ModelRequest, ModelService, worth_another_try};
@@ -71,14 +74,12 @@ impl<S> Fallback<S> {
 
 impl<S> Service<ModelRequest> for Fallback<S>
 where
-    S: ModelService + Clone + Send + 'static,
+    S: ModelService + Clone,
     S::Error: Into<BoxError>,
-    S::Future: Send,
-    S::Events: Send,
 {
     type Response = S::Events;
     type Error = BoxError;
-    type Future = BoxFuture<'static, Result<S::Events, BoxError>>;
+    type Future = ResponseFuture<S>;
 
     /// Always ready: each model's readiness is waited for when its turn comes.
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
@@ -86,26 +87,70 @@ where
     }
 
     fn call(&mut self, request: ModelRequest) -> Self::Future {
-        let models = self.models.clone();
-        Box::pin(async move {
-            let last = models.len() - 1;
-            for (at, model) in models.into_iter().enumerate() {
-                let error: BoxError = match model.oneshot(request.clone()).await {
-                    Ok(events) => return Ok(events),
-                    Err(error) => error.into(),
-                };
-                if at == last || !worth_another_try(error.as_ref() as &(dyn StdError + 'static)) {
-                    return Err(error);
-                }
-                tracing::warn!(
-                    failed = at,
-                    next = at + 1,
-                    error = %error,
-                    "the model failed before its first token; the next one is asked"
-                );
+        let mut models = self.models.clone().into_iter();
+        let first = models.next().expect("a fallback has at least one model");
+        ResponseFuture {
+            asking: first.oneshot(request.clone()),
+            request,
+            next: models,
+            at: 0,
+        }
+    }
+}
+
+pin_project! {
+    /// The answer of the first model of a [`Fallback`] that answers, or the failure that ended
+    /// the tries.
+    pub struct ResponseFuture<S>
+    where
+        S: Service<ModelRequest>,
+    {
+        #[pin]
+        asking: Oneshot<S, ModelRequest>,
+        request: ModelRequest,
+        next: std::vec::IntoIter<S>,
+        at: usize,
+    }
+}
+
+impl<S> Future for ResponseFuture<S>
+where
+    S: Service<ModelRequest>,
+    S::Error: Into<BoxError>,
+{
+    type Output = Result<S::Response, BoxError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            let error: BoxError = match ready!(this.asking.as_mut().poll(cx)) {
+                Ok(events) => return Poll::Ready(Ok(events)),
+                Err(error) => error.into(),
+            };
+            if !worth_another_try(error.as_ref() as &(dyn StdError + 'static)) {
+                return Poll::Ready(Err(error));
             }
-            unreachable!("the last model's answer is returned")
-        })
+            let Some(model) = this.next.next() else {
+                return Poll::Ready(Err(error));
+            };
+            tracing::warn!(
+                failed = *this.at,
+                next = *this.at + 1,
+                error = %error,
+                "the model failed before its first token; the next one is asked"
+            );
+            *this.at += 1;
+            this.asking.set(model.oneshot(this.request.clone()));
+        }
+    }
+}
+
+impl<S: Service<ModelRequest>> fmt::Debug for ResponseFuture<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResponseFuture")
+            .field("at", &self.at)
+            .field("left", &self.next.len())
+            .finish_non_exhaustive()
     }
 }
 

@@ -15,7 +15,7 @@ use tokio::time::{Instant, Sleep};
 use tower_layer::Layer;
 use tower_service::Service;
 
-use super::{ModelError, ModelErrorKind, ModelEvent, ModelRequest, ModelService};
+use super::{ModelError, ModelErrorKind, ModelEvent, ModelRequest, ModelService, WrapEvents};
 use crate::BoxError;
 
 const MINUTE: Duration = Duration::from_secs(60);
@@ -268,7 +268,7 @@ where
     fn call(&mut self, request: ModelRequest) -> Self::Future {
         match std::mem::replace(&mut self.state, State::Waiting) {
             State::Admitted => {
-                future::ResponseFuture::called(self.inner.call(request), self.limit.clone())
+                future::ResponseFuture::admitted(self.inner.call(request), self.limit.clone())
             }
             State::Refused(error) => future::ResponseFuture::refused(error),
             State::Waiting | State::Sleeping(_) => {
@@ -293,79 +293,18 @@ fn rate_limited(wait: Duration) -> ModelError {
 pub mod future {
     //! The response future of [`RateLimit`](super::RateLimit).
 
-    use std::{
-        future::Future,
-        pin::Pin,
-        task::{Context, Poll, ready},
-    };
+    /// The model's stream, counted against its tokens a minute; or the refusal of a request
+    /// that would wait too long.
+    pub type ResponseFuture<F> = crate::model::AdmitFuture<F, super::RateLimitLayer>;
+}
 
-    use pin_project_lite::pin_project;
+impl<St> WrapEvents<St> for RateLimitLayer {
+    type Stream = RateLimitedStream<St>;
 
-    use super::{RateLimitLayer, RateLimitedStream};
-    use crate::{BoxError, model::ModelError};
-
-    pin_project! {
-        /// The model's stream, counted against its tokens a minute; or the refusal of a
-        /// request that would wait too long.
-        #[derive(Debug)]
-        pub struct ResponseFuture<F> {
-            #[pin]
-            state: State<F>,
-        }
-    }
-
-    pin_project! {
-        #[project = Proj]
-        #[derive(Debug)]
-        enum State<F> {
-            // The request was counted and sent.
-            Called { #[pin] inner: F, limit: Option<RateLimitLayer> },
-            // The request was refused.
-            Refused { error: Option<ModelError> },
-        }
-    }
-
-    impl<F> ResponseFuture<F> {
-        pub(super) fn called(inner: F, limit: RateLimitLayer) -> Self {
-            Self {
-                state: State::Called {
-                    inner,
-                    limit: Some(limit),
-                },
-            }
-        }
-
-        pub(super) fn refused(error: ModelError) -> Self {
-            Self {
-                state: State::Refused { error: Some(error) },
-            }
-        }
-    }
-
-    impl<F, St, E> Future for ResponseFuture<F>
-    where
-        F: Future<Output = Result<St, E>>,
-        E: Into<BoxError>,
-    {
-        type Output = Result<RateLimitedStream<St>, BoxError>;
-
-        fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-            match self.project().state.project() {
-                Proj::Called { inner, limit } => {
-                    let events = ready!(inner.poll(cx)).map_err(Into::into)?;
-                    let limit = limit
-                        .take()
-                        .expect("ResponseFuture polled after completion");
-                    Poll::Ready(Ok(RateLimitedStream {
-                        inner: events,
-                        limit,
-                    }))
-                }
-                Proj::Refused { error } => Poll::Ready(Err(error
-                    .take()
-                    .expect("ResponseFuture polled after completion")
-                    .into())),
-            }
+    fn wrap(self, events: St) -> Self::Stream {
+        RateLimitedStream {
+            inner: events,
+            limit: self,
         }
     }
 }

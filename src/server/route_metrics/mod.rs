@@ -2,12 +2,14 @@
 //! status.
 
 use std::{
-    task::{Context, Poll},
+    future::Future,
+    pin::Pin,
+    task::{Context, Poll, ready},
     time::Instant,
 };
 
 use axum::{extract::MatchedPath, extract::Request, response::Response};
-use futures_util::future::BoxFuture;
+use pin_project_lite::pin_project;
 use tower::{Layer, Service};
 
 use crate::metrics::Metrics;
@@ -67,32 +69,69 @@ impl<S> RouteMetrics<S> {
 impl<S> Service<Request> for RouteMetrics<S>
 where
     S: Service<Request, Response = Response>,
-    S::Future: Send + 'static,
 {
     type Response = Response;
     type Error = S::Error;
-    type Future = BoxFuture<'static, Result<Response, S::Error>>;
+    type Future = RouteMetricsFuture<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, request: Request) -> Self::Future {
-        let route = request
+        let counted = request
             .extensions()
             .get::<MatchedPath>()
-            .map(|route| route.as_str().to_owned());
-        let method = request.method().as_str().to_owned();
-        let metrics = self.metrics.clone();
-        let started = Instant::now();
-        let answered = self.inner.call(request);
-        Box::pin(async move {
-            let output = answered.await;
-            if let (Some(route), Ok(response)) = (route, &output) {
-                let status = response.status().as_u16();
-                metrics.http_request(&route, &method, status, started.elapsed());
-            }
-            output
-        })
+            .map(|route| Counted {
+                route: route.as_str().to_owned(),
+                method: request.method().as_str().to_owned(),
+                metrics: self.metrics.clone(),
+                started: Instant::now(),
+            });
+        RouteMetricsFuture {
+            answered: self.inner.call(request),
+            counted,
+        }
+    }
+}
+
+/// What a request is counted under once it is answered.
+#[derive(Debug)]
+struct Counted {
+    route: String,
+    method: String,
+    metrics: Metrics,
+    started: Instant,
+}
+
+pin_project! {
+    /// The route's response, counted once its head is there.
+    #[derive(Debug)]
+    pub struct RouteMetricsFuture<F> {
+        #[pin]
+        answered: F,
+        counted: Option<Counted>,
+    }
+}
+
+impl<F, E> Future for RouteMetricsFuture<F>
+where
+    F: Future<Output = Result<Response, E>>,
+{
+    type Output = Result<Response, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let output = ready!(this.answered.poll(cx));
+        if let (Some(counted), Ok(response)) = (this.counted.take(), &output) {
+            let status = response.status().as_u16();
+            (counted.metrics).http_request(
+                &counted.route,
+                &counted.method,
+                status,
+                counted.started.elapsed(),
+            );
+        }
+        Poll::Ready(output)
     }
 }
