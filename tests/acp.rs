@@ -832,7 +832,7 @@ async fn a_dropped_tool_call_still_reaches_a_final_status() {
 }
 
 #[cfg(feature = "mcp")]
-mod support;
+use crate::support;
 
 /// The MCP servers an editor gives in `session/new` lend their tools to that session only.
 #[cfg(feature = "mcp")]

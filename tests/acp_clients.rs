@@ -5,9 +5,8 @@
 //! modes, close and load, an unsupported protocol version, a session loaded after the agent was
 //! killed and started again on the same store) and fails on the first broken expectation.
 
-#[path = "support/stores.rs"]
-mod stores;
-mod support;
+use crate::support;
+use crate::support::stores;
 
 const AGENT: &str = env!("CARGO_BIN_EXE_agent-tower");
 

@@ -2,11 +2,9 @@
 //! rules) for `agent-tower serve`, with the reference MCP server and a recording provider. The
 //! built binary.
 
-#[path = "support/json_logs.rs"]
-mod json_logs;
-#[path = "support/replay.rs"]
-mod replay;
-mod support;
+use crate::support;
+use crate::support::json_logs;
+use crate::support::replay;
 
 use json_logs::JsonLogged;
 use serde_json::{Value, json};

@@ -5,11 +5,9 @@
 //! - `agent-tower acp --agent agui:<url of agent-tower serve>`: an AG-UI agent in an editor,
 //!   driven by the official TypeScript ACP client (`tests/conformance/acp-bridge.mjs`).
 
-#[path = "support/process.rs"]
-mod process;
-#[path = "support/stores.rs"]
-mod stores;
-mod support;
+use crate::support;
+use crate::support::process;
+use crate::support::stores;
 
 use std::time::Duration;
 

@@ -3,8 +3,7 @@
 
 use std::process::Command;
 
-#[path = "support/json_logs.rs"]
-mod json_logs;
+use crate::support::json_logs;
 
 const AGENT: &str = env!("CARGO_BIN_EXE_agent-tower");
 

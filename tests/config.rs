@@ -3,9 +3,8 @@
 
 use serde_json::json;
 
-#[path = "support/json_logs.rs"]
-mod json_logs;
-mod support;
+use crate::support;
+use crate::support::json_logs;
 
 use json_logs::JsonLogged;
 

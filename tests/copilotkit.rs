@@ -3,13 +3,10 @@
 //! `tests/conformance/copilotkit.mjs` and, for the runtime as a trusted front of many users,
 //! `tests/conformance/copilotkit-front.mjs`.
 
-#[path = "support/debian.rs"]
-mod debian;
-#[path = "support/process.rs"]
-mod process;
-#[path = "support/stores.rs"]
-mod stores;
-mod support;
+use crate::support;
+use crate::support::debian;
+use crate::support::process;
+use crate::support::stores;
 
 use std::{path::Path, process::Stdio};
 

@@ -4,13 +4,10 @@
 //! run and Stop that cancels it on the server; and CORS from a page on another origin. Without a browser: what the page
 //! routes answer to other clients, and `--no-ui`.
 
-#[path = "support/debian.rs"]
-mod debian;
-#[path = "support/process.rs"]
-mod process;
-#[path = "support/stores.rs"]
-mod stores;
-mod support;
+use crate::support;
+use crate::support::debian;
+use crate::support::process;
+use crate::support::stores;
 
 use process::Process;
 

@@ -1,11 +1,9 @@
 //! The server's durable mode over real HTTP, on a SQLite file and on PostgreSQL: interrupts and
 //! `resume[]`, resumable streams, the review queue.
 
-#[path = "support/frames.rs"]
-mod frames;
-#[path = "support/stores.rs"]
-mod stores;
-mod support;
+use crate::support;
+use crate::support::frames;
+use crate::support::stores;
 
 use std::{num::NonZeroU32, time::Duration};
 

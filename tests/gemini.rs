@@ -2,10 +2,8 @@
 //! (`tests/fixtures/gemini/`, each saying where it came from), every streamed body replayed in
 //! chunks of 1, 2, 3, 5, 7 and 64 bytes and whole (CRLF line ends split included).
 
-#[path = "support/model_events.rs"]
-mod model_events;
-#[path = "support/replay.rs"]
-mod replay;
+use crate::support::model_events;
+use crate::support::replay;
 
 use std::time::Duration;
 

@@ -5,11 +5,9 @@
 //! capabilities read through the official schema, and the CopilotKit runner; the steps are in
 //! `clients/js/test/connect.mjs`.
 
-#[path = "support/process.rs"]
-mod process;
-#[path = "support/stores.rs"]
-mod stores;
-mod support;
+use crate::support;
+use crate::support::process;
+use crate::support::stores;
 
 use process::Process;
 

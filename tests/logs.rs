@@ -2,9 +2,8 @@
 //! request, one per run that ends (with its events, also in the default durable mode) and one per
 //! refused run with its code. The built binary.
 
-#[path = "support/json_logs.rs"]
-mod json_logs;
-mod support;
+use crate::support;
+use crate::support::json_logs;
 
 use json_logs::JsonLogged;
 use serde_json::json;

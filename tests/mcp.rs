@@ -4,10 +4,9 @@
 //! the current protocol (2026-07-28, `server/discover`; `tests/conformance/mcp-modern.mjs`),
 //! all pinned in `tests/conformance/package.json`.
 
+use crate::support;
 #[cfg(feature = "cli")]
-#[path = "support/json_logs.rs"]
-mod json_logs;
-mod support;
+use crate::support::json_logs;
 
 use agent_tower::{
     message::ContentPart,

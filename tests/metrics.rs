@@ -2,10 +2,8 @@
 //! `prometheus`) and queried through its HTTP API after three runs: one that succeeds, one that
 //! fails, one whose client goes away.
 
-#[path = "support/debian.rs"]
-mod debian;
-#[path = "support/process.rs"]
-mod process;
+use crate::support::debian;
+use crate::support::process;
 
 use std::{process::Stdio, time::Duration};
 

@@ -3,10 +3,8 @@
 //! chunks of 1, 2, 3, 5, 7 and 64 bytes and whole: boundaries inside lines and inside UTF-8
 //! characters must not change a single event.
 
-#[path = "support/model_events.rs"]
-mod model_events;
-#[path = "support/replay.rs"]
-mod replay;
+use crate::support::model_events;
+use crate::support::replay;
 
 use std::time::Duration;
 

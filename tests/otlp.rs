@@ -2,8 +2,7 @@
 //! decoded with the official protobuf definitions (`opentelemetry-proto`); the batch is flushed
 //! when the server stops on SIGTERM. The built binary.
 
-#[path = "support/process.rs"]
-mod process;
+use crate::support::process;
 
 use axum::{Router, body::Bytes, extract::State, routing::post};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;

@@ -1,10 +1,8 @@
 //! Many users on one server: threads and runs belong to the principal whose token made them, and
 //! another principal is told they do not exist, over HTTP and the WebSocket, on every store.
 
-#[path = "support/frames.rs"]
-mod frames;
-#[path = "support/stores.rs"]
-mod stores;
+use crate::support::frames;
+use crate::support::stores;
 
 use std::{num::NonZeroU32, time::Duration};
 

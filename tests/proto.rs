@@ -1,6 +1,6 @@
 //! Our protobuf framing, decoded by the official `@ag-ui/proto` (npm), for every event type.
 
-mod support;
+use crate::support;
 
 use agent_tower::agui::{Event, EventType, proto};
 use serde_json::{Value, json};

@@ -2,14 +2,10 @@
 //! interrupt is still resumable, a run that was streaming is continued to its end, and nothing a
 //! client was sent is lost.
 
-#[path = "support/frames.rs"]
-mod frames;
-#[path = "support/process.rs"]
-mod process;
-#[path = "support/stores.rs"]
-mod stores;
-#[path = "support/verified.rs"]
-mod verified;
+use crate::support::frames;
+use crate::support::process;
+use crate::support::stores;
+use crate::support::verified;
 
 use frames::frames;
 use futures_util::StreamExt;

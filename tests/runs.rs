@@ -2,7 +2,7 @@
 //! mid-begin; a bounded log that fills up; what the agent sent meanwhile written at once; the
 //! run's own events written by the engine, whatever agent it drives.
 
-mod support;
+use crate::support;
 
 use agent_tower::{
     BoxError,

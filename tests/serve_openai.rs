@@ -2,11 +2,9 @@
 //! provider responses: the answer reaches the AG-UI client, and a rate-limited call is retried
 //! before its first token without a duplicate event.
 
-#[path = "support/process.rs"]
-mod process;
-#[path = "support/replay.rs"]
-mod replay;
-mod support;
+use crate::support;
+use crate::support::process;
+use crate::support::replay;
 
 use process::Process;
 use replay::{Fixture, serve};

@@ -4,11 +4,9 @@
 //! comes back from the client's own copy of the conversation in the next run; Gemini's parallel
 //! calls are answered with function responses that name them.
 
-#[path = "support/process.rs"]
-mod process;
-#[path = "support/replay.rs"]
-mod replay;
-mod support;
+use crate::support;
+use crate::support::process;
+use crate::support::replay;
 
 use process::Process;
 use replay::{Fixture, serve};

@@ -27,7 +27,7 @@ use tokio::{
 };
 use tower::{Layer, ServiceExt};
 
-mod support;
+use crate::support;
 use support::node;
 
 /// The scripted agent behind a configured server; run summaries arrive on the receiver.

@@ -2,8 +2,7 @@
 //! in flight its terminal event and exit; a client that stopped reading cannot hold the process
 //! past `--drain-timeout`. The built binary, real signals.
 
-#[path = "support/process.rs"]
-mod process;
+use crate::support::process;
 
 use std::time::{Duration, Instant};
 

@@ -2,10 +2,8 @@
 //! PostgreSQL): WebSocket runs are logged, re-joinable and resumable; refusals are the same over
 //! HTTP and the WebSocket; the three idempotency cases; every run's summary counts its events.
 
-#[path = "support/frames.rs"]
-mod frames;
-#[path = "support/stores.rs"]
-mod stores;
+use crate::support::frames;
+use crate::support::stores;
 
 use std::{num::NonZeroU32, time::Duration};
 

@@ -3,8 +3,7 @@
 //! interrupts resumed completely and once, an interrupted run continued under its own id,
 //! fencing, and the recovery of a dead instance's runs.
 
-#[path = "support/stores.rs"]
-mod stores;
+use crate::support::stores;
 
 use std::{
     sync::Arc,

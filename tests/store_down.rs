@@ -2,8 +2,7 @@
 //! ends with a `RUN_ERROR` (`store_unavailable`) within a bounded time, and a new run is refused
 //! with `503` before anything streams.
 
-#[path = "support/postgres.rs"]
-mod postgres;
+use crate::support::postgres;
 
 use std::{num::NonZeroU32, time::Duration};
 

@@ -3,9 +3,8 @@
 //! budget, and an interrupt inside a sub-agent answered through its parent (in-process, and by
 //! the official client on two instances of a durable server).
 
-#[path = "support/stores.rs"]
-mod stores;
-mod support;
+use crate::support;
+use crate::support::stores;
 
 use std::{convert::Infallible, num::NonZeroU32, time::Duration};
 

@@ -5,18 +5,12 @@
 //! complete conversation, no completed step is asked of the model again, no call of a tool that
 //! must not run twice runs twice. The built binary, real signals.
 
-#[path = "support/frames.rs"]
-mod frames;
-#[path = "support/process.rs"]
-mod process;
-#[path = "support/replay.rs"]
-mod replay;
-#[path = "support/stores.rs"]
-mod stores;
-#[path = "support/mod.rs"]
-mod support;
-#[path = "support/verified.rs"]
-mod verified;
+use crate::support;
+use crate::support::frames;
+use crate::support::process;
+use crate::support::replay;
+use crate::support::stores;
+use crate::support::verified;
 
 use std::{
     collections::{HashMap, HashSet},

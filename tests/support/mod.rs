@@ -1,6 +1,19 @@
-//! Running the official clients (the AG-UI and ACP npm packages, the ACP Python package) from
-//! tests. Each test crate uses a part of it.
+//! What the tests share: running the official clients (the AG-UI and ACP npm packages, the ACP
+//! Python package), and the modules below. Each test module uses a part of it.
 #![allow(dead_code)]
+
+pub mod debian;
+pub mod frames;
+#[cfg(feature = "cli")]
+pub mod json_logs;
+pub mod model_events;
+pub mod postgres;
+#[cfg(feature = "cli")]
+pub mod process;
+pub mod replay;
+pub mod stores;
+#[cfg(feature = "test-util")]
+pub mod verified;
 
 use std::{path::Path, process::Stdio};
 
