@@ -16,8 +16,8 @@ use agent_tower::{
     permission::Decision,
     run::Interrupt,
     runs::{
-        InterruptStatus, Interrupts, LogError, LoggedEvent, LostRun, MemoryLog, RunEnd, RunLog,
-        RunRecord, RunStatus, SavedThread, Start, StartError,
+        DurableLog, InterruptStatus, Interrupts, LogError, LoggedEvent, LostRun, MemoryLog, RunEnd,
+        RunLog, RunRecord, RunStatus, SavedThread, Start, StartError,
     },
     store::{Deleted, RunStore, ThreadCursor, ThreadQuery},
 };

@@ -431,7 +431,11 @@ where
             return Err(NotTaken::Error(BeginError::ShuttingDown));
         }
         self.sweep();
-        let prepared = Arc::new(prepare(input, principal, self.inner.log.durable()));
+        let prepared = Arc::new(prepare(
+            input,
+            principal,
+            self.inner.log.durable().is_some(),
+        ));
         loop {
             // The start and what it implies (the driver's task, the recorded refusal) run in a
             // task of their own: a caller that goes away cannot cut them in half.

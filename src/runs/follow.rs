@@ -174,7 +174,11 @@ fn cancel_unless_rejoined(
             if !topic.still_unfollowed(unfollowed) {
                 return;
             }
-            match log.followed_elsewhere(&run).await {
+            let elsewhere = match log.durable() {
+                Some(durable) => durable.followed_elsewhere(&run).await,
+                None => Ok(false),
+            };
+            match elsewhere {
                 Ok(true) => continue,
                 Ok(false) => {}
                 Err(error) => {

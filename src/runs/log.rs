@@ -36,7 +36,12 @@ use crate::id::{InterruptId, RunId, ThreadId};
 ///
 /// Followers in this process are woken by the engine after each of its writes; a backend that
 /// several instances share tells the engine of the others' writes through
-/// [`on_change`](RunLog::on_change) (PostgreSQL `LISTEN/NOTIFY`).
+/// [`on_change`](DurableLog::on_change) (PostgreSQL `LISTEN/NOTIFY`).
+///
+/// A log that outlives its process says so with [`durable`](RunLog::durable), and answers then
+/// what the instances sharing it need of one another ([`DurableLog`]): none of it has a
+/// default, so that a backend cannot forget a part and silently lose cross-instance cancel or
+/// re-join. Only [`ready`](RunLog::ready) has one (a log in this process is always ready).
 pub trait RunLog: fmt::Debug + Send + Sync + 'static {
     /// Starts the run `start` asks for (or continues an interrupted one: see [`Start`]).
     ///
@@ -130,59 +135,6 @@ pub trait RunLog: fmt::Debug + Send + Sync + 'static {
     /// Failures of the backend.
     fn heartbeat(&self, lease: Duration) -> BoxFuture<'_, Result<(), LogError>>;
 
-    /// Asks whichever instance drives `run` to cancel it: the request is recorded with the run,
-    /// and that instance learns it from a [change](RunLog::on_change)
-    /// ([`Changed::CancelRequested`]) or from [`cancels_requested`](RunLog::cancels_requested).
-    /// `false` when the run is not running (it ended, or there is no such run). The default, for
-    /// a log only this process writes (its runs are all driven here), records nothing.
-    ///
-    /// # Errors
-    ///
-    /// Failures of the backend.
-    fn request_cancel<'a>(&'a self, run: &'a RunId) -> BoxFuture<'a, Result<bool, LogError>> {
-        let _ = run;
-        Box::pin(std::future::ready(Ok(false)))
-    }
-
-    /// The running runs of this instance whose cancellation was
-    /// [requested](RunLog::request_cancel); the engine reads them at every heartbeat, in case a
-    /// notification was missed. The default: none.
-    ///
-    /// # Errors
-    ///
-    /// Failures of the backend.
-    fn cancels_requested(&self) -> BoxFuture<'_, Result<Vec<RunId>, LogError>> {
-        Box::pin(std::future::ready(Ok(Vec::new())))
-    }
-
-    /// Records that `runs`, which this instance follows but does not drive, are followed until
-    /// `lease` from now, so that the instance driving one does not cancel it as abandoned
-    /// ([`Follow::viewer`](super::Follow::viewer)); the engine renews it at every heartbeat while
-    /// they are followed. Runs that ended are left alone. The default, for a log only this
-    /// process writes (its runs are all driven here), records nothing.
-    ///
-    /// # Errors
-    ///
-    /// Failures of the backend.
-    fn followed<'a>(
-        &'a self,
-        runs: &'a [RunId],
-        lease: Duration,
-    ) -> BoxFuture<'a, Result<(), LogError>> {
-        let _ = (runs, lease);
-        Box::pin(std::future::ready(Ok(())))
-    }
-
-    /// Whether another instance [follows](RunLog::followed) `run` now. The default: no.
-    ///
-    /// # Errors
-    ///
-    /// Failures of the backend.
-    fn followed_elsewhere<'a>(&'a self, run: &'a RunId) -> BoxFuture<'a, Result<bool, LogError>> {
-        let _ = run;
-        Box::pin(std::future::ready(Ok(false)))
-    }
-
     /// Whether the log can take runs now, for readiness probes: a cheap write to its backend
     /// (a read would answer while a full disk or another process's write lock refuses every
     /// run). The default (a log in this process) always can.
@@ -192,13 +144,6 @@ pub trait RunLog: fmt::Debug + Send + Sync + 'static {
     /// When the backend does not answer.
     fn ready(&self) -> BoxFuture<'_, Result<(), LogError>> {
         Box::pin(std::future::ready(Ok(())))
-    }
-
-    /// Calls `changed` for every change another writer makes to the log (another instance sharing
-    /// it), for as long as the log lives: the engine wakes the followers of those runs. A log only
-    /// this process writes never calls it (the default).
-    fn on_change(&self, changed: OnChange) {
-        let _ = changed;
     }
 
     /// The running runs whose owner stopped beating (it died), with what a retry needs.
@@ -227,23 +172,71 @@ pub trait RunLog: fmt::Debug + Send + Sync + 'static {
         take: bool,
     ) -> BoxFuture<'a, Result<Option<Recovered>, LogError>>;
 
-    /// Whether runs outlive this process (a store): a run's request is then kept while it runs,
-    /// so that another instance, or this one restarted, can continue it. The default: no.
-    fn durable(&self) -> bool {
-        false
-    }
+    /// What this log does as one that outlives this process and that other processes may share
+    /// (a store: SQLite, PostgreSQL): `None` for a log that ends with this process and that no
+    /// other reads (a [`MemoryLog`](super::MemoryLog)). Then every run's request is kept while it
+    /// runs, so that another instance, or this one restarted, can continue it; a drain hands runs
+    /// over; cancel and re-join reach runs another instance drives.
+    fn durable(&self) -> Option<&dyn DurableLog>;
+}
 
-    /// Gives up this instance's runs that are still running, for another instance (or this one
-    /// restarted) to continue as soon as it looks for [lost](RunLog::lost) runs: what a
-    /// draining instance does with the runs it could not finish. The default, for a log no
-    /// other process reads, does nothing.
+/// What a [`RunLog`] that outlives its process, and that several instances may share, must
+/// answer ([`RunLog::durable`]): handing runs over, and cancel, re-join and wake-ups across the
+/// instances. Nothing here has a default: a backend shared by instances that forgot one would
+/// silently lose cross-instance cancel or re-join.
+pub trait DurableLog: Send + Sync {
+    /// Asks whichever instance drives `run` to cancel it: the request is recorded with the run,
+    /// and that instance learns it from a [change](DurableLog::on_change)
+    /// ([`Changed::CancelRequested`]) or from [`cancels_requested`](DurableLog::cancels_requested).
+    /// `false` when the run is not running (it ended, or there is no such run).
     ///
     /// # Errors
     ///
     /// Failures of the backend.
-    fn release(&self) -> BoxFuture<'_, Result<(), LogError>> {
-        Box::pin(std::future::ready(Ok(())))
-    }
+    fn request_cancel<'a>(&'a self, run: &'a RunId) -> BoxFuture<'a, Result<bool, LogError>>;
+
+    /// The running runs of this instance whose cancellation was
+    /// [requested](DurableLog::request_cancel); the engine reads them at every heartbeat, in case a
+    /// notification was missed.
+    ///
+    /// # Errors
+    ///
+    /// Failures of the backend.
+    fn cancels_requested(&self) -> BoxFuture<'_, Result<Vec<RunId>, LogError>>;
+
+    /// Records that `runs`, which this instance follows but does not drive, are followed until
+    /// `lease` from now, so that the instance driving one does not cancel it as abandoned
+    /// ([`Follow::viewer`](super::Follow::viewer)); the engine renews it at every heartbeat while
+    /// they are followed. Runs that ended are left alone.
+    ///
+    /// # Errors
+    ///
+    /// Failures of the backend.
+    fn followed<'a>(
+        &'a self,
+        runs: &'a [RunId],
+        lease: Duration,
+    ) -> BoxFuture<'a, Result<(), LogError>>;
+
+    /// Whether another instance [follows](DurableLog::followed) `run` now.
+    ///
+    /// # Errors
+    ///
+    /// Failures of the backend.
+    fn followed_elsewhere<'a>(&'a self, run: &'a RunId) -> BoxFuture<'a, Result<bool, LogError>>;
+
+    /// Calls `changed` for every change another writer makes to the log (another instance sharing
+    /// it), for as long as the log lives: the engine wakes the followers of those runs.
+    fn on_change(&self, changed: OnChange);
+
+    /// Gives up this instance's runs that are still running, for another instance (or this one
+    /// restarted) to continue as soon as it looks for [lost](RunLog::lost) runs: what a
+    /// draining instance does with the runs it could not finish.
+    ///
+    /// # Errors
+    ///
+    /// Failures of the backend.
+    fn release(&self) -> BoxFuture<'_, Result<(), LogError>>;
 }
 
 /// Which interrupts [`RunLog::interrupts`] lists.
@@ -260,22 +253,22 @@ pub enum Interrupts<'a> {
     ResolvedBy(&'a RunId),
 }
 
-/// What another writer changed in a run log, for [`RunLog::on_change`].
+/// What another writer changed in a run log, for [`DurableLog::on_change`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Changed<'a> {
     /// This run's log grew, or the run ended.
     Run(&'a RunId),
-    /// Another instance asked for this run to be cancelled ([`RunLog::request_cancel`]).
+    /// Another instance asked for this run to be cancelled ([`DurableLog::request_cancel`]).
     CancelRequested(&'a RunId),
     /// A run of this thread started on another instance.
     ThreadStarted(&'a ThreadId),
-    /// Another instance [released](RunLog::release) its runs: they wait to be continued.
+    /// Another instance [released](DurableLog::release) its runs: they wait to be continued.
     Released,
     /// Changes may have been missed (a notification connection was lost): anything may have
     /// changed.
     Any,
 }
 
-/// A callback of [`RunLog::on_change`].
+/// A callback of [`DurableLog::on_change`].
 pub type OnChange = Arc<dyn Fn(Changed<'_>) + Send + Sync>;

@@ -482,6 +482,11 @@ impl RunLog for MemoryLog {
         std::future::ready(Ok(())).boxed()
     }
 
+    /// None: a memory log ends with this process, and no other process reads it.
+    fn durable(&self) -> Option<&dyn super::DurableLog> {
+        None
+    }
+
     fn lost(&self) -> BoxFuture<'_, Result<Vec<LostRun>, LogError>> {
         std::future::ready(Ok(Vec::new())).boxed()
     }

@@ -132,7 +132,7 @@ pub use self::{
     driver::{Ended, RunSummary},
     error::{LogError, StartError},
     follow::{Follow, STORE_UNAVAILABLE},
-    log::{Changed, Interrupts, OnChange, RunLog},
+    log::{Changed, DurableLog, Interrupts, OnChange, RunLog},
     memory::MemoryLog,
     observe::{Logged, RunObserver},
     quota::{Limit, PrincipalLimits},
@@ -254,22 +254,24 @@ impl<A> Runs<A> {
 
     /// Keeps runs in `log` (a `RunStore` for SQLite or PostgreSQL, your own [`RunLog`]); the
     /// followers of runs other instances write to it are woken by its
-    /// [changes](RunLog::on_change).
+    /// [changes](DurableLog::on_change).
     #[must_use]
     pub fn log(mut self, log: impl RunLog) -> Self
     where
         A: Clone,
     {
         let (hub, sweep_now) = (self.inner.hub.clone(), self.inner.sweep_now.clone());
-        log.on_change(Arc::new(move |changed| match changed {
-            Changed::Run(run) => hub.wake(run),
-            Changed::CancelRequested(run) => {
-                hub.cancel(run);
-            }
-            Changed::ThreadStarted(thread) => hub.wake_thread(thread),
-            Changed::Released => sweep_now.notify_one(),
-            Changed::Any => hub.wake_all(),
-        }));
+        if let Some(durable) = log.durable() {
+            durable.on_change(Arc::new(move |changed| match changed {
+                Changed::Run(run) => hub.wake(run),
+                Changed::CancelRequested(run) => {
+                    hub.cancel(run);
+                }
+                Changed::ThreadStarted(thread) => hub.wake_thread(thread),
+                Changed::Released => sweep_now.notify_one(),
+                Changed::Any => hub.wake_all(),
+            }));
+        }
         self.inner_mut().log = Arc::new(log);
         self
     }
@@ -325,7 +327,7 @@ impl<A> Runs<A> {
     /// Drains this engine: it takes over no other instance's run any more, lets its own runs go
     /// on for up to `within`, then, on a [durable](RunLog::durable) log, hands those still
     /// running over instead of ending them: their drivers stop without an end and the log
-    /// [releases](RunLog::release) them, for another instance (or this one, restarted) to
+    /// [releases](DurableLog::release) them, for another instance (or this one, restarted) to
     /// continue at once. On a log that ends with this process, they are cancelled at once (each
     /// gets its terminal event). The number of runs handed over.
     ///
@@ -339,12 +341,12 @@ impl<A> Runs<A> {
         let inner = &self.inner;
         inner.draining.cancel();
         inner.drivers.close();
-        if !inner.log.durable() {
+        let Some(durable) = inner.log.durable() else {
             // Nothing survives this process: each run ends now, with its terminal event.
             inner.config.shutdown.cancel();
             let _ = tokio::time::timeout(within, inner.drivers.wait()).await;
             return Ok(0);
-        }
+        };
         if tokio::time::timeout(within, inner.drivers.wait())
             .await
             .is_ok()
@@ -354,7 +356,7 @@ impl<A> Runs<A> {
         let left = inner.hub.driven();
         inner.handing_over.cancel();
         inner.drivers.wait().await;
-        inner.log.release().await?;
+        durable.release().await?;
         tracing::info!(
             runs = left,
             "runs in flight handed over to be continued elsewhere"
@@ -481,8 +483,8 @@ impl<A> Runs<A> {
     pub async fn rejoin(&self, run: RunId, after: u64) -> Follow {
         let inner = &self.inner;
         if !inner.hub.is_driven(&run)
-            && let Err(error) = inner
-                .log
+            && let Some(durable) = inner.log.durable()
+            && let Err(error) = durable
                 .followed(std::slice::from_ref(&run), inner.config.lease)
                 .await
         {
@@ -492,7 +494,7 @@ impl<A> Runs<A> {
     }
 
     /// Cancels `run`, whichever instance drives it: at once when it is this one, else through
-    /// the log ([`RunLog::request_cancel`]: the instance that drives it cancels it when the log
+    /// the log ([`DurableLog::request_cancel`]: the instance that drives it cancels it when the log
     /// tells it, at the latest at its next heartbeat, a third of the [lease](Runs::lease)). The
     /// run ends `cancelled` for every follower. Asking again, or for a run that ended, changes
     /// nothing.
@@ -504,7 +506,11 @@ impl<A> Runs<A> {
         if self.inner.hub.cancel(run) {
             return Ok(Cancel::Cancelled);
         }
-        Ok(if self.inner.log.request_cancel(run).await? {
+        let requested = match self.inner.log.durable() {
+            Some(durable) => durable.request_cancel(run).await?,
+            None => false,
+        };
+        Ok(if requested {
             Cancel::Requested
         } else {
             Cancel::NotRunning

@@ -65,18 +65,22 @@ where
         }
         // Runs followed here that another instance drives: it must not cancel them as
         // abandoned.
-        let followed = inner.hub.followed_not_driven();
-        if let Err(error) = inner.log.followed(&followed, lease).await {
-            tracing::warn!(%error, "could not record the runs followed here");
-        }
-        // Cancellations asked of another instance whose notification did not arrive.
-        match inner.log.cancels_requested().await {
-            Ok(runs) => {
-                for run in runs {
-                    inner.hub.cancel(&run);
+        if let Some(durable) = inner.log.durable() {
+            let followed = inner.hub.followed_not_driven();
+            if let Err(error) = durable.followed(&followed, lease).await {
+                tracing::warn!(%error, "could not record the runs followed here");
+            }
+            // Cancellations asked of another instance whose notification did not arrive.
+            match durable.cancels_requested().await {
+                Ok(runs) => {
+                    for run in runs {
+                        inner.hub.cancel(&run);
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "could not read the cancellations asked for");
                 }
             }
-            Err(error) => tracing::warn!(%error, "could not read the cancellations asked for"),
         }
         if draining.is_cancelled() {
             // A draining instance takes no run over.

@@ -24,8 +24,8 @@ use super::{
 use crate::{
     id::{RunId, ThreadId},
     runs::{
-        InterruptRecord, Interrupts, Lease, LogError, LoggedEvent, LostRun, OnChange, Page,
-        Recovered, RunEnd, RunLog, RunRecord, SavedThread, Start, StartError, ThreadRecord,
+        DurableLog, InterruptRecord, Interrupts, Lease, LogError, LoggedEvent, LostRun, OnChange,
+        Page, Recovered, RunEnd, RunLog, RunRecord, SavedThread, Start, StartError, ThreadRecord,
     },
 };
 
@@ -523,6 +523,37 @@ impl RunLog for RunStore {
         self.lost_runs().boxed()
     }
 
+    fn ready(&self) -> BoxFuture<'_, Result<(), LogError>> {
+        // A write, not a read: a full disk or a write lock another process holds refuse runs
+        // while reads still answer.
+        self.ask(|reply| writer::Job::Probe { reply }, closed)
+            .boxed()
+    }
+
+    fn durable(&self) -> Option<&dyn DurableLog> {
+        Some(self)
+    }
+
+    fn recover<'a>(
+        &'a self,
+        lost: &'a LostRun,
+        events: &'a [LoggedEvent],
+        take: bool,
+    ) -> BoxFuture<'a, Result<Option<Recovered>, LogError>> {
+        self.ask(
+            move |reply| writer::Job::Recover {
+                lost: lost.clone(),
+                events: events.to_vec(),
+                take,
+                reply,
+            },
+            closed,
+        )
+        .boxed()
+    }
+}
+
+impl DurableLog for RunStore {
     fn request_cancel<'a>(&'a self, run: &'a RunId) -> BoxFuture<'a, Result<bool, LogError>> {
         self.ask(
             move |reply| writer::Job::RequestCancel {
@@ -588,17 +619,6 @@ impl RunLog for RunStore {
         .boxed()
     }
 
-    fn ready(&self) -> BoxFuture<'_, Result<(), LogError>> {
-        // A write, not a read: a full disk or a write lock another process holds refuse runs
-        // while reads still answer.
-        self.ask(|reply| writer::Job::Probe { reply }, closed)
-            .boxed()
-    }
-
-    fn durable(&self) -> bool {
-        true
-    }
-
     fn release(&self) -> BoxFuture<'_, Result<(), LogError>> {
         self.ask(|reply| writer::Job::Release { reply }, closed)
             .boxed()
@@ -612,23 +632,5 @@ impl RunLog for RunStore {
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .push(changed);
-    }
-
-    fn recover<'a>(
-        &'a self,
-        lost: &'a LostRun,
-        events: &'a [LoggedEvent],
-        take: bool,
-    ) -> BoxFuture<'a, Result<Option<Recovered>, LogError>> {
-        self.ask(
-            move |reply| writer::Job::Recover {
-                lost: lost.clone(),
-                events: events.to_vec(),
-                take,
-                reply,
-            },
-            closed,
-        )
-        .boxed()
     }
 }

@@ -868,7 +868,7 @@ impl Writer {
         Ok(())
     }
 
-    /// See [`RunLog::release`](crate::runs::RunLog::release): this instance's heartbeat expires
+    /// See [`DurableLog::release`](crate::runs::DurableLog::release): this instance's heartbeat expires
     /// now, and the other instances (PostgreSQL) are told to look for lost runs.
     async fn release(&self, tx: &mut impl Conn) -> Result<(), DbError> {
         tx.execute(
@@ -1116,7 +1116,7 @@ async fn insert_interrupts(
     Ok(())
 }
 
-/// See [`RunLog::followed`](crate::runs::RunLog::followed).
+/// See [`DurableLog::followed`](crate::runs::DurableLog::followed).
 async fn followed(tx: &mut impl Conn, runs: &[RunId], until: SystemTime) -> Result<(), Failure> {
     for run in runs {
         tx.execute(
