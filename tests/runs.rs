@@ -146,17 +146,6 @@ fn types(log: &[Value]) -> Vec<&str> {
     log.iter().map(|e| e["type"].as_str().unwrap()).collect()
 }
 
-/// `log` passes the official schemas and the official client's verifier.
-async fn officially_verified(log: &[Value]) {
-    let output = support::node(
-        "check-events.mjs",
-        &[],
-        Some(Value::from(log.to_vec()).to_string()),
-    )
-    .await;
-    assert!(output.starts_with("ok"), "{output}: {log:?}");
-}
-
 #[tokio::test]
 async fn a_bare_agent_is_a_whole_run_and_its_thread_goes_on() {
     // No AG-UI layer anywhere: the engine opens and closes the run itself.
@@ -183,7 +172,7 @@ async fn a_bare_agent_is_a_whole_run_and_its_thread_goes_on() {
     let answer_text = said[1].1.as_str().unwrap().to_owned();
     assert_eq!(answer_text.split_whitespace().count(), 3, "{said:?}");
     assert_eq!(log[2]["outcome"]["type"], "success");
-    officially_verified(&log).await;
+    support::officially_verified(&log).await;
 
     // The next turn sees the first in its conversation, in order.
     let mut next = input("bare-2", 3);
@@ -247,7 +236,7 @@ async fn steps_without_a_run_layer_are_opened_and_closed_by_the_engine() {
     let snapshot = &log[log.len() - 2]["messages"][1];
     assert_eq!(snapshot["content"], streamed.as_str());
     assert_eq!(snapshot["id"], log[2]["messageId"]);
-    officially_verified(&log).await;
+    support::officially_verified(&log).await;
 }
 
 #[tokio::test]
@@ -265,7 +254,7 @@ async fn an_agent_framed_twice_still_logs_one_start_and_one_end() {
         "{kinds:?}"
     );
     assert_eq!(kinds.last(), Some(&"RUN_FINISHED"));
-    officially_verified(&log).await;
+    support::officially_verified(&log).await;
 }
 
 #[tokio::test]

@@ -341,6 +341,25 @@ impl Setup {
     }
 }
 
+/// The roles of `messages`, in order.
+fn roles(messages: &[Value]) -> Vec<&str> {
+    messages
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect()
+}
+
+/// The roles of a run's complete conversation: the user, each step with its two calls' results,
+/// the answer.
+fn complete() -> Vec<&'static str> {
+    let mut roles = vec!["user"];
+    for _ in 0..STEPS {
+        roles.extend(["assistant", "tool", "tool"]);
+    }
+    roles.push("assistant");
+    roles
+}
+
 /// Checks `run`: one log, what its client was sent a part of it, one `RUN_FINISHED`, a
 /// complete conversation, each step asked of the model again only for a takeover, each tool
 /// run again only for one. How many times it was taken over.
@@ -382,16 +401,7 @@ async fn check_run(
         .await
         .unwrap();
     let messages = thread["messages"].as_array().unwrap();
-    let roles: Vec<&str> = messages
-        .iter()
-        .map(|m| m["role"].as_str().unwrap())
-        .collect();
-    let mut expected = vec!["user"];
-    for _ in 0..STEPS {
-        expected.extend(["assistant", "tool", "tool"]);
-    }
-    expected.push("assistant");
-    assert_eq!(roles, expected, "{name}");
+    assert_eq!(roles(messages), complete(), "{name}");
     let results: HashMap<&str, &str> = messages
         .iter()
         .filter(|m| m["role"] == "tool")
@@ -704,18 +714,11 @@ async fn a_call_cut_mid_arguments_is_never_presented_as_complete_and_turns_go_on
         json!(["turn 0", "turn 1", "turn 1", "turn 2", "turn 3"]),
         "{seen}"
     );
-    let roles: Vec<&str> = seen["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["role"].as_str().unwrap())
-        .collect();
-    let mut expected = vec!["user"];
-    for _ in 0..STEPS {
-        expected.extend(["assistant", "tool", "tool"]);
-    }
-    expected.push("assistant");
-    assert_eq!(roles, expected, "{seen}");
+    assert_eq!(
+        roles(seen["messages"].as_array().unwrap()),
+        complete(),
+        "{seen}"
+    );
     assert!(!seen["messages"].to_string().contains(&cut), "{seen}");
     assert_eq!(setup.check(&server, &[run]).await, 1, "taken over once");
     server.kill().await;

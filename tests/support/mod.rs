@@ -66,6 +66,18 @@ pub async fn npm(dir: &Path, args: &[&str]) {
     );
 }
 
+/// Checks `events` (AG-UI events as JSON) as the official client does: each against the
+/// `@ag-ui/core` schemas, the sequence with the client's verifier; panics saying why otherwise.
+pub async fn officially_verified(events: &[serde_json::Value]) {
+    let output = node(
+        "check-events.mjs",
+        &[],
+        Some(serde_json::Value::from(events.to_vec()).to_string()),
+    )
+    .await;
+    assert!(output.starts_with("ok"), "{output}: {events:?}");
+}
+
 /// The `node_modules` of `tests/conformance`, with the pinned packages installed.
 pub async fn node_modules() -> std::path::PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance");
