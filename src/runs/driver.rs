@@ -278,9 +278,6 @@ const BILLED: u64 = 64 * 1024;
 
 type Write = BoxFuture<'static, (Vec<LoggedEvent>, Result<(), LogError>)>;
 
-/// The agent's run, its panic caught.
-type Running = BoxFuture<'static, std::thread::Result<Result<RunOutcome, BoxError>>>;
-
 /// What a run's terminal event says that the driver reports once it is logged.
 struct Ending {
     code: Option<String>,
@@ -306,11 +303,11 @@ where
     A: RunService,
 {
     async fn run(mut self) {
-        let (tx, rx) = Channel::<Event>::bounded(self.inner.config.channel_capacity);
+        let (tx, mut rx) = Channel::<Event>::bounded(self.inner.config.channel_capacity);
         let mut batch = Batch::default();
         // In a block of its own: the request is not kept beside the run that consumes it, for
         // as long as the run lasts.
-        let running = {
+        let (mut run, framing) = {
             let request =
                 run_request(&*self.inner.log, &self.launch.input, self.launch.continues).await;
             let mut req = match request {
@@ -323,35 +320,30 @@ where
             req.run.cancel = self.cancel.clone();
             req.run.principal = self.launch.principal.clone();
             self.inner.config.observer.on_request(&mut req);
-            // The engine writes the run's own events for an agent that writes none.
-            let framing = match Framing::of(&AguiOptions::default(), &req.run) {
-                Ok(framing) => framing,
+            // The engine writes the run's own events for an agent that writes none; a request
+            // for options they cannot have is refused before the agent runs.
+            match Framing::of(&AguiOptions::default(), &req.run) {
+                Ok(framing) => {
+                    if let Some(progress) = self.launch.takeover.take() {
+                        self.continue_from(&mut req, progress);
+                    } else {
+                        self.opening = Some(framing.opening(&req).collect());
+                    }
+                    let agent = self.inner.agent.clone();
+                    let run = AssertUnwindSafe(agent.oneshot(req)).catch_unwind().boxed();
+                    (Some(run), Some(framing))
+                }
                 Err(error) => {
                     self.take(&mut batch, invalid_options(&error));
                     let refused: BoxError = crate::run::InvalidRequest::new(error).into();
-                    let refused = futures_util::future::ready(Ok(Err(refused)));
-                    return self.drive((Some(refused.boxed()), None), batch, rx).await;
+                    (
+                        Some(futures_util::future::ready(Ok(Err(refused))).boxed()),
+                        None,
+                    )
                 }
-            };
-            if let Some(progress) = self.launch.takeover.take() {
-                self.continue_from(&mut req, progress);
-            } else {
-                self.opening = Some(framing.opening(&req).collect());
             }
-            let agent = self.inner.agent.clone();
-            let run = AssertUnwindSafe(agent.oneshot(req)).catch_unwind().boxed();
-            (Some(run), Some(framing))
         };
-        self.drive(running, batch, rx).await;
-    }
 
-    /// Drives the agent's `run` to its end, logging what it emits, then the run's end.
-    async fn drive(
-        mut self,
-        (mut run, framing): (Option<Running>, Option<Framing>),
-        mut batch: Batch,
-        mut rx: ChannelReceiver<Event>,
-    ) {
         let mut result: Option<Result<RunOutcome, BoxError>> = None;
         let mut writing: Option<Write> = None;
         let mut closed = false;

@@ -380,6 +380,18 @@ mod tests {
         assert_eq!(step(&limited).await.unwrap(), Duration::from_secs(40));
     }
 
+    /// One request through `limited` to the mock model behind it, answered.
+    async fn answered(
+        limited: &mut RateLimit<tower_test::mock::Mock<ModelRequest, BoxModelStream>>,
+        handle: &mut tower_test::mock::Handle<ModelRequest, BoxModelStream>,
+    ) {
+        handle.allow(1);
+        let call = tokio::spawn(limited.ready().await.unwrap().call(test_request()));
+        let (_, respond) = handle.next_request().await.unwrap();
+        respond.send_response(Box::pin(futures_util::stream::empty()));
+        assert!(call.await.unwrap().is_ok());
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_request_waiting_for_room_holds_nothing_of_the_model() {
         let (mock, mut handle) = tower_test::mock::pair::<ModelRequest, BoxModelStream>();
@@ -388,11 +400,7 @@ mod tests {
             .max_wait(MINUTE);
         let mut first = limit.layer(mock.clone());
         let mut second = limit.layer(mock);
-        handle.allow(1);
-        let call = tokio::spawn(first.ready().await.unwrap().call(test_request()));
-        let (_, respond) = handle.next_request().await.unwrap();
-        respond.send_response(Box::pin(futures_util::stream::empty()));
-        assert!(call.await.unwrap().is_ok());
+        answered(&mut first, &mut handle).await;
 
         // The model is ready, but the minute is full: the second request waits, unready, and
         // the model is not asked to be ready for it until there is room.
@@ -411,11 +419,7 @@ mod tests {
         let (mock, mut handle) = tower_test::mock::pair::<ModelRequest, BoxModelStream>();
         let limit = RateLimitLayer::new().requests_per_minute(1);
         let mut service = limit.layer(mock);
-        handle.allow(1);
-        let call = tokio::spawn(service.ready().await.unwrap().call(test_request()));
-        let (_, respond) = handle.next_request().await.unwrap();
-        respond.send_response(Box::pin(futures_util::stream::empty()));
-        assert!(call.await.unwrap().is_ok());
+        answered(&mut service, &mut handle).await;
         // A minute to wait, 10 s allowed: refused at once, the model never asked.
         let error = service
             .ready()
