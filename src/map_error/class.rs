@@ -73,6 +73,33 @@ impl ErrorKind {
         }
     }
 
+    /// The kind whose [`code`](Self::code) is `code`.
+    #[must_use]
+    pub fn from_code(code: &str) -> Option<Self> {
+        [
+            Self::Timeout,
+            Self::RateLimited,
+            Self::Overloaded,
+            Self::BudgetExceeded,
+            Self::ContextLength,
+            Self::Refusal,
+            Self::Cancelled,
+            Self::PermissionDenied,
+            Self::Auth,
+            Self::InvalidRequest,
+            Self::ToolFailed,
+            Self::Transport,
+            Self::AgentExited,
+            Self::AgentUnavailable,
+            Self::AuthRequired,
+            Self::ProtocolError,
+            Self::AgentError,
+            Self::Internal,
+        ]
+        .into_iter()
+        .find(|kind| kind.code() == code)
+    }
+
     /// A generic sentence for people, saying nothing the error itself said.
     #[must_use]
     pub fn describe(self) -> &'static str {

@@ -54,28 +54,42 @@ impl ErrorClass {
         }
     }
 
-    /// How an ACP `session/prompt` answers this error: a stop reason for the kinds ACP has one
-    /// for (cancelled, refusal, and the context limit as `max_tokens`), a JSON-RPC error for the
-    /// rest.
+    /// How an ACP `session/prompt` answers this error: see [`ErrorKind::acp_stop`].
     #[must_use]
     pub fn acp(&self, detail: Detail) -> AcpAnswer {
-        match self.kind {
-            ErrorKind::Cancelled => AcpAnswer::Stop(AcpStopReason::Cancelled),
-            ErrorKind::Refusal => AcpAnswer::Stop(AcpStopReason::Refusal),
-            ErrorKind::ContextLength => AcpAnswer::Stop(AcpStopReason::MaxTokens),
-            kind => {
-                let (_, message) = self.run_error(detail);
-                let code = match kind {
-                    ErrorKind::InvalidRequest => -32602,
-                    ErrorKind::Auth => -32000,
-                    _ => -32603,
-                };
-                AcpAnswer::Error {
-                    code,
-                    message,
-                    kind: kind.code(),
-                }
-            }
+        match self.kind.acp_stop() {
+            Some(stop) => AcpAnswer::Stop(stop),
+            None => AcpAnswer::Error {
+                code: self.kind.json_rpc_code(),
+                message: self.run_error(detail).1,
+                kind: self.kind.code(),
+            },
+        }
+    }
+}
+
+impl ErrorKind {
+    /// The stop reason an ACP `session/prompt` answers a failure of this kind with, for the
+    /// kinds ACP has one for (cancelled, refusal, and the context limit as `max_tokens`); the
+    /// others are answered with a JSON-RPC error ([`json_rpc_code`](Self::json_rpc_code)).
+    #[must_use]
+    pub fn acp_stop(self) -> Option<AcpStopReason> {
+        match self {
+            Self::Cancelled => Some(AcpStopReason::Cancelled),
+            Self::Refusal => Some(AcpStopReason::Refusal),
+            Self::ContextLength => Some(AcpStopReason::MaxTokens),
+            _ => None,
+        }
+    }
+
+    /// The JSON-RPC code of the error a failure of this kind is answered with: -32602 invalid
+    /// params, -32000 auth required, -32603 internal.
+    #[must_use]
+    pub fn json_rpc_code(self) -> i64 {
+        match self {
+            Self::InvalidRequest => -32602,
+            Self::Auth => -32000,
+            _ => -32603,
         }
     }
 }

@@ -33,12 +33,13 @@ pub struct ContextEntry {
 }
 
 /// What the run engine ([`Runs`](crate::runs::Runs)), the AG-UI server and the bridges drive:
-/// a `Service<RunRequest, Response = RunOutcome, Error = BoxError>` that is cloned into a task of
-/// its own per run (`Clone + Send + Sync + 'static`, its future `Send + 'static`), such as an
+/// a `Service<RunRequest, Response = RunOutcome>` whose errors become a [`BoxError`] (as tower's
+/// own middleware asks of its services) and that is cloned into a task of its own per run
+/// (`Clone + Send + Sync + 'static`, its future `Send + 'static`), such as an
 /// [`Agent`](crate::agent::Agent) in its layers. Implemented for every such service: it names the
 /// bound, nothing more.
 pub trait RunService:
-    Service<RunRequest, Response = RunOutcome, Error = BoxError, Future: Send + 'static>
+    Service<RunRequest, Response = RunOutcome, Error: Into<BoxError> + Send, Future: Send + 'static>
     + Clone
     + Send
     + Sync
@@ -48,7 +49,8 @@ pub trait RunService:
 
 impl<A> RunService for A
 where
-    A: Service<RunRequest, Response = RunOutcome, Error = BoxError> + Clone + Send + Sync + 'static,
+    A: Service<RunRequest, Response = RunOutcome> + Clone + Send + Sync + 'static,
+    A::Error: Into<BoxError> + Send,
     A::Future: Send + 'static,
 {
 }

@@ -20,7 +20,7 @@ use crate::{
         input::{ResumeEntry, ResumeStatus},
         interrupt,
     },
-    context::Principal,
+    context::{Principal, RunContext},
     id::{InterruptId, RunId, ThreadId},
     run::RunService,
 };
@@ -221,6 +221,31 @@ pub struct Resumed {
     pub run_id: RunId,
 }
 
+/// What the door that begins a run lends it in its own process, applied to the run's context
+/// before the agent gets it: its live transport, the tools and settings of its session. The log
+/// does not keep it: an attempt that continues the run after this process stopped runs without
+/// it, as the run's request alone asks.
+#[derive(Clone)]
+pub struct Attach(Arc<dyn Fn(&mut RunContext) + Send + Sync>);
+
+impl Attach {
+    /// `attach`, called once on the run's context (once per start: a run queued behind a busy
+    /// thread starts once).
+    pub fn new(attach: impl Fn(&mut RunContext) + Send + Sync + 'static) -> Self {
+        Self(Arc::new(attach))
+    }
+
+    pub(super) fn apply(&self, run: &mut RunContext) {
+        (self.0)(run);
+    }
+}
+
+impl fmt::Debug for Attach {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad("Attach")
+    }
+}
+
 /// A request, checked and ready for the log.
 #[derive(Debug, Clone)]
 struct Prepared {
@@ -228,6 +253,8 @@ struct Prepared {
     start: Start,
     /// Why its resume cannot be applied (a malformed payload).
     invalid: Option<String>,
+    /// What its door lends it in this process.
+    attach: Option<Attach>,
 }
 
 fn prepare(input: RunAgentInput, principal: Option<Principal>, durable: bool) -> Prepared {
@@ -269,6 +296,7 @@ fn prepare(input: RunAgentInput, principal: Option<Principal>, durable: bool) ->
         },
         input,
         invalid,
+        attach: None,
     }
 }
 
@@ -320,7 +348,22 @@ where
         principal: Option<Principal>,
         input: RunAgentInput,
     ) -> Result<Begun, BeginError> {
-        match self.take(input, principal, true).await {
+        self.begin_with(principal, input, None).await
+    }
+
+    /// [`begin_as`](Self::begin_as), the run's context in this process completed by `attach`
+    /// (a door's live transport and its session's tools and settings; see [`Attach`]).
+    ///
+    /// # Errors
+    ///
+    /// See [`BeginError`].
+    pub async fn begin_with(
+        &self,
+        principal: Option<Principal>,
+        input: RunAgentInput,
+        attach: Option<Attach>,
+    ) -> Result<Begun, BeginError> {
+        match self.take(input, principal, attach, true).await {
             Ok(begun) => Ok(begun),
             Err(NotTaken::Error(error)) => Err(error),
             Err(NotTaken::Busy(thread, _)) => Err(BeginError::Busy(thread)),
@@ -407,7 +450,7 @@ where
         input.thread_id = thread.clone();
         input.run_id = RunId::new();
         input.resume = Some(resume);
-        match self.take(input, None, false).await {
+        match self.take(input, None, None, false).await {
             Ok(begun) => Ok(Resumed {
                 thread_id: thread,
                 run_id: begun.run_id().clone(),
@@ -425,17 +468,17 @@ where
         &self,
         input: RunAgentInput,
         principal: Option<Principal>,
+        attach: Option<Attach>,
         record: bool,
     ) -> Result<Begun, NotTaken> {
         if self.is_stopping() {
             return Err(NotTaken::Error(BeginError::ShuttingDown));
         }
         self.sweep();
-        let prepared = Arc::new(prepare(
-            input,
-            principal,
-            self.inner.log.durable().is_some(),
-        ));
+        let prepared = Arc::new(Prepared {
+            attach,
+            ..prepare(input, principal, self.inner.log.durable().is_some())
+        });
         loop {
             // The start and what it implies (the driver's task, the recorded refusal) run in a
             // task of their own: a caller that goes away cannot cut them in half.
@@ -520,6 +563,7 @@ where
                     attempts: 1,
                     principal: start.principal.clone(),
                     takeover: None,
+                    attach: prepared.attach.clone(),
                     _permit: Some(permit),
                     _admitted: admitted,
                 });

@@ -7,7 +7,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use futures_util::{FutureExt, StreamExt, future::BoxFuture};
+use futures_util::{FutureExt, StreamExt, TryFutureExt, future::BoxFuture};
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
@@ -175,6 +175,8 @@ pub(super) struct Launch {
     pub(super) principal: Option<Principal>,
     /// What it had done before its server stopped, when this attempt continues it.
     pub(super) takeover: Option<Progress>,
+    /// What the door that began it lends it in this process.
+    pub(super) attach: Option<super::Attach>,
     /// Its place among the live runs, held until it ends.
     pub(super) _permit: Option<tokio::sync::OwnedSemaphorePermit>,
     /// Its place among its principal's live runs, held until it ends.
@@ -314,6 +316,9 @@ where
                 Ok(req) => req,
                 Err(error) => return self.abandon(error),
             };
+            if let Some(attach) = &self.launch.attach {
+                attach.apply(&mut req.run);
+            }
             req.run.sinks.insert(tx);
             // The driver reads every event: the run never loses its sink to a viewer leaving.
             req.run.sinks.on_disconnect = Some(OnDisconnect::Continue);
@@ -330,7 +335,9 @@ where
                         self.opening = Some(framing.opening(&req).collect());
                     }
                     let agent = self.inner.agent.clone();
-                    let run = AssertUnwindSafe(agent.oneshot(req)).catch_unwind().boxed();
+                    let run = AssertUnwindSafe(agent.oneshot(req).map_err(Into::into))
+                        .catch_unwind()
+                        .boxed();
                     (Some(run), Some(framing))
                 }
                 Err(error) => {

@@ -128,7 +128,7 @@ use std::{
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 pub use self::{
-    begin::{BeginError, Begun, ResumeError, Resumed},
+    begin::{Attach, BeginError, Begun, ResumeError, Resumed},
     driver::{Ended, RunSummary},
     error::{LogError, StartError},
     follow::{Follow, STORE_UNAVAILABLE},

@@ -196,6 +196,8 @@ where
             attempts: attempt,
             principal,
             takeover: Some(progress),
+            // What a door lent the run stayed with the process that began it.
+            attach: None,
             // A recovered run is not new load: it takes no permit.
             _permit: None,
             _admitted: None,

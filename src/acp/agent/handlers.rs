@@ -21,26 +21,25 @@ use agent_client_protocol::{
         },
     },
 };
+use futures_util::StreamExt;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-use tower::ServiceExt;
-use tower_service::Service;
 
 use super::{
     Shared,
     mcp::connect_mcp,
     modes::{commands, config_options, mode_id, mode_of, mode_state},
-    sessions::{Session, session_title},
+    sessions::{Session, session_title, store_failed},
 };
 use crate::{
-    BoxError,
     acp::{Notifier, content, history},
-    context::RunContext,
-    id::{MessageId, RunId},
-    map_error::{AcpAnswer, AcpStopReason, acp_answer},
+    agui::{Event, RunAgentInput, event::RunFinishedOutcome, input},
+    id::{MessageId, RunId, ThreadId},
+    map_error::{AcpStopReason, ErrorKind},
     message::Message,
     permission::Mode,
-    run::{RunOutcome, RunRequest},
+    run::RunService,
+    runs::{Attach, BeginError, Begun, LoggedEvent},
     tool::RunTools,
 };
 
@@ -57,9 +56,7 @@ pub(super) fn notify(cx: &ConnectionTo<Client>, session: &SessionId, update: Ses
 
 impl<S> Shared<S>
 where
-    S: Service<RunRequest, Response = RunOutcome> + Clone + Send + Sync + 'static,
-    S::Error: Into<BoxError> + Send,
-    S::Future: Send,
+    S: RunService,
 {
     pub(super) fn initialize(
         &self,
@@ -112,19 +109,11 @@ where
             shared.sessions.lock().insert(
                 id.to_string(),
                 Session {
-                    cwd: req.cwd.clone(),
-                    updated_at: std::time::SystemTime::now(),
-                    messages: Vec::new(),
-                    state: None,
-                    mode,
-                    titled: false,
-                    turn: None,
-                    open: true,
                     tools,
-                    cost: Default::default(),
+                    ..Session::new(req.cwd.clone(), mode)
                 },
             );
-            if let Err(error) = shared.persist(&id).await {
+            if let Err(error) = shared.keep(&id, &req.cwd).await {
                 shared.sessions.lock().remove(&*id.0);
                 return responder.respond_with_error(error);
             }
@@ -144,64 +133,53 @@ where
         responder: Responder<LoadSessionResponse>,
         cx: ConnectionTo<Client>,
     ) -> Result<(), Error> {
-        let known = self.sessions.lock().contains_key(&*req.session_id.0);
-        if known && req.mcp_servers.is_empty() {
-            return self.replay(&req, responder, &cx);
-        }
-        // Not in memory (the store may have it, from before a restart), or MCP servers to
-        // connect first.
         let shared = self.clone();
         cx.clone().spawn(async move {
-            match shared.restore(&req.session_id, &req.cwd).await {
-                Ok(true) => {}
-                Ok(false) if known => {}
-                Ok(false) => return responder.respond_with_error(not_found(&req.session_id)),
+            // The conversation is the thread's, as the log keeps it (a session from before a
+            // restart, or a thread begun through another door, too).
+            let known = shared.sessions.lock().contains_key(&*req.session_id.0);
+            let record = match shared.thread(&req.session_id).await {
+                Ok(record) => record,
                 Err(error) => return responder.respond_with_error(error),
+            };
+            if record.is_none() && !known {
+                return responder.respond_with_error(not_found(&req.session_id));
             }
             let tools = match connect_mcp(&req.mcp_servers).await {
                 Ok(tools) => tools,
                 Err(error) => return responder.respond_with_error(error),
             };
-            if let Some(session) = shared.sessions.lock().get_mut(&*req.session_id.0) {
-                session.tools = tools;
-            }
-            shared.replay(&req, responder, &cx)
-        })
-    }
-
-    /// Reopens a known session: its conversation as updates, then the answer.
-    fn replay(
-        &self,
-        req: &LoadSessionRequest,
-        responder: Responder<LoadSessionResponse>,
-        cx: &ConnectionTo<Client>,
-    ) -> Result<(), Error> {
-        let (replay, mode) = {
-            let mut sessions = self.sessions.lock();
-            let Some(session) = sessions.get_mut(&*req.session_id.0) else {
-                return responder.respond_with_error(not_found(&req.session_id));
+            let messages = record.map(|record| record.messages).unwrap_or_default();
+            let mode = {
+                let mut sessions = shared.sessions.lock();
+                let session = sessions
+                    .entry(req.session_id.to_string())
+                    .or_insert_with(|| Session {
+                        title: crate::message::title(&messages),
+                        ..Session::new(req.cwd.clone(), shared.config.mode)
+                    });
+                session.open = true;
+                if tools.is_some() {
+                    session.tools = tools;
+                }
+                session.mode
             };
-            session.open = true;
-            (
-                history::replay(&session.messages, &self.config.kinds),
-                session.mode,
+            // Everything the load sends goes out before the answer (the conversation, then the
+            // commands): a client that stops reading at the answer has the whole session.
+            for update in history::replay(&messages, &shared.config.kinds) {
+                notify(&cx, &req.session_id, update);
+            }
+            notify(
+                &cx,
+                &req.session_id,
+                SessionUpdate::AvailableCommandsUpdate(commands()),
+            );
+            responder.respond(
+                LoadSessionResponse::new()
+                    .modes(mode_state(mode))
+                    .config_options(config_options(mode)),
             )
-        };
-        // Everything the load sends goes out before the answer (the conversation, then the
-        // commands): a client that stops reading at the answer has the whole session.
-        for update in replay {
-            notify(cx, &req.session_id, update);
-        }
-        notify(
-            cx,
-            &req.session_id,
-            SessionUpdate::AvailableCommandsUpdate(commands()),
-        );
-        responder.respond(
-            LoadSessionResponse::new()
-                .modes(mode_state(mode))
-                .config_options(config_options(mode)),
-        )
+        })
     }
 
     /// Sets the session's mode and tells the client, in both vocabularies.
@@ -268,9 +246,7 @@ where
         let closed = match self.sessions.lock().get_mut(&*req.session_id.0) {
             Some(session) => {
                 // Closing cancels the running turn, as `session/cancel` would.
-                if let Some(turn) = session.turn.take() {
-                    turn.cancel();
-                }
+                session.cancel_turns();
                 session.open = false;
                 true
             }
@@ -308,7 +284,7 @@ where
             .filter(|(_, s)| req.cwd.as_ref().is_none_or(|cwd| *cwd == s.cwd))
             .map(|(id, s)| {
                 let info = SessionInfo::new(SessionId::new(id.clone()), s.cwd.clone())
-                    .title(crate::message::title(&s.messages))
+                    .title(s.title.clone())
                     .updated_at(rfc3339(s.updated_at));
                 (s.updated_at, info)
             })
@@ -422,9 +398,9 @@ where
         responder: Responder<DeleteSessionResponse>,
         cx: &ConnectionTo<Client>,
     ) -> Result<(), Error> {
-        let removed = self.sessions.lock().remove(&*req.session_id.0);
-        if let Some(turn) = removed.as_ref().and_then(|s| s.turn.as_ref()) {
-            turn.cancel();
+        let mut removed = self.sessions.lock().remove(&*req.session_id.0);
+        if let Some(session) = &mut removed {
+            session.cancel_turns();
         }
         let shared = self.clone();
         cx.spawn(async move {
@@ -440,14 +416,9 @@ where
     }
 
     pub(super) fn cancel(&self, session: &SessionId) {
-        if let Some(turn) = self
-            .sessions
-            .lock()
-            .get(&*session.0)
-            .and_then(|s| s.turn.as_ref())
-        {
+        if let Some(entry) = self.sessions.lock().get_mut(&*session.0) {
             tracing::info!(%session, "cancel");
-            turn.cancel();
+            entry.cancel_turns();
         }
     }
 
@@ -491,27 +462,20 @@ where
             return responder.respond_with_result(answer);
         }
 
-        let cancel = CancellationToken::new();
-        let (mut messages, state, mode, title, tools, cost) = {
+        let (cancel, attach, title) = {
             let mut sessions = self.sessions.lock();
             let session = match sessions.get_mut(&*req.session_id.0) {
                 Some(session) if session.open => session,
                 _ => return responder.respond_with_error(not_found(&req.session_id)),
             };
-            if session.turn.is_some() {
-                return responder.respond_with_error(Error::invalid_request().data(json!({
-                    "reason": "a prompt is already running in this session",
-                })));
+            let title = session.title.is_none().then(|| session_title(&text));
+            if title.is_some() {
+                session.title.clone_from(&title);
             }
-            session.turn = Some(cancel.clone());
-            let title = !std::mem::replace(&mut session.titled, true);
             (
-                session.messages.clone(),
-                session.state.clone(),
-                session.mode,
-                title.then(|| session_title(&text)),
-                session.tools.clone(),
-                session.cost.clone(),
+                session.cancel.clone(),
+                self.attach(session, &req.session_id, &cx),
+                title,
             )
         };
         if let Some(title) = title {
@@ -521,47 +485,18 @@ where
                 SessionUpdate::SessionInfoUpdate(SessionInfoUpdate::new().title(title)),
             );
         }
-        messages.push(Message::User {
-            id: MessageId::new(),
-            content: parts,
-        });
-
-        let notifier =
-            Notifier::new(cx.clone(), req.session_id.clone()).outbox(self.outbox.as_ref());
-        let mut run = RunContext::new(req.session_id.0.as_ref().into(), RunId::new());
-        run.cancel = cancel.clone();
-        run.principal.clone_from(&self.config.principal);
-        run.sinks.insert(notifier.clone());
-        run.extensions.insert(mode);
-        run.extensions.insert(cost);
-        if let Some(tools) = tools {
-            run.extensions.insert(RunTools(tools));
-        }
-        let mut request = RunRequest::new(messages.clone());
-        request.state = state;
-        request.run = run;
-
         let shared = self.clone();
         let session = req.session_id;
         cx.spawn(async move {
-            let result = shared
-                .service
-                .clone()
-                .oneshot(request)
-                .await
-                .map_err(Into::into);
-            let answer = shared.end_turn(&session, messages, result);
-            // Kept before it is answered: an answered turn survives a restart.
-            if let Err(error) = shared.persist(&session).await {
-                tracing::error!(%session, ?error, "the turn could not be kept in the store");
-            }
+            let (notifier, attach) = attach;
+            let answer = shared.turn(&session, parts, attach, &cancel).await;
             // Nothing of this turn reaches the client after its answer.
             notifier.close();
-            // The turn is over only now: a cancel that came before its answer (while it was kept,
-            // say) answers `cancelled`, whatever the model or a tool made of it.
             if let Some(entry) = shared.sessions.lock().get_mut(&*session.0) {
-                entry.turn = None;
+                entry.updated_at = std::time::SystemTime::now();
             }
+            // A cancel that came before its answer answers `cancelled`, whatever the model or a
+            // tool made of it.
             let answer = if cancel.is_cancelled() {
                 Ok(PromptResponse::new(acp::StopReason::Cancelled))
             } else {
@@ -574,44 +509,140 @@ where
         })
     }
 
-    /// Keeps what the turn produced and says how it ended.
-    fn end_turn(
+    /// What the session lends its turn's run in this process: the turn's notifier, the
+    /// session's mode, cost and tools.
+    fn attach(
+        &self,
+        session: &Session,
+        id: &SessionId,
+        cx: &ConnectionTo<Client>,
+    ) -> (Notifier, Attach) {
+        let notifier = Notifier::new(cx.clone(), id.clone()).outbox(self.outbox.as_ref());
+        let lent = (
+            notifier.clone(),
+            session.mode,
+            session.cost.clone(),
+            session.tools.clone(),
+        );
+        let attach = Attach::new(move |run| {
+            let (notifier, mode, cost, tools) = &lent;
+            run.sinks.insert(notifier.clone());
+            run.extensions.insert(*mode);
+            run.extensions.insert(cost.clone());
+            if let Some(tools) = tools {
+                run.extensions.insert(RunTools(tools.clone()));
+            }
+        });
+        (notifier, attach)
+    }
+
+    /// One turn: a run on the session's thread, its conversation the thread's and the prompt,
+    /// followed to its end; cancelled through the engine when `cancel` fires.
+    async fn turn(
         &self,
         session: &SessionId,
-        asked: Vec<Message>,
-        result: Result<RunOutcome, BoxError>,
+        prompt: Vec<crate::message::ContentPart>,
+        attach: Attach,
+        cancel: &CancellationToken,
     ) -> Result<PromptResponse, Error> {
-        let mut sessions = self.sessions.lock();
-        let entry = sessions.get_mut(&*session.0);
-        let answer = match result {
-            Ok(outcome) => {
-                if let Some(entry) = entry {
-                    entry.messages = outcome.messages;
-                    entry.state = outcome.state;
-                    entry.updated_at = std::time::SystemTime::now();
-                }
-                Ok(AcpStopReason::from(outcome.stop))
-            }
-            Err(error) => {
-                if let Some(entry) = entry {
-                    entry.messages = asked;
-                }
-                match acp_answer(error.as_ref()) {
-                    AcpAnswer::Stop(reason) => Ok(reason),
-                    AcpAnswer::Error {
-                        code,
-                        message,
-                        kind,
-                    } => {
-                        tracing::warn!(%error, "prompt failed");
-                        let code = i32::try_from(code).unwrap_or(-32603);
-                        Err(Error::new(code, message).data(json!({ "kind": kind })))
+        let thread = self.thread(session).await?;
+        let (mut messages, state) = thread.map_or_else(Default::default, |t| (t.messages, t.state));
+        messages.push(Message::User {
+            id: MessageId::new(),
+            content: prompt,
+        });
+        let messages = messages
+            .iter()
+            .filter_map(input::Message::from_domain)
+            .collect();
+        let mut request = RunAgentInput::new(ThreadId::from(&*session.0), RunId::new(), messages);
+        request.state = state;
+        if cancel.is_cancelled() {
+            return Ok(PromptResponse::new(acp::StopReason::Cancelled));
+        }
+        let begun = self
+            .runs
+            .begin_with(self.config.principal.clone(), request, Some(attach))
+            .await
+            .map_err(|error| refused(session, &error))?;
+        let run = match begun {
+            Begun::Refused { code, message, .. } => return Err(failed(code, message)),
+            begun => begun,
+        };
+        let mut events = self.runs.follow(run.run_id().clone(), run.from());
+        let mut asked = false;
+        let end = loop {
+            tokio::select! {
+                event = events.next() => match event {
+                    Some(event) if event.is_terminal() => break Some(event),
+                    Some(_) => {}
+                    None => break None,
+                },
+                () = cancel.cancelled(), if !asked => {
+                    asked = true;
+                    if let Err(error) = self.runs.cancel(run.run_id()).await {
+                        tracing::warn!(%session, %error, "the turn could not be cancelled");
                     }
                 }
             }
         };
-        drop(sessions);
-        answer.map(|reason| PromptResponse::new(stop_reason(reason)))
+        answer(end.as_ref())
+    }
+}
+
+/// What a turn is answered with: its run's terminal event as a stop reason (a run that ends
+/// with an error ACP has a stop reason for, too), else as a JSON-RPC error whose `data.kind` is
+/// the `RUN_ERROR` code.
+fn answer(end: Option<&LoggedEvent>) -> Result<PromptResponse, Error> {
+    let stop = match end.and_then(|end| end.event().ok()) {
+        Some(Event::RunFinished(finished)) => match finished.outcome {
+            Some(RunFinishedOutcome::Cancelled) => AcpStopReason::Cancelled,
+            _ => match finished
+                .result
+                .as_ref()
+                .and_then(|result| result.get("stopReason"))
+                .and_then(|stop| stop.as_str())
+            {
+                Some("max_tokens") => AcpStopReason::MaxTokens,
+                Some("max_turns") => AcpStopReason::MaxTurnRequests,
+                Some("refusal") => AcpStopReason::Refusal,
+                _ => AcpStopReason::EndTurn,
+            },
+        },
+        Some(Event::RunError(error)) => {
+            let code = error.code.as_deref().unwrap_or("internal");
+            match ErrorKind::from_code(code).and_then(ErrorKind::acp_stop) {
+                Some(stop) => stop,
+                None => return Err(failed(code, error.message)),
+            }
+        }
+        _ => {
+            return Err(failed(
+                "internal",
+                "the turn ended without its end".to_owned(),
+            ));
+        }
+    };
+    Ok(PromptResponse::new(stop_reason(stop)))
+}
+
+/// The JSON-RPC error of a turn that failed with `code`.
+fn failed(code: &str, message: String) -> Error {
+    tracing::warn!(code, %message, "prompt failed");
+    let rpc = ErrorKind::from_code(code).map_or(-32603, ErrorKind::json_rpc_code);
+    Error::new(i32::try_from(rpc).unwrap_or(-32603), message).data(json!({ "kind": code }))
+}
+
+/// The error of a turn the engine took no run for.
+fn refused(session: &SessionId, error: &BeginError) -> Error {
+    match error {
+        BeginError::Busy(_) => Error::invalid_request().data(json!({
+            "kind": error.code(),
+            "reason": "a prompt is already running in this session",
+        })),
+        BeginError::UnknownThread(_) => not_found(session),
+        BeginError::Unavailable(cause) => store_failed(session, cause),
+        _ => failed(error.code(), error.to_string()),
     }
 }
 

@@ -1,5 +1,5 @@
 //! The ACP agent: a [`Service<RunRequest>`](crate::run::RunRequest) served to an editor over
-//! the official SDK.
+//! the official SDK, each turn a run of the [run engine](crate::runs).
 
 use std::{fmt, sync::Arc};
 
@@ -12,8 +12,6 @@ use agent_client_protocol::{
         SetSessionModeRequest,
     },
 };
-use tower_service::Service;
-
 mod handlers;
 mod mcp;
 mod modes;
@@ -21,13 +19,7 @@ mod sessions;
 
 use self::sessions::Sessions;
 use super::{AcpApprover, lines::Outbox, tool_call::Kinds};
-use crate::{
-    BoxError,
-    context::Principal,
-    permission::Mode,
-    run::{RunOutcome, RunRequest},
-    tool::ToolSpec,
-};
+use crate::{context::Principal, permission::Mode, run::RunService, runs::Runs, tool::ToolSpec};
 
 struct Config {
     info: Implementation,
@@ -42,7 +34,7 @@ struct Config {
 }
 
 struct Shared<S> {
-    service: S,
+    runs: Runs<S>,
     config: Config,
     sessions: Sessions,
     /// Room for the turns' updates, when this side writes the wire.
@@ -50,7 +42,9 @@ struct Shared<S> {
 }
 
 /// An ACP agent around any `Service<RunRequest, Response = RunOutcome>`: editors (Zed, and any
-/// ACP client) start sessions and prompt turns; each turn is one call of the service.
+/// ACP client) start sessions and prompt turns; each session is a thread of the
+/// [run engine](crate::runs) and each turn one of its runs, begun, limited, logged, cancelled
+/// and continued after a crash as every run is (see [`runs`](Self::runs)).
 ///
 /// - `initialize` answers protocol version 1 with what is really routed: `loadSession`, the
 ///   prompt capabilities set here (image, audio and embedded context by default), and the
@@ -104,15 +98,22 @@ struct Shared<S> {
 /// # }
 /// ```
 pub struct AcpAgent<S> {
-    service: S,
+    runs: Runs<S>,
     config: Config,
 }
 
 impl<S> AcpAgent<S> {
-    /// An agent serving `service`, named after this crate, in mode `ask`.
+    /// An agent serving `service`, named after this crate, in mode `ask`, its turns in an engine
+    /// of its own on a bounded in-memory log ([`runs`](Self::runs) for another).
     pub fn new(service: S) -> Self {
+        Self::runs(Runs::new(service))
+    }
+
+    /// An agent whose turns are runs of `runs`: its log, limits, lease and busy-thread rule are
+    /// the turns' (a server sharing that log sees, follows and cancels them).
+    pub fn runs(runs: Runs<S>) -> Self {
         Self {
-            service,
+            runs,
             config: Config {
                 info: Implementation::new(env!("CARGO_PKG_NAME"), env!("CARGO_PKG_VERSION"))
                     .title("agent-tower"),
@@ -178,13 +179,17 @@ impl<S> AcpAgent<S> {
         self
     }
 
-    /// Keeps every session's conversation and state in `store` (the session id is the thread
-    /// id), so `session/load` finds sessions after a restart: each session is written when it
-    /// is created and after every turn, before the turn's answer. A session loaded from the
-    /// store starts in the default mode.
+    /// Keeps the sessions in `store`, the engine's log (the session id is the thread id), so
+    /// `session/load` finds sessions after a restart: a session is written when it is created,
+    /// and each turn is a run in the log. A session loaded from the store starts in the default
+    /// mode.
     #[cfg(feature = "store")]
     #[must_use]
-    pub fn store(mut self, store: crate::store::RunStore) -> Self {
+    pub fn store(mut self, store: crate::store::RunStore) -> Self
+    where
+        S: Clone,
+    {
+        self.runs = self.runs.log(store.clone());
         self.config.store = Some(store);
         self
     }
@@ -202,9 +207,7 @@ impl<S> fmt::Debug for AcpAgent<S> {
 
 impl<S> AcpAgent<S>
 where
-    S: Service<RunRequest, Response = RunOutcome> + Clone + Send + Sync + 'static,
-    S::Error: Into<BoxError> + Send,
-    S::Future: Send,
+    S: RunService,
 {
     /// Serves one client over `transport` (`agent_client_protocol::Stdio::new()` for an editor,
     /// one end of `agent_client_protocol::Channel::duplex()` in tests) until it disconnects.
@@ -248,8 +251,10 @@ where
         transport: impl ConnectTo<Agent> + 'static,
         outbox: Option<Outbox>,
     ) -> Result<(), Error> {
+        // Runs of this log that an instance left unfinished are continued here.
+        self.runs.sweep();
         let shared = Arc::new(Shared {
-            service: self.service,
+            runs: self.runs,
             config: self.config,
             sessions: Sessions::default(),
             outbox,

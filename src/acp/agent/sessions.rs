@@ -1,5 +1,5 @@
-//! The agent's sessions: what each one holds, and its conversation kept in the store (when there
-//! is one) so that `session/load` finds it after a restart.
+//! The agent's sessions: what each one holds in this process. Its conversation is its thread's,
+//! in the engine's log.
 
 use std::{
     collections::HashMap,
@@ -9,27 +9,25 @@ use std::{
 };
 
 use agent_client_protocol::{Error, v1::schema::SessionId};
-use serde_json::Value;
 #[cfg(feature = "store")]
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::Shared;
-use crate::{message::Message, permission::Mode, tool::ToolRouter};
+use crate::{permission::Mode, tool::ToolRouter};
 
-/// One editor session: its conversation and its mode.
+/// One editor session: its title and its mode.
 #[derive(Debug)]
 pub(super) struct Session {
     /// The directory it works in.
     pub(super) cwd: PathBuf,
     /// When its conversation last changed.
     pub(super) updated_at: SystemTime,
-    pub(super) messages: Vec<Message>,
-    pub(super) state: Option<Value>,
+    /// The first line of its first prompt, once it has one.
+    pub(super) title: Option<String>,
     pub(super) mode: Mode,
-    pub(super) titled: bool,
-    /// The running turn's cancellation.
-    pub(super) turn: Option<CancellationToken>,
+    /// Cancels the turns in flight; a fresh one replaces it when it fires.
+    pub(super) cancel: CancellationToken,
     /// Closed sessions keep their history, for `session/load`.
     pub(super) open: bool,
     /// The tools of the MCP servers the client gave for this session.
@@ -47,79 +45,91 @@ impl Sessions {
     }
 }
 
+impl Session {
+    /// A session working in `cwd`, in `mode`, untitled.
+    pub(super) fn new(cwd: PathBuf, mode: Mode) -> Self {
+        Self {
+            cwd,
+            updated_at: SystemTime::now(),
+            title: None,
+            mode,
+            cancel: CancellationToken::new(),
+            open: true,
+            tools: None,
+            cost: crate::acp::stream::SessionCost::default(),
+        }
+    }
+
+    /// Cancels its turns in flight; later turns are not.
+    pub(super) fn cancel_turns(&mut self) {
+        std::mem::take(&mut self.cancel).cancel();
+    }
+}
+
 /// The internal error a session's store failure is answered with (the cause is logged).
-#[cfg(feature = "store")]
 pub(super) fn store_failed(session: &SessionId, error: &crate::runs::LogError) -> Error {
     tracing::error!(%session, %error, "the session store failed");
     Error::internal_error().data(json!({"reason": "the session store is unavailable"}))
 }
 
 impl<S> Shared<S> {
-    /// Writes the session's conversation and state to the store, if there is one.
-    #[cfg_attr(not(feature = "store"), allow(clippy::unused_async, unused_variables))]
-    pub(super) async fn persist(&self, session: &SessionId) -> Result<(), Error> {
-        #[cfg(feature = "store")]
-        if let Some(store) = &self.config.store {
-            let Some((messages, state, cwd)) = self
-                .sessions
-                .lock()
-                .get(&*session.0)
-                .map(|s| (s.messages.clone(), s.state.clone(), s.cwd.clone()))
-            else {
-                return Ok(());
-            };
-            let thread = crate::id::ThreadId::from(&*session.0);
-            let principal = self.config.principal.as_ref().map(|p| p.name());
-            let cwd = cwd.to_string_lossy();
-            let saved = crate::runs::SavedThread::new(&thread, &messages)
-                .principal(principal)
-                .state(state.as_ref())
-                .workspace(Some(&cwd));
-            crate::runs::RunLog::save_thread(store, saved)
-                .await
-                .map_err(|error| store_failed(session, &error))?;
-        }
-        Ok(())
+    /// Keeps the new session's thread in the log: it belongs to this connection's principal and
+    /// works in `cwd`.
+    pub(super) async fn keep(
+        &self,
+        session: &SessionId,
+        cwd: &std::path::Path,
+    ) -> Result<(), Error> {
+        let thread = crate::id::ThreadId::from(&*session.0);
+        let principal = self.config.principal.as_ref().map(|p| p.name());
+        let cwd = cwd.to_string_lossy();
+        let saved = crate::runs::SavedThread::new(&thread, &[])
+            .principal(principal)
+            .workspace(Some(&cwd));
+        self.runs
+            .run_log()
+            .save_thread(saved)
+            .await
+            .map_err(|error| store_failed(session, &error))
     }
 
-    /// Brings a session the store knows (from before a restart) back into memory, closed,
-    /// working in `cwd`; `false` when no store knows it.
-    #[cfg_attr(not(feature = "store"), allow(clippy::unused_async, unused_variables))]
+    /// The session's thread in the log, unless it is another principal's (`None`: the log does
+    /// not know it).
+    pub(super) async fn thread(
+        &self,
+        session: &SessionId,
+    ) -> Result<Option<crate::runs::ThreadRecord>, Error> {
+        let thread = crate::id::ThreadId::from(&*session.0);
+        let caller = self.config.principal.as_ref();
+        Ok(self
+            .runs
+            .run_log()
+            .thread(&thread)
+            .await
+            .map_err(|error| store_failed(session, &error))?
+            // Another principal's session is unknown here, as one nobody kept.
+            .filter(|record| crate::runs::rules::may_use(caller, record.principal.as_deref())))
+    }
+
+    /// Brings a session the log knows (from before a restart, or begun through another door)
+    /// into memory, closed, working in `cwd`; `false` when the log does not know it.
     pub(super) async fn restore(
         &self,
         session: &SessionId,
         cwd: &std::path::Path,
     ) -> Result<bool, Error> {
-        #[cfg(feature = "store")]
-        if let Some(store) = &self.config.store {
-            let thread = crate::id::ThreadId::from(&*session.0);
-            let caller = self.config.principal.as_ref();
-            let Some(record) = crate::runs::RunLog::thread(store, &thread)
-                .await
-                .map_err(|error| store_failed(session, &error))?
-                // Another principal's session is unknown here, as one nobody kept.
-                .filter(|record| crate::runs::rules::may_use(caller, record.principal.as_deref()))
-            else {
-                return Ok(false);
-            };
-            self.sessions
-                .lock()
-                .entry(session.to_string())
-                .or_insert_with(|| Session {
-                    cwd: cwd.to_owned(),
-                    updated_at: SystemTime::now(),
-                    titled: !record.messages.is_empty(),
-                    messages: record.messages,
-                    state: record.state,
-                    mode: self.config.mode,
-                    turn: None,
-                    open: false,
-                    tools: None,
-                    cost: Default::default(),
-                });
-            return Ok(true);
-        }
-        Ok(false)
+        let Some(record) = self.thread(session).await? else {
+            return Ok(false);
+        };
+        self.sessions
+            .lock()
+            .entry(session.to_string())
+            .or_insert_with(|| Session {
+                title: crate::message::title(&record.messages),
+                open: false,
+                ..Session::new(cwd.to_owned(), self.config.mode)
+            });
+        Ok(true)
     }
 }
 
