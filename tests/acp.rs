@@ -1084,7 +1084,7 @@ fn demo_as(
     name: &str,
 ) -> AcpAgent<agent_tower::demo::ScriptedAgent<agent_tower::acp::AcpApprover>> {
     demo()
-        .store(store.clone())
+        .engine(|runs| runs.log(store.clone()))
         .principal(agent_tower::context::Principal::user(name).unwrap())
 }
 

@@ -1434,7 +1434,8 @@ async fn run_acp(args: Acp) -> Result<(), BoxError> {
     };
     if store != "none" {
         tracing::info!(store = %store_name(&store), "sessions are kept in the store");
-        agent = agent.store(agent_tower::store::RunStore::open(&store).await?);
+        let store = agent_tower::store::RunStore::open(&store).await?;
+        agent = agent.engine(|runs| runs.log(store));
     }
     tracing::info!("serving ACP on stdio");
     agent

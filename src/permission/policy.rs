@@ -13,16 +13,47 @@ pub enum Action {
     Deny,
 }
 
-/// How cautious the policy is with tools that write.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+/// How cautious the policy is with tools that write; named as an editor names it (`auto`,
+/// `ask`, `read-only`) in JSON.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub enum Mode {
     /// Rules and the default decide.
     #[default]
+    #[serde(rename = "auto")]
     Agentic,
     /// Like agentic, but a writing tool the rules would allow is asked about.
+    #[serde(rename = "ask")]
     Interactive,
     /// Writing tools are denied, whatever the rules say.
+    #[serde(rename = "read-only")]
     ReadOnly,
+}
+
+impl Mode {
+    /// The more cautious of `self` and `other`.
+    #[must_use]
+    pub fn stricter(self, other: Self) -> Self {
+        let rank = |mode: Self| match mode {
+            Self::Agentic => 0,
+            Self::Interactive => 1,
+            Self::ReadOnly => 2,
+        };
+        if rank(other) > rank(self) {
+            other
+        } else {
+            self
+        }
+    }
+
+    /// The mode a run's request asks for (`forwardedProps.permission.mode`): a floor, never
+    /// more permissive than what the server gives the run. It is how a run keeps its editor
+    /// session's mode when another instance continues it after a crash.
+    fn requested(run: &crate::context::RunContext) -> Option<Self> {
+        let props = run.extensions.get::<crate::context::ForwardedProps>()?;
+        serde_json::from_value(props.0.get("permission")?.get("mode")?.clone()).ok()
+    }
 }
 
 /// A tool-name pattern: `*` matches any run of characters, `?` one character.
@@ -199,7 +230,9 @@ impl Policy {
 
     /// What to do with `call`: as [`decide`](Policy::decide), in the [`Mode`] the call's run
     /// brings in its extensions if it brings one (an editor session switched to read-only), else
-    /// the policy's own. A [`Question`](super::Question) is always asked.
+    /// the policy's own, made stricter by the mode its request asks for
+    /// (`forwardedProps.permission.mode`, which can only narrow it). A
+    /// [`Question`](super::Question) is always asked.
     #[must_use]
     pub fn decide_for(&self, call: &ToolCall) -> Action {
         if call.name == super::Question::TOOL {
@@ -207,7 +240,9 @@ impl Policy {
             return Action::Ask;
         }
         let mode = call.run.extensions.get::<Mode>().copied();
-        match self.decide_in(&call.name, mode.unwrap_or(self.mode)) {
+        let mode = mode.unwrap_or(self.mode);
+        let mode = Mode::requested(&call.run).map_or(mode, |floor| mode.stricter(floor));
+        match self.decide_in(&call.name, mode) {
             Action::Allow if self.asks.as_ref().is_some_and(|asks| (asks.0)(call)) => Action::Ask,
             action => action,
         }
@@ -299,6 +334,32 @@ mod tests {
         assert_eq!(policy.decide_for(&call), Action::Deny);
         call.run.extensions.insert(Mode::Interactive);
         assert_eq!(policy.decide_for(&call), Action::Ask);
+    }
+
+    #[test]
+    fn a_request_may_narrow_the_mode_and_never_widen_it() {
+        let policy = Policy::new()
+            .mode(Mode::Interactive)
+            .tools(&[ToolSpec::new("shell", "").kind(ToolKind::Execute)]);
+        let asking = |mode: &str| {
+            let mut call = ToolCall::new("shell", serde_json::json!({}));
+            call.run
+                .extensions
+                .insert(crate::context::ForwardedProps(serde_json::json!({
+                    "permission": {"mode": mode},
+                })));
+            call
+        };
+        assert_eq!(policy.decide_for(&asking("auto")), Action::Ask, "not wider");
+        assert_eq!(policy.decide_for(&asking("read-only")), Action::Deny);
+        assert_eq!(policy.decide_for(&asking("nonsense")), Action::Ask);
+        // The session's own mode, lent in process, is narrowed the same way.
+        let mut lent = asking("ask");
+        lent.run.extensions.insert(Mode::Agentic);
+        assert_eq!(policy.decide_for(&lent), Action::Ask);
+        let mut lent = asking("auto");
+        lent.run.extensions.insert(Mode::Agentic);
+        assert_eq!(policy.decide_for(&lent), Action::Allow);
     }
 
     #[test]

@@ -5,8 +5,9 @@ use std::{fmt, sync::Arc, time::Duration};
 use futures_util::future::BoxFuture;
 
 use super::{
-    InterruptRecord, InterruptStatus, Lease, LogError, LoggedEvent, LostRun, Page, Recovered,
-    RunEnd, RunRecord, SavedThread, Start, StartError, ThreadRecord,
+    Deleted, InterruptRecord, InterruptStatus, Lease, LogError, LoggedEvent, LostRun, Page,
+    Recovered, RunEnd, RunRecord, SavedThread, Start, StartError, ThreadPage, ThreadQuery,
+    ThreadRecord,
 };
 use crate::id::{InterruptId, RunId, ThreadId};
 
@@ -110,13 +111,35 @@ pub trait RunLog: fmt::Debug + Send + Sync + 'static {
         thread: &'a ThreadId,
     ) -> BoxFuture<'a, Result<Option<ThreadRecord>, LogError>>;
 
-    /// Keeps a thread's conversation and state (for agents that do not go through runs, such as
-    /// an ACP session); see [`SavedThread`].
+    /// Keeps a thread's conversation and state, before any run (an editor's new session, with
+    /// its workspace); see [`SavedThread`].
     ///
     /// # Errors
     ///
     /// Failures of the backend.
     fn save_thread<'a>(&'a self, saved: SavedThread<'a>) -> BoxFuture<'a, Result<(), LogError>>;
+
+    /// The threads `query` selects: those with a workspace (an editor's sessions), newest
+    /// first, in pages.
+    ///
+    /// # Errors
+    ///
+    /// Failures of the backend.
+    fn threads<'a>(
+        &'a self,
+        query: &'a ThreadQuery<'a>,
+    ) -> BoxFuture<'a, Result<ThreadPage, LogError>>;
+
+    /// Deletes `thread` with its runs, their events and its interrupts, unless one of its runs
+    /// is running.
+    ///
+    /// # Errors
+    ///
+    /// Failures of the backend.
+    fn delete_thread<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+    ) -> BoxFuture<'a, Result<Deleted, LogError>>;
 
     /// Interrupts, oldest first: those `filter` selects.
     ///

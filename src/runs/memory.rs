@@ -11,9 +11,11 @@ use futures_util::{FutureExt, future::BoxFuture};
 use serde_json::Value;
 
 use super::{
-    InterruptRecord, InterruptStatus, Interrupts, Lease, LogError, LoggedEvent, LostRun, Page,
-    Recovered, RunEnd, RunLog, RunRecord, RunStatus, SavedThread, Start, StartError, ThreadRecord,
+    Deleted, InterruptRecord, InterruptStatus, Interrupts, Lease, LogError, LoggedEvent, LostRun,
+    Page, Recovered, RunEnd, RunLog, RunRecord, RunStatus, SavedThread, Start, StartError,
+    ThreadCursor, ThreadPage, ThreadQuery, ThreadRecord, ThreadSummary,
     rules::{self, Begins, ExistingRun, Thread, ThreadView},
+    threads::millis,
 };
 use crate::{
     id::{InterruptId, RunId, ThreadId},
@@ -68,6 +70,10 @@ struct ThreadEntry {
     saved: bool,
     runs: Vec<RunId>,
     active: Option<RunId>,
+    /// The directory it works in (an editor's session).
+    workspace: Option<String>,
+    /// When its conversation last changed.
+    updated_at: Option<SystemTime>,
 }
 
 impl ThreadEntry {
@@ -306,6 +312,7 @@ impl State {
             thread.messages.clone_from(messages);
             thread.state.clone_from(&end.state);
             thread.saved = true;
+            thread.updated_at = Some(now);
         }
         for interrupt in &end.interrupts {
             self.interrupts.insert(
@@ -466,7 +473,82 @@ impl RunLog for MemoryLog {
         entry.messages = saved.messages.to_vec();
         entry.state = saved.state.cloned();
         entry.saved = true;
+        entry.updated_at = Some(SystemTime::now());
+        if let Some(workspace) = saved.workspace {
+            entry.workspace = Some(workspace.to_owned());
+        }
         std::future::ready(Ok(())).boxed()
+    }
+
+    fn threads<'a>(
+        &'a self,
+        query: &'a ThreadQuery<'a>,
+    ) -> BoxFuture<'a, Result<ThreadPage, LogError>> {
+        let limit = query.limit.clamp(1, 1_000);
+        let state = self.lock();
+        let mut listed: Vec<ThreadSummary> = state
+            .threads
+            .iter()
+            .filter(|(_, thread)| thread.exists())
+            .filter(|(_, thread)| {
+                query
+                    .principal
+                    .is_none_or(|p| thread.principal.as_deref() == Some(p))
+            })
+            .filter_map(|(id, thread)| {
+                let workspace = thread.workspace.clone()?;
+                let updated_at = thread.updated_at.unwrap_or(std::time::UNIX_EPOCH);
+                (query.workspace.is_none_or(|w| w == workspace)
+                    && query
+                        .after
+                        .is_none_or(|after| after.precedes(updated_at, id)))
+                .then(|| ThreadSummary {
+                    thread_id: id.clone(),
+                    principal: thread.principal.clone(),
+                    title: crate::message::title(&thread.messages),
+                    workspace,
+                    updated_at,
+                })
+            })
+            .collect();
+        listed.sort_by(|a, b| {
+            let key = |t: &ThreadSummary| (millis(t.updated_at), t.thread_id.to_string());
+            key(b).cmp(&key(a))
+        });
+        let more = listed.len() > limit;
+        listed.truncate(limit);
+        let next = listed
+            .last()
+            .filter(|_| more)
+            .map(|last| ThreadCursor::at(last.updated_at, &last.thread_id));
+        std::future::ready(Ok(ThreadPage {
+            threads: listed,
+            next,
+        }))
+        .boxed()
+    }
+
+    fn delete_thread<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+    ) -> BoxFuture<'a, Result<Deleted, LogError>> {
+        let mut state = self.lock();
+        let deleted = match state.threads.get(thread) {
+            Some(entry) if entry.active.is_some() => Deleted::Busy,
+            Some(entry) if entry.exists() => {
+                let entry = state.threads.remove(thread).expect("the thread is here");
+                for run in &entry.runs {
+                    if let Some(run) = state.runs.remove(run) {
+                        state.bytes -= run.bytes;
+                    }
+                }
+                state.ended.retain(|run| !entry.runs.contains(run));
+                state.interrupts.retain(|_, i| &i.thread_id != thread);
+                Deleted::Deleted
+            }
+            _ => Deleted::Unknown,
+        };
+        std::future::ready(Ok(deleted)).boxed()
     }
 
     fn interrupts<'a>(

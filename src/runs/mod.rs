@@ -118,6 +118,7 @@ mod request;
 pub mod rules;
 mod sweep;
 mod takeover;
+mod threads;
 
 use std::{
     fmt,
@@ -141,6 +142,7 @@ pub use self::{
         RunRecord, RunStatus, SavedThread, Start, ThreadRecord,
     },
     takeover::TAKEOVER,
+    threads::{Deleted, InvalidCursor, ThreadCursor, ThreadPage, ThreadQuery, ThreadSummary},
 };
 pub(crate) use self::{hub::Hub, record::args_hash};
 #[cfg(doc)]

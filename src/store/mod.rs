@@ -68,12 +68,11 @@ use std::{
     time::Duration,
 };
 
-pub use self::{
-    file::backup,
-    sql::RunStore,
-    threads::{Deleted, InvalidCursor, ThreadCursor, ThreadPage, ThreadQuery, ThreadSummary},
-};
+pub use self::{file::backup, sql::RunStore};
 use crate::runs::{Changed, LogError, OnChange};
+pub use crate::runs::{
+    Deleted, InvalidCursor, ThreadCursor, ThreadPage, ThreadQuery, ThreadSummary,
+};
 
 /// A callback of [`RunStore::on_commit`].
 type OnCommit = Arc<dyn Fn(Duration) + Send + Sync>;

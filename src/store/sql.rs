@@ -507,6 +507,20 @@ impl RunLog for RunStore {
         .boxed()
     }
 
+    fn threads<'a>(
+        &'a self,
+        query: &'a crate::runs::ThreadQuery<'a>,
+    ) -> BoxFuture<'a, Result<crate::runs::ThreadPage, LogError>> {
+        self.list_threads(query).boxed()
+    }
+
+    fn delete_thread<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+    ) -> BoxFuture<'a, Result<crate::runs::Deleted, LogError>> {
+        self.remove_thread(thread).boxed()
+    }
+
     fn interrupts<'a>(
         &'a self,
         filter: Interrupts<'a>,

@@ -39,7 +39,7 @@ use crate::{
     message::Message,
     permission::Mode,
     run::RunService,
-    runs::{Attach, BeginError, Begun, LoggedEvent},
+    runs::{Attach, BeginError, Begun, LoggedEvent, ThreadCursor, ThreadQuery},
     tool::RunTools,
 };
 
@@ -259,44 +259,21 @@ where
     }
 
     /// `session/list`: the sessions of this connection's principal (everyone's for an operator,
-    /// or without one), newest first, in pages of 50; with a store, every session it
-    /// keeps, else this process's.
-    #[cfg_attr(not(feature = "store"), allow(unused_variables))]
+    /// or without one) that the log keeps, newest first, in pages of 50.
     pub(super) fn list(
         self: &Arc<Self>,
         req: ListSessionsRequest,
         responder: Responder<ListSessionsResponse>,
         cx: &ConnectionTo<Client>,
     ) -> Result<(), Error> {
-        #[cfg(feature = "store")]
-        if let Some(store) = self.config.store.clone() {
-            let shared = self.clone();
-            return cx.spawn(async move {
-                let listed = shared.list_kept(&store, &req).await;
-                responder.respond_with_result(listed)
-            });
-        }
-        // The sessions in memory are all this agent's principal's.
-        let mut sessions: Vec<(std::time::SystemTime, SessionInfo)> = self
-            .sessions
-            .lock()
-            .iter()
-            .filter(|(_, s)| req.cwd.as_ref().is_none_or(|cwd| *cwd == s.cwd))
-            .map(|(id, s)| {
-                let info = SessionInfo::new(SessionId::new(id.clone()), s.cwd.clone())
-                    .title(s.title.clone())
-                    .updated_at(rfc3339(s.updated_at));
-                (s.updated_at, info)
-            })
-            .collect();
-        sessions.sort_by_key(|(at, _)| std::cmp::Reverse(*at));
-        responder.respond(ListSessionsResponse::new(
-            sessions.into_iter().map(|(_, info)| info).collect(),
-        ))
+        let shared = self.clone();
+        cx.spawn(async move {
+            let listed = shared.list_kept(&req).await;
+            responder.respond_with_result(listed)
+        })
     }
 
     /// The principal whose sessions this connection sees (`None`: everyone's).
-    #[cfg(feature = "store")]
     fn owner_filter(&self) -> Option<&str> {
         self.config
             .principal
@@ -305,25 +282,20 @@ where
             .map(|p| p.name())
     }
 
-    /// One page of the sessions `store` keeps.
-    #[cfg(feature = "store")]
-    async fn list_kept(
-        &self,
-        store: &crate::store::RunStore,
-        req: &ListSessionsRequest,
-    ) -> Result<ListSessionsResponse, Error> {
+    /// One page of the sessions the log keeps.
+    async fn list_kept(&self, req: &ListSessionsRequest) -> Result<ListSessionsResponse, Error> {
         let cursor = req
             .cursor
             .as_deref()
-            .map(str::parse::<crate::store::ThreadCursor>)
+            .map(str::parse::<ThreadCursor>)
             .transpose()
             .map_err(|e| Error::invalid_params().data(json!({"cursor": e.to_string()})))?;
         let cwd = req.cwd.as_ref().map(|cwd| cwd.to_string_lossy());
-        let query = crate::store::ThreadQuery::new(PAGE)
+        let query = ThreadQuery::new(PAGE)
             .principal(self.owner_filter())
             .workspace(cwd.as_deref())
             .after(cursor.as_ref());
-        let page = store.threads(&query).await.map_err(|error| {
+        let page = self.runs.run_log().threads(&query).await.map_err(|error| {
             tracing::error!(%error, "the session store failed");
             Error::internal_error().data(json!({"reason": "the session store is unavailable"}))
         })?;
@@ -462,7 +434,7 @@ where
             return responder.respond_with_result(answer);
         }
 
-        let (cancel, attach, title) = {
+        let (cancel, attach, mode, title) = {
             let mut sessions = self.sessions.lock();
             let session = match sessions.get_mut(&*req.session_id.0) {
                 Some(session) if session.open => session,
@@ -475,6 +447,7 @@ where
             (
                 session.cancel.clone(),
                 self.attach(session, &req.session_id, &cx),
+                session.mode,
                 title,
             )
         };
@@ -489,12 +462,9 @@ where
         let session = req.session_id;
         cx.spawn(async move {
             let (notifier, attach) = attach;
-            let answer = shared.turn(&session, parts, attach, &cancel).await;
+            let answer = shared.turn(&session, parts, mode, attach, &cancel).await;
             // Nothing of this turn reaches the client after its answer.
             notifier.close();
-            if let Some(entry) = shared.sessions.lock().get_mut(&*session.0) {
-                entry.updated_at = std::time::SystemTime::now();
-            }
             // A cancel that came before its answer answers `cancelled`, whatever the model or a
             // tool made of it.
             let answer = if cancel.is_cancelled() {
@@ -537,11 +507,14 @@ where
     }
 
     /// One turn: a run on the session's thread, its conversation the thread's and the prompt,
-    /// followed to its end; cancelled through the engine when `cancel` fires.
+    /// followed to its end; cancelled through the engine when `cancel` fires. Its request asks
+    /// for the session's `mode`, so that an instance continuing it after a crash is not more
+    /// permissive than the session was.
     async fn turn(
         &self,
         session: &SessionId,
         prompt: Vec<crate::message::ContentPart>,
+        mode: Mode,
         attach: Attach,
         cancel: &CancellationToken,
     ) -> Result<PromptResponse, Error> {
@@ -557,6 +530,7 @@ where
             .collect();
         let mut request = RunAgentInput::new(ThreadId::from(&*session.0), RunId::new(), messages);
         request.state = state;
+        request.forwarded_props = Some(json!({"permission": {"mode": mode}}));
         if cancel.is_cancelled() {
             return Ok(PromptResponse::new(acp::StopReason::Cancelled));
         }
@@ -647,7 +621,6 @@ fn refused(session: &SessionId, error: &BeginError) -> Error {
 }
 
 /// How many sessions one `session/list` answer holds at most.
-#[cfg(feature = "store")]
 pub(super) const PAGE: usize = 50;
 
 /// `time` as ISO 8601 (RFC 3339, UTC, milliseconds).

@@ -29,8 +29,6 @@ struct Config {
     approver: Option<AcpApprover>,
     /// Whom the connection's sessions belong to.
     principal: Option<Principal>,
-    #[cfg(feature = "store")]
-    store: Option<crate::store::RunStore>,
 }
 
 struct Shared<S> {
@@ -125,8 +123,6 @@ impl<S> AcpAgent<S> {
                 kinds: Kinds::default(),
                 approver: None,
                 principal: None,
-                #[cfg(feature = "store")]
-                store: None,
             },
         }
     }
@@ -178,19 +174,29 @@ impl<S> AcpAgent<S> {
         self.config.principal = Some(principal);
         self
     }
+}
 
-    /// Keeps the sessions in `store`, the engine's log (the session id is the thread id), so
-    /// `session/load` finds sessions after a restart: a session is written when it is created,
-    /// and each turn is a run in the log. A session loaded from the store starts in the default
-    /// mode.
-    #[cfg(feature = "store")]
+impl<S: Clone> AcpAgent<S> {
+    /// Configures the engine the turns run on: its [log](Runs::log) (a `RunStore` keeps the
+    /// sessions, so `session/load` and `session/list` find them after a restart, and a server on
+    /// the same store sees, follows and cancels their turns), its limits, its lease.
+    ///
+    /// ```
+    /// # #[cfg(feature = "store")]
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), agent_tower::BoxError> {
+    /// use agent_tower::{demo, runs::PrincipalLimits, store::RunStore};
+    ///
+    /// let path = std::env::temp_dir().join("agent-tower-doc-acp-engine.db");
+    /// let store = RunStore::open(&format!("sqlite://{}", path.display())).await?;
+    /// let agent = demo::scripted()
+    ///     .acp_agent()
+    ///     .engine(|runs| runs.log(store).per_principal(PrincipalLimits::new().live_runs(2)));
+    /// # drop(agent); Ok(()) }
+    /// # #[cfg(not(feature = "store"))] fn main() {}
+    /// ```
     #[must_use]
-    pub fn store(mut self, store: crate::store::RunStore) -> Self
-    where
-        S: Clone,
-    {
-        self.runs = self.runs.log(store.clone());
-        self.config.store = Some(store);
+    pub fn engine(mut self, configure: impl FnOnce(Runs<S>) -> Runs<S>) -> Self {
+        self.runs = configure(self.runs);
         self
     }
 }

@@ -5,11 +5,9 @@ use std::{
     collections::HashMap,
     path::PathBuf,
     sync::{Mutex, MutexGuard, PoisonError},
-    time::SystemTime,
 };
 
 use agent_client_protocol::{Error, v1::schema::SessionId};
-#[cfg(feature = "store")]
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -21,8 +19,6 @@ use crate::{permission::Mode, tool::ToolRouter};
 pub(super) struct Session {
     /// The directory it works in.
     pub(super) cwd: PathBuf,
-    /// When its conversation last changed.
-    pub(super) updated_at: SystemTime,
     /// The first line of its first prompt, once it has one.
     pub(super) title: Option<String>,
     pub(super) mode: Mode,
@@ -50,7 +46,6 @@ impl Session {
     pub(super) fn new(cwd: PathBuf, mode: Mode) -> Self {
         Self {
             cwd,
-            updated_at: SystemTime::now(),
             title: None,
             mode,
             cancel: CancellationToken::new(),
@@ -134,35 +129,25 @@ impl<S> Shared<S> {
 }
 
 impl<S> Shared<S> {
-    /// Deletes the session from the store, if there is one and it keeps it for this
-    /// connection's principal; `false` when it does not.
-    #[cfg_attr(not(feature = "store"), allow(clippy::unused_async, unused_variables))]
+    /// Deletes the session's thread from the log, if the log keeps it for this connection's
+    /// principal; `false` when it does not.
     pub(super) async fn forget(&self, session: &SessionId) -> Result<bool, Error> {
-        #[cfg(feature = "store")]
-        if let Some(store) = &self.config.store {
-            let thread = crate::id::ThreadId::from(&*session.0);
-            let caller = self.config.principal.as_ref();
-            let kept = crate::runs::RunLog::thread(store, &thread)
-                .await
-                .map_err(|error| store_failed(session, &error))?
-                .is_some_and(|record| {
-                    crate::runs::rules::may_use(caller, record.principal.as_deref())
-                });
-            if !kept {
-                return Ok(false);
-            }
-            return match store
-                .delete_thread(&thread)
-                .await
-                .map_err(|error| store_failed(session, &error))?
-            {
-                crate::store::Deleted::Busy => Err(Error::invalid_request().data(json!({
-                    "reason": "a run of this session is running; cancel it first",
-                }))),
-                _ => Ok(true),
-            };
+        if self.thread(session).await?.is_none() {
+            return Ok(false);
         }
-        Ok(false)
+        let thread = crate::id::ThreadId::from(&*session.0);
+        match self
+            .runs
+            .run_log()
+            .delete_thread(&thread)
+            .await
+            .map_err(|error| store_failed(session, &error))?
+        {
+            crate::runs::Deleted::Busy => Err(Error::invalid_request().data(json!({
+                "reason": "a run of this session is running; cancel it first",
+            }))),
+            _ => Ok(true),
+        }
     }
 }
 
