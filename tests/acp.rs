@@ -831,7 +831,6 @@ async fn a_dropped_tool_call_still_reaches_a_final_status() {
     assert_eq!(updates.len(), 3);
 }
 
-#[cfg(feature = "mcp")]
 use crate::support;
 
 /// The MCP servers an editor gives in `session/new` lend their tools to that session only.
@@ -1306,4 +1305,279 @@ async fn kept_sessions_are_listed_resumed_and_deleted_by_later_connections() {
         "one conversation, continued"
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A server (another instance) on the store at `url`, listening on a free port: its base URL.
+/// Its lease is short: on SQLite, it reads what other instances wrote at its heartbeats.
+#[cfg(all(feature = "store", feature = "server"))]
+async fn web_instance(url: &str) -> String {
+    use agent_tower::{runs::Runs, server::AguiServer, store::RunStore};
+    let store = RunStore::open(url).await.unwrap();
+    let agent = agent_tower::demo::scripted().build();
+    let runs = Runs::new(agent)
+        .log(store)
+        .lease(Duration::from_millis(300));
+    let router = AguiServer::with_runs(runs).into_router();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    base
+}
+
+/// The text of a log's `TEXT_MESSAGE_CONTENT` events, in order.
+#[cfg(all(feature = "store", feature = "server"))]
+fn logged_text(events: &[(String, serde_json::Value)]) -> String {
+    events
+        .iter()
+        .filter(|(_, e)| e["type"] == "TEXT_MESSAGE_CONTENT")
+        .filter_map(|(_, e)| e["delta"].as_str())
+        .collect()
+}
+
+/// An editor's turn is a run in the log while it runs: a server on the same store follows it
+/// live and cancels it, and the editor's prompt is answered `cancelled`.
+#[cfg(all(feature = "store", feature = "server"))]
+#[tokio::test]
+async fn an_editors_turn_is_a_run_that_a_server_on_its_store_follows_and_cancels() {
+    use agent_tower::{id::ThreadId, runs::RunLog, store::RunStore};
+    use futures_util::StreamExt;
+
+    let url = support::stores::sqlite("acp-turn-run");
+    let store = RunStore::open(&url).await.unwrap();
+    // A short lease: the instance driving the turn hears of a cancel asked elsewhere at its next
+    // heartbeat, a third of it.
+    let agent = demo().engine(|runs| runs.log(store.clone()).lease(Duration::from_millis(300)));
+    let web = web_instance(&url).await;
+    let http = reqwest::Client::new();
+    editor(agent, async |mut e: Editor| {
+        let session = e.session().await;
+        let reply = e.prompt(&session, "slowly, please");
+        let mut seen = e
+            .until(|u| matches!(u, SessionUpdate::AgentMessageChunk(_)))
+            .await;
+        let thread = store
+            .thread(&ThreadId::from(&*session.0))
+            .await
+            .unwrap()
+            .expect("the session is a thread of the log");
+        let [run] = &thread.runs[..] else {
+            panic!("one run: {:?}", thread.runs)
+        };
+        assert_eq!(run.status, agent_tower::runs::RunStatus::Running);
+
+        // Followed live from the other instance, then cancelled there.
+        let follow = http
+            .get(format!("{web}/runs/{}/events", run.run_id))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(follow.status(), 200);
+        let mut body = follow.bytes_stream();
+        let mut text = String::new();
+        while !support::frames::frames(&text)
+            .iter()
+            .any(|(_, e)| e["type"] == "TEXT_MESSAGE_CONTENT")
+        {
+            text.push_str(std::str::from_utf8(&body.next().await.unwrap().unwrap()).unwrap());
+        }
+        let asked = http
+            .post(format!("{web}/runs/{}/cancel", run.run_id))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            asked.status(),
+            202,
+            "asked of the instance that does not drive it"
+        );
+        assert_eq!(reply.block_task().await?.stop_reason, StopReason::Cancelled);
+        while let Some(chunk) = body.next().await {
+            text.push_str(std::str::from_utf8(&chunk.unwrap()).unwrap());
+        }
+
+        let events = support::frames::frames(&text);
+        let (_, first) = &events[0];
+        assert_eq!(first["type"], "RUN_STARTED");
+        assert_eq!(first["threadId"], session.0.as_ref());
+        let asked = &first["input"]["messages"];
+        assert_eq!(
+            asked[asked.as_array().unwrap().len() - 1]["content"],
+            "slowly, please"
+        );
+        let (_, last) = events.last().unwrap();
+        assert_eq!(
+            (last["type"].as_str(), last["outcome"]["type"].as_str()),
+            (Some("RUN_FINISHED"), Some("cancelled")),
+            "{last}"
+        );
+        // The log and the editor tell the same words.
+        seen.extend(e.received());
+        let said = text_of(&seen);
+        let logged = logged_text(&events);
+        assert!(
+            !logged.is_empty() && logged.len() < 200 * 6,
+            "cut short: {logged}"
+        );
+        assert_eq!(said, logged, "the editor's words and the log's");
+        let ended = store.run(&run.run_id).await.unwrap().unwrap();
+        assert_eq!(ended.status, agent_tower::runs::RunStatus::Cancelled);
+        Ok(())
+    })
+    .await;
+}
+
+/// Limits of the principal apply to an editor's turns as to web runs: past one, the prompt is
+/// answered with an error that names it.
+#[cfg(feature = "store")]
+#[tokio::test]
+async fn an_editors_turn_past_a_limit_of_its_principal_is_refused() {
+    use agent_tower::runs::PrincipalLimits;
+
+    let ann = agent_tower::context::Principal::user("ann").unwrap();
+    let agent = demo()
+        .engine(|runs| runs.per_principal(PrincipalLimits::new().runs_per_minute(1)))
+        .principal(ann.clone());
+    editor(agent, async |mut e: Editor| {
+        let session = e.session().await;
+        let first = e.prompt(&session, "hello").block_task().await?;
+        assert_eq!(first.stop_reason, StopReason::EndTurn);
+        let refused = e
+            .prompt(&session, "hello again")
+            .block_task()
+            .await
+            .expect_err("the second run of the minute");
+        assert_eq!(refused.data.unwrap()["kind"], "rate_limited");
+        Ok(())
+    })
+    .await;
+
+    // The bytes of the day: the turn that crossed them is counted at its end, the next refused.
+    let agent = demo()
+        .engine(|runs| runs.per_principal(PrincipalLimits::new().log_bytes_per_day(1)))
+        .principal(ann);
+    editor(agent, async |mut e: Editor| {
+        let session = e.session().await;
+        e.prompt(&session, "hello").block_task().await?;
+        let refused = e
+            .prompt(&session, "hello again")
+            .block_task()
+            .await
+            .expect_err("past the bytes of the day");
+        assert_eq!(refused.data.unwrap()["kind"], "quota_exceeded");
+        Ok(())
+    })
+    .await;
+}
+
+/// One thread, two doors: a thread begun on the web is loaded in the editor with its history and
+/// continued there; a session begun in the editor is read and continued on the web.
+#[cfg(all(feature = "store", feature = "server"))]
+#[tokio::test]
+async fn a_thread_goes_from_the_web_to_the_editor_and_back() {
+    use agent_tower::{id::ThreadId, runs::RunLog, store::RunStore};
+
+    let url = support::stores::sqlite("acp-two-doors");
+    let store = RunStore::open(&url).await.unwrap();
+    let web = web_instance(&url).await;
+    let http = reqwest::Client::new();
+    let run = |thread: &str, messages: serde_json::Value| {
+        let body = serde_json::json!({
+            "threadId": thread, "runId": format!("r-{}", uuid::Uuid::now_v7()),
+            "messages": messages,
+        });
+        let request = http.post(&web).json(&body);
+        async move {
+            let response = request.send().await.unwrap();
+            assert_eq!(response.status(), 200);
+            support::frames::frames(&response.text().await.unwrap())
+        }
+    };
+    let web_thread = format!("t-{}", uuid::Uuid::now_v7());
+    run(
+        &web_thread,
+        serde_json::json!([{"id": "u1", "role": "user", "content": "hello from the web"}]),
+    )
+    .await;
+
+    let agent = demo().engine(|runs| runs.log(store.clone()));
+    let editors_session = std::sync::Mutex::new(None);
+    editor(agent, async |mut e: Editor| {
+        e.initialize(ProtocolVersion::V1).await;
+        let session = SessionId::new(web_thread.clone());
+        e.cx.send_request(LoadSessionRequest::new(session.clone(), "/tmp"))
+            .block_task()
+            .await?;
+        let replayed = e.received();
+        assert!(
+            matches!(&replayed[0], SessionUpdate::UserMessageChunk(c) if matches!(&c.content, ContentBlock::Text(t) if t.text == "hello from the web")),
+            "{replayed:?}"
+        );
+        assert_eq!(text_of(&replayed), "You said: hello from the web");
+        let answer = e.prompt(&session, "and from the editor").block_task().await?;
+        assert_eq!(answer.stop_reason, StopReason::EndTurn);
+        assert_eq!(text_of(&e.received()), "You said: and from the editor");
+
+        let own = e.session().await;
+        e.prompt(&own, "begun in the editor").block_task().await?;
+        *editors_session.lock().unwrap() = Some(own);
+        Ok(())
+    })
+    .await;
+
+    // The web thread holds both doors' turns, in order.
+    let texts = |thread: agent_tower::runs::ThreadRecord| -> Vec<String> {
+        thread.messages.iter().map(|m| m.text()).collect()
+    };
+    let thread = store
+        .thread(&ThreadId::from(web_thread.as_str()))
+        .await
+        .unwrap();
+    assert_eq!(
+        texts(thread.unwrap()),
+        [
+            "hello from the web",
+            "You said: hello from the web",
+            "and from the editor",
+            "You said: and from the editor"
+        ]
+    );
+
+    // The editor's session, read on the web and continued there with what it holds.
+    let session = editors_session
+        .lock()
+        .unwrap()
+        .take()
+        .expect("the editor's session");
+    let session = session.0.to_string();
+    let connected = http
+        .get(format!("{web}/threads/{session}/events"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(connected.status(), 200);
+    let events = support::frames::frames(&connected.text().await.unwrap());
+    let snapshot = events
+        .iter()
+        .rev()
+        .find(|(_, e)| e["type"] == "MESSAGES_SNAPSHOT")
+        .map(|(_, e)| e["messages"].clone())
+        .expect("the thread's conversation");
+    let mut messages = snapshot.as_array().unwrap().clone();
+    assert_eq!(messages[0]["content"], "begun in the editor");
+    messages.push(serde_json::json!({"id": "u2", "role": "user", "content": "and on the web"}));
+    let events = run(&session, serde_json::Value::Array(messages)).await;
+    assert_eq!(logged_text(&events), "You said: and on the web");
+    let thread = store
+        .thread(&ThreadId::from(session.as_str()))
+        .await
+        .unwrap();
+    assert_eq!(
+        texts(thread.unwrap()),
+        [
+            "begun in the editor",
+            "You said: begun in the editor",
+            "and on the web",
+            "You said: and on the web"
+        ]
+    );
 }
