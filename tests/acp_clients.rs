@@ -51,8 +51,12 @@ fn raw_agent_with(
     std::process::ChildStdin,
     std::io::BufReader<std::process::ChildStdout>,
 ) {
+    let mut flags = flags.to_vec();
+    if !flags.contains(&"--store") {
+        flags.extend(["--store", "none"]);
+    }
     let mut agent = std::process::Command::new(AGENT)
-        .args(["acp", "--store", "none"])
+        .arg("acp")
         .args(flags)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -229,4 +233,145 @@ fn the_rules_flags_apply_in_the_editor() {
     drop(stdin);
     let _ = agent.kill();
     let _ = agent.wait();
+}
+
+/// One JSON-RPC line to the agent.
+fn send(stdin: &mut std::process::ChildStdin, message: &serde_json::Value) {
+    use std::io::Write;
+    writeln!(stdin, "{message}").unwrap();
+    stdin.flush().unwrap();
+}
+
+/// Lines from the agent until the answer to request `id` (returned with what came before it).
+fn until_answer(
+    stdout: &mut std::io::BufReader<std::process::ChildStdout>,
+    id: u64,
+) -> (Vec<serde_json::Value>, serde_json::Value) {
+    use std::io::BufRead;
+    let mut before = Vec::new();
+    loop {
+        let mut line = String::new();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "the agent ended");
+        let message: serde_json::Value = serde_json::from_str(&line).unwrap();
+        if message["id"] == id && message.get("method").is_none() {
+            return (before, message);
+        }
+        before.push(message);
+    }
+}
+
+/// The agent text of `session/update` notifications, in order.
+fn agent_text(updates: &[serde_json::Value]) -> String {
+    updates
+        .iter()
+        .map(|m| &m["params"]["update"])
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect()
+}
+
+/// kill -9 of `agent-tower acp` mid-turn: the turn is a run in the log, continued to its end by
+/// a `serve` on the same store, and the editor's next `agent-tower acp` loads the whole turn.
+#[tokio::test]
+async fn a_turn_cut_by_kill_9_is_continued_on_its_store_and_loaded_whole() {
+    use agent_tower::{id::ThreadId, runs::RunLog, store::RunStore};
+    use serde_json::json;
+    use std::io::BufRead;
+
+    let store = stores::sqlite("acp-kill-9");
+    let (mut agent, mut stdin, mut stdout) = raw_agent_with(&["--store", &store, "--lease", "1s"]);
+    send(
+        &mut stdin,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}),
+    );
+    until_answer(&mut stdout, 1);
+    send(
+        &mut stdin,
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": "/tmp", "mcpServers": []}}),
+    );
+    let (_, created) = until_answer(&mut stdout, 2);
+    let session = created["result"]["sessionId"].as_str().unwrap().to_owned();
+    send(
+        &mut stdin,
+        &json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": {
+            "sessionId": session, "prompt": [{"type": "text", "text": "slowly, please"}],
+        }}),
+    );
+    loop {
+        let mut line = String::new();
+        assert!(stdout.read_line(&mut line).unwrap() > 0);
+        if line.contains("agent_message_chunk") {
+            break;
+        }
+    }
+    agent.kill().unwrap(); // SIGKILL
+    agent.wait().unwrap();
+
+    // The turn is in the log, running, with no one driving it any more.
+    let log = RunStore::open(&store).await.unwrap();
+    let thread = ThreadId::from(session.as_str());
+    let run = log
+        .thread(&thread)
+        .await
+        .unwrap()
+        .expect("the session's thread")
+        .runs[0]
+        .run_id
+        .clone();
+
+    // A server on the store continues it to its end, once the dead process's lease ran out.
+    let server = support::process::Process::serve(&["--store", &store, "--lease", "1s"]).await;
+    let followed = server.get(&format!("/runs/{run}/events")).await;
+    let events = support::frames::frames(&followed.text().await.unwrap());
+    let types: Vec<&str> = events
+        .iter()
+        .filter_map(|(_, e)| e["type"].as_str())
+        .collect();
+    assert_eq!(types.first(), Some(&"RUN_STARTED"));
+    assert!(
+        events
+            .iter()
+            .any(|(_, e)| e["name"] == agent_tower::runs::TAKEOVER),
+        "continued after a takeover: {types:?}"
+    );
+    assert_eq!(
+        types
+            .iter()
+            .filter(|t| matches!(**t, "RUN_FINISHED" | "RUN_ERROR"))
+            .count(),
+        1,
+        "{types:?}"
+    );
+    let (_, last) = events.last().unwrap();
+    assert_eq!(last["type"], "RUN_FINISHED", "{last}");
+    let kept = log.thread(&thread).await.unwrap().unwrap().messages;
+    let answer = kept.last().expect("the answer").text();
+    assert_eq!(
+        answer.split_whitespace().count(),
+        200,
+        "the whole answer: {answer}"
+    );
+    drop(server);
+
+    // The editor's next process loads the whole turn.
+    let (mut agent, mut stdin, mut stdout) = raw_agent_with(&["--store", &store]);
+    send(
+        &mut stdin,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}),
+    );
+    until_answer(&mut stdout, 1);
+    send(
+        &mut stdin,
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "session/load", "params": {
+            "sessionId": session, "cwd": "/tmp", "mcpServers": [],
+        }}),
+    );
+    let (replayed, loaded) = until_answer(&mut stdout, 2);
+    assert!(loaded.get("result").is_some(), "{loaded}");
+    let first = &replayed[0]["params"]["update"];
+    assert_eq!(first["sessionUpdate"], "user_message_chunk", "{first}");
+    assert_eq!(first["content"]["text"], "slowly, please");
+    assert_eq!(agent_text(&replayed), answer);
+    agent.kill().unwrap();
+    agent.wait().unwrap();
 }

@@ -213,6 +213,10 @@ struct Acp {
     /// given here, sessions belong to the machine's user (`$USER`): another user's are unknown.
     #[arg(help_heading = "Store", long, env = "AGENT_TOWER_ACP_STORE")]
     store: Option<String>,
+    /// How long this process may stay silent before its turns count as lost and the next process
+    /// on the store (an `acp` or a `serve`) continues them (e.g. `30s`).
+    #[arg(help_heading = "Store", long, default_value = "30s", value_parser = parse_lease, value_name = "DURATION")]
+    lease: Duration,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -1435,7 +1439,7 @@ async fn run_acp(args: Acp) -> Result<(), BoxError> {
     if store != "none" {
         tracing::info!(store = %store_name(&store), "sessions are kept in the store");
         let store = agent_tower::store::RunStore::open(&store).await?;
-        agent = agent.engine(|runs| runs.log(store));
+        agent = agent.engine(|runs| runs.log(store).lease(args.lease));
     }
     tracing::info!("serving ACP on stdio");
     agent
