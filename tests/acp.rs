@@ -1433,40 +1433,34 @@ async fn an_editors_turn_is_a_run_that_a_server_on_its_store_follows_and_cancels
 async fn an_editors_turn_past_a_limit_of_its_principal_is_refused() {
     use agent_tower::runs::PrincipalLimits;
 
-    let ann = agent_tower::context::Principal::user("ann").unwrap();
-    let agent = demo()
-        .engine(|runs| runs.per_principal(PrincipalLimits::new().runs_per_minute(1)))
-        .principal(ann.clone());
-    editor(agent, async |mut e: Editor| {
-        let session = e.session().await;
-        let first = e.prompt(&session, "hello").block_task().await?;
-        assert_eq!(first.stop_reason, StopReason::EndTurn);
-        let refused = e
-            .prompt(&session, "hello again")
-            .block_task()
-            .await
-            .expect_err("the second run of the minute");
-        assert_eq!(refused.data.unwrap()["kind"], "rate_limited");
-        Ok(())
-    })
-    .await;
-
-    // The bytes of the day: the turn that crossed them is counted at its end, the next refused.
-    let agent = demo()
-        .engine(|runs| runs.per_principal(PrincipalLimits::new().log_bytes_per_day(1)))
-        .principal(ann);
-    editor(agent, async |mut e: Editor| {
-        let session = e.session().await;
-        e.prompt(&session, "hello").block_task().await?;
-        let refused = e
-            .prompt(&session, "hello again")
-            .block_task()
-            .await
-            .expect_err("past the bytes of the day");
-        assert_eq!(refused.data.unwrap()["kind"], "quota_exceeded");
-        Ok(())
-    })
-    .await;
+    // Runs of the minute: the second is refused. The bytes of the day: the turn that crossed
+    // them is counted at its end, the next refused.
+    let limits = [
+        (PrincipalLimits::new().runs_per_minute(1), "rate_limited"),
+        (
+            PrincipalLimits::new().log_bytes_per_day(1),
+            "quota_exceeded",
+        ),
+    ];
+    for (limits, code) in limits {
+        let ann = agent_tower::context::Principal::user("ann").unwrap();
+        let agent = demo()
+            .engine(|runs| runs.per_principal(limits))
+            .principal(ann);
+        editor(agent, async |mut e: Editor| {
+            let session = e.session().await;
+            let first = e.prompt(&session, "hello").block_task().await?;
+            assert_eq!(first.stop_reason, StopReason::EndTurn);
+            let refused = e
+                .prompt(&session, "hello again")
+                .block_task()
+                .await
+                .expect_err("past the limit");
+            assert_eq!(refused.data.unwrap()["kind"], code);
+            Ok(())
+        })
+        .await;
+    }
 }
 
 /// One thread, two doors: a thread begun on the web is loaded in the editor with its history and

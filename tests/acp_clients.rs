@@ -242,6 +242,23 @@ fn send(stdin: &mut std::process::ChildStdin, message: &serde_json::Value) {
     stdin.flush().unwrap();
 }
 
+/// [`raw_agent_with`] `flags`, initialized (request 1).
+fn initialized(
+    flags: &[&str],
+) -> (
+    std::process::Child,
+    std::process::ChildStdin,
+    std::io::BufReader<std::process::ChildStdout>,
+) {
+    let (agent, mut stdin, mut stdout) = raw_agent_with(flags);
+    let initialize = serde_json::json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1},
+    });
+    send(&mut stdin, &initialize);
+    until_answer(&mut stdout, 1);
+    (agent, stdin, stdout)
+}
+
 /// Lines from the agent until the answer to request `id` (returned with what came before it).
 fn until_answer(
     stdout: &mut std::io::BufReader<std::process::ChildStdout>,
@@ -279,12 +296,7 @@ async fn a_turn_cut_by_kill_9_is_continued_on_its_store_and_loaded_whole() {
     use std::io::BufRead;
 
     let store = stores::sqlite("acp-kill-9");
-    let (mut agent, mut stdin, mut stdout) = raw_agent_with(&["--store", &store, "--lease", "1s"]);
-    send(
-        &mut stdin,
-        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}),
-    );
-    until_answer(&mut stdout, 1);
+    let (mut agent, mut stdin, mut stdout) = initialized(&["--store", &store, "--lease", "1s"]);
     send(
         &mut stdin,
         &json!({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": "/tmp", "mcpServers": []}}),
@@ -354,12 +366,7 @@ async fn a_turn_cut_by_kill_9_is_continued_on_its_store_and_loaded_whole() {
     drop(server);
 
     // The editor's next process loads the whole turn.
-    let (mut agent, mut stdin, mut stdout) = raw_agent_with(&["--store", &store]);
-    send(
-        &mut stdin,
-        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}),
-    );
-    until_answer(&mut stdout, 1);
+    let (mut agent, mut stdin, mut stdout) = initialized(&["--store", &store]);
     send(
         &mut stdin,
         &json!({"jsonrpc": "2.0", "id": 2, "method": "session/load", "params": {

@@ -220,7 +220,24 @@ async fn a_run_streaming_at_sigterm_is_handed_over_and_continued_at_the_next_sta
         .expect("continued long before the lease runs out")
         .unwrap();
     let rest = frames(&rest);
-    assert_eq!(rest[0].1["name"], "agent_tower.takeover", "{rest:?}");
+    // The re-join goes on right after the last event read: what the cut response had not
+    // delivered yet (logged before the hand-over), then the takeover, then the rest of the run.
+    let seq = |id: &str| id.rsplit(':').next().unwrap().parse::<u64>().unwrap();
+    let last_seen = seq(&seen.last().unwrap().0);
+    let ids: Vec<u64> = rest.iter().map(|(id, _)| seq(id)).collect();
+    let expected: Vec<u64> = (last_seen + 1..).take(ids.len()).collect();
+    assert_eq!(ids, expected, "nothing missed, nothing twice");
+    let takeover = rest
+        .iter()
+        .position(|(_, e)| e["name"] == "agent_tower.takeover")
+        .expect("continued after a takeover");
+    assert!(
+        rest[..takeover]
+            .iter()
+            .all(|(_, e)| e["type"] == "TEXT_MESSAGE_CONTENT"),
+        "only words the cut response had not delivered come first: {:?}",
+        &rest[..takeover]
+    );
     assert_eq!(rest.last().unwrap().1["type"], "RUN_FINISHED");
     after.kill().await;
 }

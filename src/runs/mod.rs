@@ -1,5 +1,7 @@
-//! The run log as the spine: every AG-UI run, whatever its transport, is started, driven and
-//! followed here, without any HTTP.
+//! The run log as the spine: every run, whatever door brings it (AG-UI over HTTP or WebSocket,
+//! an editor's turn through [`AcpAgent`](crate::acp::AcpAgent)), is started, driven and followed
+//! here, without any HTTP; a door lends a run what lives only in its process (its live transport,
+//! a session's tools) through [`Attach`].
 //!
 //! ```text
 //! RunAgentInput ─► Runs::begin (busy thread, same request again, resume[] and its refusals)

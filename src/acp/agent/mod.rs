@@ -49,12 +49,12 @@ struct Shared<S> {
 ///   session capabilities `list`, `resume`, `delete` and `close`.
 /// - `session/list`: the sessions of the agent's principal (everyone's for an operator or
 ///   without one), newest first, each with its directory, title (its first prompt's first line)
-///   and date, filtered by `cwd`; with a [`store`](Self::store), every session it keeps, in pages
-///   of 50 (`nextCursor`), else this process's. `session/resume` opens a session again without
-///   sending its history; `session/delete` cancels its turn and forgets it (with its runs, in the
-///   store).
-/// - `session/new`, `session/load` (the conversation replayed as updates, and the commands, before the answer; with
-///   a [`store`](Self::store), sessions from before a restart too). With the `mcp` feature, the
+///   and date, filtered by `cwd`: every session the engine's log keeps, in pages of 50
+///   (`nextCursor`). `session/resume` opens a session again without sending its history;
+///   `session/delete` cancels its turn and forgets it, with its runs.
+/// - `session/new`, `session/load` (the conversation replayed as updates, and the commands,
+///   before the answer: any thread the log keeps, from before a restart or begun through another
+///   door, on a log that outlives the process ([`engine`](Self::engine))). With the `mcp` feature, the
 ///   request's `mcpServers` (stdio and http) are connected and lend their tools to the session
 ///   (as [`RunTools`](crate::tool::RunTools) in each turn's extensions); a server that fails fails the request.
 ///   `session/close`, `session/set_mode` and `session/set_config_option` (the modes `ask`, `auto`,
@@ -167,7 +167,7 @@ impl<S> AcpAgent<S> {
     /// The principal the connection's client is (an editor on stdio: the user of the machine):
     /// its sessions belong to it, its turns run for it
     /// ([`RunContext::principal`](crate::context::RunContext::principal)), and a session of
-    /// another principal kept in the [store](Self::store) is unknown to it. Without one (the
+    /// another principal kept in the [log](Self::engine) is unknown to it. Without one (the
     /// default), sessions belong to nobody and every client may load every session.
     #[must_use]
     pub fn principal(mut self, principal: Principal) -> Self {
