@@ -38,7 +38,7 @@ use crate::{
     map_error::{AcpStopReason, ErrorKind},
     message::Message,
     permission::Mode,
-    run::RunService,
+    run::{RunService, StopReason},
     runs::{Attach, BeginError, Begun, LoggedEvent, ThreadCursor, ThreadQuery},
     tool::RunTools,
 };
@@ -571,17 +571,13 @@ fn answer(end: Option<&LoggedEvent>) -> Result<PromptResponse, Error> {
     let stop = match end.and_then(|end| end.event().ok()) {
         Some(Event::RunFinished(finished)) => match finished.outcome {
             Some(RunFinishedOutcome::Cancelled) => AcpStopReason::Cancelled,
-            _ => match finished
+            // The stop reasons AG-UI has no outcome for ride in `result.stopReason`.
+            _ => finished
                 .result
                 .as_ref()
                 .and_then(|result| result.get("stopReason"))
-                .and_then(|stop| stop.as_str())
-            {
-                Some("max_tokens") => AcpStopReason::MaxTokens,
-                Some("max_turns") => AcpStopReason::MaxTurnRequests,
-                Some("refusal") => AcpStopReason::Refusal,
-                _ => AcpStopReason::EndTurn,
-            },
+                .and_then(|stop| serde_json::from_value::<StopReason>(stop.clone()).ok())
+                .map_or(AcpStopReason::EndTurn, AcpStopReason::from),
         },
         Some(Event::RunError(error)) => {
             let code = error.code.as_deref().unwrap_or("internal");
