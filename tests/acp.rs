@@ -1464,7 +1464,8 @@ async fn an_editors_turn_past_a_limit_of_its_principal_is_refused() {
 }
 
 /// One thread, two doors: a thread begun on the web is loaded in the editor with its history and
-/// continued there; a session begun in the editor is read and continued on the web.
+/// continued there; a session begun in the editor is opened and continued by the official AG-UI
+/// client.
 #[cfg(all(feature = "store", feature = "server"))]
 #[tokio::test]
 async fn a_thread_goes_from_the_web_to_the_editor_and_back() {
@@ -1536,31 +1537,42 @@ async fn a_thread_goes_from_the_web_to_the_editor_and_back() {
         ]
     );
 
-    // The editor's session, read on the web and continued there with what it holds.
+    // The editor's session, opened on the web and continued there by the official AG-UI client
+    // with what it holds.
     let session = editors_session
         .lock()
         .unwrap()
         .take()
         .expect("the editor's session");
     let session = session.0.to_string();
-    let connected = http
-        .get(format!("{web}/threads/{session}/events"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(connected.status(), 200);
-    let events = support::frames::frames(&connected.text().await.unwrap());
-    let snapshot = events
-        .iter()
-        .rev()
-        .find(|(_, e)| e["type"] == "MESSAGES_SNAPSHOT")
-        .map(|(_, e)| e["messages"].clone())
-        .expect("the thread's conversation");
-    let mut messages = snapshot.as_array().unwrap().clone();
-    assert_eq!(messages[0]["content"], "begun in the editor");
-    messages.push(serde_json::json!({"id": "u2", "role": "user", "content": "and on the web"}));
-    let events = run(&session, serde_json::Value::Array(messages)).await;
-    assert_eq!(logged_text(&events), "You said: and on the web");
+    let seen: serde_json::Value = serde_json::from_str(
+        &support::node(
+            "agui-continue.mjs",
+            &[&web, &session, "and on the web"],
+            None,
+        )
+        .await,
+    )
+    .unwrap();
+    let said = |messages: &serde_json::Value| -> Vec<(String, String)> {
+        let pair = |m: &serde_json::Value| (m["role"].to_string(), m["content"].to_string());
+        messages.as_array().unwrap().iter().map(pair).collect()
+    };
+    let turn = |role: &str, text: &str| (format!("{role:?}"), format!("{text:?}"));
+    let begun = [
+        turn("user", "begun in the editor"),
+        turn("assistant", "You said: begun in the editor"),
+    ];
+    assert_eq!(
+        said(&seen["opened"]),
+        begun,
+        "the thread as the client opened it"
+    );
+    let continued = [
+        turn("user", "and on the web"),
+        turn("assistant", "You said: and on the web"),
+    ];
+    assert_eq!(said(&seen["continued"]), [begun, continued].concat());
     let thread = store
         .thread(&ThreadId::from(session.as_str()))
         .await
