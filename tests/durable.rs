@@ -99,7 +99,9 @@ impl Server {
             "messages": [{"id": "u1", "role": "user", "content": "hello"}],
             "forwardedProps": {"scripted": {"tokens": 1000, "delay_ms": 5}},
         });
-        let response = self.http.post(&self.base).json(&body).send().await.unwrap();
+        // A page that re-joins its runs after a reload.
+        let response = self.http.post(&self.base).header("prefer", "rejoin");
+        let response = response.json(&body).send().await.unwrap();
         assert_eq!(response.status(), 200);
         let mut body = response.bytes_stream();
         let mut text = String::new();
@@ -286,7 +288,10 @@ async fn an_answer_given_always_decides_the_tools_later_calls_in_the_thread() {
         let next = server
             .run(json!({
                 "threadId": thread, "runId": "a3",
-                "messages": [{"id": "u2", "role": "user", "content": r#"remember {"key": "font", "value": "serif"}"#}],
+                "messages": [
+                    {"id": "u1", "role": "user", "content": r#"remember {"key": "theme", "value": "dark"}"#},
+                    {"id": "u2", "role": "user", "content": r#"remember {"key": "font", "value": "serif"}"#},
+                ],
             }))
             .await;
         let (_, end) = next.last().unwrap();

@@ -31,6 +31,52 @@ async fn the_client_package_restores_rejoins_and_cancels() {
     }
 }
 
+/// A deploy mid-run: SIGTERM of the instance streaming two runs, with a drain shorter than them;
+/// another instance on the store continues them. The client package reads its run to the end in
+/// one stream; a plain `HttpAgent`'s stream ends cleanly. The steps are in
+/// `clients/js/test/deploy.mjs`.
+#[tokio::test]
+async fn a_deploy_mid_run_ends_streams_cleanly_and_the_client_package_reads_on() {
+    let dir = support::js_client().await;
+    let store = stores::sqlite("js-client-deploy");
+    // A short lease: the second instance looks for runs to continue every third of it.
+    let args = [
+        "--store",
+        &store,
+        "--scripted-knobs",
+        "--lease",
+        "1s",
+        "--drain-timeout",
+        "100ms",
+    ];
+    let mut first = Process::serve(&args).await;
+    let second = Process::serve(&args).await;
+    let pid = first.pid().to_string();
+    let out = support::node_in(
+        &dir,
+        "test/deploy.mjs",
+        &[&first.base, &second.base, &pid],
+        None,
+    )
+    .await;
+    println!("{out}");
+    assert!(out.contains("deploy: passed"), "{out}");
+    let status = first
+        .exit_within(std::time::Duration::from_secs(10))
+        .await
+        .expect("the first instance exits");
+    assert!(status.success(), "{status}");
+    first.logged("runs in flight were handed over").await;
+    let said = first.lines();
+    assert!(
+        !said
+            .iter()
+            .any(|line| line.contains("responses still open")),
+        "every response ended within the drain: {said:?}"
+    );
+    second.kill().await;
+}
+
 #[tokio::test]
 async fn the_client_package_is_ready_to_publish() {
     let dir = support::js_client().await;

@@ -193,15 +193,29 @@ async fn a_run_streaming_at_sigterm_is_handed_over_and_continued_at_the_next_sta
     });
     let (mut stream, mut text) = streaming(&before, &body).await;
     before.signal("TERM");
-    while let Some(Ok(chunk)) = stream.next().await {
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.expect("the response ends cleanly, not cut");
         text.push_str(std::str::from_utf8(&chunk).unwrap());
     }
-    let seen = frames(&text);
+    let mut seen = frames(&text);
     assert!(
         seen.iter()
             .all(|(_, e)| e["type"] != "RUN_FINISHED" && e["type"] != "RUN_ERROR"),
         "the run was handed over, not ended"
     );
+    // The response ends at an event boundary with where to re-join: after its last event.
+    let (id, notice) = seen.pop().unwrap();
+    assert_eq!(
+        (
+            id.as_str(),
+            notice["type"].as_str(),
+            notice["name"].as_str()
+        ),
+        ("", Some("CUSTOM"), Some("agent_tower.rejoin")),
+        "{notice}"
+    );
+    assert_eq!(notice["value"]["runId"], "drained");
+    assert_eq!(notice["value"]["lastEventId"], seen.last().unwrap().0);
     let status = before
         .exit_within(std::time::Duration::from_secs(10))
         .await
@@ -443,11 +457,11 @@ async fn a_thread_is_exported_as_json_lines_while_serving() {
     let server = start(&store).await;
     let thread = thread();
     let mut logged = 0;
+    let mut said = Vec::new();
     for (n, words) in ["hello", "add {\"a\": 1, \"b\": 2}"].iter().enumerate() {
-        let body = json!({
-            "threadId": thread, "runId": format!("r{n}"),
-            "messages": [{"id": format!("u{n}"), "role": "user", "content": words}],
-        });
+        // The client's conversation: its user turns so far.
+        said.push(json!({"id": format!("u{n}"), "role": "user", "content": words}));
+        let body = json!({"threadId": thread, "runId": format!("r{n}"), "messages": said});
         let events = frames(&server.post(&body).await.text().await.unwrap());
         logged += events.len();
     }

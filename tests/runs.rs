@@ -150,7 +150,8 @@ fn types(log: &[Value]) -> Vec<&str> {
 async fn a_bare_agent_is_a_whole_run_and_its_thread_goes_on() {
     // No AG-UI layer anywhere: the engine opens and closes the run itself.
     let runs = Runs::new(Agent::new(ScriptedModel::new(), ToolRouter::new()));
-    let first = runs.begin(input("bare", 3)).await.unwrap();
+    let asked = input("bare", 3);
+    let first = runs.begin(asked.clone()).await.unwrap();
     let log = events(&runs, &first).await;
     assert_eq!(
         types(&log),
@@ -179,7 +180,8 @@ async fn a_bare_agent_is_a_whole_run_and_its_thread_goes_on() {
     next.thread_id = "t-bare".into();
     let answer = serde_json::from_value(log[1]["messages"][1].clone()).unwrap();
     let again = agent_tower::agui::input::Message::from_domain(&Message::user("again")).unwrap();
-    next.messages = vec![next.messages[0].clone(), answer, again];
+    // The client's conversation: its first message as it sent it, the answer, its next.
+    next.messages = vec![asked.messages[0].clone(), answer, again];
     let second = runs.begin(next).await.unwrap();
     let log = events(&runs, &second).await;
     assert_eq!(log[0]["input"]["messages"][0]["content"], "again");

@@ -202,12 +202,14 @@ async fn a_run_whose_client_left_waits_for_a_rejoin_then_is_cancelled() {
     let grace = Duration::from_secs(30);
     let hang = vec![MockItem::text("waiting"), MockItem::Pending];
     let (router, mut runs) = mocked_with(hang, BusyThread::Reject, |s| s.rejoin_grace(grace));
-    // The page starts the run, reads its first event, and goes away (it reloads).
-    let started = router
-        .clone()
-        .oneshot(post_json(&input("t", "left")))
-        .await
-        .unwrap();
+    // The page starts the run saying it re-joins its runs, reads its first event, and goes away
+    // (it reloads).
+    let mut request = post_json(&input("t", "left"));
+    request
+        .headers_mut()
+        .insert("prefer", "wait=10, rejoin".parse().unwrap());
+    let started = router.clone().oneshot(request).await.unwrap();
+    assert_eq!(started.headers()["preference-applied"], "rejoin");
     let mut viewer = started.into_body();
     viewer.frame().await.unwrap().unwrap();
     drop(viewer);
@@ -234,6 +236,38 @@ async fn a_run_whose_client_left_waits_for_a_rejoin_then_is_cancelled() {
         left.elapsed(),
         grace,
         "cancelled when the grace ended, not before"
+    );
+}
+
+/// A plain AG-UI client's Stop closes its connection: with the same grace configured, its run is
+/// cancelled at once, and the thread takes the next message.
+#[tokio::test(start_paused = true)]
+async fn a_plain_clients_run_is_cancelled_when_it_goes_away() {
+    let grace = Duration::from_secs(30);
+    let hang = vec![MockItem::text("waiting"), MockItem::Pending];
+    let (router, mut runs) = mocked_with(hang, BusyThread::Reject, |s| s.rejoin_grace(grace));
+    let started = router
+        .clone()
+        .oneshot(post_json(&input("t", "stopped")))
+        .await
+        .unwrap();
+    assert!(!started.headers().contains_key("preference-applied"));
+    let mut viewer = started.into_body();
+    viewer.frame().await.unwrap().unwrap();
+    let left = tokio::time::Instant::now();
+    drop(viewer);
+    let summary = runs.recv().await.unwrap();
+    assert_eq!(summary.end, Ended::Disconnected);
+    assert_eq!(left.elapsed(), Duration::ZERO, "cancelled at once");
+    let next = router
+        .clone()
+        .oneshot(post_json(&input("t", "next")))
+        .await
+        .unwrap();
+    assert_eq!(
+        next.status(),
+        StatusCode::OK,
+        "the next message is answered"
     );
 }
 
@@ -878,4 +912,36 @@ async fn resuming_a_thread_without_answers_or_interrupts_creates_nothing() {
         StatusCode::NOT_FOUND,
         "no thread was created"
     );
+}
+
+/// Two tabs on one thread, through the official client: the stale tab's message is refused with
+/// the thread's conversation, which the client shows in place of its own; sent again, it goes
+/// after the other tab's turn. No turn is lost.
+#[tokio::test]
+async fn a_stale_tab_never_erases_a_turn_and_is_shown_the_thread() {
+    let (router, _runs) = scripted(|s| s);
+    let addr = listen(router).await;
+    let seen: Value =
+        serde_json::from_str(&node("agui-stale-tab.mjs", &[&format!("http://{addr}")], None).await)
+            .unwrap();
+    assert_eq!(seen["error"]["code"], "thread_conflict", "{seen}");
+    let turns = |words: &[&str]| -> Value {
+        words
+            .iter()
+            .flat_map(|w| {
+                [
+                    json!(["user", w]),
+                    json!(["assistant", format!("You said: {w}")]),
+                ]
+            })
+            .collect()
+    };
+    assert_eq!(
+        seen["refreshed"],
+        turns(&["one", "two"]),
+        "the thread, shown"
+    );
+    assert_eq!(seen["again"], Value::Null, "sent again, answered");
+    assert_eq!(seen["shown"], turns(&["one", "two", "three"]));
+    assert_eq!(seen["stored"], seen["shown"], "kept as shown");
 }

@@ -10,6 +10,13 @@
 // (`/api/copilotkit`), as CopilotKit apps do; when agent-tower asks for a token
 // (`--auth-token-env`), this server holds it (`AGENT_TOKEN`), never the page.
 //
+// Only this server's own pages may use the runtime: a page on another site can send a `text/plain`
+// POST anywhere without asking first, and the runtime would forward it to the agent; such
+// requests (`Sec-Fetch-Site` or `Origin` naming another site) are refused with 403. The page is
+// served with a Content-Security-Policy that lets it load nothing from elsewhere: an image in a
+// model's answer (Markdown `![](https://…)`) is not fetched, so it cannot carry the conversation
+// away.
+//
 // With many users, this server is a trusted front (agent-tower's `--front-token-env`): it holds
 // the front token (`AGENT_FRONT_TOKEN`), authenticates its own users, and names the one each
 // request acts for in `X-Agent-Tower-User`; agent-tower then keeps each user's threads apart. The
@@ -66,6 +73,33 @@ const copilotkit = createCopilotNodeListener({
   activateChannels: false,
 });
 
+/**
+ * Whether `req` comes from this server's own pages (or from no browser at all: a request
+ * without `Sec-Fetch-Site` nor `Origin`, such as curl's).
+ */
+function fromOwnPage(req) {
+  const site = req.headers["sec-fetch-site"];
+  if (site !== undefined) return site === "same-origin";
+  const origin = req.headers.origin;
+  if (origin === undefined) return true;
+  try {
+    return new URL(origin).host === req.headers.host;
+  } catch {
+    return false;
+  }
+}
+
+/** What the page may load: its own files, and nothing from elsewhere. */
+const contentSecurityPolicy = [
+  "default-src 'self'",
+  "img-src 'self' data:",
+  "style-src 'self' 'unsafe-inline'",
+  "connect-src 'self'",
+  "base-uri 'none'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+].join("; ");
+
 const types = { ".html": "text/html", ".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml" };
 
 const server = createServer(async (req, res) => {
@@ -77,6 +111,7 @@ const server = createServer(async (req, res) => {
     return void res.writeHead(303, { location: "/", "set-cookie": cookie }).end();
   }
   if (req.url.startsWith("/api/copilotkit")) {
+    if (!fromOwnPage(req)) return void res.writeHead(403).end("only this site's pages may use the runtime");
     if (front && !signedIn(req.headers.cookie)) return void res.writeHead(401).end("sign in first");
     return copilotkit(req, res);
   }
@@ -85,7 +120,13 @@ const server = createServer(async (req, res) => {
   if (!file.startsWith(dist)) return void res.writeHead(404).end();
   try {
     const body = await readFile(file);
-    res.writeHead(200, { "content-type": types[extname(file)] ?? "application/octet-stream" }).end(body);
+    res
+      .writeHead(200, {
+        "content-type": types[extname(file)] ?? "application/octet-stream",
+        "content-security-policy": contentSecurityPolicy,
+        "x-content-type-options": "nosniff",
+      })
+      .end(body);
   } catch {
     res.writeHead(404).end();
   }

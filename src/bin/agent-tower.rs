@@ -78,6 +78,10 @@ enum LogFormat {
 
 /// The log filter when `RUST_LOG` is not set: this program at INFO, its dependencies' chatter
 /// (MCP handshakes, SQL statements, HTTP internals) only when it is a warning.
+/// How long the responses still open once runs are handed over have to end (each has been told
+/// to), when the drain took all its time.
+const RESPONSES_END: Duration = Duration::from_secs(1);
+
 const DEFAULT_LOG_FILTER: &str =
     "info,rmcp=warn,sqlx=warn,hyper=warn,reqwest=warn,tower_http=warn,agent_tower::trace=off";
 
@@ -253,7 +257,8 @@ struct Serve {
     #[arg(help_heading = "Serving", long, value_enum, default_value_t = DisconnectChoice::Cancel)]
     on_disconnect: DisconnectChoice,
     /// How long a run whose client disconnected waits to be re-joined (a reloaded page) before
-    /// it is cancelled, at most 1h; 0s cancels at once.
+    /// it is cancelled, when that client said it re-joins (`Prefer: rejoin`; a plain client's
+    /// run is cancelled at once), at most 1h; 0s cancels at once.
     #[arg(help_heading = "Serving", long, default_value = "30s", value_parser = parse_rejoin_grace, value_name = "DURATION")]
     rejoin_grace: Duration,
     /// What happens to a second run on a thread that already has an active one.
@@ -1767,7 +1772,13 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         }
     }
     runs.cancel();
-    if tokio::time::timeout_at(deadline, serving).await.is_err() {
+    // Every response has been told to end (its run ended, or goes on elsewhere): they end at an
+    // event boundary, given a moment to be written even when the drain took all its time.
+    let responses_end = deadline.max(tokio::time::Instant::now() + RESPONSES_END);
+    if tokio::time::timeout_at(responses_end, serving)
+        .await
+        .is_err()
+    {
         tracing::warn!(
             drain_timeout = %humantime::format_duration(drain),
             "responses still open after the drain timeout: exiting"

@@ -22,11 +22,12 @@ use crate::{
     BoxError,
     agui::{
         AguiOptions, Event, RunAgentInput,
-        event::{BaseEvent, RunError},
+        event::{BaseEvent, MessagesSnapshot, RunError},
         framing::{Framing, invalid_options},
     },
     context::Principal,
     id::{RunId, ThreadId},
+    message::Message,
     run::{RunOutcome, RunRequest, RunService, StopReason},
     tool::CutOff,
     transport::{Channel, ChannelReceiver, OnDisconnect},
@@ -37,6 +38,15 @@ const MAX_BATCH_EVENTS: usize = 4096;
 
 /// The most bytes of events one write carries (past it, the one event that crossed it).
 const MAX_BATCH_BYTES: usize = 1024 * 1024;
+
+/// The code of a run refused because its request lacks turns of the thread.
+const THREAD_CONFLICT: &str = "thread_conflict";
+
+/// What a run resolves to: the agent's answer, or its panic.
+type Resolving = BoxFuture<
+    'static,
+    Result<Result<RunOutcome, BoxError>, Box<dyn std::any::Any + Send + 'static>>,
+>;
 
 /// The events gathered for the run's next write. While one write is in flight the next batch
 /// gathers what the agent sends meanwhile, up to its bounds; then the agent waits. A long answer
@@ -312,8 +322,8 @@ where
         let (mut run, framing) = {
             let request =
                 run_request(&*self.inner.log, &self.launch.input, self.launch.continues).await;
-            let mut req = match request {
-                Ok(req) => req,
+            let (mut req, stale) = match request {
+                Ok(asked) => (asked.request, asked.stale),
                 Err(error) => return self.abandon(error),
             };
             if let Some(attach) = &self.launch.attach {
@@ -334,10 +344,15 @@ where
                     } else {
                         self.opening = Some(framing.opening(&req).collect());
                     }
-                    let agent = self.inner.agent.clone();
-                    let run = AssertUnwindSafe(agent.oneshot(req).map_err(Into::into))
-                        .catch_unwind()
-                        .boxed();
+                    let run = match stale {
+                        Some(conversation) => self.refuse_stale(&mut batch, conversation),
+                        None => {
+                            let agent = self.inner.agent.clone();
+                            AssertUnwindSafe(agent.oneshot(req).map_err(Into::into))
+                                .catch_unwind()
+                                .boxed()
+                        }
+                    };
                     (Some(run), Some(framing))
                 }
                 Err(error) => {
@@ -486,6 +501,32 @@ where
         req.run.extensions.insert(CutOff(Arc::new(cut)));
         // The run started long ago: the agent's own `RUN_STARTED` is not logged again.
         self.opening = None;
+    }
+
+    /// Refuses a run whose request lacks turns of the thread's `conversation` (a client's stale
+    /// copy): its opening, the thread's conversation for the client to refresh from, and a
+    /// `RUN_ERROR` `thread_conflict`; the thread is not changed. What the run resolves to.
+    fn refuse_stale(&mut self, batch: &mut Batch, conversation: Vec<Message>) -> Resolving {
+        for event in self.opening.take().into_iter().flatten() {
+            self.take(batch, event);
+        }
+        let messages = conversation
+            .iter()
+            .filter_map(crate::agui::input::Message::from_domain)
+            .collect();
+        self.take(
+            batch,
+            Event::from(MessagesSnapshot {
+                messages,
+                base: BaseEvent::default(),
+            }),
+        );
+        let why = "the thread has turns this request does not carry (another client continued \
+                   it): the run was not started; the client's conversation is the thread's \
+                   again, send the message again";
+        self.take(batch, run_error(THREAD_CONFLICT, why.to_owned()));
+        let refused: BoxError = crate::run::InvalidRequest::new(why).into();
+        futures_util::future::ready(Ok(Err(refused))).boxed()
     }
 
     /// Takes one event of the agent into the batch, unless it would take the run past its

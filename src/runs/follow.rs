@@ -11,6 +11,7 @@ use std::{
 
 use futures_core::Stream;
 use futures_util::{FutureExt, future::BoxFuture};
+use tokio_util::sync::CancellationToken;
 
 use super::{
     Hub, LoggedEvent, RunLog, RunObserver, RunStatus,
@@ -31,6 +32,12 @@ const PAGE: usize = 512;
 /// The `RUN_ERROR` code a follower ends with when the run's log cannot be read or written.
 pub const STORE_UNAVAILABLE: &str = "store_unavailable";
 
+/// The name of the `CUSTOM` event a follower ends with when its instance stops while the run
+/// goes on (handed over to another instance, or driven by one): not the run's end. Its value
+/// says where to re-join it: `{"runId", "lastEventId"}`, the `Last-Event-ID` of the last event
+/// this follower yielded, for `GET /runs/{runId}/events` on any instance.
+pub const REJOIN: &str = "agent_tower.rejoin";
+
 /// The events of one run after a sequence number, then the events logged later, until the run
 /// has ended and its log is read to the end (at once for an unknown run). Made by
 /// [`Runs::follow`](super::Runs::follow).
@@ -43,6 +50,11 @@ pub const STORE_UNAVAILABLE: &str = "store_unavailable";
 /// follower ends with a `RUN_ERROR` of its own (code `store_unavailable`, sequence number 0: it
 /// is not in the log). So does the follower of a run whose instance is gone and that no instance
 /// could end in the log (the log takes no writes): once the run has been lost for two leases.
+///
+/// When its instance stops while the run goes on elsewhere (the engine [handed its runs
+/// over](super::Runs::hand_over)), it ends at once after what it has read, with a [`REJOIN`]
+/// event (sequence number 0) instead of a terminal one: a response following it ends cleanly,
+/// and its client re-joins the run on another instance.
 pub struct Follow {
     log: Arc<dyn RunLog>,
     topic: Arc<Topic>,
@@ -62,6 +74,8 @@ pub struct Follow {
     observer: Arc<dyn RunObserver>,
     /// The engine's lease: a run lost for twice as long is given up.
     lease: Duration,
+    /// Fired when this instance stops following runs (they go on elsewhere).
+    stopping: CancellationToken,
 }
 
 /// What one step of following found.
@@ -69,6 +83,8 @@ enum Step {
     Events(Vec<LoggedEvent>),
     End,
     Failed(String),
+    /// This instance stops; the run goes on elsewhere.
+    Elsewhere,
 }
 
 impl Follow {
@@ -94,7 +110,15 @@ impl Follow {
             on_drop: None,
             observer,
             lease: Duration::from_secs(30),
+            stopping: CancellationToken::new(),
         }
+    }
+
+    /// Ends this follower (with a [`REJOIN`] event) once `stopping` fires: its instance stops
+    /// and the run goes on elsewhere.
+    pub(crate) fn until(mut self, stopping: CancellationToken) -> Self {
+        self.stopping = stopping;
+        self
     }
 
     /// How long a run's owner may be silent (the engine's lease): a run lost for twice as long,
@@ -202,7 +226,7 @@ async fn step(
     topic: Arc<Topic>,
     run: RunId,
     after: u64,
-    lease: Duration,
+    (lease, stopping): (Duration, CancellationToken),
 ) -> Step {
     let mut lost_since: Option<tokio::time::Instant> = None;
     loop {
@@ -213,8 +237,12 @@ async fn step(
         match topic.read(after, PAGE) {
             TailRead::Events(events) if !events.is_empty() => return Step::Events(events),
             TailRead::Events(_) | TailRead::Log => {}
+            TailRead::Wait if stopping.is_cancelled() => return Step::Elsewhere,
             TailRead::Wait => {
-                woken.await;
+                tokio::select! {
+                    () = woken => {}
+                    () = stopping.cancelled() => {}
+                }
                 continue;
             }
             TailRead::Ended => return Step::End,
@@ -230,9 +258,11 @@ async fn step(
                 }
                 // Ended with events committed after our read: read them.
             }
+            Ok(Some(_)) if stopping.is_cancelled() => return Step::Elsewhere,
             Ok(Some(_)) => {
                 tokio::select! {
                     () = woken.as_mut() => {}
+                    () = stopping.cancelled() => {}
                     () = tokio::time::sleep(lease / 3) => {
                         match log.lost().await {
                             Ok(lost) if lost.iter().any(|l| l.record.run_id == run) => {
@@ -252,6 +282,23 @@ async fn step(
             }
         }
     }
+}
+
+/// The event a follower ends with when its instance stops while the run goes on: where to
+/// re-join it.
+fn elsewhere(run: &RunId, after: u64) -> LoggedEvent {
+    LoggedEvent::new(
+        0,
+        Event::from(crate::agui::event::Custom {
+            name: REJOIN.to_owned(),
+            value: serde_json::json!({
+                "runId": run,
+                "lastEventId": format!("{run}:{after}"),
+            }),
+            subagent_run_id: None,
+            base: BaseEvent::default(),
+        }),
+    )
 }
 
 /// The `RUN_ERROR` a follower ends with when the run's log fails.
@@ -299,7 +346,7 @@ impl Stream for Follow {
                     this.topic.clone(),
                     this.run_id.clone(),
                     this.after,
-                    this.lease,
+                    (this.lease, this.stopping.clone()),
                 )
                 .boxed()
             });
@@ -311,6 +358,14 @@ impl Stream for Follow {
                 Step::Failed(why) => {
                     this.buffered.push_back(unavailable(&this.run_id, &why));
                     this.end();
+                }
+                Step::Elsewhere => {
+                    // Not the run's end, but this follower's: its viewer's leaving is no reason
+                    // to cancel the run.
+                    let held = this.held.take();
+                    let at = held.as_ref().map_or(this.after, |held| held.seq - 1);
+                    this.buffered.push_back(elsewhere(&this.run_id, at));
+                    this.done = true;
                 }
             }
         }

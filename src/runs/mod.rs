@@ -134,7 +134,7 @@ pub use self::{
     begin::{Attach, BeginError, Begun, ResumeError, Resumed},
     driver::{Ended, RunSummary},
     error::{LogError, StartError},
-    follow::{Follow, STORE_UNAVAILABLE},
+    follow::{Follow, REJOIN, STORE_UNAVAILABLE},
     log::{Changed, DurableLog, Interrupts, OnChange, RunLog},
     memory::MemoryLog,
     observe::{Logged, RunObserver},
@@ -332,8 +332,10 @@ impl<A> Runs<A> {
     /// on for up to `within`, then, on a [durable](RunLog::durable) log, hands those still
     /// running over instead of ending them: their drivers stop without an end and the log
     /// [releases](DurableLog::release) them, for another instance (or this one, restarted) to
-    /// continue at once. On a log that ends with this process, they are cancelled at once (each
-    /// gets its terminal event). The number of runs handed over.
+    /// continue at once. Every follower here of a run that goes on elsewhere then ends with a
+    /// [`REJOIN`] event, so that responses end cleanly and their clients re-join elsewhere. On a
+    /// log that ends with this process, runs are cancelled at once (each gets its terminal
+    /// event). The number of runs handed over.
     ///
     /// Call it once the server stopped taking requests (on SIGTERM), then exit.
     ///
@@ -355,6 +357,8 @@ impl<A> Runs<A> {
             .await
             .is_ok()
         {
+            // Followers of runs other instances drive end here: their clients re-join there.
+            inner.handing_over.cancel();
             return Ok(0);
         }
         let left = inner.hub.driven();
@@ -472,6 +476,7 @@ impl<A> Runs<A> {
             after,
         )
         .patience(inner.config.lease)
+        .until(inner.handing_over.clone())
     }
 
     /// The wake-up of `thread`: it fires when one of its runs starts, here or on another instance.

@@ -3,7 +3,7 @@
 use serde_json::{Value, json};
 
 use super::{InterruptStatus, Interrupts, LogError, RunLog};
-use crate::{agui::RunAgentInput, run::RunRequest};
+use crate::{agui::RunAgentInput, message::Message, run::RunRequest};
 
 /// What a run keeps of its request ([`RunRecord::request`](super::RunRecord::request)): all
 /// but the conversation (the thread's is used) and the answers (the interrupts' are used).
@@ -27,20 +27,37 @@ pub(super) fn stored(input: &RunAgentInput, continues: bool) -> Value {
     }
 }
 
+/// What a run is asked, and whether its client's copy of the thread is stale.
+pub(super) struct Asked {
+    /// The request the agent gets.
+    pub(super) request: RunRequest,
+    /// The thread's conversation, when the request would erase a turn of it (see [`stale`]): the
+    /// run is then refused with it, and the agent is not asked.
+    pub(super) stale: Option<Vec<Message>>,
+}
+
 /// The run `input` asks for, continuing the thread's stored conversation when it applies
 /// decisions: each decision (read back from the interrupts it resolved) bound to the very call
-/// it was asked about.
+/// it was asked about. A run that does not continue the stored conversation must extend it (see
+/// [`stale`]). Read while the run holds its thread: no other run changes the conversation.
 pub(super) async fn run_request(
     log: &dyn RunLog,
     input: &RunAgentInput,
     continues: bool,
-) -> Result<RunRequest, LogError> {
+) -> Result<Asked, LogError> {
     let mut req = input.to_run_request();
+    let thread = log.thread(&input.thread_id).await?;
     if !continues {
-        return Ok(req);
+        let stale = thread
+            .map(|thread| thread.messages)
+            .filter(|stored| stale(stored, &req.messages));
+        return Ok(Asked {
+            request: req,
+            stale,
+        });
     }
     // A resume continues the stored conversation, never the client's copy of it.
-    if let Some(thread) = log.thread(&input.thread_id).await? {
+    if let Some(thread) = thread {
         req.messages = thread.messages;
         req.state = thread.state.or(req.state);
     }
@@ -59,7 +76,25 @@ pub(super) async fn run_request(
     req.run
         .extensions
         .insert(crate::permission::Resolutions::new(by_call));
-    Ok(req)
+    Ok(Asked {
+        request: req,
+        stale: None,
+    })
+}
+
+/// Whether a run of `asked` would erase a turn of the `stored` conversation: the thread's user
+/// messages are not all in it, in their order (a client holding a stale copy of the thread: a
+/// second tab, another device). Only the user's turns are compared: they are the client's own
+/// (their ids are its), where a client may leave out what the server added (reasoning, say).
+pub(super) fn stale(stored: &[Message], asked: &[Message]) -> bool {
+    let user = |message: &&Message| matches!(message, Message::User { .. });
+    let mut asked = asked.iter().filter(user).map(Message::id);
+    // Each stored user message, in order, among those asked (a subsequence: the request may
+    // add turns after them, never lack one).
+    !stored
+        .iter()
+        .filter(user)
+        .all(|turn| asked.any(|id| id == turn.id()))
 }
 
 /// Decisions bound to the call they were asked about.
@@ -103,5 +138,42 @@ mod bound {
             ),
             other => other,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stale;
+    use crate::message::Message;
+
+    fn user(id: &str) -> Message {
+        let mut message = Message::user(id);
+        if let Message::User { id: own, .. } = &mut message {
+            *own = id.into();
+        }
+        message
+    }
+
+    #[test]
+    fn a_request_must_carry_every_user_turn_of_the_thread_in_order() {
+        let (u1, u2, u3) = (user("u1"), user("u2"), user("u3"));
+        let answer = Message::assistant("a1".into(), "one");
+        let stored = [
+            u1.clone(),
+            answer.clone(),
+            u2.clone(),
+            Message::assistant("a2".into(), "two"),
+        ];
+        // The thread, and a new turn after it; what the server added may be left out.
+        assert!(!stale(
+            &stored,
+            &[u1.clone(), answer.clone(), u2.clone(), u3.clone()]
+        ));
+        assert!(!stale(&stored, &[u1.clone(), u2.clone(), u3.clone()]));
+        assert!(!stale(&[], std::slice::from_ref(&u3)));
+        // A stale copy (turn two missing), turns reordered, or only the last message.
+        assert!(stale(&stored, &[u1.clone(), answer, u3.clone()]));
+        assert!(stale(&stored, &[u2.clone(), u1.clone(), u3.clone()]));
+        assert!(stale(&stored, &[u3]));
     }
 }

@@ -164,7 +164,10 @@ where
             .await?
             .is_empty();
         // What the run was asked before its own steps: the conversation the bridge shows.
-        let asked = run_request(&*self.log, &input, continues).await?.messages;
+        let asked = run_request(&*self.log, &input, continues)
+            .await?
+            .request
+            .messages;
         let bridge: Vec<LoggedEvent> = progress
             .bridge(attempt, &asked)
             .iter()

@@ -5,10 +5,10 @@
 //! With no run in flight: `RUN_STARTED`, `MESSAGES_SNAPSHOT`, `STATE_SNAPSHOT` (when the
 //! thread has a state) and `RUN_FINISHED` under the id of the thread's last run, whose outcome
 //! is `interrupt` with the interrupts still pending (as the run that stopped at them sent them),
-//! else `success`. With a run in flight: that run's logged events from its start, with a
-//! `MESSAGES_SNAPSHOT` after its `RUN_STARTED` (the thread's conversation and what the run
-//! answers, from the `RUN_STARTED`'s input), following it to its end. Events that are not in
-//! the log carry no SSE id.
+//! else `success`. With a run in flight: that run's logged events from its start, following it
+//! to its end; its `RUN_STARTED`'s input and a `MESSAGES_SNAPSHOT` after it carry the whole
+//! conversation in order (the thread's, then what the run answers). Events that are not in the
+//! log carry no SSE id.
 
 use std::{
     collections::{HashMap, HashSet, VecDeque},
@@ -22,10 +22,10 @@ use crate::{
     agui::{
         Event,
         event::{BaseEvent, MessagesSnapshot, RunFinished, RunFinishedOutcome, RunStarted},
-        input::Message,
+        input::{Message, RunAgentInput},
     },
     id::{InterruptId, RunId, ThreadId},
-    runs::{Follow, LoggedEvent, RunRecord, ThreadRecord},
+    runs::{Follow, LoggedEvent, REJOIN, RunRecord, ThreadRecord},
 };
 
 /// The events of a thread with no run in flight; `last_end` is the terminal event its last run
@@ -160,9 +160,13 @@ impl<A> Shown<A>
 where
     A: crate::run::RunService,
 {
-    /// Notes a follower's own end (its log failed: a terminal event not in the log).
+    /// Notes a follower's own end (its log failed: a terminal event not in the log; or this
+    /// instance stops: the run goes on elsewhere), which ends the stream: the client connects
+    /// again.
     fn seen(&mut self, event: LoggedEvent) -> LoggedEvent {
-        self.failed |= event.seq == 0 && event.is_terminal();
+        self.failed |= event.seq == 0
+            && (event.is_terminal()
+                || matches!(event.event(), Ok(Event::Custom(notice)) if notice.name == REJOIN));
         event
     }
 
@@ -265,23 +269,35 @@ impl Stream for Joined {
             return Poll::Ready(Some(queued));
         }
         let event = futures_core::ready!(Pin::new(&mut this.follow).poll_next(cx));
-        if let (Some(event), Some(mut messages)) = (&event, this.conversation.take()) {
-            // The run's first event: what it answers joins the conversation.
-            if let Ok(Event::RunStarted(started)) = event.event() {
-                let known: HashSet<_> = messages.iter().map(|m| m.id().clone()).collect();
-                let answered = started
-                    .input
-                    .map(|input| input.messages)
-                    .unwrap_or_default();
-                messages.extend(
-                    answered
-                        .into_iter()
-                        .filter(|message| !known.contains(message.id())),
-                );
-            }
+        let Some(event) = event else {
+            return Poll::Ready(None);
+        };
+        let Some(mut messages) = this.conversation.take() else {
+            return Poll::Ready(Some(event));
+        };
+        let Ok(Event::RunStarted(mut started)) = event.event() else {
             this.queued = Some(snapshot(messages));
-        }
-        Poll::Ready(event)
+            return Poll::Ready(Some(event));
+        };
+        // The run's first event: what it answers joins the conversation, after it. The client
+        // adds a `RUN_STARTED`'s input messages it does not hold, in their order, and a snapshot
+        // keeps the order of those it holds: so the input carries the whole conversation, in
+        // order, lest a client that holds nothing put the run's question before its history.
+        let known: HashSet<_> = messages.iter().map(|m| m.id().clone()).collect();
+        let mut input = started.input.take().unwrap_or_else(|| {
+            let (thread, run) = (started.thread_id.clone(), started.run_id.clone());
+            Box::new(RunAgentInput::new(thread, run, Vec::new()))
+        });
+        let answered = std::mem::take(&mut input.messages);
+        messages.extend(
+            answered
+                .into_iter()
+                .filter(|message| !known.contains(message.id())),
+        );
+        input.messages = messages.clone();
+        started.input = Some(input);
+        this.queued = Some(snapshot(messages));
+        Poll::Ready(Some(LoggedEvent::new(event.seq, Event::from(started))))
     }
 }
 

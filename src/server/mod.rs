@@ -51,17 +51,21 @@
 //! has an active run → 409 `thread_busy` (or the run waits, with [`BusyThread::Queue`]), a run id
 //! a different request used → 409 `run_exists`, a log that cannot take the run → 503
 //! `store_unavailable`. A refusal of the run's own (its `resume[]`) is a `200` whose stream is
-//! `RUN_STARTED` and a `RUN_ERROR` with the code.
+//! `RUN_STARTED` and a `RUN_ERROR` with the code; so is a run whose messages lack user turns the
+//! thread holds (`thread_conflict`, after a `MESSAGES_SNAPSHOT` of the thread: a client's stale
+//! copy never erases them).
 //!
 //! # Disconnects
 //!
 //! Runs are driven by a task of their own and the response follows the log. When the client that
-//! started a run goes away (a quiet run's disconnect is noticed at the next keep-alive), the run
-//! goes on for a grace period ([`AguiServer::rejoin_grace`], 30 s by default), so that a
-//! reloaded page can re-join it with `GET /runs/{id}/events` and `Last-Event-ID`; once nobody
-//! has followed it for that long, on any instance, it is cancelled ([`OnDisconnect::Cancel`], the
-//! default). With [`OnDisconnect::Continue`] it always goes on. Stop a run at once with `POST
-//! /runs/{id}/cancel`.
+//! started a run goes away (a quiet run's disconnect is noticed at the next keep-alive), that is
+//! its Stop: the run is cancelled ([`OnDisconnect::Cancel`], the default), as a plain AG-UI
+//! client's Stop only closes the connection. A client that can re-join a run says so when it
+//! starts it, with the header `Prefer: rejoin` (RFC 7240; answered with `Preference-Applied:
+//! rejoin`): its run goes on for a grace period ([`AguiServer::rejoin_grace`], 30 s by default),
+//! so that its reloaded page can re-join it with `GET /runs/{id}/events` and `Last-Event-ID`;
+//! once nobody has followed it for that long, on any instance, it is cancelled. Such a client
+//! stops a run with `POST /runs/{id}/cancel`. With [`OnDisconnect::Continue`] every run goes on.
 //!
 //! # The agent
 //!
@@ -318,8 +322,9 @@ where
 
     /// How long a run whose client went away waits for somebody to follow it again (a reloaded
     /// page re-joining it, on this instance or another) before it is cancelled (default 30 s;
-    /// zero: at once). Stop a run at once with `POST /runs/{id}/cancel`. Only with
-    /// [`OnDisconnect::Cancel`].
+    /// zero: at once), when that client said it can re-join (`Prefer: rejoin`; the run of a
+    /// client that did not is cancelled at once: going away is its Stop). Stop a run at once
+    /// with `POST /runs/{id}/cancel`. Only with [`OnDisconnect::Cancel`].
     pub fn rejoin_grace(mut self, grace: Duration) -> Self {
         self.config.rejoin_grace = grace;
         self
@@ -650,7 +655,9 @@ fn cors(origins: &[HeaderValue]) -> Option<tower_http::cors::CorsLayer> {
                 header::ACCEPT,
                 header::AUTHORIZATION,
                 axum::http::HeaderName::from_static("last-event-id"),
+                PREFER,
             ])
+            .expose_headers([PREFERENCE_APPLIED])
             .allow_credentials(false)
     })
 }
@@ -695,11 +702,14 @@ where
         parse_input(body, self.config.max_messages)
     }
 
-    /// Takes `input` through the engine; what to follow, and from where, or why not.
+    /// Takes `input` through the engine; what to follow, and from where, or why not. The run of
+    /// a client that can re-join it waits the re-join grace when that client goes away; any
+    /// other is cancelled at once.
     pub(crate) async fn begin(
         &self,
         principal: Option<Principal>,
         input: RunAgentInput,
+        rejoin: Rejoin,
     ) -> Result<crate::runs::Follow, Rejection> {
         let begun = self
             .runs
@@ -709,12 +719,60 @@ where
         let follow = self.runs.follow(begun.run_id().clone(), begun.from());
         Ok(match begun {
             Begun::Started { .. } => {
-                follow.viewer(self.config.on_disconnect, self.config.rejoin_grace)
+                let grace = match rejoin {
+                    Rejoin::Can => self.config.rejoin_grace,
+                    Rejoin::Cannot => Duration::ZERO,
+                };
+                follow.viewer(self.config.on_disconnect, grace)
             }
             _ => follow,
         })
     }
 }
+
+/// Whether the client that starts a run can re-join it after it went away (a reloaded page),
+/// as it says with `Prefer: rejoin` (RFC 7240): then the run waits for it; otherwise going away
+/// is the client's Stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Rejoin {
+    /// The client asked for `rejoin`.
+    Can,
+    /// A plain client.
+    Cannot,
+}
+
+impl Rejoin {
+    /// The preference token.
+    const TOKEN: &str = "rejoin";
+
+    /// What the `Prefer` headers of a request say (a preference is a token, maybe with
+    /// parameters after `;`, in a comma-separated list).
+    pub(crate) fn asked(headers: &axum::http::HeaderMap) -> Self {
+        let asked = headers
+            .get_all(PREFER)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .flat_map(|value| value.split(','))
+            .filter_map(|preference| preference.split(';').next())
+            .any(|token| token.trim().eq_ignore_ascii_case(Self::TOKEN));
+        if asked { Self::Can } else { Self::Cannot }
+    }
+
+    /// Says in `response` that the preference was applied (`Preference-Applied: rejoin`).
+    fn applied(self, response: &mut Response) {
+        if self == Self::Can {
+            response
+                .headers_mut()
+                .insert(PREFERENCE_APPLIED, HeaderValue::from_static(Self::TOKEN));
+        }
+    }
+}
+
+/// RFC 7240's request header.
+const PREFER: axum::http::HeaderName = axum::http::HeaderName::from_static("prefer");
+/// RFC 7240's response header.
+const PREFERENCE_APPLIED: axum::http::HeaderName =
+    axum::http::HeaderName::from_static("preference-applied");
 
 /// The HTTP answer to a request the engine took no run for.
 pub(crate) fn begin_rejection(error: BeginError) -> Rejection {
@@ -839,10 +897,14 @@ where
     let headers = request.headers();
     require_json(headers)?;
     let format = Format::negotiate(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
+    let rejoin = Rejoin::asked(headers);
     let principal = request.extensions().get::<Principal>().cloned();
     let body = server.read_body(request.into_body()).await?;
-    let events = server.begin(principal, server.parse_input(&body)?).await?;
-    Ok(respond::events(events, format, server.config.keep_alive))
+    let input = server.parse_input(&body)?;
+    let events = server.begin(principal, input, rejoin).await?;
+    let mut response = respond::events(events, format, server.config.keep_alive);
+    rejoin.applied(&mut response);
+    Ok(response)
 }
 
 /// `415 unsupported_media_type` unless the body is declared `application/json` (a page may send

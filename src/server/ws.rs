@@ -12,7 +12,7 @@
 //! input the server refuses before any run (malformed, invalid, busy thread, taken run id) is
 //! answered with a single `RUN_ERROR` frame whose `code` says why; the socket stays open. A socket
 //! that closes applies the server's disconnect policy to the active run, as a dropped HTTP
-//! response does.
+//! response does: it is that run's Stop, unless the upgrade request said `Prefer: rejoin`.
 
 use std::{collections::VecDeque, sync::Arc};
 
@@ -26,7 +26,7 @@ use axum::{
 };
 use futures_util::{SinkExt, StreamExt};
 
-use super::{Rejection, Server};
+use super::{Rejection, Rejoin, Server};
 use crate::{
     agui::{
         Event,
@@ -42,15 +42,19 @@ const MAX_WAITING: usize = 8;
 pub(crate) async fn upgrade<A>(
     State(server): State<Arc<Server<A>>>,
     principal: Option<Extension<Principal>>,
+    headers: axum::http::HeaderMap,
     upgrade: WebSocketUpgrade,
 ) -> Response
 where
     A: RunService,
 {
     let principal = principal.map(|Extension(principal)| principal);
-    upgrade
+    let rejoin = Rejoin::asked(&headers);
+    let mut response = upgrade
         .max_message_size(server.config.body_limit)
-        .on_upgrade(move |socket| session(server, principal, socket))
+        .on_upgrade(move |socket| session(server, principal, rejoin, socket));
+    rejoin.applied(&mut response);
+    response
 }
 
 fn is_cancel(text: &str) -> bool {
@@ -99,8 +103,12 @@ async fn next_event(active: &mut Option<Follow>) -> Option<LoggedEvent> {
 }
 
 /// The runs of one socket, all for the principal that opened it.
-async fn session<A>(server: Arc<Server<A>>, principal: Option<Principal>, socket: WebSocket)
-where
+async fn session<A>(
+    server: Arc<Server<A>>,
+    principal: Option<Principal>,
+    rejoin: Rejoin,
+    socket: WebSocket,
+) where
     A: RunService,
 {
     let (mut tx, mut rx) = socket.split();
@@ -114,7 +122,7 @@ where
             && let Some(text) = waiting.pop_front()
         {
             let begun = match server.parse_input(text.as_bytes()) {
-                Ok(input) => server.begin(principal.clone(), input).await,
+                Ok(input) => server.begin(principal.clone(), input, rejoin).await,
                 Err(rejection) => Err(rejection),
             };
             match begun {

@@ -13,6 +13,7 @@
 // screenshot and the page's console are saved under target/browser-artifacts/.
 import assert from "node:assert/strict";
 import { mkdirSync } from "node:fs";
+import { createServer } from "node:http";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
@@ -170,7 +171,12 @@ try {
   await page.getByText("tell me slowly and then some").first().waitFor();
   await page.getByText("You said: hello").first().waitFor();
   assert.equal((await thread()).runs.at(-1).status, "finished", "the run went on through the reload");
-  console.log("ok reloaded mid-run through another runtime: the conversation came back and the answer streamed to its end");
+  const shown = await page.evaluate(() => document.body.innerText);
+  assert.ok(
+    shown.indexOf("You said: hello") < shown.indexOf("tell me slowly and then some"),
+    "the turns before the run come before its question",
+  );
+  console.log("ok reloaded mid-run through another runtime: the conversation came back in order and the answer streamed to its end");
 
   // A reload while an approval waits: the card comes back, and answering it there runs the tool
   // (on a new thread: this one approves `remember` always).
@@ -192,6 +198,36 @@ try {
   assert.equal(seen.state.mood, "bold", "approved from the reloaded page");
   assert.deepEqual(seen.pendingInterrupts, []);
   console.log("ok reloaded while an approval waited: the card came back and its answer ran the tool");
+
+  // A page on another site cannot drive the agent through the runtime, not even with the
+  // `text/plain` POST a browser sends without asking first.
+  for (const headers of [{ "Sec-Fetch-Site": "cross-site" }, { Origin: "http://elsewhere.example" }]) {
+    const forged = await fetch(`${app}/api/copilotkit/agent/default/run`, {
+      method: "POST",
+      headers: { "Content-Type": "text/plain", ...headers },
+      body: JSON.stringify({ threadId: "forged", runId: "forged", messages: [] }),
+    });
+    assert.equal(forged.status, 403, JSON.stringify(headers));
+  }
+  const forgedThread = await fetch(`${agent}/threads/forged`, { headers: { Authorization: `Bearer ${token}` } });
+  assert.equal(forgedThread.status, 404, "no run reached the agent");
+  console.log("ok a cross-site request to the runtime is refused");
+
+  // An image in an answer is not fetched from elsewhere (the page's Content-Security-Policy).
+  let beacons = 0;
+  const beacon = createServer((req, res) => void (beacons++, res.writeHead(200, { "content-type": "image/png" }).end()));
+  await new Promise((resolve) => beacon.listen(0, "127.0.0.1", resolve));
+  const image = `http://127.0.0.1:${beacon.address().port}/seen.png`;
+  assert.match((await fetch(`${app}/`)).headers.get("content-security-policy") ?? "", /img-src 'self' data:/);
+  await page.evaluate(() => {
+    window.blocked = [];
+    document.addEventListener("securitypolicyviolation", (e) => window.blocked.push(e.blockedURI));
+  });
+  await say(`look ![seen](${image})`);
+  await page.waitForFunction((url) => window.blocked.includes(url), image);
+  assert.equal(beacons, 0, "the image was not fetched");
+  beacon.close();
+  console.log("ok an image in an answer is not fetched");
   console.log("copilotkit: passed");
 } catch (error) {
   mkdirSync(artifacts, { recursive: true });

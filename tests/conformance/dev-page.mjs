@@ -52,8 +52,10 @@ const lastAssistant = () => page.locator(".message.assistant").last().evaluate((
 const shownState = async () => JSON.parse(await page.textContent("#state"));
 
 async function chat(screenshot) {
-  await page.goto(`${base}/`);
+  await page.goto(`${base}/`, { waitUntil: "networkidle" });
   assert.equal(await page.title(), "agent-tower");
+  // A new thread asks the server for nothing it cannot have (no 404 in the console).
+  assert.deepEqual(console_.filter((line) => line.startsWith("error")), [], "a clean console");
 
   // A state delta reaching past the document (`__proto__`…) is refused, and pollutes nothing.
   const polluted = await page.evaluate(() => {
@@ -92,6 +94,16 @@ async function chat(screenshot) {
   assert.equal(await card.locator(".result").textContent(), "3");
   assert.match(await lastAssistant(), /returned 3/);
   console.log("ok backend tool");
+
+  // The reasoning of the first turn, shown once, is still the thread's after the next run.
+  assert.equal(await page.locator(".message.reasoning").count(), 1, "the reasoning, once");
+  const threadId = await page.evaluate(() => chat.threadId);
+  const stored = await (await fetch(`${base}/threads/${threadId}`)).json();
+  const reasoning = stored.messages.filter((m) => m.role === "reasoning");
+  assert.equal(reasoning.length, 1, "the thread keeps it");
+  assert.match(reasoning[0].content, /Let me answer briefly/);
+  assert.ok((await page.locator(".message.reasoning").textContent()).includes(reasoning[0].content));
+  console.log("ok reasoning shown once and kept");
 
   // Interrupts: approved, approved with edited arguments, rejected with feedback.
   const interrupted = async (message) => {

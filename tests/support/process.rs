@@ -76,10 +76,15 @@ impl Process {
         }
     }
 
+    /// Its process id, while it runs.
+    pub fn pid(&self) -> u32 {
+        self.child.id().expect("still running")
+    }
+
     /// Sends the signal `name` (`TERM`, `INT`) with `kill(1)`, as an operator or a supervisor
     /// would.
     pub fn signal(&self, name: &str) {
-        let pid = self.child.id().expect("still running").to_string();
+        let pid = self.pid().to_string();
         let sent = std::process::Command::new("kill")
             .args([&format!("-{name}"), &pid])
             .status()
@@ -96,6 +101,11 @@ impl Process {
             .await
             .ok()
             .map(|status| status.unwrap())
+    }
+
+    /// Every line it logged since it listened, so far.
+    pub fn lines(&self) -> Vec<String> {
+        self.logs.0.lock().unwrap().clone()
     }
 
     /// Once it logged a line holding `text` (since it listened); the line.

@@ -3,6 +3,11 @@
 // `AgentTowerAgent` is the official `HttpAgent` with what agent-tower adds to AG-UI:
 // - `connectAgent()` restores a thread (its conversation, its state, the interrupts it waits on)
 //   and re-joins its run in flight, from `GET /threads/{threadId}/events`;
+// - its runs survive a reload: it says it re-joins them (`Prefer: rejoin`), and the server keeps a
+//   run whose connection dropped for its re-join grace (a plain client's is cancelled at once);
+// - its runs survive a deploy: when the server's instance stops while a run goes on elsewhere,
+//   the stream ends with the server's `agent_tower.rejoin` notice, and the agent follows the
+//   rest of the run (`GET /runs/{runId}/events` with `Last-Event-ID`) in the same stream;
 // - `abortRun()` cancels the run on the server (`POST /runs/{runId}/cancel`), whichever
 //   instance drives it, instead of only dropping the connection;
 // - `getCapabilities()` reads `GET /capabilities`.
@@ -10,8 +15,8 @@
 // `AgentTowerRunner` is an agent runner for the CopilotKit runtime that keeps nothing in memory:
 // the server has every thread and run, so a reloaded page, another runtime instance or a
 // restarted one finds them there.
-import { HttpAgent, runHttpRequest, transformHttpEventStream } from "@ag-ui/client";
-import type { BaseEvent, HttpAgentConfig, RunAgentInput } from "@ag-ui/client";
+import { EventType, HttpAgent, runHttpRequest, transformHttpEventStream } from "@ag-ui/client";
+import type { BaseEvent, CustomEvent, HttpAgentConfig, RunAgentInput } from "@ag-ui/client";
 import { Observable, finalize } from "rxjs";
 
 /** The settings of an {@link AgentTowerAgent}. */
@@ -51,7 +56,66 @@ export class AgentTowerAgent extends HttpAgent {
 
   run(input: RunAgentInput): Observable<BaseEvent> {
     this.runId = input.runId;
-    return super.run(input);
+    return this.following(super.run(input), 0);
+  }
+
+  /**
+   * `events`, and when they end with the server's `agent_tower.rejoin` notice (its instance
+   * stopped while the run goes on elsewhere), the rest of the run from where they stopped,
+   * for up to {@link MAX_REJOINS} such notices. The notice itself is not passed on.
+   */
+  private following(events: Observable<BaseEvent>, rejoins: number): Observable<BaseEvent> {
+    return new Observable<BaseEvent>((subscriber) => {
+      let notice: Rejoin | undefined;
+      let rest: { unsubscribe(): void } | undefined;
+      const first = events.subscribe({
+        next: (event) => {
+          const rejoin = rejoinOf(event);
+          if (rejoin) notice = rejoin;
+          else subscriber.next(event);
+        },
+        error: (error) => subscriber.error(error),
+        complete: () => {
+          if (notice === undefined || rejoins >= MAX_REJOINS) {
+            subscriber.complete();
+            return;
+          }
+          const after = this.runEvents(notice.runId, notice.lastEventId);
+          rest = this.following(after, rejoins + 1).subscribe(subscriber);
+        },
+      });
+      return () => {
+        first.unsubscribe();
+        rest?.unsubscribe();
+      };
+    });
+  }
+
+  /**
+   * The events of `runId` after `lastEventId` (`GET /runs/{runId}/events`), to the run's end.
+   * The request is tried again a few times while no server answers it (the instance that told
+   * the client to re-join is going away; another takes over).
+   */
+  runEvents(runId: string, lastEventId: string): Observable<BaseEvent> {
+    const url = new URL(`runs/${encodeURIComponent(runId)}/events`, this.baseUrl).href;
+    const init: RequestInit = {
+      headers: { ...this.headers, Accept: "text/event-stream", "Last-Event-ID": lastEventId },
+      signal: this.abortController.signal,
+    };
+    return transformHttpEventStream(
+      runHttpRequest(() => retried(() => this.fetch(url, init))),
+      this.debugLogger,
+    );
+  }
+
+  /**
+   * The run request, saying that this client re-joins its run after a reload (`Prefer: rejoin`):
+   * the server keeps a run whose connection dropped for its re-join grace, where it cancels a
+   * plain client's at once (its Stop). This client stops a run with {@link abortRun}.
+   */
+  protected requestInit(input: RunAgentInput): RequestInit {
+    const init = super.requestInit(input);
+    return { ...init, headers: { ...(init.headers as Record<string, string>), Prefer: "rejoin" } };
   }
 
   /**
@@ -230,6 +294,44 @@ export class AgentTowerRunner {
 
 /** How many threads' credentials a runner remembers. */
 const MAX_REMEMBERED = 10_000;
+
+/** The name of the server's notice that a run goes on elsewhere. */
+const REJOIN = "agent_tower.rejoin";
+
+/** How many times in a row one run is re-joined. */
+const MAX_REJOINS = 5;
+
+/** Where to re-join a run: the value of the server's `agent_tower.rejoin` notice. */
+interface Rejoin {
+  runId: string;
+  lastEventId: string;
+}
+
+/** The re-join `event` asks for, if it is the server's notice. */
+function rejoinOf(event: BaseEvent): Rejoin | undefined {
+  if (event.type !== EventType.CUSTOM || (event as CustomEvent).name !== REJOIN) return undefined;
+  const value = (event as CustomEvent).value as Partial<Rejoin> | undefined;
+  return typeof value?.runId === "string" && typeof value.lastEventId === "string"
+    ? { runId: value.runId, lastEventId: value.lastEventId }
+    : undefined;
+}
+
+/**
+ * `request`, tried again (up to 6 times in about 8 s) while it fails to connect or is answered
+ * `503` (an instance stopping); any other answer is returned.
+ */
+async function retried(request: () => Promise<Response>): Promise<Response> {
+  for (let attempt = 0; ; attempt++) {
+    const last = attempt === 5;
+    try {
+      const response = await request();
+      if (response.status !== 503 || last) return response;
+    } catch (error) {
+      if (last || (error as Error).name === "AbortError") throw error;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 250 * 2 ** attempt));
+  }
+}
 
 function withSlash(url: string): string {
   return url.endsWith("/") ? url : `${url}/`;

@@ -81,12 +81,15 @@ const visible = (messages) => messages.map(({ id, role, content }) => ({ id, rol
   console.log("ok pending interrupt restored and answered");
 }
 
-// A run in flight: a second agent (a reloaded page) shows what it answers and follows it to the
-// end while the first still reads it.
+// A run in flight on a thread with history: a second agent (a reloaded page) shows the
+// conversation in its order, the question the run answers after the turns before it, and follows
+// the run to the end while the first still reads it.
 {
   const threadId = randomUUID();
+  const first = agentOn(threadId, [user("hello one")]);
+  await first.runAgent();
   const question = user("tell me slowly");
-  const first = agentOn(threadId, [question]);
+  first.addMessage(question);
   let tokens = 0;
   let joined;
   const seen = new Promise((resolve) => (joined = resolve));
@@ -101,11 +104,27 @@ const visible = (messages) => messages.map(({ id, role, content }) => ({ id, rol
   const runId = (await thread(threadId)).runs.at(-1).runId;
   const events = await logged(runId);
   assert.equal(events.at(-1).type, "RUN_FINISHED");
-  const [asked, answer] = second.messages.filter((m) => m.role !== "reasoning");
-  assert.deepEqual(visible([asked]), visible([question]), "the question the run answers");
-  assert.equal(answer.content, text(events), "every token, once");
-  assert.equal(first.messages.at(-1).content, text(events), "the first reader read it all too");
-  console.log(`ok run in flight re-joined after ${after} of ${tokens} tokens`);
+  const said = (agent) => agent.messages.filter((m) => m.role !== "reasoning");
+  assert.deepEqual(
+    said(second).map((m) => [m.role, m.content]),
+    [
+      ["user", "hello one"],
+      ["assistant", "You said: hello one"],
+      ["user", "tell me slowly"],
+      ["assistant", text(events)],
+    ],
+    "the conversation in order, every token once",
+  );
+  assert.deepEqual(visible(said(second)), visible(said(first)), "as the first reader has it");
+  // The next turn, from the reloaded page, is stored in that order.
+  second.addMessage(user("and then?"));
+  await second.runAgent();
+  assert.deepEqual(
+    (await thread(threadId)).messages.map((m) => [m.role, m.content]).filter(([role]) => role !== "reasoning"),
+    said(second).map((m) => [m.role, m.content]),
+    "the thread as the page shows it",
+  );
+  console.log(`ok run in flight re-joined in order after ${after} of ${tokens} tokens`);
 }
 
 // Stop: the run is cancelled on the server, not only left.

@@ -10,6 +10,7 @@ import {
   useInterrupt,
 } from "@copilotkit/react-core/v2";
 import "@copilotkit/react-core/v2/styles.css";
+import "./approval.css";
 import { z } from "zod";
 
 /** `set_background`: a tool the page offers the agent, run here. */
@@ -33,16 +34,24 @@ function Approval({ interrupt, resolve, cancel }) {
   return (
     <div className="approval" data-interrupt-id={interrupt?.id}>
       <p>{interrupt?.message}</p>
-      <textarea aria-label="arguments" value={args} onChange={(e) => setArgs(e.target.value)} />
-      <input aria-label="feedback" value={feedback} onChange={(e) => setFeedback(e.target.value)} />
-      <button onClick={() => resolve({ approved: true })}>Approve</button>
-      {/* agent-tower then runs the tool's later calls in this thread without asking */}
-      <button onClick={() => resolve({ approved: true, always: true })}>Always approve</button>
-      <button onClick={() => resolve({ approved: true, editedArgs: JSON.parse(args) })}>
-        Approve edited
-      </button>
-      <button onClick={() => resolve({ approved: false, feedback })}>Reject</button>
-      <button onClick={() => cancel()}>Dismiss</button>
+      <label>
+        Arguments
+        <textarea aria-label="arguments" value={args} onChange={(e) => setArgs(e.target.value)} />
+      </label>
+      <label>
+        Feedback for the model, if you reject it
+        <input aria-label="feedback" value={feedback} onChange={(e) => setFeedback(e.target.value)} />
+      </label>
+      <div className="actions">
+        <button className="primary" onClick={() => resolve({ approved: true })}>Approve</button>
+        {/* agent-tower then runs the tool's later calls in this thread without asking */}
+        <button onClick={() => resolve({ approved: true, always: true })}>Always approve</button>
+        <button onClick={() => resolve({ approved: true, editedArgs: JSON.parse(args) })}>
+          Approve edited
+        </button>
+        <button onClick={() => resolve({ approved: false, feedback })}>Reject</button>
+        <button onClick={() => cancel()}>Dismiss</button>
+      </div>
     </div>
   );
 }

@@ -60,7 +60,8 @@ async function startRun(resume) {
   const input = {
     threadId: chat.threadId,
     runId,
-    messages: chat.messages.filter((m) => m.role !== "reasoning"),
+    // The whole conversation, its reasoning too: the thread keeps what the run is sent.
+    messages: chat.messages,
     tools: [],
     context: [],
     state: chat.state,
@@ -77,7 +78,12 @@ async function startRun(resume) {
   await stream(runId, () =>
     fetch(RUN_PATH, {
       method: "POST",
-      headers: headers({ "Content-Type": "application/json", Accept: "text/event-stream" }),
+      // This page re-joins its run after a reload: the server keeps it for the re-join grace.
+      headers: headers({
+        "Content-Type": "application/json",
+        Accept: "text/event-stream",
+        Prefer: "rejoin",
+      }),
       body: JSON.stringify(input),
       signal: streaming.signal,
     }),
@@ -264,12 +270,18 @@ function apply(event) {
       });
       break;
     case "MESSAGES_SNAPSHOT": {
-      // The server's conversation has no reasoning: the page keeps what it saw, before the
-      // message it preceded.
+      // A conversation with its reasoning is the whole of it.
+      if (event.messages.some((m) => m.role === "reasoning")) {
+        chat.messages = event.messages;
+        break;
+      }
+      // Without any (a client that did not send it back): the page keeps what it saw, before
+      // the message it preceded, once.
+      const known = new Set(event.messages.map((m) => m.id));
       const before = new Map();
       let reasoning = [];
       for (const m of chat.messages) {
-        if (m.role === "reasoning") reasoning.push(m);
+        if (m.role === "reasoning" && !known.has(m.id)) reasoning.push(m);
         else if (reasoning.length) {
           before.set(m.id, reasoning);
           reasoning = [];
@@ -643,6 +655,7 @@ if (asked && asked !== chat.threadId) {
 render();
 setStatus(chat.interrupts.length ? "interrupted" : "idle");
 // A run this page was following is re-joined after its last event; else the thread is restored
-// from the server (what another page did meanwhile included).
+// from the server (what another page did meanwhile included), unless it is a new one this page
+// made and never ran: the server has nothing of it yet.
 if (chat.live) rejoin();
-else connect();
+else if (asked || chat.messages.length > 0) connect();
