@@ -1283,6 +1283,12 @@ async fn kept_sessions_are_listed_resumed_and_deleted_by_later_connections() {
             load.map(drop).map_err(|e| e.code),
             Err(agent_client_protocol::ErrorCode::RESOURCE_NOT_FOUND)
         );
+        // Deleted again, or never made: deleted quietly, as the protocol asks.
+        for gone in [second.clone(), SessionId::new("never-made")] {
+            e.cx.send_request(DeleteSessionRequest::new(gone))
+                .block_task()
+                .await?;
+        }
         let _ = found.send(first);
         Ok(())
     })

@@ -25,6 +25,14 @@ async fn the_official_client_runs_a_bridged_acp_agent() {
     let out = support::node("agui-bridge.mjs", &[&format!("{}/", server.base)], None).await;
     println!("{out}");
     assert!(out.contains("all bridge scenarios passed"), "{out}");
+    // Its approvals are asked, and take no edited arguments (an edited call would be refused).
+    let declared: Value = server.get("/capabilities").await.json().await.unwrap();
+    let asks = &declared["humanInTheLoop"];
+    assert_eq!(
+        (&asks["interrupts"], &asks["approveWithEdits"]),
+        (&Value::Bool(true), &Value::Bool(false)),
+        "{declared}"
+    );
 }
 
 /// The events of a new run of `text` on a new thread, read to its end within 10 s.

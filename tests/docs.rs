@@ -1,7 +1,7 @@
 //! The README and the guides in `docs/` (an mdBook): every relative link leads to a file that
-//! exists and, when it names a heading, to that heading; every guide is in `docs/SUMMARY.md`;
-//! the README stays a front door (at most 150 lines). Their Rust code is compiled as doctests
-//! (`src/lib.rs`).
+//! exists and, when it names a heading, to that heading; every guide is in `docs/SUMMARY.md`,
+//! which is a summary mdBook reads; the README stays a front door (at most 150 lines). Their
+//! Rust code is compiled as doctests (`src/lib.rs`).
 
 use std::{collections::BTreeSet, path::Path};
 
@@ -96,10 +96,38 @@ fn every_relative_link_leads_somewhere() {
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
 }
 
+/// Every guide is in `docs/SUMMARY.md`, and the summary is one mdBook reads: a title, then
+/// prefix chapters, part titles and chapters (one link to a page each), nothing else; and
+/// `docs/book.toml` creates no page the summary names and the repository lacks.
 #[test]
 fn every_guide_is_in_the_book() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let summary = std::fs::read_to_string(root.join("docs/SUMMARY.md")).unwrap();
+    // `[Title](page.md)`, and nothing around it.
+    let chapter = |item: &str| match &links(item)[..] {
+        [page] => {
+            page.ends_with(".md") && item.starts_with('[') && item.ends_with(&format!("]({page})"))
+        }
+        _ => false,
+    };
+    let mut lines = summary.lines().filter(|line| !line.trim().is_empty());
+    assert!(
+        lines.next().is_some_and(|title| title.starts_with("# ")),
+        "docs/SUMMARY.md opens with its title"
+    );
+    for line in lines {
+        let item = line.trim_start().strip_prefix("- ").unwrap_or(line);
+        assert!(
+            line.starts_with("# ") || line == "---" || chapter(item),
+            "docs/SUMMARY.md: mdBook reads no such line: {line:?}"
+        );
+    }
+    let book = std::fs::read_to_string(root.join("docs/book.toml")).unwrap();
+    assert!(
+        book.lines()
+            .any(|line| line.trim() == "create-missing = false"),
+        "docs/book.toml: a page the summary names must exist, not be made"
+    );
     let listed: BTreeSet<String> = links(&summary).into_iter().collect();
     for page in pages(root) {
         let name = page.file_name().unwrap().to_string_lossy().into_owned();

@@ -1555,7 +1555,8 @@ async fn agent_stack(
 }
 
 /// What `GET /capabilities` declares: the stack's, under this command's name. A bridged agent's
-/// tools are its own, called inside it: only its approvals are known.
+/// tools are its own, called inside it: only its approvals are known, and they take no edited
+/// arguments (ACP's permission answer is an option, not new arguments: an edited call is refused).
 fn command_capabilities(stack: Capabilities, bridged: bool) -> Capabilities {
     let identity = agent_tower::agui::capabilities::Identity {
         name: Some("agent-tower".to_owned()),
@@ -1563,10 +1564,22 @@ fn command_capabilities(stack: Capabilities, bridged: bool) -> Capabilities {
         version: Some(env!("CARGO_PKG_VERSION").to_owned()),
         ..Default::default()
     };
+    let human_in_the_loop =
+        stack
+            .human_in_the_loop
+            .map(|asks| agent_tower::agui::capabilities::HumanInTheLoop {
+                approve_with_edits: if bridged {
+                    Some(false)
+                } else {
+                    asks.approve_with_edits
+                },
+                ..asks
+            });
     Capabilities {
         identity: Some(identity),
         tools: if bridged { None } else { stack.tools },
         execution: if bridged { None } else { stack.execution },
+        human_in_the_loop,
         ..stack
     }
 }

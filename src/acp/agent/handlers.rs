@@ -363,7 +363,9 @@ where
         })
     }
 
-    /// `session/delete`: the session and its history gone, its running turn cancelled first.
+    /// `session/delete`: the session and its history gone, its running turn cancelled first. A
+    /// session this connection does not know (never made, already deleted, another principal's)
+    /// is deleted quietly, as the protocol asks: nothing is said of it.
     pub(super) fn delete(
         self: &Arc<Self>,
         req: DeleteSessionRequest,
@@ -376,12 +378,8 @@ where
         }
         let shared = self.clone();
         cx.spawn(async move {
-            let kept = shared.forget(&req.session_id).await;
-            match kept {
-                Ok(true) => {}
-                Ok(false) if removed.is_some() => {}
-                Ok(false) => return responder.respond_with_error(not_found(&req.session_id)),
-                Err(error) => return responder.respond_with_error(error),
+            if let Err(error) = shared.forget(&req.session_id).await {
+                return responder.respond_with_error(error);
             }
             responder.respond(DeleteSessionResponse::new())
         })
