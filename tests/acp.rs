@@ -1526,15 +1526,12 @@ async fn a_thread_goes_from_the_web_to_the_editor_and_back() {
     .await;
 
     // The web thread holds both doors' turns, in order.
-    let texts = |thread: agent_tower::runs::ThreadRecord| -> Vec<String> {
-        thread.messages.iter().map(|m| m.text()).collect()
+    let kept = async |thread: &str| -> Vec<String> {
+        let record = store.thread(&ThreadId::from(thread)).await.unwrap();
+        record.unwrap().messages.iter().map(|m| m.text()).collect()
     };
-    let thread = store
-        .thread(&ThreadId::from(web_thread.as_str()))
-        .await
-        .unwrap();
     assert_eq!(
-        texts(thread.unwrap()),
+        kept(&web_thread).await,
         [
             "hello from the web",
             "You said: hello from the web",
@@ -1579,12 +1576,8 @@ async fn a_thread_goes_from_the_web_to_the_editor_and_back() {
         turn("assistant", "You said: and on the web"),
     ];
     assert_eq!(said(&seen["continued"]), [begun, continued].concat());
-    let thread = store
-        .thread(&ThreadId::from(session.as_str()))
-        .await
-        .unwrap();
     assert_eq!(
-        texts(thread.unwrap()),
+        kept(&session).await,
         [
             "begun in the editor",
             "You said: begun in the editor",

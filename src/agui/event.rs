@@ -331,6 +331,21 @@ impl Event {
         .into()
     }
 
+    /// `MESSAGES_SNAPSHOT` of a conversation, as clients are shown it (what they are never
+    /// sent, such as a sub-agent's kept conversation, left out).
+    pub fn messages_snapshot<'a>(
+        conversation: impl IntoIterator<Item = &'a crate::message::Message>,
+    ) -> Self {
+        MessagesSnapshot {
+            messages: conversation
+                .into_iter()
+                .filter_map(super::input::Message::from_domain)
+                .collect(),
+            base: BaseEvent::default(),
+        }
+        .into()
+    }
+
     /// `STATE_SNAPSHOT`.
     pub fn state_snapshot(snapshot: Value) -> Self {
         StateSnapshot {

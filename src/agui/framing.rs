@@ -8,10 +8,7 @@ use serde_json::{Value, json};
 
 use super::{
     AguiOptions, Event, RunAgentInput,
-    event::{
-        BaseEvent, MessagesSnapshot, RunError, RunFinished, RunFinishedOutcome, RunStarted,
-        TokenUsage,
-    },
+    event::{BaseEvent, RunError, RunFinished, RunFinishedOutcome, RunStarted, TokenUsage},
     input::ClientProtocol,
 };
 use crate::{
@@ -174,17 +171,7 @@ fn terminal_events(
         events.push(Event::state_snapshot(state.clone()));
     }
     if interrupted || options.messages_snapshot() {
-        events.push(
-            MessagesSnapshot {
-                messages: outcome
-                    .messages
-                    .iter()
-                    .filter_map(crate::agui::input::Message::from_domain)
-                    .collect(),
-                base: BaseEvent::default(),
-            }
-            .into(),
-        );
+        events.push(Event::messages_snapshot(&outcome.messages));
     }
     let finished = match outcome.stop {
         StopReason::Cancelled => RunFinishedOutcome::Cancelled,

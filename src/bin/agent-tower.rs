@@ -76,12 +76,12 @@ enum LogFormat {
     Json,
 }
 
-/// The log filter when `RUST_LOG` is not set: this program at INFO, its dependencies' chatter
-/// (MCP handshakes, SQL statements, HTTP internals) only when it is a warning.
 /// How long the responses still open once runs are handed over have to end (each has been told
 /// to), when the drain took all its time.
 const RESPONSES_END: Duration = Duration::from_secs(1);
 
+/// The log filter when `RUST_LOG` is not set: this program at INFO, its dependencies' chatter
+/// (MCP handshakes, SQL statements, HTTP internals) only when it is a warning.
 const DEFAULT_LOG_FILTER: &str =
     "info,rmcp=warn,sqlx=warn,hyper=warn,reqwest=warn,tower_http=warn,agent_tower::trace=off";
 

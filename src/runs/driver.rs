@@ -22,7 +22,7 @@ use crate::{
     BoxError,
     agui::{
         AguiOptions, Event, RunAgentInput,
-        event::{BaseEvent, MessagesSnapshot, RunError},
+        event::{BaseEvent, RunError},
         framing::{Framing, invalid_options},
     },
     context::Principal,
@@ -510,17 +510,7 @@ where
         for event in self.opening.take().into_iter().flatten() {
             self.take(batch, event);
         }
-        let messages = conversation
-            .iter()
-            .filter_map(crate::agui::input::Message::from_domain)
-            .collect();
-        self.take(
-            batch,
-            Event::from(MessagesSnapshot {
-                messages,
-                base: BaseEvent::default(),
-            }),
-        );
+        self.take(batch, Event::messages_snapshot(&conversation));
         let why = "the thread has turns this request does not carry (another client continued \
                    it): the run was not started; the client's conversation is the thread's \
                    again, send the message again";

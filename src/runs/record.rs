@@ -123,6 +123,15 @@ impl LoggedEvent {
             )
     }
 
+    /// Whether it is a follower's [`REJOIN`](super::REJOIN) notice (its instance stopped; the run
+    /// goes on elsewhere): not in the log, not the run's end.
+    #[must_use]
+    pub fn is_rejoin(&self) -> bool {
+        self.seq == 0
+            && self.json.starts_with(br#"{"type":"CUSTOM""#)
+            && matches!(self.event(), Ok(Event::Custom(notice)) if notice.name == super::REJOIN)
+    }
+
     /// Whether it ends a run segment (`RUN_FINISHED`, `RUN_ERROR`).
     #[must_use]
     pub fn is_terminal(&self) -> bool {

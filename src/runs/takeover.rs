@@ -17,7 +17,7 @@ use super::LoggedEvent;
 use crate::{
     agui::{
         Event,
-        event::{BaseEvent, Custom, EncryptedValueSubtype, MessagesSnapshot, ToolCallResult},
+        event::{BaseEvent, Custom, EncryptedValueSubtype, ToolCallResult},
     },
     id::{MessageId, ToolCallId},
     message::{Message, ToolCallRequest},
@@ -137,18 +137,7 @@ impl Progress {
                 }
             }
         }
-        let messages = asked
-            .iter()
-            .chain(&self.messages)
-            .filter_map(crate::agui::input::Message::from_domain)
-            .collect();
-        events.push(
-            MessagesSnapshot {
-                messages,
-                base: BaseEvent::default(),
-            }
-            .into(),
-        );
+        events.push(Event::messages_snapshot(asked.iter().chain(&self.messages)));
         events.extend(cut_calls);
         if let Some(step) = &self.open {
             events.push(Event::step_finished(step.name.clone()));

@@ -25,7 +25,7 @@ use crate::{
         input::{Message, RunAgentInput},
     },
     id::{InterruptId, RunId, ThreadId},
-    runs::{Follow, LoggedEvent, REJOIN, RunRecord, ThreadRecord},
+    runs::{Follow, LoggedEvent, RunRecord, ThreadRecord},
 };
 
 /// The events of a thread with no run in flight; `last_end` is the terminal event its last run
@@ -48,7 +48,7 @@ pub(super) fn ended(
         protocol_version: Some(crate::agui::PROTOCOL_VERSION.to_owned()),
         base: BaseEvent::default(),
     })));
-    events.push_back(snapshot(conversation(thread)));
+    events.push_back(unlogged(Event::messages_snapshot(&thread.messages)));
     if let Some(state) = &thread.state {
         events.push_back(unlogged(Event::state_snapshot(state.clone())));
     }
@@ -164,9 +164,7 @@ where
     /// instance stops: the run goes on elsewhere), which ends the stream: the client connects
     /// again.
     fn seen(&mut self, event: LoggedEvent) -> LoggedEvent {
-        self.failed |= event.seq == 0
-            && (event.is_terminal()
-                || matches!(event.event(), Ok(Event::Custom(notice)) if notice.name == REJOIN));
+        self.failed |= event.is_rejoin() || event.seq == 0 && event.is_terminal();
         event
     }
 
