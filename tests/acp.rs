@@ -70,6 +70,23 @@ impl Editor {
         session
     }
 
+    /// A session lent the tools of the MCP server `node SCRIPT stdio`, under `name`.
+    async fn session_lent(&mut self, name: &str, script: String) -> SessionId {
+        use agent_tower::acp::schema::{McpServer, McpServerStdio};
+
+        let server =
+            McpServer::Stdio(McpServerStdio::new(name, "node").args(vec![script, "stdio".into()]));
+        let session = self
+            .cx
+            .send_request(NewSessionRequest::new("/tmp").mcp_servers(vec![server]))
+            .block_task()
+            .await
+            .expect("session/new")
+            .session_id;
+        self.update().await; // the commands
+        session
+    }
+
     fn prompt(
         &self,
         session: &SessionId,
@@ -837,8 +854,6 @@ use crate::support;
 #[cfg(feature = "mcp")]
 #[tokio::test]
 async fn a_sessions_mcp_servers_lend_it_their_tools() {
-    use agent_tower::acp::schema::{McpServer, McpServerStdio};
-
     let everything = support::node_modules()
         .await
         .join("@modelcontextprotocol/server-everything/dist/index.js")
@@ -851,16 +866,7 @@ async fn a_sessions_mcp_servers_lend_it_their_tools() {
             init.agent_capabilities.mcp_capabilities.http,
             "http is advertised"
         );
-        let servers = vec![McpServer::Stdio(
-            McpServerStdio::new("every thing", "node").args(vec![everything, "stdio".into()]),
-        )];
-        let with = editor
-            .cx
-            .send_request(NewSessionRequest::new("/tmp").mcp_servers(servers))
-            .block_task()
-            .await?
-            .session_id;
-        editor.update().await; // the commands
+        let with = editor.session_lent("every thing", everything).await;
         let ask = r#"every_thing__echo {"message": "from the editor"}"#;
         let answer = editor.prompt(&with, ask).block_task().await?;
         assert_eq!(answer.stop_reason, StopReason::EndTurn);
@@ -890,6 +896,40 @@ async fn a_sessions_mcp_servers_lend_it_their_tools() {
             !updates
                 .iter()
                 .any(|u| matches!(u, SessionUpdate::ToolCall(_))),
+            "{updates:?}"
+        );
+        Ok(())
+    })
+    .await;
+}
+
+/// An editor is shown what a lent MCP tool does: `write_word`, which its server leaves
+/// unannotated (MCP then assumes it destructive), is an edit, so that the editor shows an edit.
+#[tokio::test]
+async fn a_lent_mcp_tool_is_shown_as_what_its_name_says_it_does() {
+    let modern = support::node_modules()
+        .await
+        .join("../mcp-modern.mjs")
+        .display()
+        .to_string();
+    let agent = demo().default_mode(agent_tower::permission::Mode::Agentic);
+    editor(agent, async move |mut editor| {
+        editor.initialize(ProtocolVersion::V1).await;
+        let session = editor.session_lent("modern", modern).await;
+        let ask = r#"modern__write_word {"word": "tower"}"#;
+        let answer = editor.prompt(&session, ask).block_task().await?;
+        assert_eq!(answer.stop_reason, StopReason::EndTurn);
+        let updates = editor.received();
+        let call = updates
+            .iter()
+            .find_map(|u| match u {
+                SessionUpdate::ToolCall(call) => Some(call),
+                _ => None,
+            })
+            .expect("the tool is called");
+        assert_eq!(call.kind, ToolKind::Edit, "{call:?}");
+        assert!(
+            format!("{updates:?}").contains("tower: written"),
             "{updates:?}"
         );
         Ok(())

@@ -63,11 +63,13 @@ store = "memory"
     let mut server = JsonLogged::start(&["--config", &file, "serve"], &[]);
     let base = server.base().await;
 
-    // Not read-only but marked not destructive by its server, named by no rule: it runs as the
-    // mode lets edits run (a destructive one is asked about: `tests/mcp.rs`).
+    // Not read-only (its server marks it not destructive), named by no rule: asked about.
     let write = run(&base, "write", "ev__toggle-simulated-logging {}").await;
-    assert_eq!(outcome(&write), "success", "{write:?}");
-    assert!(result(&write).contains("simulated"), "{write:?}");
+    assert_eq!(outcome(&write), "interrupt", "{write:?}");
+    assert!(
+        !write.iter().any(|e| e["type"] == "TOOL_CALL_RESULT"),
+        "{write:?}"
+    );
 
     // Marked read-only: runs.
     let read = run(&base, "read", "ev__get-env {}").await;
@@ -138,24 +140,20 @@ store = "memory"
 }
 
 #[tokio::test]
-async fn a_tool_glob_that_matches_nothing_is_refused_at_start() {
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-tower"))
-        .args([
-            "serve",
-            "--addr",
-            "127.0.0.1:0",
-            "--store",
-            "memory",
-            "--tool",
-            "files__*",
-        ])
-        .output()
-        .await
-        .unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("--tool files__*: no tool matches; the tools are add, get_time"),
-        "{stderr}"
-    );
+async fn a_tool_or_rule_glob_that_matches_nothing_is_refused_at_start() {
+    for flag in ["--tool", "--deny", "--ask", "--allow"] {
+        let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-tower"))
+            .args(["serve", "--addr", "127.0.0.1:0", "--store", "memory"])
+            .args(["--tool", "*", flag, "get_tim"])
+            .output()
+            .await
+            .unwrap();
+        assert!(!output.status.success(), "{flag}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains(&format!("{flag} get_tim: no tool matches; the tools are ")),
+            "{stderr}"
+        );
+        assert!(stderr.contains("get_time"), "{stderr}");
+    }
 }

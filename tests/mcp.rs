@@ -290,11 +290,12 @@ async fn check_modern(tools: &ToolRouter) {
     assert_eq!(
         kinds,
         [
-            ("modern__erase".to_owned(), None),
+            ("modern__erase".to_owned(), Some(ToolKind::Other)),
             ("modern__lookup".to_owned(), Some(ToolKind::Read)),
             ("modern__note".to_owned(), Some(ToolKind::Edit)),
+            ("modern__write_word".to_owned(), Some(ToolKind::Edit)),
         ],
-        "destructive, read-only, not destructive"
+        "destructive, read-only, not destructive, unannotated (named as a write)"
     );
     let found = call(tools, "modern__lookup", json!({"word": "tower"})).await;
     assert_eq!(text(&found.content), "tower: found");
@@ -326,23 +327,30 @@ async fn a_server_of_the_current_protocol_over_streamable_http() {
     child.kill().await.unwrap();
 }
 
-/// The annotations are the rules' defaults in the command: a tool marked not destructive runs
-/// as the mode says (here without asking), a destructive one is asked about.
+/// The annotations are the rules' defaults in the command: a tool its server marks read-only runs
+/// as the mode says (here without asking); any other is asked about, a tool marked not
+/// destructive too.
 #[cfg(feature = "cli")]
 #[tokio::test]
-async fn a_destructive_tool_is_asked_about_and_a_harmless_one_is_not() {
+async fn a_tool_not_marked_read_only_is_asked_about_and_a_read_only_one_is_not() {
     let server = format!("modern=node {} stdio", modern().await);
     let mut agent = json_logs::JsonLogged::serve(&["--mcp", &server], &[]);
     let base = agent.base().await;
-    let noted = tool_result(&base, r#"modern__note {"word": "tower"}"#).await;
-    assert_eq!(noted, "tower: noted");
-    let thread = format!("t-{}", uuid::Uuid::now_v7());
-    let events = support::user_run(&base, &thread, r#"modern__erase {"word": "tower"}"#).await;
-    let end = events.last().unwrap();
-    assert_eq!(end["outcome"]["type"], "interrupt", "{end}");
-    assert!(
-        !events.iter().any(|e| e["type"] == "TOOL_CALL_RESULT"),
-        "{events:?}"
-    );
+    let found = tool_result(&base, r#"modern__lookup {"word": "tower"}"#).await;
+    assert_eq!(found, "tower: found");
+    for call in [
+        r#"modern__note {"word": "tower"}"#,
+        r#"modern__erase {"word": "tower"}"#,
+        r#"modern__write_word {"word": "tower"}"#,
+    ] {
+        let thread = format!("t-{}", uuid::Uuid::now_v7());
+        let events = support::user_run(&base, &thread, call).await;
+        let end = events.last().unwrap();
+        assert_eq!(end["outcome"]["type"], "interrupt", "{call}: {end}");
+        assert!(
+            !events.iter().any(|e| e["type"] == "TOOL_CALL_RESULT"),
+            "{call}: {events:?}"
+        );
+    }
     agent.kill().await;
 }

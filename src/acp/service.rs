@@ -118,7 +118,7 @@ where
 
     fn call(&mut self, mut call: ToolCall) -> Self::Future {
         let mut outbox = self.outbox(&call.run);
-        let kind = self.config.kinds.of(&call.name);
+        let kind = self.config.kinds.of_call(&call);
         outbox.push(SessionUpdate::ToolCall(
             AcpToolCall::new(call.id.to_string(), title(&call.name, &call.arguments))
                 .name(call.name.clone())

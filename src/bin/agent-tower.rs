@@ -475,7 +475,9 @@ struct AgentSettings {
     /// The rules: `deny` first, then `ask`, then `allow`; a tool none of them names is asked
     /// about if it comes from an MCP server that does not mark it read-only (and for the demo
     /// tools, `remember`), and runs otherwise. In `acp`, the session mode comes on top: `ask`
-    /// asks before any tool that writes, `read-only` refuses them.
+    /// asks before any tool that writes, `read-only` refuses them. A rule that names no tool is
+    /// refused at start (in `acp` it is kept with a warning, for the tools an editor's MCP
+    /// servers lend a session).
     #[arg(help_heading = "Agent", long, value_name = "GLOB")]
     deny: Vec<String>,
 }
@@ -515,18 +517,31 @@ impl AgentSettings {
         if self.tools.is_empty() {
             return Ok(tools);
         }
-        let globs: Vec<Glob> = self.tools.iter().map(Glob::new).collect();
         let names: Vec<String> = tools.specs().into_iter().map(|spec| spec.name).collect();
-        for (glob, pattern) in globs.iter().zip(&self.tools) {
-            if !names.iter().any(|name| glob.matches(name)) {
-                return Err(format!(
-                    "--tool {pattern}: no tool matches; the tools are {}",
-                    names.join(", ")
-                )
-                .into());
+        unmatched("--tool", &self.tools, &names)?;
+        let globs: Vec<Glob> = self.tools.iter().map(Glob::new).collect();
+        Ok(tools.retain(|spec| globs.iter().any(|glob| glob.matches(&spec.name))))
+    }
+
+    /// Refuses a rule (`--deny`, `--ask`, `--allow`) that names none of `tools`: a typo would
+    /// leave the tool it meant on its default. Where an editor's MCP servers may lend a session
+    /// more tools (`lent`), such a rule may be for one of theirs: it is kept, with a warning.
+    fn check_rules(&self, tools: &ToolRouter, lent: bool) -> Result<(), BoxError> {
+        let names: Vec<String> = tools.specs().into_iter().map(|spec| spec.name).collect();
+        let rules = [
+            ("--deny", &self.deny),
+            ("--ask", &self.ask),
+            ("--allow", &self.allow),
+        ];
+        for (flag, patterns) in rules {
+            match unmatched(flag, patterns, &names) {
+                Err(refused) if lent => {
+                    tracing::warn!("{refused} (kept for the tools an editor's MCP servers lend)");
+                }
+                checked => checked?,
             }
         }
-        Ok(tools.retain(|spec| globs.iter().any(|glob| glob.matches(&spec.name))))
+        Ok(())
     }
 
     /// The rules given, most cautious first, then `defaults`.
@@ -546,6 +561,22 @@ impl AgentSettings {
             policy = policy.rule(name, *action);
         }
         policy
+    }
+}
+
+/// Refuses the first glob of `flag` among `patterns` that matches none of `names`, naming them.
+fn unmatched(flag: &str, patterns: &[String], names: &[String]) -> Result<(), BoxError> {
+    let matches_none = |pattern: &&String| {
+        let glob = Glob::new(pattern.as_str());
+        !names.iter().any(|name| glob.matches(name))
+    };
+    match patterns.iter().find(matches_none) {
+        Some(pattern) => Err(format!(
+            "{flag} {pattern}: no tool matches; the tools are {}",
+            names.join(", ")
+        )
+        .into()),
+        None => Ok(()),
     }
 }
 
@@ -728,6 +759,7 @@ impl ModelArgs {
     async fn tools(
         &self,
         settings: &AgentSettings,
+        lent: bool,
     ) -> Result<(ToolRouter, Policy, bool), BoxError> {
         let demo = settings.demo_tools || matches!(self.model, ModelChoice::Scripted);
         let mut tools = if demo {
@@ -743,12 +775,12 @@ impl ModelArgs {
                 tools = mcp.specs().len(),
                 "MCP servers connected"
             );
-            // A tool its server does not mark read-only or not destructive is asked about
-            // whatever the mode, unless a rule says otherwise; the others follow the mode.
+            // A tool its server does not mark read-only is asked about whatever the mode,
+            // unless a rule says otherwise; the read-only ones follow the mode.
             defaults.extend(
                 mcp.specs()
                     .into_iter()
-                    .filter(|spec| !matches!(spec.kind, Some(ToolKind::Read | ToolKind::Edit)))
+                    .filter(|spec| spec.kind != Some(ToolKind::Read))
                     .map(|spec| (spec.name, Action::Ask)),
             );
             tools = tools.merge(mcp);
@@ -757,6 +789,7 @@ impl ModelArgs {
             defaults.push(("remember".to_owned(), Action::Ask));
         }
         let tools = settings.offered(tools)?;
+        settings.check_rules(&tools, lent)?;
         Ok((tools, settings.policy(&defaults), demo))
     }
 
@@ -1410,7 +1443,8 @@ async fn run_acp(args: Acp) -> Result<(), BoxError> {
         }
         None => None,
     };
-    let agent = agent_stack(bridge, &args.model, &args.settings)
+    // An editor's session may bring MCP servers of its own, whose tools the rules may name.
+    let agent = agent_stack(bridge, &args.model, &args.settings, true)
         .await?
         .max_turns(max_turns)
         .detail(args.error_detail)
@@ -1522,16 +1556,17 @@ where
 }
 
 /// The stack a command runs: the bridged agent `bridged`, or the agent the flags define (its
-/// model, instructions, tools and rules).
+/// model, instructions, tools and rules; `lent`: sessions may bring tools of their own).
 async fn agent_stack(
     bridged: Option<Backend>,
     model: &ModelArgs,
     settings: &AgentSettings,
+    lent: bool,
 ) -> Result<DemoStack<BoxModel>, BoxError> {
     let (service, tools, policy, trace, demo) = match bridged {
         Some((service, tools, policy, trace)) => (service, tools, policy, trace, false),
         None => {
-            let (tools, policy, demo) = model.tools(settings).await?;
+            let (tools, policy, demo) = model.tools(settings, lent).await?;
             (model.service(), tools, policy, model.trace(), demo)
         }
     };
@@ -1622,7 +1657,7 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         None => None,
     };
     let bridged = bridge.is_some();
-    let stack = agent_stack(bridge, &args.model, &args.settings)
+    let stack = agent_stack(bridge, &args.model, &args.settings, false)
         .await?
         .approver(InterruptApprover::new(args.interrupt_ttl))
         .max_turns(max_turns)

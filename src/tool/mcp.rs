@@ -4,10 +4,14 @@
 //! handshake.
 //!
 //! Each tool is routed as `{server}__{tool}` (a name every provider accepts), with the server's
-//! description and input schema. Its annotations give its kind: read-only is
-//! [`Read`](super::ToolKind::Read) (so permission policies let it run), a change the server marks
-//! not destructive ([`destructiveHint`] `false`) is [`Edit`](super::ToolKind::Edit), and anything
-//! else (destructive, which MCP assumes when nothing is said) has no kind. Results become content
+//! description and input schema. Its annotations give its kind: read-only ([`readOnlyHint`]) is
+//! [`Read`](super::ToolKind::Read) (so permission policies let it run); any other tool may change
+//! something (MCP assumes so when nothing is said), and its kind is the one its name says among
+//! those that write (`write_file` [`Edit`](super::ToolKind::Edit), `move_file`
+//! [`Move`](super::ToolKind::Move)), else `Edit` for a tool the server marks not destructive
+//! ([`destructiveHint`] `false`), else [`Other`](super::ToolKind::Other). Editors show that kind;
+//! the command asks about every call of a tool that is not read-only unless a rule says otherwise.
+//! Results become content
 //! parts: text as text, images and audio as media, embedded resources as text (or a document
 //! when binary), resource links as document URLs, structured content as JSON when there is
 //! nothing else; a result with `isError` reaches the model as a failed result.
@@ -16,6 +20,7 @@
 //! crash; every call carries its [idempotency key](super::ToolCall::idempotency_key) in its
 //! `_meta`, under [`IDEMPOTENCY_KEY`].
 //!
+//! [`readOnlyHint`]: https://modelcontextprotocol.io/specification/2026-07-28/schema#toolannotations
 //! [`destructiveHint`]: https://modelcontextprotocol.io/specification/2026-07-28/schema#toolannotations
 //!
 //! ```no_run
@@ -51,7 +56,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use tower_service::Service;
 
 use super::{
-    Rerun, ToolCall, ToolError, ToolErrorKind, ToolKind, ToolOutput, ToolRouter, ToolSpec,
+    Access, Rerun, ToolCall, ToolError, ToolErrorKind, ToolKind, ToolOutput, ToolRouter, ToolSpec,
 };
 use crate::{
     child::{Link, Supervised},
@@ -319,16 +324,29 @@ impl McpConnection {
         // MCP's defaults: not read-only, and destructive.
         let read_only = annotations.and_then(|a| a.read_only_hint).unwrap_or(false);
         let destructive = annotations.and_then(|a| a.destructive_hint).unwrap_or(true);
-        if read_only {
-            spec = spec.kind(ToolKind::Read);
-        } else if !destructive {
-            spec = spec.kind(ToolKind::Edit);
-        }
+        spec = spec.kind(kind(&tool.name, read_only, destructive));
         // A call repeated with the same arguments has no further effect: it may run again.
         if annotations.and_then(|a| a.idempotent_hint) == Some(true) {
             spec = spec.rerun(Rerun::Safe);
         }
         spec
+    }
+}
+
+/// The kind of the tool `name` as its server's annotations say: read-only is a read; anything
+/// else may change something, and is what its name says among the kinds that write (`write_file`
+/// an edit, `move_file` a move), else an edit when its server marks it not destructive, else
+/// [`Other`](ToolKind::Other). Never a kind that only reads unless the server says so.
+fn kind(name: &str, read_only: bool, destructive: bool) -> ToolKind {
+    let named = ToolKind::guess(name);
+    if read_only {
+        ToolKind::Read
+    } else if named.access() == Access::Write && named != ToolKind::Other {
+        named
+    } else if destructive {
+        ToolKind::Other
+    } else {
+        ToolKind::Edit
     }
 }
 
@@ -544,6 +562,31 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_tool_reads_only_when_its_server_says_so() {
+        for (name, read_only, destructive, expected) in [
+            ("read_file", true, true, ToolKind::Read),
+            ("write_file", true, false, ToolKind::Read),
+            // Named as a write: shown as that write, whatever else is said.
+            ("write_file", false, true, ToolKind::Edit),
+            ("create_directory", false, false, ToolKind::Edit),
+            ("move_file", false, true, ToolKind::Move),
+            ("delete_note", false, true, ToolKind::Delete),
+            ("run_query", false, true, ToolKind::Execute),
+            // Named as a read, but not marked read-only: never a read.
+            ("get_or_create", false, true, ToolKind::Other),
+            ("search_and_replace", false, false, ToolKind::Edit),
+            ("erase", false, true, ToolKind::Other),
+            ("note", false, false, ToolKind::Edit),
+        ] {
+            assert_eq!(
+                kind(name, read_only, destructive),
+                expected,
+                "{name} read-only {read_only} destructive {destructive}"
+            );
+        }
+    }
 
     #[test]
     fn servers_parse_from_the_command_line() {

@@ -127,6 +127,12 @@ impl ToolRouter {
     pub fn contains(&self, name: &str) -> bool {
         self.routes.contains_key(name)
     }
+
+    /// The spec of the tool registered under `name`.
+    #[must_use]
+    pub fn spec(&self, name: &str) -> Option<&ToolSpec> {
+        self.routes.get(name).map(|(spec, _)| spec)
+    }
 }
 
 /// `tool` as a router's tool: its answer a [`ToolResponse`], its errors [`ToolError`]s (kept as

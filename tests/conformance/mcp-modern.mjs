@@ -2,7 +2,7 @@
 // only the current protocol (2026-07-28: `server/discover`, per-request metadata, no
 // `initialize`; earlier openings are refused with `legacy: 'reject'`). Its tools carry
 // annotations: `lookup` is read-only, `note` changes things but is not destructive, `erase` is
-// destructive.
+// destructive; `write_word` has none (MCP then assumes a destructive tool).
 //
 //   node mcp-modern.mjs stdio     # over its stdin and stdout
 //   node mcp-modern.mjs http      # streamable HTTP on a free port; prints its URL
@@ -24,6 +24,7 @@ function server() {
   tool("lookup", "Looks a word up.", { readOnlyHint: true }, "found");
   tool("note", "Notes a word down.", { readOnlyHint: false, destructiveHint: false }, "noted");
   tool("erase", "Erases a word.", { readOnlyHint: false, destructiveHint: true }, "erased");
+  tool("write_word", "Writes a word down.", undefined, "written");
   return server;
 }
 
