@@ -903,22 +903,28 @@ async fn a_sessions_mcp_servers_lend_it_their_tools() {
     .await;
 }
 
-/// An editor is shown what a lent MCP tool does: `write_word`, which its server leaves
-/// unannotated (MCP then assumes it destructive), is an edit, so that the editor shows an edit.
+/// A tool an editor's MCP server lends a session is what its server says: `lookup`, marked
+/// read-only, runs in the `ask` mode without asking; `write_word`, unannotated (MCP then assumes it
+/// destructive), is asked about and shown as an edit, so that the editor shows an edit.
 #[tokio::test]
-async fn a_lent_mcp_tool_is_shown_as_what_its_name_says_it_does() {
+async fn a_lent_mcp_tool_is_shown_and_asked_about_as_what_its_server_says() {
     let modern = support::node_modules()
         .await
         .join("../mcp-modern.mjs")
         .display()
         .to_string();
-    let agent = demo().default_mode(agent_tower::permission::Mode::Agentic);
-    editor(agent, async move |mut editor| {
+    editor(demo(), async move |mut editor| {
         editor.initialize(ProtocolVersion::V1).await;
         let session = editor.session_lent("modern", modern).await;
-        let ask = r#"modern__write_word {"word": "tower"}"#;
-        let answer = editor.prompt(&session, ask).block_task().await?;
-        assert_eq!(answer.stop_reason, StopReason::EndTurn);
+        let lookup = editor.prompt(&session, r#"modern__lookup {"word": "tower"}"#);
+        let found = tokio::time::timeout(PATIENCE, lookup.block_task())
+            .await
+            .expect("a read-only tool runs without asking")?;
+        assert_eq!(found.stop_reason, StopReason::EndTurn);
+        assert!(format!("{:?}", editor.received()).contains("tower: found"));
+
+        let write = editor.prompt(&session, r#"modern__write_word {"word": "tower"}"#);
+        let (_, responder) = editor.asked().await;
         let updates = editor.received();
         let call = updates
             .iter()
@@ -926,12 +932,11 @@ async fn a_lent_mcp_tool_is_shown_as_what_its_name_says_it_does() {
                 SessionUpdate::ToolCall(call) => Some(call),
                 _ => None,
             })
-            .expect("the tool is called");
+            .expect("the call is announced before it is asked about");
         assert_eq!(call.kind, ToolKind::Edit, "{call:?}");
-        assert!(
-            format!("{updates:?}").contains("tower: written"),
-            "{updates:?}"
-        );
+        choose(responder, "allow_once");
+        assert_eq!(write.block_task().await?.stop_reason, StopReason::EndTurn);
+        assert!(format!("{:?}", editor.received()).contains("tower: written"));
         Ok(())
     })
     .await;

@@ -7,7 +7,7 @@ use agent_client_protocol::v1::schema::{
 };
 use serde_json::Value;
 
-use crate::tool::{RunTools, ToolCall, ToolKind, ToolSpec};
+use crate::tool::{ToolCall, ToolKind, ToolSpec};
 
 /// The kinds of the tools a layer knows, for calls of tools it was told about.
 #[derive(Debug, Clone, Default)]
@@ -28,16 +28,14 @@ impl Kinds {
     }
 
     /// The kind of `call`'s tool: a tool the layer was told about, else one its run lends (an
-    /// editor's MCP servers: [`RunTools`]), else a guess from its name.
+    /// editor's MCP servers), else a guess from its name.
     pub(crate) fn of_call(&self, call: &ToolCall) -> ToolKind {
-        let lent = || {
-            let tools = call.run.extensions.get::<RunTools>()?;
-            Some(tools.0.spec(&call.name)?.effective_kind())
-        };
-        match self.0.get(&call.name) {
-            Some(kind) => *kind,
-            None => lent().unwrap_or_else(|| ToolKind::guess(&call.name)),
-        }
+        let lent = || call.lent_spec().map(ToolSpec::effective_kind);
+        self.0
+            .get(&call.name)
+            .copied()
+            .or_else(lent)
+            .unwrap_or_else(|| ToolKind::guess(&call.name))
     }
 }
 

@@ -225,7 +225,7 @@ impl Policy {
     /// What to do with a call of `tool`.
     #[must_use]
     pub fn decide(&self, tool: &str) -> Action {
-        self.decide_in(tool, self.mode)
+        self.decide_in(tool, self.access(tool), self.mode)
     }
 
     /// What to do with `call`: as [`decide`](Policy::decide), in the [`Mode`] the call's run
@@ -242,13 +242,18 @@ impl Policy {
         let mode = call.run.extensions.get::<Mode>().copied();
         let mode = mode.unwrap_or(self.mode);
         let mode = Mode::requested(&call.run).map_or(mode, |floor| mode.stricter(floor));
-        match self.decide_in(&call.name, mode) {
+        // A tool the call's run lends (an editor's MCP servers) is what its spec says.
+        let access = match (self.kinds.get(&call.name), call.lent_spec()) {
+            (None, Some(lent)) => lent.effective_kind().access(),
+            _ => self.access(&call.name),
+        };
+        match self.decide_in(&call.name, access, mode) {
             Action::Allow if self.asks.as_ref().is_some_and(|asks| (asks.0)(call)) => Action::Ask,
             action => action,
         }
     }
 
-    fn decide_in(&self, tool: &str, mode: Mode) -> Action {
+    fn decide_in(&self, tool: &str, access: Access, mode: Mode) -> Action {
         let action = self
             .rules
             .iter()
@@ -256,7 +261,7 @@ impl Policy {
             .map(|(_, action)| *action)
             .or(self.default)
             .unwrap_or(Action::Allow);
-        match (mode, self.access(tool), action) {
+        match (mode, access, action) {
             (Mode::ReadOnly, Access::Write, _) => Action::Deny,
             (Mode::Interactive, Access::Write, Action::Allow) => Action::Ask,
             (_, _, action) => action,

@@ -256,6 +256,13 @@ impl ToolCall {
             .is_some_and(|cut| cut.0.contains(&self.id))
     }
 
+    /// The spec of this call's tool when its run lends it ([`RunTools`]: an editor's MCP
+    /// servers), for layers that know only the stack's own tools.
+    #[must_use]
+    pub fn lent_spec(&self) -> Option<&ToolSpec> {
+        self.run.extensions.get::<RunTools>()?.0.spec(&self.name)
+    }
+
     /// A call with a fresh id outside of any run (tests, direct use).
     pub fn new(name: impl Into<String>, arguments: Value) -> Self {
         Self {
