@@ -30,12 +30,7 @@ impl Kinds {
     /// The kind of `call`'s tool: a tool the layer was told about, else one its run lends (an
     /// editor's MCP servers), else a guess from its name.
     pub(crate) fn of_call(&self, call: &ToolCall) -> ToolKind {
-        let lent = || call.lent_spec().map(ToolSpec::effective_kind);
-        self.0
-            .get(&call.name)
-            .copied()
-            .or_else(lent)
-            .unwrap_or_else(|| ToolKind::guess(&call.name))
+        call.kind_given(self.0.get(&call.name).copied())
     }
 }
 

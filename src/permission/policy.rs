@@ -243,10 +243,9 @@ impl Policy {
         let mode = mode.unwrap_or(self.mode);
         let mode = Mode::requested(&call.run).map_or(mode, |floor| mode.stricter(floor));
         // A tool the call's run lends (an editor's MCP servers) is what its spec says.
-        let access = match (self.kinds.get(&call.name), call.lent_spec()) {
-            (None, Some(lent)) => lent.effective_kind().access(),
-            _ => self.access(&call.name),
-        };
+        let access = call
+            .kind_given(self.kinds.get(&call.name).copied())
+            .access();
         match self.decide_in(&call.name, access, mode) {
             Action::Allow if self.asks.as_ref().is_some_and(|asks| (asks.0)(call)) => Action::Ask,
             action => action,

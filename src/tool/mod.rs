@@ -263,6 +263,14 @@ impl ToolCall {
         self.run.extensions.get::<RunTools>()?.0.spec(&self.name)
     }
 
+    /// The kind of this call's tool: `known` (what a layer was told of its tools), else what
+    /// its run's [lent spec](Self::lent_spec) says, else a guess from its name.
+    pub(crate) fn kind_given(&self, known: Option<ToolKind>) -> ToolKind {
+        known
+            .or_else(|| self.lent_spec().map(ToolSpec::effective_kind))
+            .unwrap_or_else(|| ToolKind::guess(&self.name))
+    }
+
     /// A call with a fresh id outside of any run (tests, direct use).
     pub fn new(name: impl Into<String>, arguments: Value) -> Self {
         Self {
