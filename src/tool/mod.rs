@@ -265,6 +265,7 @@ impl ToolCall {
 
     /// The kind of this call's tool: `known` (what a layer was told of its tools), else what
     /// its run's [lent spec](Self::lent_spec) says, else a guess from its name.
+    #[cfg(feature = "permission")]
     pub(crate) fn kind_given(&self, known: Option<ToolKind>) -> ToolKind {
         known
             .or_else(|| self.lent_spec().map(ToolSpec::effective_kind))
