@@ -86,3 +86,41 @@ async fn every_event_type_decodes_with_the_official_package() {
     .await;
     assert!(output.starts_with("ok 31 events"), "{output}");
 }
+
+/// The checked-in messages (`src/agui/proto/wire.rs`) were generated from the `.proto` files as
+/// they are: its first line names their SHA-256, computed as `scripts/protogen` does.
+#[test]
+fn the_generated_messages_are_those_of_the_proto_files() {
+    use sha2::{Digest, Sha256};
+    use std::{fmt::Write as _, fs, path::Path};
+
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = root.join("proto/ag_ui");
+    let mut names: Vec<String> = fs::read_dir(&dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".proto"))
+        .collect();
+    names.sort();
+    assert_eq!(names, ["events.proto", "patch.proto", "types.proto"]);
+    let mut hasher = Sha256::new();
+    for name in &names {
+        hasher.update(name.as_bytes());
+        hasher.update([0]);
+        hasher.update(fs::read(dir.join(name)).unwrap());
+        hasher.update([0]);
+    }
+    let digest = hasher
+        .finalize()
+        .iter()
+        .fold(String::new(), |mut hex, byte| {
+            write!(hex, "{byte:02x}").unwrap();
+            hex
+        });
+    let generated = fs::read_to_string(root.join("src/agui/proto/wire.rs")).unwrap();
+    assert_eq!(
+        generated.lines().next(),
+        Some(format!("// proto/ag_ui sha256 {digest}").as_str()),
+        "proto/ag_ui changed: regenerate with `cargo run --manifest-path scripts/protogen/Cargo.toml`"
+    );
+}

@@ -1,15 +1,68 @@
 //! The store's schema version: the migrations in the crate's `migrations/` directory, applied on
 //! open, and a refusal of a store whose schema is newer than this binary knows.
 
-use sqlx::AnyPool;
+use std::borrow::Cow;
+
+use futures_util::future::BoxFuture;
+use sqlx::{
+    AnyPool,
+    error::BoxDynError,
+    migrate::{Migration, MigrationSource, MigrationType, Migrator},
+};
 
 use super::{Backend, StoreError};
 
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+/// The files of `migrations/`, each `<version>_<description>.sql`, embedded in the binary.
+/// sqlx's `migrate!` macro would read the directory at build time, but it brings sqlx's
+/// compile-time query checker along: a second sqlx with both database drivers and a second
+/// SQLite built for the compiler, in every build of the crate. A test checks that this list is
+/// the directory's.
+macro_rules! embedded {
+    ($($file:literal),* $(,)?) => {
+        &[$(($file, include_str!(concat!("../../migrations/", $file, ".sql")))),*]
+    };
+}
+
+const MIGRATIONS: &[(&str, &str)] = embedded![
+    "20261123000001_runs",
+    "20261124000001_spine",
+    "20261125000001_chunks",
+    "20261125000002_running_index",
+    "20261126000001_principals",
+    "20261126000002_cancel",
+    "20261126000003_thread_listing",
+    "20261126000004_followed",
+];
+
+/// The embedded migrations, as sqlx reads a directory of them (the same versions, descriptions
+/// and checksums, so that stores migrated by either agree).
+#[derive(Debug)]
+struct Embedded;
+
+impl Embedded {
+    fn migrations() -> impl Iterator<Item = Migration> {
+        MIGRATIONS.iter().map(|(file, sql)| {
+            let (version, description) = file.split_once('_').expect("`<version>_<description>`");
+            Migration::new(
+                version.parse().expect("a migration's version is a number"),
+                Cow::Owned(description.replace('_', " ")),
+                MigrationType::Simple,
+                Cow::Borrowed(sql),
+                sql.starts_with("-- no-transaction"),
+            )
+        })
+    }
+}
+
+impl MigrationSource<'static> for Embedded {
+    fn resolve(self) -> BoxFuture<'static, Result<Vec<Migration>, BoxDynError>> {
+        Box::pin(async { Ok(Self::migrations().collect()) })
+    }
+}
 
 /// The latest schema version this binary knows (its last migration's).
 pub(super) fn known() -> i64 {
-    MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0)
+    Embedded::migrations().map(|m| m.version).max().unwrap_or(0)
 }
 
 /// The store's schema version: its last applied migration (0 for a new store).
@@ -41,9 +94,39 @@ pub(super) async fn migrate(pool: &AnyPool, backend: Backend) -> Result<(), Stor
     if found > known {
         return Err(StoreError::NewerSchema { found, known });
     }
-    MIGRATOR.run(pool).await?;
+    Migrator::new(Embedded).await?.run(pool).await?;
     if found != known {
         tracing::info!(from = found, to = known, "the store's schema was migrated");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The embedded migrations are what sqlx reads from `migrations/` (every file, with the same
+    /// versions, descriptions and checksums), so a file added there and not here fails.
+    #[tokio::test]
+    async fn the_embedded_migrations_are_the_directory_as_sqlx_reads_it() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
+        let read = Migrator::new(dir).await.unwrap();
+        let embedded = Migrator::new(Embedded).await.unwrap();
+        let summary = |migrator: &Migrator| {
+            migrator
+                .iter()
+                .map(|m| {
+                    (
+                        m.version,
+                        m.description.to_string(),
+                        m.checksum.to_vec(),
+                        m.no_tx,
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(summary(&embedded), summary(&read));
+        assert_eq!(read.iter().count(), MIGRATIONS.len());
+        assert_eq!(known(), read.iter().map(|m| m.version).max().unwrap());
+    }
 }

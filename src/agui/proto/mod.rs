@@ -24,16 +24,15 @@ use super::{
 /// The media type of the framing.
 pub const MEDIA_TYPE: &str = "application/vnd.ag-ui.event+proto";
 
-/// The generated `ag_ui` messages.
+/// The `ag_ui` messages, generated from `proto/ag_ui/*.proto` by `scripts/protogen` (checked in,
+/// so that a build compiles no protobuf compiler).
 #[allow(
     missing_docs,
     missing_debug_implementations,
     unreachable_pub,
     clippy::all
 )]
-pub mod wire {
-    include!(concat!(env!("OUT_DIR"), "/ag_ui.rs"));
-}
+pub mod wire;
 
 /// Appends `event`, framed (length prefix, then the message), to `out`. An
 /// [`Event::Unknown`] (only produced by parsing) is skipped.
