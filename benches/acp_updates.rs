@@ -2,7 +2,7 @@
 //! to the official TypeScript client, next to an agent written with that SDK's own agent side.
 //!
 //! ```text
-//! cargo bench --bench acp_updates --features cli
+//! cargo bench --bench acp_updates --features cli,jemalloc
 //! ```
 //!
 //! The client is `tests/conformance/acp-updates.mjs` (`@agentclientprotocol/sdk`, pinned in

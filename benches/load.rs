@@ -2,7 +2,7 @@
 //! the run log in memory (`--store none`) and on a SQLite file (the default), side by side.
 //!
 //! ```text
-//! cargo bench --bench load --features cli
+//! cargo bench --bench load --features cli,jemalloc
 //! ```
 //!
 //! For each store the bench starts the built `agent-tower serve` (the scripted model, the product

@@ -3,7 +3,7 @@
 //! the `agent_tower.takeover` event, then the continuation's first token.
 //!
 //! ```text
-//! cargo bench --bench takeover --features cli
+//! cargo bench --bench takeover --features cli,jemalloc
 //! ```
 //!
 //! - **PostgreSQL**, two instances: the run is started on one and followed on the other, which

@@ -2,7 +2,7 @@
 //! server writes it to the moment the AG-UI client has read it.
 //!
 //! ```text
-//! cargo bench --bench token_latency --features cli
+//! cargo bench --bench token_latency --features cli,jemalloc
 //! ```
 //!
 //! The bench is both ends: an OpenAI-compatible model server (`POST /v1/chat/completions`,

@@ -88,6 +88,12 @@ fn a_bad_file_is_refused_with_a_sentence() {
             "[agent]\ninstruction = \"x\"",
             "unknown setting `instruction` in [agent]",
         ),
+        (
+            "serve-in-agent.toml",
+            "[agent]\naddr = \"127.0.0.1:0\"",
+            "`addr` in [agent] is a setting of `agent-tower serve` alone; [agent] holds what both \
+             commands take: put it in [serve]",
+        ),
     ] {
         let file = config(name, text);
         let output = std::process::Command::new(AGENT)

@@ -150,11 +150,33 @@ async fn tools_of_a_server_over_streamable_http() {
     child.kill().await.unwrap();
 }
 
+/// A server that cannot be started or reached is named with the cause, in a sentence: no Rust
+/// type of the MCP SDK's transports.
 #[tokio::test]
 async fn a_server_that_cannot_start_is_a_clear_error() {
-    let server: McpServer = "ghost=/nonexistent/mcp-server".parse().unwrap();
+    let server: McpServer = "ghost=/nonexistent/mcp-server --flag".parse().unwrap();
     let error = McpConnection::connect(&server).await.unwrap_err();
-    assert!(error.to_string().contains("ghost"), "{error}");
+    assert_eq!(
+        error.to_string(),
+        "cannot connect to MCP server `ghost`: `/nonexistent/mcp-server` was not found (is it \
+         installed, and on the PATH?)"
+    );
+
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/mcp", closed.local_addr().unwrap());
+    drop(closed);
+    let server: McpServer = format!("down={url}").parse().unwrap();
+    let error = McpConnection::connect(&server)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.starts_with(&format!(
+            "cannot connect to MCP server `down`: {url}: Connection refused"
+        )),
+        "{error}"
+    );
+    assert!(!error.contains("rmcp::"), "{error}");
 }
 
 /// `--mcp-env` reaches the spawned server: its `get-env` tool, called by the scripted model,

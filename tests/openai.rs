@@ -63,6 +63,39 @@ async fn the_request_streams_with_usage_and_the_key() {
     assert_eq!(received.body["tools"][0]["function"]["name"], "get_weather");
 }
 
+/// A request the server never answered (llama.cpp closes a kept-alive connection after each
+/// streamed answer) is sent again once, on a new connection, without a retry layer.
+#[tokio::test]
+async fn a_request_never_answered_is_sent_once_more() {
+    let (base, mut received) = serve(
+        vec![Fixture::unanswered(), Fixture::load("plain.sse")],
+        usize::MAX,
+    )
+    .await;
+    let events: Vec<_> = openai(&base)
+        .oneshot(request())
+        .await
+        .expect("answered the second time")
+        .collect()
+        .await;
+    assert!(events.iter().all(Result::is_ok), "{events:?}");
+    let (first, second) = (
+        received.recv().await.unwrap(),
+        received.recv().await.unwrap(),
+    );
+    assert_eq!(first.body, second.body, "the same request");
+
+    let (base, mut received) = serve(vec![Fixture::unanswered()], usize::MAX).await;
+    let Err(error) = openai(&base).oneshot(request()).await else {
+        panic!("a server that never answers is an error");
+    };
+    assert_eq!(error.kind(), ModelErrorKind::Transport, "{error}");
+    for _ in 0..2 {
+        received.recv().await.unwrap();
+    }
+    assert!(received.try_recv().is_err(), "sent twice, not more");
+}
+
 #[tokio::test]
 async fn a_tool_call_with_fragmented_arguments() {
     let (events, error) = events("tool_call.sse").await;

@@ -69,7 +69,7 @@ async fn the_providers_answer_reaches_the_client_after_a_retry() {
         "--api-key-env",
         "AGENT_TOWER_TEST_KEY",
         "--temperature",
-        "0.5",
+        "0.1",
         "--max-tokens",
         "77",
     ])
@@ -86,7 +86,11 @@ async fn the_providers_answer_reaches_the_client_after_a_retry() {
     let second = received.recv().await.unwrap();
     assert_eq!(first.body, second.body, "the same request, retried");
     assert_eq!(second.body["model"], "smollm2");
-    assert_eq!(second.body["temperature"], 0.5, "--temperature");
+    assert_eq!(
+        second.body["temperature"].to_string(),
+        "0.1",
+        "--temperature as written, not as the nearest f32"
+    );
     assert_eq!(second.body["max_tokens"], 77, "--max-tokens");
     agent.kill().await;
 }

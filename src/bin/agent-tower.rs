@@ -81,9 +81,11 @@ enum LogFormat {
 const RESPONSES_END: Duration = Duration::from_secs(1);
 
 /// The log filter when `RUST_LOG` is not set: this program at INFO, its dependencies' chatter
-/// (MCP handshakes, SQL statements, HTTP internals) only when it is a warning.
-const DEFAULT_LOG_FILTER: &str =
-    "info,rmcp=warn,sqlx=warn,hyper=warn,reqwest=warn,tower_http=warn,agent_tower::trace=off";
+/// (MCP handshakes, SQL statements, HTTP internals) only when it is a warning. rmcp's transport
+/// worker reports a lost server as a dump of its Rust types; the MCP connection says the same in
+/// a sentence (the server, and why each attempt to start it again failed).
+const DEFAULT_LOG_FILTER: &str = "info,rmcp=warn,rmcp::transport::worker=off,sqlx=warn,hyper=warn,\
+     reqwest=warn,tower_http=warn,agent_tower::trace=off";
 
 /// The OTLP exporter of the spans, when `--otlp-endpoint` names a collector.
 fn otlp(endpoint: &str) -> Result<opentelemetry_sdk::trace::SdkTracerProvider, BoxError> {
@@ -611,8 +613,9 @@ struct ModelArgs {
     #[arg(help_heading = "Model", long, value_name = "MODEL[@URL]", value_parser = parse_fallback)]
     fallback: Vec<FallbackModel>,
     /// A model's prices, over the published ones: `model=input,output[,cached input[,cache
-    /// write]]` in US dollars per million tokens (the model's name, or the start of it). A
-    /// priced run's usage carries its cost. Repeat for several.
+    /// write]]` in US dollars per million tokens (the model's exact name, which prices its dated
+    /// snapshots too; `name-*` for every model starting `name-`). A priced run's usage carries
+    /// its cost. Repeat for several.
     #[arg(help_heading = "Model", long, value_name = "MODEL=PRICES", value_parser = parse_price)]
     price: Vec<(String, Prices)>,
     /// What one run may spend on models, `0.50usd` or `200000tokens`; the step that reaches it
@@ -651,7 +654,7 @@ struct ModelArgs {
     retries: u32,
     /// The sampling temperature sent with each call (the provider's default when absent).
     #[arg(help_heading = "Model", long, value_parser = parse_temperature)]
-    temperature: Option<f32>,
+    temperature: Option<f64>,
     /// The most tokens of one answer (the provider's default when absent).
     #[arg(help_heading = "Model", long, value_name = "TOKENS")]
     max_tokens: Option<u32>,
@@ -1080,8 +1083,8 @@ fn parse_budget(value: &str) -> Result<Limit, String> {
 }
 
 /// A sampling temperature: a number from 0 to 2.
-fn parse_temperature(value: &str) -> Result<f32, String> {
-    let temperature: f32 = value
+fn parse_temperature(value: &str) -> Result<f64, String> {
+    let temperature: f64 = value
         .parse()
         .map_err(|_| format!("`{value}` is not a number"))?;
     if (0.0..=2.0).contains(&temperature) {
@@ -1189,7 +1192,8 @@ fn parse_timeout(value: &str) -> Result<Duration, String> {
 /// gives back what a burst of streams used once they close (53 MB resident after 10,000 closed,
 /// against 311 MB), holds an idle stream in less (27 KiB against 31) and serves short runs
 /// faster, durable ones most (SQLite's writer thread frees what the runtime's threads allocate).
-#[cfg(not(target_env = "msvc"))]
+/// With the feature `jemalloc`: its build is long, and a first try of the command needs none.
+#[cfg(all(feature = "jemalloc", not(target_env = "msvc")))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
@@ -1280,6 +1284,9 @@ fn with_config(args: Vec<std::ffi::OsString>) -> Result<Vec<std::ffi::OsString>,
             continue;
         };
         for (flag, value) in flags {
+            if key == "agent" {
+                shared(&cli, flag, &path)?;
+            }
             known(subcommand, flag, Some(key), &path)?;
             if !from_env(subcommand, flag) {
                 push_flag(out, flag, value, &path)?;
@@ -1294,6 +1301,30 @@ fn with_config(args: Vec<std::ffi::OsString>) -> Result<Vec<std::ffi::OsString>,
     }
     merged.splice(1..1, global);
     Ok(merged)
+}
+
+/// Refuses a setting of the config file's `[agent]` table that is a flag of one command only (it
+/// would break the other one on the same file), naming the table it belongs in.
+fn shared(cli: &clap::Command, flag: &str, path: &std::path::Path) -> Result<(), BoxError> {
+    let owners: Vec<&clap::Command> = ["serve", "acp"]
+        .into_iter()
+        .filter_map(|name| cli.find_subcommand(name))
+        .filter(|command| {
+            command
+                .get_arguments()
+                .any(|arg| arg.get_long() == Some(flag))
+        })
+        .collect();
+    match owners[..] {
+        [only] => Err(format!(
+            "the config file {}: `{flag}` in [agent] is a setting of `agent-tower {name}` alone; \
+             [agent] holds what both commands take: put it in [{name}]",
+            path.display(),
+            name = only.get_name()
+        )
+        .into()),
+        _ => Ok(()),
+    }
 }
 
 /// Refuses a setting of the config file (in `table`, or at the top) that `command` has no flag

@@ -230,18 +230,26 @@ impl Endpoint {
         decoder: impl Decode,
     ) -> Result<BoxModelStream<ModelError>, ModelError> {
         let answered = async {
-            let response = post
+            let post = post
                 .header(header::CONTENT_TYPE, "application/json")
-                .header(header::ACCEPT, "text/event-stream")
-                .send()
-                .await
-                .map_err(|e| {
-                    ModelError::new(
-                        ModelErrorKind::Transport,
-                        "the provider could not be reached",
-                    )
-                    .with_source(e.without_url())
-                })?;
+                .header(header::ACCEPT, "text/event-stream");
+            let again = post.try_clone();
+            let mut response = post.send().await;
+            // A request the server never answered (a kept-alive connection it had closed, as
+            // llama.cpp's server does after each streamed answer) goes once more, on a new
+            // connection: nothing of it was seen, whatever retry policy is around the model.
+            if let (Err(error), Some(again)) = (&response, again)
+                && unanswered(error)
+            {
+                response = again.send().await;
+            }
+            let response = response.map_err(|e| {
+                ModelError::new(
+                    ModelErrorKind::Transport,
+                    "the provider could not be reached",
+                )
+                .with_source(e.without_url())
+            })?;
             let status = response.status();
             if !status.is_success() {
                 let headers = response.headers().clone();
@@ -295,6 +303,12 @@ impl Endpoint {
             "the model call failed"
         );
     }
+}
+
+/// Whether `error` left the request unanswered: no connection, or one closed before any
+/// response (not a timeout, which a retry policy around the model decides on).
+fn unanswered(error: &reqwest::Error) -> bool {
+    (error.is_connect() || error.is_request()) && !error.is_timeout() && error.status().is_none()
 }
 
 /// `url` as it may be logged: without user, password or query (a provider's key may sit in any).

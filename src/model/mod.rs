@@ -85,7 +85,7 @@ pub struct ModelOptions {
     /// Upper bound on the tokens of the answer.
     pub max_output_tokens: Option<u32>,
     /// Sampling temperature.
-    pub temperature: Option<f32>,
+    pub temperature: Option<f64>,
 }
 
 /// What a model streams. Protocol-neutral; every delta says what it belongs to.

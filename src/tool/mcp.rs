@@ -362,6 +362,41 @@ fn lifecycle() -> ClientLifecycleMode {
     }
 }
 
+/// Why `command` could not be started, naming it.
+fn not_started(command: &str, error: &std::io::Error) -> String {
+    match error.kind() {
+        std::io::ErrorKind::NotFound => {
+            format!("`{command}` was not found (is it installed, and on the PATH?)")
+        }
+        std::io::ErrorKind::PermissionDenied => format!("`{command}` may not be run: {error}"),
+        _ => format!("`{command}` could not be started: {error}"),
+    }
+}
+
+/// Why the handshake failed: its innermost cause (`Connection refused (os error 111)`, a
+/// status), not rmcp's description of it, which names its transport by its Rust types. rmcp
+/// keeps two causes out of the error chain; they are followed here.
+fn not_connected(error: &rmcp::service::ClientInitializeError) -> String {
+    use rmcp::{
+        service::ClientInitializeError, transport::streamable_http_client::StreamableHttpError,
+    };
+    type Error = dyn std::error::Error + 'static;
+    fn cause(error: &Error) -> Option<&Error> {
+        match error.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
+            Some(StreamableHttpError::Client(client)) => Some(client),
+            _ => error.source(),
+        }
+    }
+    let outer: &Error = match error {
+        ClientInitializeError::TransportError { error, .. } => error,
+        other => other,
+    };
+    std::iter::successors(Some(outer), |&e| cause(e))
+        .last()
+        .unwrap_or(outer)
+        .to_string()
+}
+
 /// Starts (stdio) or reaches (HTTP) `server` and completes the handshake: one run of it, which
 /// `stop` ends (a command is then stopped).
 async fn start(server: &McpServer, stop: &CancellationToken) -> Result<Running, McpError> {
@@ -383,13 +418,13 @@ async fn start(server: &McpServer, stop: &CancellationToken) -> Result<Running, 
             let (transport, stderr) = TokioChildProcess::builder(process)
                 .stderr(std::process::Stdio::piped())
                 .spawn()
-                .map_err(|e| failed(e.into()))?;
+                .map_err(|e| failed(not_started(command, &e).into()))?;
             if let Some(stderr) = stderr {
                 crate::child::log_stderr(format!("mcp:{}", server.name()), stderr);
             }
             ().serve_with_lifecycle(transport, lifecycle())
                 .await
-                .map_err(|e| failed(e.into()))?
+                .map_err(|e| failed(format!("`{command}`: {}", not_connected(&e)).into()))?
         }
         McpServer::Http { url, headers, .. } => {
             let mut custom = std::collections::HashMap::new();
@@ -405,7 +440,7 @@ async fn start(server: &McpServer, stop: &CancellationToken) -> Result<Running, 
             let transport = StreamableHttpClientTransport::from_config(config);
             ().serve_with_lifecycle(transport, lifecycle())
                 .await
-                .map_err(|e| failed(e.into()))?
+                .map_err(|e| failed(format!("{url}: {}", not_connected(&e)).into()))?
         }
     };
     tracing::info!(

@@ -15,7 +15,8 @@ use tokio::{
 /// A recorded response: `# comment` lines (where it came from), `status: N`, headers, a blank
 /// line, then the body's bytes to the end of the file. The pseudo-header `x-replay-end: abort`
 /// makes the server drop the connection after the body instead of ending it cleanly, and
-/// `x-replay-end: hang` keeps it open, silent (a provider that stalls).
+/// `x-replay-end: hang` keeps it open, silent (a provider that stalls). [`Fixture::unanswered`]
+/// is a connection closed once the request is read, with no response at all.
 #[derive(Debug, Clone)]
 pub struct Fixture {
     pub status: u16,
@@ -23,9 +24,23 @@ pub struct Fixture {
     pub body: Vec<u8>,
     pub abort: bool,
     pub hang: bool,
+    pub unanswered: bool,
 }
 
 impl Fixture {
+    /// The connection closed once the request is read, unanswered: what a client sees of a
+    /// server that closed a kept-alive connection as the request was sent on it.
+    pub fn unanswered() -> Self {
+        Self {
+            status: 0,
+            headers: Vec::new(),
+            body: Vec::new(),
+            abort: false,
+            hang: false,
+            unanswered: true,
+        }
+    }
+
     /// The fixture `name` of `tests/fixtures/openai/`.
     pub fn load(name: &str) -> Self {
         Self::of("openai", name)
@@ -71,6 +86,7 @@ impl Fixture {
             body: rest.to_vec(),
             abort,
             hang,
+            unanswered: false,
         }
     }
 }
@@ -117,6 +133,9 @@ pub async fn serve(
                 let (read, mut write) = socket.into_split();
                 let mut read = BufReader::new(read);
                 let _ = tx.send(read_request(&mut read).await);
+                if fixture.unanswered {
+                    return;
+                }
 
                 let mut head = format!("HTTP/1.1 {} Recorded\r\n", fixture.status);
                 for (name, value) in &fixture.headers {

@@ -46,7 +46,7 @@ pub(super) fn body(model: &str, settings: &Settings, request: &ModelRequest) -> 
         }
         None => {
             if let Some(temperature) = request.options.temperature {
-                body.insert("temperature".into(), f64::from(temperature).into());
+                body.insert("temperature".into(), temperature.into());
             }
         }
     }

@@ -92,9 +92,24 @@ impl Prices {
     }
 }
 
-/// Prices by model name. A model takes the prices of the longest name its own starts with, so
-/// that `claude-sonnet-4-5-20250929` is priced as `claude-sonnet-4-5` and `gpt-4.1-mini` is not
-/// priced as `gpt-4.1`.
+/// Prices by model name.
+///
+/// A model takes the prices of its own name, else of its name without a release date: a dated
+/// snapshot (`claude-sonnet-4-5-20250929`, `claude-sonnet-4-5@20250929`, `gpt-4.1-2025-04-14`)
+/// or `-latest` is priced as the model it dates, unless the table names it. A name is never
+/// priced as another it merely starts with (`claude-opus-4-5` is not `claude-opus-4`, which costs
+/// three times as much); a name ending in `*` prices every model that starts with the rest
+/// (`qwen3-*`), the longest such name winning, after exact and dated names.
+///
+/// ```
+/// use agent_tower::model::cost::{PriceTable, Prices};
+///
+/// let table = PriceTable::published().price("qwen3-*", Prices::new(0.0, 0.0));
+/// assert_eq!(table.get("claude-opus-4-5-20251101"), table.get("claude-opus-4-5"));
+/// assert_ne!(table.get("claude-opus-4-5"), table.get("claude-opus-4"));
+/// assert_eq!(table.get("qwen3-8b"), Some(&Prices::new(0.0, 0.0)));
+/// assert_eq!(table.get("gpt-4.1-mini-finetune"), None);
+/// ```
 #[derive(Debug, Clone, Default)]
 pub struct PriceTable {
     prices: Vec<(String, Prices)>,
@@ -127,8 +142,12 @@ impl PriceTable {
             ("gpt-4.1-nano", openai(0.10, 0.40, 0.025)),
             ("gpt-4o", openai(2.50, 10.0, 1.25)),
             ("gpt-4o-mini", openai(0.15, 0.60, 0.075)),
+            ("claude-opus-4-5", anthropic(5.0, 25.0, 0.50, 6.25)),
+            ("claude-opus-4-1", anthropic(15.0, 75.0, 1.50, 18.75)),
             ("claude-opus-4", anthropic(15.0, 75.0, 1.50, 18.75)),
+            ("claude-sonnet-4-5", anthropic(3.0, 15.0, 0.30, 3.75)),
             ("claude-sonnet-4", anthropic(3.0, 15.0, 0.30, 3.75)),
+            ("claude-3-7-sonnet", anthropic(3.0, 15.0, 0.30, 3.75)),
             ("claude-haiku-4-5", anthropic(1.0, 5.0, 0.10, 1.25)),
             ("claude-3-5-haiku", anthropic(0.80, 4.0, 0.08, 1.0)),
             ("gemini-2.5-pro", Prices::new(1.25, 10.0)),
@@ -151,14 +170,55 @@ impl PriceTable {
         self
     }
 
-    /// The prices of `model`: those of the longest name it starts with.
+    /// The prices of `model`: those of its name, else of its name without its release date,
+    /// else of the longest `*` name it starts with.
     #[must_use]
     pub fn get(&self, model: &str) -> Option<&Prices> {
-        self.prices
-            .iter()
-            .filter(|(name, _)| model.starts_with(name.as_str()))
-            .max_by_key(|(name, _)| name.len())
-            .map(|(_, prices)| prices)
+        let named = |model: &str| {
+            self.prices
+                .iter()
+                .find(|(name, _)| name == model)
+                .map(|(_, prices)| prices)
+        };
+        named(model)
+            .or_else(|| undated(model).and_then(named))
+            .or_else(|| {
+                self.prices
+                    .iter()
+                    .filter_map(|(name, prices)| Some((name.strip_suffix('*')?, prices)))
+                    .filter(|(start, _)| model.starts_with(start))
+                    .max_by_key(|(start, _)| start.len())
+                    .map(|(_, prices)| prices)
+            })
+    }
+}
+
+/// `model` without its release date (`-20250929`, `@20250929`, `-2025-04-14`) or `-latest`.
+fn undated(model: &str) -> Option<&str> {
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if let Some(base) = model.strip_suffix("-latest") {
+        return Some(base);
+    }
+    if let Some((base, date)) = model.rsplit_once(['-', '@'])
+        && date.len() == 8
+        && digits(date)
+    {
+        return Some(base);
+    }
+    let (base, date) = model.split_at_checked(model.len().checked_sub(11)?)?;
+    let parts: Vec<&str> = date.split('-').collect();
+    match parts[..] {
+        ["", year, month, day]
+            if year.len() == 4
+                && month.len() == 2
+                && day.len() == 2
+                && digits(year)
+                && digits(month)
+                && digits(day) =>
+        {
+            Some(base)
+        }
+        _ => None,
     }
 }
 
@@ -280,18 +340,52 @@ mod tests {
     use crate::model::{FinishReason, test_request as request};
 
     #[test]
-    fn the_longest_matching_name_prices_a_model() {
+    fn a_model_is_priced_by_its_name_or_the_model_its_date_names() {
         let table = PriceTable::published();
-        let sonnet = table.get("claude-sonnet-4-5-20250929").unwrap();
+        let sonnet = Prices::new(3.0, 15.0).cached_input(0.30).cache_write(3.75);
+        for name in [
+            "claude-sonnet-4-5",
+            "claude-sonnet-4-5-20250929",
+            "claude-sonnet-4-5@20250929",
+        ] {
+            assert_eq!(table.get(name), Some(&sonnet), "{name}");
+        }
+        let opus = |name| table.get(name).map(|prices| (prices.input, prices.output));
+        assert_eq!(opus("claude-opus-4-5-20251101"), Some((5.0, 25.0)));
+        assert_eq!(opus("claude-opus-4-20250514"), Some((15.0, 75.0)));
+        assert_eq!(opus("claude-3-5-haiku-latest"), Some((0.80, 4.0)));
+        assert_eq!(table.get("gpt-4.1-mini-2025-04-14").unwrap().input, 0.40);
+        assert_eq!(table.get("gpt-4.1-2025-04-14").unwrap().input, 2.0);
+        for unknown in [
+            "llama-3",
+            "gpt-4.1-turbo",
+            "claude-opus-4-7",
+            "gpt-5-2025-08",
+            "x-1234567",
+        ] {
+            assert_eq!(
+                table.get(unknown),
+                None,
+                "{unknown} is priced as a model it is not"
+            );
+        }
+        let mine = table
+            .price("gpt-4.1", Prices::new(1.0, 1.0))
+            .price("gpt-4.1-2025-04-14", Prices::new(2.0, 2.0))
+            .price("llama*", Prices::new(0.0, 0.0))
+            .price("llama-3*", Prices::new(0.1, 0.1));
+        assert_eq!(mine.get("gpt-4.1").unwrap().input, 1.0);
         assert_eq!(
-            sonnet,
-            &Prices::new(3.0, 15.0).cached_input(0.30).cache_write(3.75)
+            mine.get("gpt-4.1-2025-04-14").unwrap().input,
+            2.0,
+            "a dated name of its own"
         );
-        assert_eq!(table.get("gpt-4.1-mini").unwrap().input, 0.40);
-        assert_eq!(table.get("gpt-4.1").unwrap().input, 2.0);
-        assert!(table.get("llama-3").is_none());
-        let mine = table.price("gpt-4.1", Prices::new(1.0, 1.0));
-        assert_eq!(mine.get("gpt-4.1-2025-04-14").unwrap().input, 1.0);
+        assert_eq!(
+            mine.get("llama-3.1-8b").unwrap().input,
+            0.1,
+            "the longest start"
+        );
+        assert_eq!(mine.get("llama-2").unwrap().input, 0.0);
     }
 
     #[test]

@@ -42,7 +42,7 @@ pub(super) fn body(settings: &Settings, request: &ModelRequest) -> Value {
         config.insert("maxOutputTokens".into(), max.into());
     }
     if let Some(temperature) = request.options.temperature {
-        config.insert("temperature".into(), f64::from(temperature).into());
+        config.insert("temperature".into(), temperature.into());
     }
     if let Some(budget) = settings.thinking_budget {
         config.insert(
@@ -214,6 +214,7 @@ mod tests {
         assert_eq!(body["systemInstruction"]["parts"][0]["text"], "be brief");
         assert_eq!(body["tools"][0]["functionDeclarations"][0]["name"], "add");
         assert_eq!(body["generationConfig"]["maxOutputTokens"], 100);
+        assert_eq!(body["generationConfig"]["temperature"].to_string(), "0.2");
         assert_eq!(
             body["generationConfig"]["thinkingConfig"],
             json!({"includeThoughts": true, "thinkingBudget": 512})

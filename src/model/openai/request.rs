@@ -23,7 +23,7 @@ pub(super) fn body(model: &str, request: &ModelRequest) -> Value {
         body.insert("max_tokens".into(), max.into());
     }
     if let Some(temperature) = request.options.temperature {
-        body.insert("temperature".into(), f64::from(temperature).into());
+        body.insert("temperature".into(), temperature.into());
     }
     body.insert("stream".into(), true.into());
     body.insert("stream_options".into(), json!({"include_usage": true}));
