@@ -86,8 +86,11 @@ fn digest(dir: &Path) -> Result<String, String> {
         hasher.update(&bytes);
         hasher.update([0]);
     }
-    Ok(hasher.finalize().iter().fold(String::new(), |mut hex, byte| {
-        let _ = write!(hex, "{byte:02x}");
-        hex
-    }))
+    Ok(hasher
+        .finalize()
+        .iter()
+        .fold(String::new(), |mut hex, byte| {
+            let _ = write!(hex, "{byte:02x}");
+            hex
+        }))
 }
