@@ -8,7 +8,6 @@
 use agent_tower::{
     BoxError,
     model::openai::OpenAi,
-    server::AguiServer,
     stack::Stack,
     tool::{
         ToolRouter,
@@ -34,13 +33,11 @@ async fn main() -> Result<(), BoxError> {
     );
     let model =
         OpenAi::new("https://api.openai.com/v1", "gpt-4.1-mini").api_key_env("OPENAI_API_KEY");
-    let agent = Stack::new(model, ToolRouter::new().tool(weather))
-        .instructions("You tell people the weather. Answer in one sentence.")
-        .build();
-
     let listener = tokio::net::TcpListener::bind("127.0.0.1:8000").await?;
     println!("AG-UI on http://{}/", listener.local_addr()?);
-    AguiServer::new(agent)
+    Stack::new(model, ToolRouter::new().tool(weather))
+        .instructions("You tell people the weather. Answer in one sentence.")
+        .server() // GET /capabilities declares its tools
         .serve(listener, async {
             let _ = tokio::signal::ctrl_c().await;
         })

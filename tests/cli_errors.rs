@@ -265,3 +265,29 @@ fn a_temperature_out_of_range_is_refused() {
     assert!(refused(&["--temperature", "3"]).contains("3 is not between 0 and 2"));
     assert!(refused(&["--temperature", "warm"]).contains("`warm` is not a number"));
 }
+
+/// Sizes take units (`KiB`, `MiB`, `GiB`, `kB`, `MB`, `GB`) or bytes; anything else is refused
+/// with what a size is.
+#[tokio::test]
+async fn sizes_take_units_and_a_bad_one_is_refused() {
+    for bad in ["1.5MiB", "64 parsecs", "MiB", "99999999999GiB"] {
+        let stderr = refused(&["--body-limit", bad]);
+        assert!(stderr.contains(&format!("`{bad}`")), "{bad}: {stderr}");
+    }
+    let server =
+        crate::support::process::Process::serve(&["--store", "none", "--body-limit", "1KiB"]).await;
+    let client = reqwest::Client::new();
+    let post = |bytes: usize| {
+        client
+            .post(format!("{}/", server.base))
+            .header("content-type", "application/json")
+            .body(format!(
+                r#"{{"threadId":"t{bytes}","runId":"r{bytes}","messages":[{{"id":"u","role":"user","content":"{}"}}]}}"#,
+                "x".repeat(bytes)
+            ))
+            .send()
+    };
+    assert_eq!(post(2_000).await.unwrap().status(), 413, "over 1,024 bytes");
+    assert_eq!(post(900).await.unwrap().status(), 200, "under 1,024 bytes");
+    server.kill().await;
+}

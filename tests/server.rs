@@ -471,6 +471,48 @@ async fn cors_is_off_unless_origins_are_allowed() {
     assert!(AguiServer::new(agent).allow_origins(["*"]).is_err());
 }
 
+/// A `Stack` served by `Stack::server` declares what it has at `GET /capabilities`, beside the
+/// server's transports, with no wiring.
+#[tokio::test]
+async fn a_stacks_server_declares_its_tools_and_approvals() {
+    use agent_tower::{
+        permission::{Action, InterruptApprover, Policy},
+        stack::Stack,
+        tool::{ToolCall, ToolOutput, ToolSpec},
+    };
+    let tools = ToolRouter::new().route(
+        ToolSpec::new("get_time", "The current time."),
+        tower::service_fn(|_: ToolCall| async {
+            Ok::<_, std::convert::Infallible>(ToolOutput::text("12:00"))
+        }),
+    );
+    let router = Stack::new(ScriptedModel::new(), tools)
+        .policy(Policy::new().rule("get_time", Action::Ask))
+        .approver(InterruptApprover::new(Duration::from_secs(60)))
+        .max_turns(std::num::NonZeroU32::new(4).unwrap())
+        .server()
+        .into_router();
+    let response = router
+        .oneshot(Request::get("/capabilities").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let declared: Value = serde_json::from_str(&body_text(response).await).unwrap();
+    let names: Vec<&str> = declared["tools"]["items"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{declared}"))
+        .iter()
+        .map(|tool| tool["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["get_time"], "{declared}");
+    assert_eq!(declared["execution"]["maxIterations"], 4, "{declared}");
+    assert_eq!(declared["humanInTheLoop"]["supported"], true, "{declared}");
+    assert_eq!(
+        declared["transport"]["streaming"], true,
+        "the server's own: {declared}"
+    );
+}
+
 #[tokio::test]
 async fn health_answers() {
     let (router, _runs) = scripted(|s| s);

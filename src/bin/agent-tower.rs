@@ -34,7 +34,8 @@ use agent_tower::{
 use clap::{Parser, Subcommand, ValueEnum};
 use tokio_util::sync::CancellationToken;
 
-/// The steps of an AI agent as Tower services, served to AG-UI frontends and ACP editors.
+/// Serves an agent to web frontends (`serve`: AG-UI over HTTP) and to code editors (`acp`: ACP
+/// over stdio), with its model, tools, rules and durable runs from flags or a config file.
 #[derive(Debug, Parser)]
 #[command(version, about, args_override_self = true)]
 struct Cli {
@@ -251,8 +252,8 @@ struct Serve {
     /// Silence before a `: ping` keep-alive comment (e.g. `15s`).
     #[arg(help_heading = "Serving", long, default_value = "15s", value_parser = humantime::parse_duration, value_name = "DURATION")]
     keep_alive: Duration,
-    /// The largest accepted request body, in bytes.
-    #[arg(help_heading = "Limits", long, default_value_t = 1024 * 1024, value_name = "BYTES")]
+    /// The largest accepted request body (`1MiB`, `512KiB`, or bytes).
+    #[arg(help_heading = "Limits", long, default_value = "1MiB", value_parser = parse_bytes::<usize>, value_name = "BYTES")]
     body_limit: usize,
     /// What happens to a run whose client disconnects: cancel it once nobody has re-joined it
     /// for the re-join grace, or let it continue.
@@ -366,7 +367,7 @@ struct Serve {
     max_run_events: u64,
     /// The most bytes of events (their JSON) one run may log; past it the run ends with
     /// `run_too_large`.
-    #[arg(help_heading = "Limits", long, default_value_t = 64 * 1024 * 1024, value_name = "BYTES")]
+    #[arg(help_heading = "Limits", long, default_value = "64MiB", value_parser = parse_bytes::<u64>, value_name = "BYTES")]
     max_run_bytes: u64,
     /// The most runs one principal (a token's, a front's user) may have live at once; one more
     /// gets `429 too_many_live_runs`. Operators are not limited. Unlimited when absent.
@@ -378,7 +379,7 @@ struct Serve {
     principal_runs_per_minute: Option<u32>,
     /// The most bytes of events one principal's runs may log a day (UTC): a run past it ends
     /// with `quota_exceeded`, new ones get `429`. Unlimited when absent.
-    #[arg(help_heading = "Limits", long, value_name = "BYTES")]
+    #[arg(help_heading = "Limits", long, value_parser = parse_bytes::<u64>, value_name = "BYTES")]
     principal_log_bytes_per_day: Option<u64>,
     /// A group of principals the metrics count runs and tokens by, as `GROUP=NAME,NAME…`;
     /// repeat for several. Principals in none count under `other`.
@@ -414,7 +415,7 @@ struct Serve {
     memory_runs: usize,
     /// With `--store memory`: the most bytes of events kept (ended runs are forgotten to make
     /// room; a live run past it stops with `run_too_large`).
-    #[arg(help_heading = "Store", long, default_value_t = 256 * 1024 * 1024, value_name = "BYTES")]
+    #[arg(help_heading = "Store", long, default_value = "256MiB", value_parser = parse_bytes::<usize>, value_name = "BYTES")]
     memory_bytes: usize,
     /// How long runs are kept once they ended (e.g. `30d`): older ones (their events, their
     /// decided interrupts) are deleted every hour, a few at a time. Threads keep their latest
@@ -1080,6 +1081,38 @@ fn parse_budget(value: &str) -> Result<Limit, String> {
     } else {
         Err(shape())
     }
+}
+
+/// A size: a whole number of bytes, or of `KiB`, `MiB`, `GiB` (powers of 1,024) or `kB`, `MB`,
+/// `GB` (of 1,000), in any case.
+fn parse_bytes<T: TryFrom<u64>>(value: &str) -> Result<T, String> {
+    let text = value.trim();
+    let digits = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(digits);
+    let unit_size: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kb" => 1_000,
+        "kib" => 1 << 10,
+        "mb" => 1_000_000,
+        "mib" => 1 << 20,
+        "gb" => 1_000_000_000,
+        "gib" => 1 << 30,
+        _ => {
+            return Err(format!(
+                "`{value}` is not a size: a whole number of bytes, or of KiB, MiB, GiB, kB, MB, \
+                 GB (`64MiB`)"
+            ));
+        }
+    };
+    let count: u64 = number
+        .parse()
+        .map_err(|_| format!("`{value}` is not a size: it starts with no whole number"))?;
+    count
+        .checked_mul(unit_size)
+        .and_then(|bytes| T::try_from(bytes).ok())
+        .ok_or_else(|| format!("`{value}` is too large"))
 }
 
 /// A sampling temperature: a number from 0 to 2.

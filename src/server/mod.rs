@@ -288,7 +288,7 @@ where
     /// `AgentCapabilities`) with the server's transports (SSE, WebSocket, protobuf with the
     /// feature `proto`, streams resumed with `Last-Event-ID`); a category declared here replaces
     /// the server's. [`Stack::capabilities`](crate::stack::Stack::capabilities) derives them
-    /// from a stack.
+    /// from a stack, and [`Stack::server`](crate::stack::Stack::server) serves it with them.
     pub fn capabilities(mut self, capabilities: Capabilities) -> Self {
         self.config.capabilities = capabilities;
         self

@@ -323,6 +323,20 @@ impl<M, A, L> Stack<M, A, L> {
         trace.layer(agui.layer(errors.layer(agent)))
     }
 
+    /// The agent served over AG-UI: an [`AguiServer`](crate::server::AguiServer) of
+    /// [`build`](Self::build) whose `GET /capabilities` declares what this stack has
+    /// ([`capabilities`](Self::capabilities)), with the server's defaults otherwise.
+    #[cfg(feature = "server")]
+    pub fn server(self) -> crate::server::AguiServer<StackAgent<M, A, L>>
+    where
+        A: Clone + 'static,
+        L: Layer<State<Truncate<Trace<M>>>>,
+        StackAgent<M, A, L>: crate::run::RunService,
+    {
+        let capabilities = self.capabilities();
+        crate::server::AguiServer::new(self.build()).capabilities(capabilities)
+    }
+
     /// The agent for an editor: built with an [`AcpApprover`] (the editor is asked what the
     /// policy asks about), in an [`AcpAgent`] that knows that approver and the tools.
     pub fn acp_agent(self) -> AcpAgent<StackAgent<M, AcpApprover, L>>
