@@ -854,11 +854,7 @@ use crate::support;
 #[cfg(feature = "mcp")]
 #[tokio::test]
 async fn a_sessions_mcp_servers_lend_it_their_tools() {
-    let everything = support::node_modules()
-        .await
-        .join("@modelcontextprotocol/server-everything/dist/index.js")
-        .display()
-        .to_string();
+    let everything = support::mcp_everything().await;
     let agent = demo().default_mode(agent_tower::permission::Mode::Agentic);
     editor(agent, async move |mut editor| {
         let init = editor.initialize(ProtocolVersion::V1).await;
@@ -908,11 +904,7 @@ async fn a_sessions_mcp_servers_lend_it_their_tools() {
 /// destructive), is asked about and shown as an edit, so that the editor shows an edit.
 #[tokio::test]
 async fn a_lent_mcp_tool_is_shown_and_asked_about_as_what_its_server_says() {
-    let modern = support::node_modules()
-        .await
-        .join("../mcp-modern.mjs")
-        .display()
-        .to_string();
+    let modern = support::mcp_modern().await;
     editor(demo(), async move |mut editor| {
         editor.initialize(ProtocolVersion::V1).await;
         let session = editor.session_lent("modern", modern).await;

@@ -39,9 +39,7 @@ fn result(events: &[Value]) -> String {
 
 #[tokio::test]
 async fn rules_and_annotations_decide_which_mcp_calls_are_asked_about() {
-    let everything = support::node_modules()
-        .await
-        .join("@modelcontextprotocol/server-everything/dist/index.js");
+    let everything = support::mcp_everything().await;
     let file = config(
         "rules.toml",
         &format!(
@@ -57,7 +55,7 @@ ask = ["ev__get-sum"]
 addr = "127.0.0.1:0"
 store = "memory"
 "#,
-            everything.display()
+            everything
         ),
     );
     let mut server = JsonLogged::start(&["--config", &file, "serve"], &[]);

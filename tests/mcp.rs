@@ -31,15 +31,6 @@ async fn tool_result(base: &str, words: &str) -> String {
         .unwrap_or_else(|| panic!("no result: {events:?}"))
 }
 
-/// The reference server's entry point.
-async fn everything() -> String {
-    support::node_modules()
-        .await
-        .join("@modelcontextprotocol/server-everything/dist/index.js")
-        .display()
-        .to_string()
-}
-
 async fn call(
     tools: &ToolRouter,
     name: &str,
@@ -112,7 +103,7 @@ async fn check(tools: &ToolRouter) {
 
 #[tokio::test]
 async fn tools_of_a_server_spawned_over_stdio() {
-    let server: McpServer = format!("everything=node {} stdio", everything().await)
+    let server: McpServer = format!("everything=node {} stdio", support::mcp_everything().await)
         .parse()
         .unwrap();
     let connection = McpConnection::connect(&server).await.unwrap();
@@ -126,7 +117,7 @@ async fn tools_of_a_server_over_streamable_http() {
         probe.local_addr().unwrap().port()
     };
     let mut child = tokio::process::Command::new("node")
-        .args([everything().await.as_str(), "streamableHttp"])
+        .args([support::mcp_everything().await.as_str(), "streamableHttp"])
         .env("PORT", port.to_string())
         .stderr(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
@@ -184,7 +175,7 @@ async fn a_server_that_cannot_start_is_a_clear_error() {
 #[cfg(feature = "cli")]
 #[tokio::test]
 async fn the_command_sets_a_spawned_servers_environment() {
-    let server = format!("ev=node {} stdio", everything().await);
+    let server = format!("ev=node {} stdio", support::mcp_everything().await);
     let mut agent = json_logs::JsonLogged::serve(
         &[
             "--mcp",
@@ -291,15 +282,6 @@ async fn a_server_that_exits_is_started_again() {
     agent.kill().await;
 }
 
-/// The v2 server's script.
-async fn modern() -> String {
-    support::node_modules()
-        .await
-        .join("../mcp-modern.mjs")
-        .display()
-        .to_string()
-}
-
 /// What a server of the current protocol shows, whatever the transport: its tools, their kinds
 /// from their annotations, a call.
 async fn check_modern(tools: &ToolRouter) {
@@ -325,7 +307,7 @@ async fn check_modern(tools: &ToolRouter) {
 
 #[tokio::test]
 async fn a_server_of_the_current_protocol_over_stdio() {
-    let server: McpServer = format!("modern=node {} stdio", modern().await)
+    let server: McpServer = format!("modern=node {} stdio", support::mcp_modern().await)
         .parse()
         .unwrap();
     let connection = McpConnection::connect(&server).await.unwrap();
@@ -335,7 +317,7 @@ async fn a_server_of_the_current_protocol_over_stdio() {
 #[tokio::test]
 async fn a_server_of_the_current_protocol_over_streamable_http() {
     let mut child = tokio::process::Command::new("node")
-        .args([modern().await.as_str(), "http"])
+        .args([support::mcp_modern().await.as_str(), "http"])
         .stdout(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
@@ -355,7 +337,7 @@ async fn a_server_of_the_current_protocol_over_streamable_http() {
 #[cfg(feature = "cli")]
 #[tokio::test]
 async fn a_tool_not_marked_read_only_is_asked_about_and_a_read_only_one_is_not() {
-    let server = format!("modern=node {} stdio", modern().await);
+    let server = format!("modern=node {} stdio", support::mcp_modern().await);
     let mut agent = json_logs::JsonLogged::serve(&["--mcp", &server], &[]);
     let base = agent.base().await;
     let found = tool_result(&base, r#"modern__lookup {"word": "tower"}"#).await;

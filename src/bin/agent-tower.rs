@@ -1286,9 +1286,7 @@ fn with_config(args: Vec<std::ffi::OsString>) -> Result<Vec<std::ffi::OsString>,
     let cli = <Cli as clap::CommandFactory>::command();
     let subcommand = command.and_then(|at| cli.find_subcommand(args[at].to_str()?));
     let from_env = |command: &clap::Command, flag: &str| {
-        command
-            .get_arguments()
-            .find(|arg| arg.get_long() == Some(flag))
+        long_flag(command, flag)
             .and_then(clap::Arg::get_env)
             .is_some_and(|variable| std::env::var_os(variable).is_some())
     };
@@ -1336,17 +1334,20 @@ fn with_config(args: Vec<std::ffi::OsString>) -> Result<Vec<std::ffi::OsString>,
     Ok(merged)
 }
 
+/// The argument of `command` whose long name is `flag`.
+fn long_flag<'a>(command: &'a clap::Command, flag: &str) -> Option<&'a clap::Arg> {
+    command
+        .get_arguments()
+        .find(|arg| arg.get_long() == Some(flag))
+}
+
 /// Refuses a setting of the config file's `[agent]` table that is a flag of one command only (it
 /// would break the other one on the same file), naming the table it belongs in.
 fn shared(cli: &clap::Command, flag: &str, path: &std::path::Path) -> Result<(), BoxError> {
     let owners: Vec<&clap::Command> = ["serve", "acp"]
         .into_iter()
         .filter_map(|name| cli.find_subcommand(name))
-        .filter(|command| {
-            command
-                .get_arguments()
-                .any(|arg| arg.get_long() == Some(flag))
-        })
+        .filter(|command| long_flag(command, flag).is_some())
         .collect();
     match owners[..] {
         [only] => Err(format!(
@@ -1368,10 +1369,7 @@ fn known(
     table: Option<&str>,
     path: &std::path::Path,
 ) -> Result<(), BoxError> {
-    if command
-        .get_arguments()
-        .any(|arg| arg.get_long() == Some(flag))
-    {
+    if long_flag(command, flag).is_some() {
         return Ok(());
     }
     let place = table.map(|t| format!(" in [{t}]")).unwrap_or_default();

@@ -85,6 +85,24 @@ pub async fn node_modules() -> std::path::PathBuf {
     dir.join("node_modules")
 }
 
+/// The entry point of the reference MCP server (`@modelcontextprotocol/server-everything`).
+pub async fn mcp_everything() -> String {
+    node_modules()
+        .await
+        .join("@modelcontextprotocol/server-everything/dist/index.js")
+        .display()
+        .to_string()
+}
+
+/// The script of the MCP server on the current protocol (`tests/conformance/mcp-modern.mjs`).
+pub async fn mcp_modern() -> String {
+    node_modules()
+        .await
+        .join("../mcp-modern.mjs")
+        .display()
+        .to_string()
+}
+
 /// Runs a script of the official client's package; panics with its output when it fails.
 pub async fn node(script: &str, args: &[&str], stdin: Option<String>) -> String {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance");

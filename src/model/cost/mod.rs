@@ -205,21 +205,13 @@ fn undated(model: &str) -> Option<&str> {
     {
         return Some(base);
     }
+    // `-YYYY-MM-DD`: dashes at 0, 5 and 8, digits elsewhere.
     let (base, date) = model.split_at_checked(model.len().checked_sub(11)?)?;
-    let parts: Vec<&str> = date.split('-').collect();
-    match parts[..] {
-        ["", year, month, day]
-            if year.len() == 4
-                && month.len() == 2
-                && day.len() == 2
-                && digits(year)
-                && digits(month)
-                && digits(day) =>
-        {
-            Some(base)
-        }
-        _ => None,
-    }
+    let dated = date.bytes().enumerate().all(|(at, b)| match at {
+        0 | 5 | 8 => b == b'-',
+        _ => b.is_ascii_digit(),
+    });
+    dated.then_some(base)
 }
 
 /// Puts the cost of each step on its usage; see the [module docs](self).
