@@ -44,6 +44,15 @@ mod dev_page;
 mod docs;
 #[cfg(all(feature = "store", feature = "server", feature = "demo"))]
 mod durable;
+#[cfg(all(
+    feature = "fuzzing",
+    feature = "server",
+    feature = "openai",
+    feature = "anthropic",
+    feature = "gemini",
+    feature = "acp"
+))]
+mod fuzz_seeds;
 #[cfg(feature = "gemini")]
 mod gemini;
 #[cfg(feature = "cli")]
