@@ -37,15 +37,15 @@ async fn example() -> std::path::PathBuf {
         .clone()
 }
 
-/// The example's runtime and page (`node server.mjs`), in front of `agent` (reached with the
-/// token in `credential`: `AGENT_TOKEN` or `AGENT_FRONT_TOKEN`); its address.
-async fn runtime(agent: &str, credential: (&str, &str)) -> (tokio::process::Child, String) {
+/// The example's runtime and page (`node server.mjs`), in front of `agent`, with `env` (the token
+/// it reaches agent-tower with: `AGENT_TOKEN` or `AGENT_FRONT_TOKEN`); its address.
+async fn runtime(agent: &str, env: &[(&str, &str)]) -> (tokio::process::Child, String) {
     let dir = example().await;
     let mut child = tokio::process::Command::new("node")
         .arg("server.mjs")
         .current_dir(&dir)
         .env("AGENT_URL", format!("{agent}/"))
-        .env(credential.0, credential.1)
+        .envs(env.iter().copied())
         .env("PORT", "0")
         .env("COPILOTKIT_TELEMETRY_DISABLED", "true")
         .stdout(Stdio::piped())
@@ -77,9 +77,9 @@ async fn copilotkit_chats_calls_tools_shares_state_and_asks_approval() {
         &[("OPERATOR_TOKEN", token)],
     )
     .await;
-    let (_runtime, page) = runtime(&agent.base, ("AGENT_TOKEN", token)).await;
+    let (_runtime, page) = runtime(&agent.base, &[("AGENT_TOKEN", token)]).await;
     // A second runtime in front of the same agent: a reloaded page may reach either.
-    let (_other, other_page) = runtime(&agent.base, ("AGENT_TOKEN", token)).await;
+    let (_other, other_page) = runtime(&agent.base, &[("AGENT_TOKEN", token)]).await;
     let out = support::node(
         "copilotkit.mjs",
         &[&page, &agent.base, token, &other_page],
@@ -101,8 +101,28 @@ async fn copilotkit_as_a_trusted_front_keeps_its_users_apart() {
     )
     .await;
     let token = front.split_once(':').unwrap().1;
-    let (_runtime, page) = runtime(&agent.base, ("AGENT_FRONT_TOKEN", token)).await;
+    let (_runtime, page) = runtime(&agent.base, &[("AGENT_FRONT_TOKEN", token)]).await;
     let out = support::node("copilotkit-front.mjs", &[&page, &agent.base, token], None).await;
     println!("{out}");
     assert!(out.contains("copilotkit-front: passed"), "{out}");
+}
+
+/// Without `@agent-tower/client` (the official `HttpAgent` and CopilotKit's in-memory runner), as
+/// most CopilotKit apps reach an AG-UI server: Stop in the page cancels the run on the server and
+/// the next message is answered.
+#[tokio::test]
+async fn copilotkit_without_the_client_package_stops_a_run_and_goes_on() {
+    debian::ensure("chromium", "chromium");
+    let token = "an-operator-token-of-some-length";
+    let store = stores::sqlite("copilotkit-plain");
+    let agent = Process::serve_with_env(
+        &["--store", &store, "--operator-token-env", "OPERATOR_TOKEN"],
+        &[("OPERATOR_TOKEN", token)],
+    )
+    .await;
+    let env = [("AGENT_TOKEN", token), ("AGENT_CLIENT", "ag-ui")];
+    let (_runtime, page) = runtime(&agent.base, &env).await;
+    let out = support::node("copilotkit-plain.mjs", &[&page, &agent.base, token], None).await;
+    println!("{out}");
+    assert!(out.contains("copilotkit-plain: passed"), "{out}");
 }

@@ -17,6 +17,11 @@
 // model's answer (Markdown `![](https://…)`) is not fetched, so it cannot carry the conversation
 // away.
 //
+// With `AGENT_CLIENT=ag-ui`, the runtime reaches agent-tower as an app without
+// `@agent-tower/client` does: the official `HttpAgent` and CopilotKit's own in-memory runner. The
+// chat, tools, approvals and Stop work; a reload through another runtime instance, or after a
+// restart of this one, does not get the conversation back (docs/copilotkit.md).
+//
 // With many users, this server is a trusted front (agent-tower's `--front-token-env`): it holds
 // the front token (`AGENT_FRONT_TOKEN`), authenticates its own users, and names the one each
 // request acts for in `X-Agent-Tower-User`; agent-tower then keeps each user's threads apart. The
@@ -27,6 +32,7 @@ import { createServer } from "node:http";
 import { readFile } from "node:fs/promises";
 import { extname, join, normalize } from "node:path";
 import { fileURLToPath } from "node:url";
+import { HttpAgent } from "@ag-ui/client";
 import { AgentTowerAgent, AgentTowerRunner } from "@agent-tower/client";
 import { CopilotRuntime } from "@copilotkit/runtime/v2";
 import { createCopilotNodeListener } from "@copilotkit/runtime/v2/node";
@@ -50,12 +56,14 @@ function signedIn(cookieHeader) {
   return given.length === expected.length && timingSafeEqual(given, expected) ? user : undefined;
 }
 
+const plain = process.env.AGENT_CLIENT === "ag-ui";
+const Agent = plain ? HttpAgent : AgentTowerAgent;
 const runtime = new CopilotRuntime({
   agents: front
     ? // One agent per request, acting for the request's user; what the browser sends in
       // `X-Agent-Tower-User` is never forwarded (this server's headers win anyway).
       ({ request }) => ({
-        default: new AgentTowerAgent({
+        default: new Agent({
           url: agentUrl,
           headers: {
             Authorization: `Bearer ${front}`,
@@ -63,8 +71,9 @@ const runtime = new CopilotRuntime({
           },
         }),
       })
-    : { default: new AgentTowerAgent({ url: agentUrl, headers }) },
-  runner: new AgentTowerRunner({ url: agentUrl, headers }),
+    : { default: new Agent({ url: agentUrl, headers }) },
+  // Without a runner, CopilotKit's own: in memory, in this process.
+  ...(plain ? {} : { runner: new AgentTowerRunner({ url: agentUrl, headers }) }),
   forwardHeaders: { deny: ["x-agent-tower-user"] },
 });
 const copilotkit = createCopilotNodeListener({
