@@ -11,8 +11,12 @@ use std::sync::LazyLock;
 
 use proptest::prelude::*;
 
-/// Every target, by the name of its file in `fuzz/fuzz_targets/` and its corpus directory.
-const TARGETS: &[(&str, fn(&[u8]))] = &[
+/// A target: the name of its file in `fuzz/fuzz_targets/` and of its corpus directory, and its
+/// entry point.
+type Target = (&'static str, fn(&[u8]));
+
+/// Every target.
+const TARGETS: &[Target] = &[
     ("acp_line", agent_tower::fuzzing::acp_line),
     ("acp_prompt", agent_tower::fuzzing::acp_prompt),
     ("anthropic_sse", agent_tower::fuzzing::anthropic_sse),

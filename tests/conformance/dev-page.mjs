@@ -242,6 +242,56 @@ async function rejoin() {
   const width = await phone.evaluate(() => document.documentElement.scrollWidth);
   assert.ok(width <= 390, `nothing wider than the phone (${width}px)`);
   console.log("ok another device restored the thread from the server");
+
+  // Both screens stay open on the thread: what one sends shows on the other as it streams, with
+  // no reload, and each can go on from there.
+  for (const [from, to, said] of [
+    [page, phone, "hello from the laptop"],
+    [phone, page, "hello from the phone"],
+  ]) {
+    await from.fill("#message", said);
+    await from.click("#send");
+    const answer = (p) => p.locator(".message.assistant", { hasText: `You said: ${said}` });
+    await answer(to).waitFor({ timeout: 15_000 }); // one answer, no copy
+    await answer(from).waitFor();
+    await to.waitForFunction(() => document.querySelector("#status").textContent === "idle");
+    assert.deepEqual(await shown(to), await shown(from), `the other screen shows "${said}" in its place`);
+  }
+  const kept = await (await fetch(`${base}/threads/${threadId}`)).json();
+  assert.deepEqual(
+    kept.messages.filter((m) => m.role === "user").slice(-2).map((m) => m.content),
+    ["hello from the laptop", "hello from the phone"],
+    "both turns kept, in order",
+  );
+  console.log("ok a second screen follows the thread live and goes on from it");
+
+  // The phone loses its connection to the thread and misses a turn: what it sends then is
+  // refused and it is shown the thread; no turn is lost, and sent again, it is answered.
+  await phone.route(/follow=true/, (route) => route.abort());
+  await phone.evaluate(() => unfollow());
+  await send("while the phone is away");
+  const shownOn = (p, said) => p.locator(".message.assistant", { hasText: `You said: ${said}` });
+  await shownOn(page, "while the phone is away").waitFor({ timeout: 15_000 });
+  await phone.fill("#message", "from the stale phone");
+  await phone.click("#send");
+  await shownOn(phone, "while the phone is away").waitFor({ timeout: 15_000 });
+  assert.match(await phone.textContent("#error"), /thread_conflict/);
+  // The laptop followed the refused run to its end, and shows no error of it.
+  await page.waitForFunction(() => document.querySelector("#events li")?.dataset.type === "RUN_ERROR");
+  assert.ok(await page.locator("#error").isHidden(), "the refusal is the phone's to show, not the laptop's");
+  assert.equal(await page.textContent("#status"), "idle");
+  await phone.unroute(/follow=true/);
+  await phone.fill("#message", "from the phone, again");
+  await phone.click("#send");
+  await shownOn(phone, "from the phone, again").waitFor({ timeout: 15_000 });
+  const after = await (await fetch(`${base}/threads/${threadId}`)).json();
+  assert.deepEqual(
+    after.messages.filter((m) => m.role === "user").slice(-4).map((m) => m.content),
+    ["hello from the laptop", "hello from the phone", "while the phone is away", "from the phone, again"],
+    "the stale screen erased no turn, and its refused one was not kept",
+  );
+  await shownOn(page, "from the phone, again").waitFor({ timeout: 15_000 });
+  console.log("ok a stale screen is refused, shown the thread, and goes on from it");
 }
 
 async function cors([app, other, token]) {

@@ -3,7 +3,9 @@
 // messages), restores it from the server on load (`GET /threads/{id}/events`; `?thread=ID` opens
 // another page's thread), and keeps the token in sessionStorage. A run in progress is re-joined
 // after a reload or a dropped connection with `Last-Event-ID: {runId}:{seq}`, and Stop cancels
-// it on the server (`POST /runs/{id}/cancel`), whose stream then ends with the run.
+// it on the server (`POST /runs/{id}/cancel`), whose stream then ends with the run. While it
+// runs nothing itself, it follows the thread (`?follow=true`): a run another tab or device starts
+// shows here as it streams.
 "use strict";
 
 const RUN_PATH = document.querySelector('meta[name="agent-tower-run-path"]').content;
@@ -17,6 +19,8 @@ let chat = load() ?? fresh();
 let streaming = null;
 /** Whether the page left the run (a new thread): its events are no longer followed. */
 let stopped = false;
+/** The thread followed while the page runs nothing itself: its AbortController, or null. */
+let following = null;
 /** Decisions taken on the pending interrupts, by interrupt id. */
 const answers = new Map();
 
@@ -56,6 +60,7 @@ function headers(extra) {
 
 /** Starts a run on the thread with the conversation so far (and `resume`, when answering). */
 async function startRun(resume) {
+  unfollow();
   const runId = uuid();
   const input = {
     threadId: chat.threadId,
@@ -158,12 +163,44 @@ async function stream(runId, request, { missing = "fail" } = {}) {
   if (!chat.live && !["error", "cancelled"].includes($("status").textContent)) {
     setStatus(chat.interrupts.length ? "interrupted" : "idle");
   }
+  if (!chat.live) follow();
 }
 
-/** Server-sent events: `id: {runId}:{seq}` and `data: {json}`, blocks ended by a blank line. */
-async function readEvents(body, runId) {
+/** Follows the thread's later runs as they start, whoever starts them, until this page starts
+ * one or leaves the thread. The stream restores the thread first, as a connect does; its events
+ * never become this page's live run. Ends quietly: the next run of this page follows again. */
+async function follow() {
+  if (following || streaming) return;
+  const controller = new AbortController();
+  following = controller;
+  try {
+    const response = await fetch(`/threads/${encodeURIComponent(chat.threadId)}/events?follow=true`, {
+      headers: headers({ Accept: "text/event-stream" }),
+      signal: controller.signal,
+    });
+    if (response.ok) await readEvents(response.body, null, { live: false });
+  } catch {
+    // Aborted (this page runs), or the connection dropped.
+  } finally {
+    if (following === controller) following = null;
+    // A followed run whose end this page did not see (the connection dropped) stops showing.
+    if (!streaming && $("status").textContent === "running") setStatus("idle");
+  }
+}
+
+function unfollow() {
+  following?.abort();
+  following = null;
+}
+
+/** Server-sent events: `id: {runId}:{seq}` and `data: {json}`, blocks ended by a blank line.
+ * With `live`, the run they name is this page's to re-join; without, they are a followed
+ * thread's: the thread as it is first (its content taken, the page's status left as it is), then
+ * the runs others start, shown running until they end. */
+async function readEvents(body, runId, { live = true } = {}) {
   const reader = body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = "";
+  let restoring = !live;
   for (;;) {
     const { value, done } = await reader.read();
     if (done) return;
@@ -184,9 +221,16 @@ async function readEvents(body, runId) {
         // `{runId}:{seq}`: where to re-join (a connected thread's run is learnt from its ids).
         const run = id.slice(0, id.lastIndexOf(":"));
         const seq = Number(id.slice(id.lastIndexOf(":") + 1));
-        if ((runId ?? run) === run) chat.live = { runId: run, seq };
+        if (live && (runId ?? run) === run) chat.live = { runId: run, seq };
       }
-      apply(event);
+      // A run another screen started: shown running here; its failure is that screen's to show
+      // (a refused stale copy, say), not this page's.
+      const followed = !live && !restoring;
+      if (followed && event.type === "RUN_STARTED") setStatus("running");
+      const failed = followed && event.type === "RUN_ERROR";
+      apply(event, { quiet: restoring || failed });
+      if (failed) setStatus("idle");
+      if (["RUN_FINISHED", "RUN_ERROR"].includes(event.type)) restoring = false;
       logEvent(event, id);
       save();
       scheduleRender();
@@ -233,8 +277,15 @@ function toolCall(id) {
   return null;
 }
 
-function apply(event) {
+/** Takes `event` into the conversation; `quiet`: without changing the page's status. */
+function apply(event, { quiet = false } = {}) {
   switch (event.type) {
+    case "RUN_STARTED":
+      // What the run answers (a turn another tab sent): the messages the page does not hold.
+      for (const m of event.input?.messages ?? []) {
+        if (!chat.messages.some((held) => held.id === m.id)) chat.messages.push(m);
+      }
+      break;
     case "TEXT_MESSAGE_START":
     case "TEXT_MESSAGE_CONTENT":
     case "TEXT_MESSAGE_CHUNK":
@@ -302,8 +353,9 @@ function apply(event) {
       break;
     case "RUN_FINISHED":
       chat.live = null;
+      if (event.outcome?.type === "interrupt") chat.interrupts = event.outcome.interrupts ?? [];
+      if (quiet) break;
       if (event.outcome?.type === "interrupt") {
-        chat.interrupts = event.outcome.interrupts ?? [];
         setStatus("interrupted");
       } else if (event.outcome?.type === "cancelled") {
         setStatus("cancelled");
@@ -313,7 +365,7 @@ function apply(event) {
       break;
     case "RUN_ERROR":
       chat.live = null;
-      fail(`${event.code ?? "error"}: ${event.message}`);
+      if (!quiet) fail(`${event.code ?? "error"}: ${event.message}`);
       break;
   }
 }
@@ -621,6 +673,7 @@ $("stop").addEventListener("click", stop);
 $("new-thread").addEventListener("click", () => {
   stopped = true;
   streaming?.abort();
+  unfollow();
   chat = fresh();
   answers.clear();
   save();
