@@ -122,43 +122,46 @@ async fn copilotkit_without_the_client_package_stops_a_run_and_goes_on() {
     .await;
     let env = [("AGENT_TOKEN", token), ("AGENT_CLIENT", "ag-ui")];
     let (_runtime, page) = runtime(&agent.base, &env).await;
+    let _logs = agent.logs_on_failure();
     let out = support::node("copilotkit-plain.mjs", &[&page, &agent.base, token], None).await;
     println!("{out}");
     assert!(out.contains("copilotkit-plain: passed"), "{out}");
 }
 
-/// A rolling restart under the example: the runtime reaches two instances on one store through a
-/// balancer; the one streaming gets SIGTERM. The page shows the whole answer, the runtime stays
-/// up and the next message is answered.
-#[tokio::test]
-async fn copilotkit_keeps_streaming_across_a_rolling_restart() {
+/// A rolling restart under the example (`client`: `agent-tower`, or `ag-ui` for the app without
+/// the client package): the runtime reaches two instances on one store through a balancer; the
+/// one streaming gets SIGTERM. The runtime stays up and the next message is answered; on the
+/// client package, the page shows the whole answer.
+async fn rolling_restart(client: &str) {
     debian::ensure("chromium", "chromium");
-    let store = stores::sqlite("copilotkit-deploy");
-    // A short lease: the second instance looks for runs to continue every third of it.
-    let args = [
-        "--store",
-        &store,
-        "--lease",
-        "1s",
-        "--drain-timeout",
-        "100ms",
-    ];
-    let mut first = Process::serve(&args).await;
-    let second = Process::serve(&args).await;
+    let store = stores::sqlite(&format!("copilotkit-deploy-{client}"));
+    let (mut first, second) = Process::rolling_pair(&store, &[]).await;
     let dir = example().await;
     let pid = first.pid().to_string();
     let out = support::node(
         "copilotkit-deploy.mjs",
-        &[dir.to_str().unwrap(), &first.base, &second.base, &pid],
+        &[
+            client,
+            dir.to_str().unwrap(),
+            &first.base,
+            &second.base,
+            &pid,
+        ],
         None,
     )
     .await;
     println!("{out}");
     assert!(out.contains("copilotkit-deploy: passed"), "{out}");
-    let status = first
-        .exit_within(std::time::Duration::from_secs(10))
-        .await
-        .expect("the first instance exits");
-    assert!(status.success(), "{status}");
+    first.exits_cleanly().await;
     second.kill().await;
+}
+
+#[tokio::test]
+async fn copilotkit_keeps_streaming_across_a_rolling_restart() {
+    rolling_restart("agent-tower").await;
+}
+
+#[tokio::test]
+async fn copilotkit_without_the_client_package_stays_up_across_a_rolling_restart() {
+    rolling_restart("ag-ui").await;
 }

@@ -39,18 +39,7 @@ async fn the_client_package_restores_rejoins_and_cancels() {
 async fn a_deploy_mid_run_ends_streams_cleanly_and_the_client_package_reads_on() {
     let dir = support::js_client().await;
     let store = stores::sqlite("js-client-deploy");
-    // A short lease: the second instance looks for runs to continue every third of it.
-    let args = [
-        "--store",
-        &store,
-        "--scripted-knobs",
-        "--lease",
-        "1s",
-        "--drain-timeout",
-        "100ms",
-    ];
-    let mut first = Process::serve(&args).await;
-    let second = Process::serve(&args).await;
+    let (mut first, second) = Process::rolling_pair(&store, &["--scripted-knobs"]).await;
     let pid = first.pid().to_string();
     let out = support::node_in(
         &dir,
@@ -61,11 +50,7 @@ async fn a_deploy_mid_run_ends_streams_cleanly_and_the_client_package_reads_on()
     .await;
     println!("{out}");
     assert!(out.contains("deploy: passed"), "{out}");
-    let status = first
-        .exit_within(std::time::Duration::from_secs(10))
-        .await
-        .expect("the first instance exits");
-    assert!(status.success(), "{status}");
+    first.exits_cleanly().await;
     first.logged("runs in flight were handed over").await;
     let said = first.lines();
     assert!(

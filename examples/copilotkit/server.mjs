@@ -103,6 +103,8 @@ const contentSecurityPolicy = [
   "default-src 'self'",
   "img-src 'self' data:",
   "style-src 'self' 'unsafe-inline'",
+  // CopilotKit's chat brings its font inline.
+  "font-src 'self' data:",
   "connect-src 'self'",
   "base-uri 'none'",
   "form-action 'self'",

@@ -1,4 +1,33 @@
-// The chat of the CopilotKit example page (examples/copilotkit), as the browser tests drive it.
+// The chat of the CopilotKit example page (examples/copilotkit), as the browser tests drive it,
+// and the browser they drive it in.
+import { mkdirSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+
+const artifacts = join(dirname(fileURLToPath(import.meta.url)), "../../target/browser-artifacts");
+
+/** Debian's Chromium with one page, whose console is kept (`logs`); `failed(name)` saves a screenshot
+ * (under target/browser-artifacts/) and prints the console, for a scenario that failed. */
+export async function browse() {
+  const browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
+    args: ["--no-sandbox", "--disable-dev-shm-usage"],
+  });
+  const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+  const logs = [];
+  page.on("console", (message) => logs.push(`${message.type()}: ${message.text()}`));
+  page.on("pageerror", (error) => logs.push(`pageerror: ${error.message}`));
+  async function failed(name) {
+    mkdirSync(artifacts, { recursive: true });
+    const screenshot = join(artifacts, `${name}.png`);
+    await page.screenshot({ path: screenshot, fullPage: true }).catch(() => {});
+    console.error(`page console:\n${logs.join("\n")}`);
+    console.error(`page text:\n${await page.evaluate(() => document.body.innerText).catch(() => "")}`);
+    console.error(`screenshot: ${screenshot}`);
+  }
+  return { browser, page, logs, failed };
+}
 
 /** The chat on `page`: its input and send button, and `say`. */
 export function chat(page) {

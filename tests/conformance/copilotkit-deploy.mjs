@@ -1,25 +1,26 @@
 // A deploy under the CopilotKit example, in Debian's Chromium: two `agent-tower serve` instances
 // on one store behind a balancer (each request to the first instance that answers, as a load
 // balancer in front of a rolling restart does), the example's runtime in front of the balancer.
-// The first instance gets SIGTERM while the page streams an answer from it: the page shows the
-// whole answer (the runtime re-joins the run where the second instance continues it), the
-// runtime stays up, and the next message is answered.
+// The first instance gets SIGTERM while the page streams an answer from it: the runtime stays up,
+// the run goes on to its end on the second instance, and the next message is answered. On
+// `@agent-tower/client` (`agent-tower`), the page shows the whole answer (the runtime re-joins
+// the run where the second instance continues it); without it (`ag-ui`: the official `HttpAgent`
+// and CopilotKit's own runner), the page keeps what it read before the hand-over.
 //
-//   node copilotkit-deploy.mjs EXAMPLE_DIR http://FIRST http://SECOND FIRST_PID
+//   node copilotkit-deploy.mjs agent-tower|ag-ui EXAMPLE_DIR http://FIRST http://SECOND FIRST_PID
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdirSync } from "node:fs";
 import { createServer, request } from "node:http";
-import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
-import { fileURLToPath } from "node:url";
-import { chromium } from "playwright-core";
-import { chat } from "./copilotkit-chat.mjs";
+import { browse, chat } from "./copilotkit-chat.mjs";
 import { logged, text } from "./runs.mjs";
 
-const [example, first, second, pid] = process.argv.slice(2);
-assert.ok(example && first && second && pid, "usage: node copilotkit-deploy.mjs <example dir> <first> <second> <first's pid>");
-const artifacts = join(dirname(fileURLToPath(import.meta.url)), "../../target/browser-artifacts");
+const [client, example, first, second, pid] = process.argv.slice(2);
+assert.ok(
+  ["agent-tower", "ag-ui"].includes(client) && example && first && second && pid,
+  "usage: node copilotkit-deploy.mjs agent-tower|ag-ui <example dir> <first> <second> <first's pid>",
+);
+const ours = client === "agent-tower";
 
 /** Sends `body` to the first of `backends` that answers (not refused, not 503). */
 function forward(req, res, body, backends) {
@@ -47,19 +48,19 @@ const agent = `http://127.0.0.1:${balancer.address().port}`;
 
 const runtime = spawn("node", ["server.mjs"], {
   cwd: example,
-  env: { ...process.env, AGENT_URL: `${agent}/`, PORT: "0", COPILOTKIT_TELEMETRY_DISABLED: "true" },
+  env: {
+    ...process.env,
+    AGENT_URL: `${agent}/`,
+    AGENT_CLIENT: client,
+    PORT: "0",
+    COPILOTKIT_TELEMETRY_DISABLED: "true",
+  },
   stdio: ["ignore", "pipe", "inherit"],
 });
 const lines = createInterface({ input: runtime.stdout });
 const app = (await lines[Symbol.asyncIterator]().next()).value.match(/http:\/\/\S+/)[0];
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
-  args: ["--no-sandbox", "--disable-dev-shm-usage"],
-});
-const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
-const logs = [];
-page.on("console", (message) => logs.push(`${message.type()}: ${message.text()}`));
+const { browser, page, failed } = await browse();
 const { say, ready } = chat(page);
 try {
   await page.goto(`${app}/`);
@@ -80,13 +81,22 @@ try {
   // (Compared word by word: the page lays the Markdown out in its own lines.)
   const words = (text) => text.split(/\s+/).filter(Boolean).join(" ");
   const shownText = () => page.evaluate(() => document.body.innerText).then(words);
-  await page.waitForFunction(
-    (whole) => document.body.innerText.split(/\s+/).filter(Boolean).join(" ").includes(whole),
-    words(answer),
-    { timeout: 30_000 },
-  );
+  if (ours) {
+    await page.waitForFunction(
+      (whole) => document.body.innerText.split(/\s+/).filter(Boolean).join(" ").includes(whole),
+      words(answer),
+      { timeout: 30_000 },
+    );
+    console.log(`ok the page showed the whole answer (${words(answer).split(" ").length} words) across the deploy`);
+  } else {
+    const after = (await shownText()).split("tell me slowly")[1].split(" ").filter(Boolean);
+    const whole = words(answer).split(" ");
+    let kept = 0;
+    while (kept < after.length && after[kept] === whole[kept]) kept++;
+    assert.ok(kept >= 2 && kept < whole.length, `the page kept the answer's first ${kept} words`);
+    console.log(`ok the page kept the ${kept} words it read before the hand-over; the thread has all ${whole.length}`);
+  }
   assert.equal(runtime.exitCode, null, "the runtime is up");
-  console.log(`ok the page showed the whole answer (${words(answer).split(" ").length} words) across the deploy`);
 
   await say("hello after the deploy", "You said: hello after the deploy");
   const kept = await read();
@@ -94,16 +104,15 @@ try {
     kept.messages.filter((m) => m.role === "user").map((m) => m.content),
     ["hello before the deploy", "tell me slowly", "hello after the deploy"],
   );
-  const shown = await shownText();
-  assert.equal(shown.split(words(answer)).length, 2, "the answer is shown once");
-  assert.ok(shown.indexOf(words(answer)) < shown.indexOf("You said: hello after the deploy"));
+  if (ours) {
+    const shown = await shownText();
+    assert.equal(shown.split(words(answer)).length, 2, "the answer is shown once");
+    assert.ok(shown.indexOf(words(answer)) < shown.indexOf("You said: hello after the deploy"));
+  }
   console.log("ok the runtime stayed up and the next message was answered, in order");
   console.log("copilotkit-deploy: passed");
 } catch (error) {
-  mkdirSync(artifacts, { recursive: true });
-  await page.screenshot({ path: join(artifacts, "copilotkit-deploy.png"), fullPage: true }).catch(() => {});
-  console.error(`page console:\n${logs.join("\n")}`);
-  console.error(`page text:\n${await page.evaluate(() => document.body.innerText).catch(() => "")}`);
+  await failed(`copilotkit-deploy-${client}`);
   throw error;
 } finally {
   await browser.close();

@@ -12,12 +12,8 @@
 // and while an approval waits (the page restored from the server). On failure a
 // screenshot and the page's console are saved under target/browser-artifacts/.
 import assert from "node:assert/strict";
-import { mkdirSync } from "node:fs";
 import { createServer } from "node:http";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { chromium } from "playwright-core";
-import { chat } from "./copilotkit-chat.mjs";
+import { browse, chat } from "./copilotkit-chat.mjs";
 import { logged as loggedBy, text } from "./runs.mjs";
 
 const [app, agent, token, otherApp] = process.argv.slice(2);
@@ -25,16 +21,8 @@ assert.ok(
   app && agent && token && otherApp,
   "usage: node copilotkit.mjs <page url> <agent url> <operator token> <another runtime's page url>",
 );
-const artifacts = join(dirname(fileURLToPath(import.meta.url)), "../../target/browser-artifacts");
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
-  args: ["--no-sandbox", "--disable-dev-shm-usage"],
-});
-const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
-const logs = [];
-page.on("console", (message) => logs.push(`${message.type()}: ${message.text()}`));
-page.on("pageerror", (error) => logs.push(`pageerror: ${error.message}`));
+const { browser, page, failed } = await browse();
 
 /** The thread as the server kept it. */
 async function thread() {
@@ -230,10 +218,7 @@ try {
   console.log("ok an image in an answer is not fetched");
   console.log("copilotkit: passed");
 } catch (error) {
-  mkdirSync(artifacts, { recursive: true });
-  await page.screenshot({ path: join(artifacts, "copilotkit.png"), fullPage: true }).catch(() => {});
-  console.error(`page console:\n${logs.join("\n")}`);
-  console.error(`screenshot: ${join(artifacts, "copilotkit.png")}`);
+  await failed("copilotkit");
   throw error;
 } finally {
   await browser.close();

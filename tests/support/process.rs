@@ -16,6 +16,17 @@ pub struct Process {
     logs: std::sync::Arc<(std::sync::Mutex<Vec<String>>, tokio::sync::Notify)>,
 }
 
+/// Prints the lines its process logged when dropped by a failing test (a panic).
+pub struct LogsOnFailure<'a>(&'a Process);
+
+impl Drop for LogsOnFailure<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("agent-tower logged:\n{}", self.0.lines().join("\n"));
+        }
+    }
+}
+
 impl Process {
     /// Starts `agent-tower serve --addr 127.0.0.1:0` with `args`, and waits until it listens.
     pub async fn serve(args: &[&str]) -> Self {
@@ -74,6 +85,35 @@ impl Process {
             base: format!("http://{addr}"),
             logs,
         }
+    }
+
+    /// Two instances on one `store` for a deploy under a run: a short lease (the second looks
+    /// for runs to continue every third of it) and a drain shorter than a slow run; `more` flags.
+    pub async fn rolling_pair(store: &str, more: &[&str]) -> (Self, Self) {
+        let mut args = vec![
+            "--store",
+            store,
+            "--lease",
+            "1s",
+            "--drain-timeout",
+            "100ms",
+        ];
+        args.extend_from_slice(more);
+        (Self::serve(&args).await, Self::serve(&args).await)
+    }
+
+    /// A guard that prints what it logged if the test fails while the guard lives.
+    pub fn logs_on_failure(&self) -> LogsOnFailure<'_> {
+        LogsOnFailure(self)
+    }
+
+    /// Once it exited, after a signal: that it exited successfully within 10 s.
+    pub async fn exits_cleanly(&mut self) {
+        let status = self
+            .exit_within(std::time::Duration::from_secs(10))
+            .await
+            .expect("the instance exits");
+        assert!(status.success(), "{status}");
     }
 
     /// Its process id, while it runs.
