@@ -67,22 +67,30 @@ async fn runtime(agent: &str, env: &[(&str, &str)]) -> (tokio::process::Child, S
     (child, url)
 }
 
+/// The operator token the runtimes reach agent-tower with, and that reads every thread.
+const TOKEN: &str = "an-operator-token-of-some-length";
+
+/// `agent-tower serve` on a SQLite store of its own (`name`), with [`TOKEN`] as its operator
+/// token.
+async fn with_operator(name: &str) -> Process {
+    let store = stores::sqlite(name);
+    Process::serve_with_env(
+        &["--store", &store, "--operator-token-env", "OPERATOR_TOKEN"],
+        &[("OPERATOR_TOKEN", TOKEN)],
+    )
+    .await
+}
+
 #[tokio::test]
 async fn copilotkit_chats_calls_tools_shares_state_and_asks_approval() {
     debian::ensure("chromium", "chromium");
-    let token = "an-operator-token-of-some-length";
-    let store = stores::sqlite("copilotkit");
-    let agent = Process::serve_with_env(
-        &["--store", &store, "--operator-token-env", "OPERATOR_TOKEN"],
-        &[("OPERATOR_TOKEN", token)],
-    )
-    .await;
-    let (_runtime, page) = runtime(&agent.base, &[("AGENT_TOKEN", token)]).await;
+    let agent = with_operator("copilotkit").await;
+    let (_runtime, page) = runtime(&agent.base, &[("AGENT_TOKEN", TOKEN)]).await;
     // A second runtime in front of the same agent: a reloaded page may reach either.
-    let (_other, other_page) = runtime(&agent.base, &[("AGENT_TOKEN", token)]).await;
+    let (_other, other_page) = runtime(&agent.base, &[("AGENT_TOKEN", TOKEN)]).await;
     let out = support::node(
         "copilotkit.mjs",
-        &[&page, &agent.base, token, &other_page],
+        &[&page, &agent.base, TOKEN, &other_page],
         None,
     )
     .await;
@@ -113,17 +121,11 @@ async fn copilotkit_as_a_trusted_front_keeps_its_users_apart() {
 #[tokio::test]
 async fn copilotkit_without_the_client_package_stops_a_run_and_goes_on() {
     debian::ensure("chromium", "chromium");
-    let token = "an-operator-token-of-some-length";
-    let store = stores::sqlite("copilotkit-plain");
-    let agent = Process::serve_with_env(
-        &["--store", &store, "--operator-token-env", "OPERATOR_TOKEN"],
-        &[("OPERATOR_TOKEN", token)],
-    )
-    .await;
-    let env = [("AGENT_TOKEN", token), ("AGENT_CLIENT", "ag-ui")];
+    let agent = with_operator("copilotkit-plain").await;
+    let env = [("AGENT_TOKEN", TOKEN), ("AGENT_CLIENT", "ag-ui")];
     let (_runtime, page) = runtime(&agent.base, &env).await;
     let _logs = agent.logs_on_failure();
-    let out = support::node("copilotkit-plain.mjs", &[&page, &agent.base, token], None).await;
+    let out = support::node("copilotkit-plain.mjs", &[&page, &agent.base, TOKEN], None).await;
     println!("{out}");
     assert!(out.contains("copilotkit-plain: passed"), "{out}");
 }
