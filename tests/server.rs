@@ -240,7 +240,8 @@ async fn a_run_whose_client_left_waits_for_a_rejoin_then_is_cancelled() {
 }
 
 /// A plain AG-UI client's Stop closes its connection: with the same grace configured, its run is
-/// cancelled at once, and the thread takes the next message.
+/// cancelled at once, even while another screen follows it, and the thread takes the next
+/// message.
 #[tokio::test(start_paused = true)]
 async fn a_plain_clients_run_is_cancelled_when_it_goes_away() {
     let grace = Duration::from_secs(30);
@@ -254,11 +255,38 @@ async fn a_plain_clients_run_is_cancelled_when_it_goes_away() {
     assert!(!started.headers().contains_key("preference-applied"));
     let mut viewer = started.into_body();
     viewer.frame().await.unwrap().unwrap();
+    // Another screen watches the run; it does not keep it going once its client stops it.
+    let watch = Request::get("/runs/run-stopped/events")
+        .header(header::ACCEPT, "text/event-stream")
+        .body(Body::empty())
+        .unwrap();
+    let watcher = router.clone().oneshot(watch).await.unwrap();
+    assert_eq!(watcher.status(), StatusCode::OK);
     let left = tokio::time::Instant::now();
     drop(viewer);
-    let summary = runs.recv().await.unwrap();
+    let summary = tokio::time::timeout(grace * 2, runs.recv())
+        .await
+        .expect("the run ends though another screen follows it")
+        .unwrap();
     assert_eq!(summary.end, Ended::Disconnected);
     assert_eq!(left.elapsed(), Duration::ZERO, "cancelled at once");
+    let watched = String::from_utf8(
+        watcher
+            .into_body()
+            .collect()
+            .await
+            .unwrap()
+            .to_bytes()
+            .to_vec(),
+    )
+    .unwrap();
+    let last = watched.lines().rfind(|line| line.starts_with("data:"));
+    let last: Value = serde_json::from_str(last.unwrap().trim_start_matches("data:")).unwrap();
+    assert_eq!(
+        (&last["type"], &last["outcome"]),
+        (&json!("RUN_FINISHED"), &json!({"type": "cancelled"})),
+        "the watcher sees the run end cancelled: {watched}"
+    );
     let next = router
         .clone()
         .oneshot(post_json(&input("t", "next")))

@@ -133,7 +133,8 @@ impl Follow {
     /// on, and [`OnDisconnect::Cancel`] cancels it once nobody has followed it for `grace`: a
     /// client that re-joins within it (a reloaded page, on this instance or, with a shared log,
     /// on another) keeps it going, and the grace starts again when the last follower leaves.
-    /// A zero `grace` cancels the run at once. The run's [summary](super::RunSummary) says
+    /// A zero `grace` cancels the run at once, even while others follow it (they watch; the
+    /// client that started it stopped it). The run's [summary](super::RunSummary) says
     /// whether its viewer left.
     #[must_use]
     pub fn viewer(mut self, on_drop: OnDisconnect, grace: Duration) -> Self {

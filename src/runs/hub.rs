@@ -279,16 +279,20 @@ impl Topic {
     /// A follower of the run went away (before the run's end, or it would not matter). `viewer`
     /// when it was the run's viewer (the client that started it), with the grace period after
     /// which a run nobody follows is cancelled, if it is to be. When this leaves a run driven
-    /// here with no follower after its viewer left with a grace period, what to wait for.
+    /// here with no follower after its viewer left with a grace period, what to wait for. A
+    /// viewer that leaves with no grace stopped the run (a plain client's Stop): it is to be
+    /// cancelled at once, however many others follow it.
     pub(crate) fn follower_left(&self, viewer: Option<Option<Duration>>) -> Option<Unfollowed> {
         let mut followers = lock(&self.followers);
         followers.count = followers.count.saturating_sub(1);
+        let mut stopped = false;
         if let Some(grace) = viewer {
             self.viewer_left
                 .store(true, std::sync::atomic::Ordering::Release);
             followers.grace = grace;
+            stopped = grace == Some(Duration::ZERO);
         }
-        if followers.count > 0 || !self.is_running_here() {
+        if followers.count > 0 && !stopped || !self.is_running_here() {
             return None;
         }
         let grace = followers.grace?;
