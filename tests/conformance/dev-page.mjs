@@ -126,6 +126,10 @@ async function chat(screenshot) {
 
   interrupt = await interrupted('remember {"key": "theme", "value": "dark"}');
   await interrupt.locator("textarea").fill('{"key": "theme", "value": "light"}');
+  // Events arriving while the user edits (the thread followed, another screen) render the page
+  // again: the edit stays.
+  await page.evaluate(() => render());
+  assert.equal(JSON.parse(await interrupt.locator("textarea").inputValue()).value, "light", "the edit survives a render");
   await interrupt.getByRole("button", { name: "Approve edited" }).click();
   ({ status, runId } = await settled());
   assert.equal(status, "idle");

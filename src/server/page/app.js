@@ -439,6 +439,18 @@ function answer(interrupt, entry) {
   }
 }
 
+/** The cards of the pending interrupts. A card already shown is kept as it is, with what the
+ * user typed in it (events arriving meanwhile render the page again); its buttons are disabled
+ * once it is answered. */
+function interruptCards() {
+  const shown = new Map([...$("interrupts").children].map((card) => [card.dataset.interruptId, card]));
+  return chat.interrupts.map((interrupt) => {
+    const card = shown.get(interrupt.id) ?? interruptCard(interrupt);
+    for (const button of card.querySelectorAll(".actions button")) button.disabled = answers.has(interrupt.id);
+    return card;
+  });
+}
+
 function interruptCard(interrupt) {
   const card = el("div", "interrupt");
   card.dataset.interruptId = interrupt.id;
@@ -457,7 +469,6 @@ function interruptCard(interrupt) {
   const button = (label, decide) => {
     const b = el("button", "", label);
     b.type = "button";
-    b.disabled = answers.has(interrupt.id);
     b.addEventListener("click", decide);
     actions.append(b);
   };
@@ -536,7 +547,11 @@ function render() {
   const atBottom = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 40;
   transcript.replaceChildren(...items);
   if (atBottom) transcript.scrollTop = transcript.scrollHeight;
-  $("interrupts").replaceChildren(...chat.interrupts.map(interruptCard));
+  const cards = interruptCards();
+  const interrupts = $("interrupts");
+  if (cards.length !== interrupts.children.length || cards.some((card, i) => card !== interrupts.children[i])) {
+    interrupts.replaceChildren(...cards);
+  }
   $("state").textContent = JSON.stringify(chat.state, null, 2);
   const busy = Boolean(streaming) || Boolean(chat.live);
   $("send").disabled = busy || chat.interrupts.length > 0;
