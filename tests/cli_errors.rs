@@ -193,6 +193,17 @@ fn a_token_file_open_to_others_or_malformed_is_refused_without_its_tokens() {
             "line 2: `admin` is not run",
         ),
         ("run alice short-token\n", "at least 16 characters"),
+        // Nothing but comments would leave every route open to everyone.
+        ("", "holds no token"),
+        ("# the team, some day\n\n", "holds no token"),
+        (
+            "run alice ops-token-0123456789\noperator ops ops-token-0123456789\n",
+            "line 2: a bearer token is listed twice (for `alice` and for `ops`)",
+        ),
+        (
+            "run ops alice-token-0123456789\noperator ops ops-token-0123456789\n",
+            "line 2: `ops` names both a run token and an operator token",
+        ),
     ] {
         let stderr = refused(&["--token-file", &file("bad", text, 0o600)]);
         assert!(stderr.contains(why), "{text:?}: {stderr}");

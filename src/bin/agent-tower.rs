@@ -2121,11 +2121,13 @@ fn token_file(mut tokens: BearerTokens, path: &std::path::Path) -> Result<Bearer
             .into());
         }
     }
+    let mut any = false;
     for (number, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
+        any = true;
         let at = |why: String| format!("--token-file {shown}, line {}: {why}", number + 1);
         let words: Vec<&str> = line.split_whitespace().collect();
         let [kind, name, token] = words[..] else {
@@ -2142,6 +2144,10 @@ fn token_file(mut tokens: BearerTokens, path: &std::path::Path) -> Result<Bearer
         tokens = kind
             .add(tokens, Some(name), token)
             .map_err(|e| at(e.to_string()))?;
+    }
+    if !any {
+        // Authentication would silently be off: everyone would share one space.
+        return Err(format!("--token-file {shown} holds no token").into());
     }
     Ok(tokens)
 }

@@ -52,6 +52,17 @@ pub struct Identity {
     pub front: bool,
 }
 
+impl Identity {
+    /// What kind of token it is, in words.
+    fn kind(&self) -> &'static str {
+        match (self.scope, self.front) {
+            (_, true) => "a trusted front",
+            (Scope::Run, false) => "a run token",
+            (Scope::Operator, false) => "an operator token",
+        }
+    }
+}
+
 /// A token a scheme knows and refuses (expired, for another audience, signed by an unknown key):
 /// why, in a sentence for the client (no secret in it).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -190,7 +201,7 @@ impl BearerAuthLayer {
                 .get(header::AUTHORIZATION)
                 .and_then(|value| bearer(value.as_bytes()))
                 .map(str::to_owned),
-            user: headers.get(USER_HEADER).cloned(),
+            users: headers.get_all(USER_HEADER).iter().cloned().collect(),
         }
     }
 
@@ -221,7 +232,18 @@ impl BearerAuthLayer {
                 "this token may not use this route (it needs an operator token)",
             ));
         }
-        match (credentials.user, identity.front) {
+        let user = match <[HeaderValue; 1]>::try_from(credentials.users) {
+            Ok([user]) => Some(user),
+            Err(users) if users.is_empty() => None,
+            Err(_) => {
+                return Err(Rejection::new(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_user",
+                    format!("`{USER_HEADER}` must be sent once"),
+                ));
+            }
+        };
+        match (user, identity.front) {
             (None, _) => Ok(Some(identity.principal)),
             (Some(user), true) => user
                 .to_str()
@@ -248,7 +270,8 @@ impl BearerAuthLayer {
 struct Credentials {
     needed: Option<Scope>,
     token: Option<String>,
-    user: Option<HeaderValue>,
+    /// Every user header sent (more than one is refused).
+    users: Vec<HeaderValue>,
 }
 
 fn unauthorized(why: &str) -> Rejection {
@@ -342,6 +365,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::BoxError;
 
     /// The layer's verdict on `request` (the schemes here answer at once).
     fn checked(layer: &BearerAuthLayer, request: &Request) -> Result<Option<Principal>, Rejection> {
@@ -436,6 +460,18 @@ mod tests {
         assert_eq!(principal(FRONT, None), named("copilot-runtime", false));
         assert_eq!(principal(FRONT, Some("bob")), named("bob", false));
         assert_eq!(principal(FRONT, Some("")), Err("invalid_user".to_owned()));
+        let twice = Request::builder()
+            .uri("/")
+            .header("authorization", format!("Bearer {FRONT}"))
+            .header(USER_HEADER, "bob")
+            .header(USER_HEADER, "alice")
+            .body(axum::body::Body::empty())
+            .unwrap();
+        assert_eq!(
+            checked(&layer, &twice).map_err(|r| r.code().to_owned()),
+            Err("invalid_user".to_owned()),
+            "two users named: neither is taken"
+        );
         assert_eq!(principal(RUN, Some("bob")), Err("forbidden".to_owned()));
         assert_eq!(
             principal(OPERATOR, Some("bob")),
@@ -450,6 +486,39 @@ mod tests {
             !unnamed.0.contains("unnamed"),
             "the name tells nothing of the token"
         );
+    }
+
+    #[test]
+    fn a_token_listed_twice_or_a_name_of_two_kinds_is_refused() {
+        let alice = BearerTokens::new()
+            .add_named("alice", Scope::Run, RUN)
+            .unwrap();
+        let refused = |tokens: Result<BearerTokens, BoxError>| tokens.unwrap_err().to_string();
+        let twice = refused(alice.clone().add_named("ops", Scope::Operator, RUN));
+        assert!(
+            twice.contains("listed twice") && !twice.contains(RUN),
+            "{twice}"
+        );
+        assert!(refused(alice.clone().add_named("bob", Scope::Run, RUN)).contains("listed twice"));
+        let operator = refused(alice.clone().add_named("alice", Scope::Operator, OPERATOR));
+        assert!(
+            operator.contains("`alice` names both a run token and an operator token"),
+            "{operator}"
+        );
+        let front = refused(alice.clone().add_front("alice", "front-token-0123456789"));
+        assert!(front.contains("a run token and a trusted front"), "{front}");
+        // A token and its replacement: one principal.
+        let next = "alices-next-token-0123";
+        let layer = BearerAuthLayer::new(alice.add_named("alice", Scope::Run, next).unwrap());
+        for token in [RUN, next] {
+            let request = Request::builder()
+                .uri("/")
+                .header("authorization", format!("Bearer {token}"))
+                .body(axum::body::Body::empty())
+                .unwrap();
+            let principal = checked(&layer, &request).unwrap().unwrap();
+            assert_eq!(principal.name(), "alice");
+        }
     }
 
     #[test]

@@ -54,12 +54,15 @@ impl BearerTokens {
     }
 
     /// Adds `token` with `scope` for the principal `name` (a [`Scope::Operator`] token for an
-    /// operator principal). Several tokens may name the same principal.
+    /// operator principal). Several tokens may name the same principal (a token and its
+    /// replacement), all of one kind.
     ///
     /// # Errors
     ///
     /// When the token is shorter than [`MIN_TOKEN_BYTES`] or holds anything but visible ASCII
-    /// (it could not be sent in a header), or when `name` cannot name a principal.
+    /// (it could not be sent in a header), when `name` cannot name a principal, when the token is
+    /// already listed, or when `name` is already a principal of another kind (a run token, an
+    /// operator token, a front).
     pub fn add_named(
         self,
         name: impl AsRef<str>,
@@ -112,10 +115,30 @@ impl BearerTokens {
         if !token.bytes().all(|b| b.is_ascii_graphic()) {
             return Err("a bearer token may hold only visible ASCII characters".into());
         }
-        self.tokens.push(Token {
-            digest: digest(token.as_bytes()),
-            identity,
-        });
+        let digest = digest(token.as_bytes());
+        let name = identity.principal.name();
+        if let Some(listed) = self.tokens.iter().find(|t| t.digest == digest) {
+            return Err(format!(
+                "a bearer token is listed twice (for `{}` and for `{name}`): each token is one \
+                 principal with one scope",
+                listed.identity.principal.name()
+            )
+            .into());
+        }
+        let kind = |identity: &Identity| (identity.scope, identity.front);
+        if let Some(listed) = self
+            .tokens
+            .iter()
+            .find(|t| t.identity.principal.name() == name && kind(&t.identity) != kind(&identity))
+        {
+            return Err(format!(
+                "`{name}` names both {} and {}: one name is one principal",
+                listed.identity.kind(),
+                identity.kind()
+            )
+            .into());
+        }
+        self.tokens.push(Token { digest, identity });
         Ok(self)
     }
 
