@@ -6,7 +6,7 @@ use crate::support;
 use crate::support::json_logs;
 
 use json_logs::JsonLogged;
-use serde_json::json;
+use serde_json::{Value, json};
 
 #[tokio::test]
 async fn json_logs_say_each_request_run_and_refusal() {
@@ -57,7 +57,7 @@ async fn json_logs_say_each_request_run_and_refusal() {
 /// With principals, the lines name them: each request's and each run's, and an operator who reads
 /// another principal's thread is logged doing so.
 #[tokio::test]
-async fn json_logs_name_the_principal_and_an_operators_reads() {
+async fn json_logs_name_the_principal_and_an_operators_reads_and_answers() {
     let mut logs = JsonLogged::serve(
         &[
             "--auth-token-env",
@@ -114,6 +114,51 @@ async fn json_logs_name_the_principal_and_an_operators_reads() {
         "{audit}"
     );
     assert_eq!(audit["what"], "thread alices", "{audit}");
+
+    // Alice's run waits for an approval; the operator gives it out of band, and that is said too.
+    let asked = json!({
+        "threadId": "alices-approval",
+        "runId": "asked",
+        "messages": [{"id": "m", "role": "user", "content": r#"remember {"key": "theme", "value": "dark"}"#}],
+    });
+    let asking = http
+        .post(&base)
+        .bearer_auth("alice-token-0123456789")
+        .json(&asked)
+        .send()
+        .await
+        .unwrap();
+    asking.text().await.unwrap();
+    let thread: Value = http
+        .get(format!("{base}/threads/alices-approval"))
+        .bearer_auth("alice-token-0123456789")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let interrupt = thread["pendingInterrupts"][0]["id"].clone();
+    assert!(interrupt.is_string(), "{thread}");
+    let answered = http
+        .post(format!("{base}/threads/alices-approval/resume"))
+        .bearer_auth("ops-token-0123456789")
+        .json(&json!({"resume": [{"interruptId": interrupt, "status": "resolved", "payload": {"approved": true}}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answered.status(), 202);
+    let run: Value = answered.json().await.unwrap();
+    let audit = logs
+        .message("an operator answered another principal's interrupt")
+        .await;
+    assert_eq!(
+        (audit["operator"].as_str(), audit["owner"].as_str()),
+        (Some("ops"), Some("alice")),
+        "{audit}"
+    );
+    assert_eq!(audit["what"], "thread alices-approval", "{audit}");
+    assert_eq!(audit["run_id"], run["runId"], "{audit}");
     logs.kill().await;
 }
 

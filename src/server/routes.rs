@@ -510,6 +510,7 @@ fn resumed(result: Result<Resumed, ResumeError>) -> Response {
 
 async fn resolve<A>(
     State(server): State<Arc<Server<A>>>,
+    principal: Option<Extension<Principal>>,
     path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     body: axum::body::Body,
@@ -522,11 +523,39 @@ where
     let body: Resolve = parse_json(&server.read_body(body).await?)?;
     let id = InterruptId::from(interrupt_id);
     let result = server.runs.resolve(&id, body.status, body.payload).await;
+    audit_answer(&server, principal.as_ref(), &result).await;
     Ok(resumed(result))
+}
+
+/// Logs an operator's answer in another principal's thread, as its reads are.
+async fn audit_answer<A>(
+    server: &Server<A>,
+    principal: Option<&Extension<Principal>>,
+    result: &Result<Resumed, ResumeError>,
+) where
+    A: RunService,
+{
+    let (Some(operator), Ok(Resumed { thread_id, run_id })) = (caller(principal), result) else {
+        return;
+    };
+    let owner = match server.runs.run_log().thread(thread_id).await {
+        Ok(thread) => thread.and_then(|thread| thread.principal),
+        Err(error) => Some(format!("unknown ({error})")),
+    };
+    if owner.as_deref() != Some(operator.name()) {
+        tracing::info!(
+            operator = operator.name(),
+            owner = owner.unwrap_or_default(),
+            what = format!("thread {thread_id}"),
+            run_id = %run_id,
+            "an operator answered another principal's interrupt"
+        );
+    }
 }
 
 async fn resume_thread<A>(
     State(server): State<Arc<Server<A>>>,
+    principal: Option<Extension<Principal>>,
     path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     body: axum::body::Body,
@@ -541,5 +570,6 @@ where
         .runs
         .resume_thread(ThreadId::from(thread_id), body.resume)
         .await;
+    audit_answer(&server, principal.as_ref(), &result).await;
     Ok(resumed(result))
 }
