@@ -58,6 +58,7 @@ async fn json_logs_say_each_request_run_and_refusal() {
 /// another principal's thread is logged doing so.
 #[tokio::test]
 async fn json_logs_name_the_principal_and_an_operators_reads_and_answers() {
+    const ALICE: &str = "alice-token-0123456789";
     let mut logs = JsonLogged::serve(
         &[
             "--auth-token-env",
@@ -73,19 +74,17 @@ async fn json_logs_name_the_principal_and_an_operators_reads_and_answers() {
     let serving = logs.next("serving", |line| line["addr"].is_string()).await;
     let base = format!("http://{}", serving["addr"].as_str().unwrap());
     let http = reqwest::Client::new();
-    let body = json!({
-        "threadId": "alices",
-        "runId": "r",
-        "messages": [{"id": "m", "role": "user", "content": "hello"}],
-    });
-    let answer = http
-        .post(&base)
-        .bearer_auth("alice-token-0123456789")
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    answer.text().await.unwrap();
+    // A run of alice's in `thread`, read to its end.
+    let run_as_alice = async |thread: &str, text: &str| {
+        let body = json!({
+            "threadId": thread,
+            "runId": format!("{thread}-run"),
+            "messages": [{"id": "m", "role": "user", "content": text}],
+        });
+        let answer = http.post(&base).bearer_auth(ALICE).json(&body).send();
+        answer.await.unwrap().text().await.unwrap();
+    };
+    run_as_alice("alices", "hello").await;
     // The request's line and the run's end, in either order: both name alice.
     let mut seen = Vec::new();
     for _ in 0..2 {
@@ -116,22 +115,14 @@ async fn json_logs_name_the_principal_and_an_operators_reads_and_answers() {
     assert_eq!(audit["what"], "thread alices", "{audit}");
 
     // Alice's run waits for an approval; the operator gives it out of band, and that is said too.
-    let asked = json!({
-        "threadId": "alices-approval",
-        "runId": "asked",
-        "messages": [{"id": "m", "role": "user", "content": r#"remember {"key": "theme", "value": "dark"}"#}],
-    });
-    let asking = http
-        .post(&base)
-        .bearer_auth("alice-token-0123456789")
-        .json(&asked)
-        .send()
-        .await
-        .unwrap();
-    asking.text().await.unwrap();
+    run_as_alice(
+        "alices-approval",
+        r#"remember {"key": "theme", "value": "dark"}"#,
+    )
+    .await;
     let thread: Value = http
         .get(format!("{base}/threads/alices-approval"))
-        .bearer_auth("alice-token-0123456789")
+        .bearer_auth(ALICE)
         .send()
         .await
         .unwrap()
