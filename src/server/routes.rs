@@ -49,11 +49,19 @@ fn caller(principal: Option<&Extension<Principal>>) -> Option<&Principal> {
     principal.map(|Extension(principal)| principal)
 }
 
+/// `caller` when it is an operator touching what another principal (`owner`) owns: what the
+/// audit lines are about.
+fn operator_of_another<'a>(
+    caller: Option<&'a Principal>,
+    owner: Option<&str>,
+) -> Option<&'a Principal> {
+    caller.filter(|c| c.is_operator() && owner != Some(c.name()))
+}
+
 /// Whether `caller` may see what `owner` owns; an operator seeing another principal's is logged.
 fn visible(caller: Option<&Principal>, owner: Option<&str>, what: &str) -> bool {
     let visible = may_use(caller, owner);
-    if let Some(operator) = caller.filter(|c| visible && c.is_operator() && owner != Some(c.name()))
-    {
+    if let Some(operator) = operator_of_another(caller, owner).filter(|_| visible) {
         tracing::info!(
             operator = operator.name(),
             owner = owner.unwrap_or_default(),
@@ -535,14 +543,14 @@ async fn audit_answer<A>(
 ) where
     A: RunService,
 {
-    let (Some(operator), Ok(Resumed { thread_id, run_id })) = (caller(principal), result) else {
+    let (Some(caller), Ok(Resumed { thread_id, run_id })) = (caller(principal), result) else {
         return;
     };
     let owner = match server.runs.run_log().thread(thread_id).await {
         Ok(thread) => thread.and_then(|thread| thread.principal),
         Err(error) => Some(format!("unknown ({error})")),
     };
-    if owner.as_deref() != Some(operator.name()) {
+    if let Some(operator) = operator_of_another(Some(caller), owner.as_deref()) {
         tracing::info!(
             operator = operator.name(),
             owner = owner.unwrap_or_default(),

@@ -125,11 +125,10 @@ impl BearerTokens {
             )
             .into());
         }
-        let kind = |identity: &Identity| (identity.scope, identity.front);
         if let Some(listed) = self
             .tokens
             .iter()
-            .find(|t| t.identity.principal.name() == name && kind(&t.identity) != kind(&identity))
+            .find(|t| t.identity.principal.name() == name && t.identity.kind() != identity.kind())
         {
             return Err(format!(
                 "`{name}` names both {} and {}: one name is one principal",
