@@ -400,6 +400,39 @@ async fn cancellation_finishes_with_a_cancelled_outcome() {
     assert_eq!(kept.as_deref(), Some("thinking"));
 }
 
+/// The token can fire on another thread after the agent looked at it and before the model's
+/// stream does: the stream fails of the cancellation, and the run is still cancelled, with what
+/// was streamed kept (a bridge's remote agent cancelled so once left the turn out of the thread).
+#[tokio::test]
+async fn a_step_failing_of_the_cancellation_ends_the_run_cancelled() {
+    let model = service_fn(|req: ModelRequest| async move {
+        let cancel = req.run.cancel.clone();
+        let said = agent_tower::model::ModelEvent::TextDelta {
+            message_id: req.run.message_id.clone(),
+            delta: "thinking".into(),
+        };
+        let cancelled = futures_util::stream::once(async move {
+            cancel.cancel();
+            Err::<agent_tower::model::ModelEvent, BoxError>("the run was cancelled".into())
+        });
+        Ok::<_, Infallible>(futures_util::StreamExt::chain(
+            futures_util::stream::iter([Ok(said)]),
+            cancelled,
+        ))
+    });
+    let ui = Recording::new();
+    let agui = AguiLayer::new().transport(ui.clone());
+    let agent = agui.layer(Agent::new(agui.layer(model), agui.layer(ToolRouter::new())));
+    let outcome = agent.oneshot(user("hi")).await.unwrap();
+
+    assert_eq!(outcome.stop, StopReason::Cancelled);
+    let events = ui.events();
+    verify(&events).unwrap();
+    assert_eq!(outcome_of(&events), RunFinishedOutcome::Cancelled);
+    let kept: Vec<_> = outcome.messages.iter().map(Message::text).collect();
+    assert_eq!(kept, ["hi", "thinking"]);
+}
+
 #[tokio::test]
 async fn dropping_the_run_mid_stream_still_balances_every_start() {
     let model = MockModel::new([vec![

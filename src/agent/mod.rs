@@ -452,6 +452,10 @@ where
                 () = run.cancel.cancelled() => None,
                 called = step::call_model(&mut model, request, &mut step).instrument(step_span) => Some(called),
             };
+            // A step that failed once the run was cancelled failed of the cancellation (a model
+            // service sees the token too, and may see it first: the token can fire on another
+            // thread between the two branches' polls).
+            let called = called.filter(|called| called.is_ok() || !run.cancel.is_cancelled());
             let Some(called) = called else {
                 // What was streamed before the cancellation stays, under the ids the UI saw.
                 if !step.is_empty() {
