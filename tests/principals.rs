@@ -122,6 +122,46 @@ impl Server {
         Self::answer(response).await
     }
 
+    /// `PATCH {path}` of `body` with `token`.
+    async fn patch(&self, token: &str, path: &str, body: &Value) -> Answer {
+        let response = self
+            .http
+            .patch(format!("{}{path}", self.base))
+            .bearer_auth(token)
+            .json(body)
+            .send()
+            .await
+            .unwrap();
+        Self::answer(response).await
+    }
+
+    /// `DELETE {path}` with `token`.
+    async fn delete(&self, token: &str, path: &str) -> Answer {
+        let response = self
+            .http
+            .delete(format!("{}{path}", self.base))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        Self::answer(response).await
+    }
+
+    /// The threads `GET /threads{query}` lists for `token`: their ids and titles, in order.
+    async fn threads(&self, token: &str, query: &str) -> Vec<(String, String)> {
+        let listed = self.get(token, &format!("/threads{query}")).await;
+        assert_eq!(listed.status, 200, "{}: {}", self.name, listed.body);
+        listed.json()["threads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                let id = t["threadId"].as_str().unwrap().to_owned();
+                (id, t["title"].as_str().unwrap_or_default().to_owned())
+            })
+            .collect()
+    }
+
     async fn answer(response: reqwest::Response) -> Answer {
         Answer {
             status: response.status().as_u16(),
@@ -284,6 +324,167 @@ async fn another_principals_thread_cannot_be_read_answered_replaced_or_kept_busy
         let operator = server.get(OPS, &view).await;
         assert_eq!(operator.status, 200, "{name}");
         assert_eq!(operator.json()["threadId"], thread, "{name}");
+    }
+}
+
+#[tokio::test]
+async fn each_principal_lists_names_archives_and_deletes_only_its_own_threads() {
+    for server in servers("thread-list").await {
+        let name = server.name;
+        let (trip, milk, sale) = (unique("trip"), unique("milk"), unique("sale"));
+        for (thread, text) in [
+            (&trip, "plan the trip\nto the sea"),
+            (&milk, "buy milk"),
+            (&sale, "50% off_sale"),
+        ] {
+            let ran = server
+                .post(ALICE, &user(thread, &unique("run"), text))
+                .await;
+            assert_eq!(ran.status, 200, "{name}: {}", ran.body);
+        }
+        let bobs = unique("bob");
+        server
+            .post(BOB, &user(&bobs, &unique("run"), "bob's"))
+            .await;
+        let entry = |thread: &String, title: &str| (thread.clone(), title.to_owned());
+
+        // Each sees their own, newest first, titled by the first line of the first prompt.
+        let all = [
+            entry(&sale, "50% off_sale"),
+            entry(&milk, "buy milk"),
+            entry(&trip, "plan the trip"),
+        ];
+        assert_eq!(server.threads(ALICE, "").await, all, "{name}");
+        assert_eq!(
+            server.threads(BOB, "").await,
+            [entry(&bobs, "bob's")],
+            "{name}"
+        );
+
+        // Bob cannot rename, archive or delete hers: for him it does not exist.
+        let path = format!("/threads/{trip}");
+        let renamed = server.patch(BOB, &path, &json!({"title": "mine"})).await;
+        assert_eq!(
+            (renamed.status, renamed.code().as_str()),
+            (404, "unknown_thread")
+        );
+        let deleted = server.delete(BOB, &path).await;
+        assert_eq!(
+            (deleted.status, deleted.code().as_str()),
+            (404, "unknown_thread")
+        );
+        assert_eq!(server.threads(ALICE, "").await, all, "{name}: untouched");
+
+        // Named: listed by its name, in its place; found by it in either case.
+        let named = server
+            .patch(ALICE, &path, &json!({"title": " Trip "}))
+            .await;
+        assert_eq!(named.status, 200, "{name}: {}", named.body);
+        assert_eq!(named.json()["title"], "Trip", "{name}");
+        let listed = server.threads(ALICE, "").await;
+        assert_eq!(listed[2], entry(&trip, "Trip"), "{name}: {listed:?}");
+        assert_eq!(
+            server.threads(ALICE, "?q=tRI").await,
+            [entry(&trip, "Trip")]
+        );
+        assert_eq!(
+            server.threads(ALICE, "?q=%25").await,
+            [entry(&sale, "50% off_sale")]
+        );
+        assert_eq!(
+            server.threads(ALICE, "?q=_").await,
+            [entry(&sale, "50% off_sale")]
+        );
+
+        // Archived: out of the list, in the archive.
+        let archived = format!("/threads/{milk}");
+        let shelved = server
+            .patch(ALICE, &archived, &json!({"archived": true}))
+            .await;
+        assert_eq!(shelved.json()["archived"], true, "{name}");
+        let active = [entry(&sale, "50% off_sale"), entry(&trip, "Trip")];
+        assert_eq!(server.threads(ALICE, "").await, active, "{name}");
+        let shelf = server.threads(ALICE, "?archived=true").await;
+        assert_eq!(shelf, [entry(&milk, "buy milk")], "{name}");
+        assert_eq!(server.threads(ALICE, "?archived=all").await.len(), 3);
+
+        // Refused: nothing to change, an empty title, a field it does not know.
+        for (body, code) in [
+            (json!({}), "invalid_input"),
+            (json!({"title": "  "}), "invalid_title"),
+            (json!({"title": "a\u{7}b"}), "invalid_title"),
+            (json!({"colour": "red"}), "invalid_input"),
+            (json!({"archived": "yes"}), "invalid_input"),
+        ] {
+            let refused = server.patch(ALICE, &path, &body).await;
+            assert_eq!(
+                (refused.status, refused.code().as_str()),
+                (422, code),
+                "{body}"
+            );
+        }
+        for (query, code) in [
+            ("?limit=0", "invalid_limit"),
+            ("?limit=101", "invalid_limit"),
+            ("?after=nonsense", "invalid_cursor"),
+            ("?archived=maybe", "invalid_archived"),
+            ("?color=red", "invalid_query"),
+        ] {
+            let refused = server.get(ALICE, &format!("/threads{query}")).await;
+            assert_eq!(
+                (refused.status, refused.code().as_str()),
+                (400, code),
+                "{query}"
+            );
+        }
+
+        // Its name taken back: the first prompt's line again.
+        let unnamed = server.patch(ALICE, &path, &json!({"title": null})).await;
+        assert_eq!(unnamed.json()["title"], "plan the trip", "{name}");
+
+        // Deleted: gone from the list and the log.
+        let gone = server.delete(ALICE, &format!("/threads/{sale}")).await;
+        assert_eq!(gone.status, 204, "{name}: {}", gone.body);
+        assert_eq!(
+            server.get(ALICE, &format!("/threads/{sale}")).await.status,
+            404
+        );
+        let left = [entry(&trip, "plan the trip")];
+        assert_eq!(server.threads(ALICE, "").await, left, "{name}");
+        assert_eq!(server.threads(BOB, "").await.len(), 1, "{name}: bob's kept");
+    }
+}
+
+#[tokio::test]
+async fn a_walk_through_the_pages_of_a_growing_list_meets_each_thread_once() {
+    for server in servers("thread-pages").await {
+        let name = server.name;
+        let mut made = Vec::new();
+        for i in 0..5 {
+            let thread = unique(&format!("t{i}"));
+            server
+                .post(ALICE, &user(&thread, &unique("run"), "hi"))
+                .await;
+            made.push(thread);
+        }
+        let mut seen: Vec<String> = Vec::new();
+        let mut query = "?limit=2".to_owned();
+        loop {
+            let page = server.get(ALICE, &format!("/threads{query}")).await.json();
+            let ids = page["threads"].as_array().unwrap().iter();
+            seen.extend(ids.map(|t| t["threadId"].as_str().unwrap().to_owned()));
+            // The list grows meanwhile: a newer thread, before the walk's point.
+            let newer = unique("znewer");
+            server
+                .post(ALICE, &user(&newer, &unique("run"), "hi"))
+                .await;
+            match page["next"].as_str() {
+                Some(next) => query = format!("?limit=2&after={next}"),
+                None => break,
+            }
+        }
+        made.reverse();
+        assert_eq!(seen, made, "{name}: each once, newest first");
     }
 }
 

@@ -19,7 +19,7 @@ use agent_tower::{
         DurableLog, InterruptStatus, Interrupts, LogError, LoggedEvent, LostRun, MemoryLog, RunEnd,
         RunLog, RunRecord, RunStatus, SavedThread, Start, StartError,
     },
-    store::{Deleted, RunStore, ThreadCursor, ThreadQuery},
+    store::{Deleted, RunStore, ThreadChange, ThreadCursor, ThreadQuery},
 };
 use serde_json::json;
 
@@ -450,7 +450,7 @@ async fn a_thread_keeps_its_conversation_and_state() {
 }
 
 #[tokio::test]
-async fn sessions_are_listed_newest_first_by_principal_and_workspace_in_pages_and_deleted() {
+async fn threads_are_listed_by_principal_and_workspace_named_archived_searched_and_deleted() {
     for (name, url) in each_store("sessions").await {
         let store = RunStore::open(&url).await.unwrap();
         let save = async |thread: &ThreadId, who: &str, dir: &str, prompt: &str| {
@@ -482,6 +482,7 @@ async fn sessions_are_listed_newest_first_by_principal_and_workspace_in_pages_an
         loop {
             let query = ThreadQuery::new(2)
                 .principal(Some("alice"))
+                .sessions(None)
                 .after(after.as_ref());
             let page = store.threads(&query).await.unwrap();
             assert!(page.threads.len() <= 2, "{name}");
@@ -506,14 +507,86 @@ async fn sessions_are_listed_newest_first_by_principal_and_workspace_in_pages_an
         assert_eq!(seen[0].principal.as_deref(), Some("alice"));
         let in_b = ThreadQuery::new(10)
             .principal(Some("alice"))
-            .workspace(Some("/work/b"));
+            .sessions(Some("/work/b"));
         let in_b = store.threads(&in_b).await.unwrap();
         assert_eq!(in_b.threads.len(), 2, "{name}");
-        assert!(in_b.threads.iter().all(|t| t.workspace == "/work/b"));
+        assert!(
+            in_b.threads
+                .iter()
+                .all(|t| t.workspace.as_deref() == Some("/work/b"))
+        );
         assert_eq!(in_b.threads[1].title.as_deref(), Some("task 1"), "{name}");
-        let everyone = store.threads(&ThreadQuery::new(10)).await.unwrap();
+        let sessions = ThreadQuery::new(10).sessions(None);
+        let everyone = store.threads(&sessions).await.unwrap();
         assert_eq!(everyone.threads.len(), 6, "{name}: with bob's");
         assert!("nonsense".parse::<ThreadCursor>().is_err());
+
+        // Every thread of alice's, the web one too.
+        let alices = |query: ThreadQuery<'static>| {
+            let store = &store;
+            async move {
+                let page = store
+                    .threads(&query.principal(Some("alice")))
+                    .await
+                    .unwrap();
+                page.threads
+                    .into_iter()
+                    .map(|t| (t.thread_id, t.title.unwrap_or_default()))
+                    .collect::<Vec<_>>()
+            }
+        };
+        let all = alices(ThreadQuery::new(10)).await;
+        assert_eq!(all.len(), 6, "{name}: {all:?}");
+        assert!(
+            all.contains(&(web.clone(), "from the web".to_owned())),
+            "{name}"
+        );
+
+        // Named: listed by its name, in its place (when it last changed stays).
+        let before = store
+            .threads(&ThreadQuery::new(10))
+            .await
+            .unwrap()
+            .threads
+            .into_iter()
+            .find(|t| t.thread_id == web)
+            .unwrap()
+            .updated_at;
+        let named = ThreadChange::new().name(Some("50% off_sale".to_owned()));
+        let summary = store.change_thread(&web, &named).await.unwrap().unwrap();
+        assert_eq!(summary.title.as_deref(), Some("50% off_sale"), "{name}");
+        assert_eq!(summary.updated_at, before, "{name}");
+        assert!(!summary.archived, "{name}");
+        for (text, expected) in [("OFF", 1), ("%", 1), ("_", 1), ("task", 5), ("", 6)] {
+            let found = alices(ThreadQuery::new(10).search(Some(text))).await;
+            assert_eq!(found.len(), expected, "{name}: `{text}` finds {found:?}");
+        }
+        assert_eq!(
+            alices(ThreadQuery::new(10).search(Some("off"))).await[0].0,
+            web,
+            "{name}"
+        );
+
+        // Archived: out of the everyday list, in the archive; then back.
+        let archive = ThreadChange::new().archived(true);
+        let archived = store.change_thread(&threads[2], &archive).await.unwrap();
+        assert!(archived.unwrap().archived, "{name}");
+        let active = alices(ThreadQuery::new(10).archived(Some(false))).await;
+        assert_eq!(active.len(), 5, "{name}");
+        assert!(active.iter().all(|(id, _)| id != &threads[2]), "{name}");
+        let shelf = alices(ThreadQuery::new(10).archived(Some(true))).await;
+        assert_eq!(shelf, [(threads[2].clone(), "task 2".to_owned())], "{name}");
+        let back = ThreadChange::new().archived(false).name(None);
+        store.change_thread(&threads[2], &back).await.unwrap();
+        store.change_thread(&web, &back).await.unwrap();
+        let all = alices(ThreadQuery::new(10).archived(Some(false))).await;
+        assert_eq!(all.len(), 6, "{name}");
+        assert!(
+            all.contains(&(web.clone(), "from the web".to_owned())),
+            "{name}"
+        );
+        let unknown = store.change_thread(&ThreadId::new(), &archive).await;
+        assert_eq!(unknown.unwrap(), None, "{name}");
 
         // Deleted: gone from the list and the log; a thread with a running run is not.
         assert_eq!(

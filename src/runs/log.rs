@@ -6,8 +6,8 @@ use futures_util::future::BoxFuture;
 
 use super::{
     Deleted, InterruptRecord, InterruptStatus, Lease, LogError, LoggedEvent, LostRun, Page,
-    Recovered, RunEnd, RunRecord, SavedThread, Start, StartError, ThreadPage, ThreadQuery,
-    ThreadRecord,
+    Recovered, RunEnd, RunRecord, SavedThread, Start, StartError, ThreadChange, ThreadPage,
+    ThreadQuery, ThreadRecord, ThreadSummary,
 };
 use crate::id::{InterruptId, RunId, ThreadId};
 
@@ -119,8 +119,7 @@ pub trait RunLog: fmt::Debug + Send + Sync + 'static {
     /// Failures of the backend.
     fn save_thread<'a>(&'a self, saved: SavedThread<'a>) -> BoxFuture<'a, Result<(), LogError>>;
 
-    /// The threads `query` selects: those with a workspace (an editor's sessions), newest
-    /// first, in pages.
+    /// The threads `query` selects, newest first, in pages.
     ///
     /// # Errors
     ///
@@ -129,6 +128,19 @@ pub trait RunLog: fmt::Debug + Send + Sync + 'static {
         &'a self,
         query: &'a ThreadQuery<'a>,
     ) -> BoxFuture<'a, Result<ThreadPage, LogError>>;
+
+    /// Names, renames or archives `thread` (see [`ThreadChange`]); its listing after the
+    /// change, `None` when there is no such thread. When its conversation last changed stays
+    /// as it was: a renamed thread keeps its place in the list.
+    ///
+    /// # Errors
+    ///
+    /// Failures of the backend.
+    fn change_thread<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+        change: &'a ThreadChange,
+    ) -> BoxFuture<'a, Result<Option<ThreadSummary>, LogError>>;
 
     /// Deletes `thread` with its runs, their events and its interrupts, unless one of its runs
     /// is running.

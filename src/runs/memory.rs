@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::{
     Deleted, InterruptRecord, InterruptStatus, Interrupts, Lease, LogError, LoggedEvent, LostRun,
     Page, Recovered, RunEnd, RunLog, RunRecord, RunStatus, SavedThread, Start, StartError,
-    ThreadCursor, ThreadPage, ThreadQuery, ThreadRecord, ThreadSummary,
+    ThreadChange, ThreadCursor, ThreadPage, ThreadQuery, ThreadRecord, ThreadSummary,
     rules::{self, Begins, ExistingRun, Thread, ThreadView},
     threads::millis,
 };
@@ -74,12 +74,30 @@ struct ThreadEntry {
     workspace: Option<String>,
     /// When its conversation last changed.
     updated_at: Option<SystemTime>,
+    /// The name it was given.
+    name: Option<String>,
+    archived: bool,
 }
 
 impl ThreadEntry {
     /// Whether the thread is known: it has runs or a kept conversation.
     fn exists(&self) -> bool {
         !self.runs.is_empty() || self.saved
+    }
+
+    /// How the thread `id` is listed.
+    fn summary(&self, id: &ThreadId) -> ThreadSummary {
+        ThreadSummary {
+            thread_id: id.clone(),
+            principal: self.principal.clone(),
+            title: self
+                .name
+                .clone()
+                .or_else(|| crate::message::title(&self.messages)),
+            archived: self.archived,
+            workspace: self.workspace.clone(),
+            updated_at: self.updated_at.unwrap_or(std::time::UNIX_EPOCH),
+        }
     }
 }
 
@@ -489,26 +507,22 @@ impl RunLog for MemoryLog {
         let mut listed: Vec<ThreadSummary> = state
             .threads
             .iter()
-            .filter(|(_, thread)| thread.exists())
+            .filter(|(_, thread)| thread.saved)
             .filter(|(_, thread)| {
                 query
                     .principal
                     .is_none_or(|p| thread.principal.as_deref() == Some(p))
+                    && (!query.sessions || thread.workspace.is_some())
+                    && query
+                        .workspace
+                        .is_none_or(|w| thread.workspace.as_deref() == Some(w))
             })
-            .filter_map(|(id, thread)| {
-                let workspace = thread.workspace.clone()?;
-                let updated_at = thread.updated_at.unwrap_or(std::time::UNIX_EPOCH);
-                (query.workspace.is_none_or(|w| w == workspace)
+            .map(|(id, thread)| thread.summary(id))
+            .filter(|thread| {
+                query.selects(thread.title.as_deref(), thread.archived)
                     && query
                         .after
-                        .is_none_or(|after| after.precedes(updated_at, id)))
-                .then(|| ThreadSummary {
-                    thread_id: id.clone(),
-                    principal: thread.principal.clone(),
-                    title: crate::message::title(&thread.messages),
-                    workspace,
-                    updated_at,
-                })
+                        .is_none_or(|after| after.precedes(thread.updated_at, &thread.thread_id))
             })
             .collect();
         listed.sort_by(|a, b| {
@@ -526,6 +540,28 @@ impl RunLog for MemoryLog {
             next,
         }))
         .boxed()
+    }
+
+    fn change_thread<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+        change: &'a ThreadChange,
+    ) -> BoxFuture<'a, Result<Option<ThreadSummary>, LogError>> {
+        let mut state = self.lock();
+        let changed = state
+            .threads
+            .get_mut(thread)
+            .filter(|entry| entry.exists())
+            .map(|entry| {
+                if let Some(name) = &change.name {
+                    entry.name.clone_from(name);
+                }
+                if let Some(archived) = change.archived {
+                    entry.archived = archived;
+                }
+                entry.summary(thread)
+            });
+        std::future::ready(Ok(changed)).boxed()
     }
 
     fn delete_thread<'a>(

@@ -144,7 +144,9 @@ pub use self::{
         RunRecord, RunStatus, SavedThread, Start, ThreadRecord,
     },
     takeover::TAKEOVER,
-    threads::{Deleted, InvalidCursor, ThreadCursor, ThreadPage, ThreadQuery, ThreadSummary},
+    threads::{
+        Deleted, InvalidCursor, ThreadChange, ThreadCursor, ThreadPage, ThreadQuery, ThreadSummary,
+    },
 };
 pub(crate) use self::{hub::Hub, record::args_hash};
 #[cfg(doc)]

@@ -1,19 +1,27 @@
-//! Listing threads (an editor's sessions, newest first) and deleting them: what every
+//! Listing threads (newest first), naming, archiving and deleting them: what every
 //! [`RunLog`](super::RunLog) answers.
 
 use std::{fmt, str::FromStr, time::SystemTime};
 
 use crate::id::ThreadId;
 
-/// Which threads [`RunLog::threads`](super::RunLog::threads) lists: those with a workspace (an editor's sessions),
-/// newest first.
+/// Which threads [`RunLog::threads`](super::RunLog::threads) lists, newest first (by when their
+/// conversation last changed).
 #[derive(Debug, Clone, Copy, Default)]
 #[non_exhaustive]
 pub struct ThreadQuery<'a> {
     /// Only this principal's (`None`: everyone's).
     pub principal: Option<&'a str>,
+    /// Only editors' sessions (threads with a workspace), in this directory when `workspace`
+    /// names one.
+    pub sessions: bool,
     /// Only those working in this directory.
     pub workspace: Option<&'a str>,
+    /// Archived ones (`Some(true)`), the others (`Some(false)`), or both (`None`).
+    pub archived: Option<bool>,
+    /// Only those whose title holds this text (letters of either case; an empty text selects
+    /// every thread).
+    pub search: Option<&'a str>,
     /// After this point of an earlier page.
     pub after: Option<&'a ThreadCursor>,
     /// At most this many (at least 1, at most 1,000).
@@ -21,7 +29,7 @@ pub struct ThreadQuery<'a> {
 }
 
 impl<'a> ThreadQuery<'a> {
-    /// The first `limit` threads, everyone's, in any workspace.
+    /// The first `limit` threads, everyone's, archived or not, with a workspace or none.
     #[must_use]
     pub fn new(limit: usize) -> Self {
         Self {
@@ -37,10 +45,25 @@ impl<'a> ThreadQuery<'a> {
         self
     }
 
-    /// Only those working in `workspace` (`None`: any).
+    /// Only editors' sessions, those working in `workspace` when it is `Some`.
     #[must_use]
-    pub fn workspace(mut self, workspace: Option<&'a str>) -> Self {
+    pub fn sessions(mut self, workspace: Option<&'a str>) -> Self {
+        self.sessions = true;
         self.workspace = workspace;
+        self
+    }
+
+    /// Archived ones (`Some(true)`), the others (`Some(false)`), or both (`None`).
+    #[must_use]
+    pub fn archived(mut self, archived: Option<bool>) -> Self {
+        self.archived = archived;
+        self
+    }
+
+    /// Only those whose title holds `text`, in letters of either case.
+    #[must_use]
+    pub fn search(mut self, text: Option<&'a str>) -> Self {
+        self.search = text;
         self
     }
 
@@ -50,21 +73,69 @@ impl<'a> ThreadQuery<'a> {
         self.after = cursor;
         self
     }
+
+    /// Whether a thread of `title` and `archived` is one this query selects (what a backend
+    /// that filters in memory asks).
+    pub(crate) fn selects(&self, title: Option<&str>, archived: bool) -> bool {
+        self.archived.is_none_or(|wanted| wanted == archived)
+            && self.search.is_none_or(|text| {
+                text.is_empty()
+                    || title
+                        .is_some_and(|title| title.to_lowercase().contains(&text.to_lowercase()))
+            })
+    }
 }
 
 /// One listed thread.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct ThreadSummary {
     /// The thread.
     pub thread_id: ThreadId,
     /// Whom it belongs to.
     pub principal: Option<String>,
-    /// The first line of its first prompt.
+    /// The name it was given, else the first line of its first prompt.
     pub title: Option<String>,
-    /// The directory it works in.
-    pub workspace: String,
+    /// Whether it is archived (kept, out of the everyday list).
+    pub archived: bool,
+    /// The directory it works in (an editor's session).
+    pub workspace: Option<String>,
     /// When its conversation last changed.
     pub updated_at: SystemTime,
+}
+
+/// A change to a thread's listing, for [`RunLog::change_thread`](super::RunLog::change_thread):
+/// what is `None` stays as it is.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ThreadChange {
+    /// A name (`Some(Some(..))`), or back to the first line of its first prompt
+    /// (`Some(None)`).
+    pub name: Option<Option<String>>,
+    /// Archived or not.
+    pub archived: Option<bool>,
+}
+
+impl ThreadChange {
+    /// No change.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The thread is called `name` (`None`: by the first line of its first prompt again).
+    #[must_use]
+    pub fn name(mut self, name: Option<String>) -> Self {
+        self.name = Some(name);
+        self
+    }
+
+    /// The thread is archived, or no longer.
+    #[must_use]
+    pub fn archived(mut self, archived: bool) -> Self {
+        self.archived = Some(archived);
+        self
+    }
 }
 
 /// A page of threads, and where the next one starts (`None`: this was the last).

@@ -88,6 +88,7 @@ mod respond;
 #[cfg(feature = "metrics")]
 mod route_metrics;
 mod routes;
+mod threads;
 #[cfg(feature = "fuzzing")]
 pub(crate) use routes::parse_answers;
 pub mod page;
@@ -468,7 +469,8 @@ where
             )
             .route("/ready", get(ready::<A>))
             .route("/capabilities", get(capabilities::<A>))
-            .merge(routes::routes::<A>());
+            .merge(routes::routes::<A>())
+            .merge(threads::routes::<A>());
         let router = if state.config.dev_page {
             router.merge(page::routes(&state.config.path))
         } else {
@@ -649,7 +651,12 @@ fn cors(origins: &[HeaderValue]) -> Option<tower_http::cors::CorsLayer> {
     (!origins.is_empty()).then(|| {
         CorsLayer::new()
             .allow_origin(AllowOrigin::list(origins.iter().cloned()))
-            .allow_methods([axum::http::Method::GET, axum::http::Method::POST])
+            .allow_methods([
+                axum::http::Method::GET,
+                axum::http::Method::POST,
+                axum::http::Method::PATCH,
+                axum::http::Method::DELETE,
+            ])
             .allow_headers([
                 header::CONTENT_TYPE,
                 header::ACCEPT,

@@ -45,7 +45,7 @@ where
 }
 
 /// The principal a request was authenticated as, if the server authenticates.
-fn caller(principal: Option<&Extension<Principal>>) -> Option<&Principal> {
+pub(super) fn caller(principal: Option<&Extension<Principal>>) -> Option<&Principal> {
     principal.map(|Extension(principal)| principal)
 }
 
@@ -73,7 +73,7 @@ fn visible(caller: Option<&Principal>, owner: Option<&str>, what: &str) -> bool 
 }
 
 /// The answer when the run log fails (the cause is logged, not sent).
-fn unavailable(error: &LogError) -> Rejection {
+pub(super) fn unavailable(error: &LogError) -> Rejection {
     tracing::error!(%error, "the run log failed");
     Rejection::new(
         StatusCode::SERVICE_UNAVAILABLE,
@@ -309,7 +309,7 @@ where
 }
 
 /// The thread `thread_id`, if the caller may see it: `404` for one it may not, as for none.
-async fn visible_thread<A>(
+pub(super) async fn visible_thread<A>(
     server: &Server<A>,
     principal: Option<&Extension<Principal>>,
     thread_id: String,
@@ -481,7 +481,7 @@ pub(crate) fn parse_answers(body: &[u8]) {
     let _ = parse_json::<ResumeThread>(body);
 }
 
-fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, Rejection> {
+pub(super) fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, Rejection> {
     serde_json::from_slice(body).map_err(|e| {
         Rejection::new(
             StatusCode::UNPROCESSABLE_ENTITY,

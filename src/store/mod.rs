@@ -71,7 +71,7 @@ use std::{
 pub use self::{file::backup, sql::RunStore};
 use crate::runs::{Changed, LogError, OnChange};
 pub use crate::runs::{
-    Deleted, InvalidCursor, ThreadCursor, ThreadPage, ThreadQuery, ThreadSummary,
+    Deleted, InvalidCursor, ThreadChange, ThreadCursor, ThreadPage, ThreadQuery, ThreadSummary,
 };
 
 /// A callback of [`RunStore::on_commit`].

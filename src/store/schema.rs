@@ -32,6 +32,7 @@ const MIGRATIONS: &[(&str, &str)] = embedded![
     "20261126000002_cancel",
     "20261126000003_thread_listing",
     "20261126000004_followed",
+    "20261129000001_thread_names",
 ];
 
 /// The embedded migrations, as sqlx reads a directory of them (the same versions, descriptions

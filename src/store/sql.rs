@@ -514,6 +514,14 @@ impl RunLog for RunStore {
         self.list_threads(query).boxed()
     }
 
+    fn change_thread<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+        change: &'a crate::runs::ThreadChange,
+    ) -> BoxFuture<'a, Result<Option<crate::runs::ThreadSummary>, LogError>> {
+        self.change(thread, change).boxed()
+    }
+
     fn delete_thread<'a>(
         &'a self,
         thread: &'a ThreadId,

@@ -1,4 +1,4 @@
-//! Listing threads (an editor's sessions, newest first) and deleting them.
+//! Listing threads (newest first), naming, archiving and deleting them.
 
 use super::{
     RunStore,
@@ -8,8 +8,12 @@ use super::{
 };
 use crate::{
     id::ThreadId,
-    runs::{Deleted, LogError, ThreadCursor, ThreadPage, ThreadQuery, ThreadSummary},
+    runs::{Deleted, LogError, ThreadChange, ThreadCursor, ThreadPage, ThreadQuery, ThreadSummary},
 };
+
+/// How a thread is listed: its name, else its title (the first line of its first prompt).
+const SUMMARY: &str = "SELECT thread_id, principal, COALESCE(name, title) AS title, archived, workspace, updated_at \
+     FROM threads";
 
 impl RunStore {
     /// The threads `query` selects.
@@ -22,20 +26,30 @@ impl RunStore {
         query: &ThreadQuery<'_>,
     ) -> Result<ThreadPage, LogError> {
         let limit = query.limit.clamp(1, 1_000);
-        let mut sql = String::from(
-            "SELECT thread_id, principal, title, workspace, updated_at FROM threads \
-             WHERE workspace IS NOT NULL",
-        );
+        let mut sql = format!("{SUMMARY} WHERE 1 = 1");
         let mut n = 0;
         let mut param = |sql: &mut String, clause: &str| {
             n += 1;
             sql.push_str(&clause.replace('?', &format!("${n}")));
         };
+        if query.sessions {
+            sql.push_str(" AND workspace IS NOT NULL");
+        }
         if query.principal.is_some() {
             param(&mut sql, " AND principal = ?");
         }
         if query.workspace.is_some() {
             param(&mut sql, " AND workspace = ?");
+        }
+        if query.archived.is_some() {
+            param(&mut sql, " AND archived = ?");
+        }
+        let search = query.search.filter(|text| !text.is_empty()).map(like);
+        if search.is_some() {
+            param(
+                &mut sql,
+                " AND LOWER(COALESCE(name, title)) LIKE ? ESCAPE '\\'",
+            );
         }
         if query.after.is_some() {
             param(&mut sql, " AND (updated_at < ?");
@@ -53,6 +67,12 @@ impl RunStore {
         if let Some(workspace) = query.workspace {
             select = select.bind(workspace);
         }
+        if let Some(archived) = query.archived {
+            select = select.bind(i64::from(archived));
+        }
+        if let Some(search) = search {
+            select = select.bind(search);
+        }
         if let Some(after) = query.after {
             select = select
                 .bind(after.updated_at)
@@ -61,27 +81,45 @@ impl RunStore {
         }
         let rows = select.fetch_all(self.reader()).await?;
         let mut threads = Vec::with_capacity(rows.len().min(limit));
-        let mut next = None;
         for row in rows.iter().take(limit) {
-            let updated_at = number(row, "updated_at")?;
-            let thread_id = text(row, "thread_id")?;
-            next = Some(ThreadCursor {
-                updated_at,
-                thread_id: thread_id.clone(),
-            });
-            threads.push(ThreadSummary {
-                thread_id: ThreadId::from(thread_id.as_str()),
-                principal: row.optional_text("principal")?,
-                title: row.optional_text("title")?,
-                workspace: text(row, "workspace")?,
-                updated_at: from_millis(updated_at),
-            });
+            threads.push(summary(row)?);
         }
         let more = rows.len() > limit;
-        Ok(ThreadPage {
-            threads,
-            next: next.filter(|_| more),
-        })
+        let next = threads
+            .last()
+            .filter(|_| more)
+            .map(|last| ThreadCursor::at(last.updated_at, &last.thread_id));
+        Ok(ThreadPage { threads, next })
+    }
+
+    /// Names, renames or archives `thread`; its listing after the change.
+    ///
+    /// # Errors
+    ///
+    /// Failures of the backend.
+    pub(super) async fn change(
+        &self,
+        thread: &ThreadId,
+        change: &ThreadChange,
+    ) -> Result<Option<ThreadSummary>, LogError> {
+        let changed = self
+            .ask(
+                |reply| writer::Job::ChangeThread {
+                    thread: thread.clone(),
+                    change: change.clone(),
+                    reply,
+                },
+                || Err(LogError::unavailable("the store's writer stopped")),
+            )
+            .await?;
+        if !changed {
+            return Ok(None);
+        }
+        let row = sqlx::query(&format!("{SUMMARY} WHERE thread_id = $1"))
+            .bind(thread.as_str())
+            .fetch_optional(self.reader())
+            .await?;
+        row.as_ref().map(summary).transpose()
     }
 
     /// Deletes `thread` with its runs, their events and its interrupts, unless one of its runs
@@ -100,4 +138,30 @@ impl RunStore {
         )
         .await
     }
+}
+
+/// A row of [`SUMMARY`].
+fn summary(row: &sqlx::any::AnyRow) -> Result<ThreadSummary, LogError> {
+    Ok(ThreadSummary {
+        thread_id: ThreadId::from(text(row, "thread_id")?.as_str()),
+        principal: row.optional_text("principal")?,
+        title: row.optional_text("title")?,
+        archived: number(row, "archived")? != 0,
+        workspace: row.optional_text("workspace")?,
+        updated_at: from_millis(number(row, "updated_at")?),
+    })
+}
+
+/// The `LIKE` pattern of titles holding `text` in letters of either case (its `%`, `_` and `\`
+/// taken as themselves).
+fn like(text: &str) -> String {
+    let mut pattern = String::from("%");
+    for c in text.to_lowercase().chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern.push('%');
+    pattern
 }

@@ -293,7 +293,8 @@ where
         let cwd = req.cwd.as_ref().map(|cwd| cwd.to_string_lossy());
         let query = ThreadQuery::new(PAGE)
             .principal(self.owner_filter())
-            .workspace(cwd.as_deref())
+            .sessions(cwd.as_deref())
+            .archived(Some(false))
             .after(cursor.as_ref());
         let page = self.runs.run_log().threads(&query).await.map_err(|error| {
             tracing::error!(%error, "the session store failed");
@@ -305,7 +306,7 @@ where
             .map(|thread| {
                 SessionInfo::new(
                     SessionId::new(thread.thread_id.to_string()),
-                    thread.workspace,
+                    thread.workspace.unwrap_or_default(),
                 )
                 .title(thread.title)
                 .updated_at(rfc3339(thread.updated_at))

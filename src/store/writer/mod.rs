@@ -31,7 +31,7 @@ use crate::{
     message::Message,
     runs::{
         InterruptRecord, Lease, LogError, LoggedEvent, LostRun, Recovered, RunEnd, RunStatus,
-        SavedThread, Start, StartError, args_hash,
+        SavedThread, Start, StartError, ThreadChange, args_hash,
         rules::{self, Begins, ExistingRun, Thread, ThreadView},
     },
 };
@@ -95,6 +95,12 @@ pub(super) enum Job {
     DeleteThread {
         thread: ThreadId,
         reply: oneshot::Sender<Result<Deleted, LogError>>,
+    },
+    /// Names, renames or archives a thread: whether there is such a thread.
+    ChangeThread {
+        thread: ThreadId,
+        change: ThreadChange,
+        reply: oneshot::Sender<Result<bool, LogError>>,
     },
     /// Deletes the runs (or threads) of `ids` that are still prunable at `before` (ms).
     Prune {
@@ -445,6 +451,14 @@ impl Writer {
                 Job::DeleteThread { thread, reply } => {
                     let (result, error) = split(delete_thread(tx, &thread).await);
                     (Done::Deleted(reply, result.map_err(log_error)), error)
+                }
+                Job::ChangeThread {
+                    thread,
+                    change,
+                    reply,
+                } => {
+                    let (result, error) = split(change_thread(tx, &thread, &change).await);
+                    (Done::Flag(reply, result.map_err(log_error)), error)
                 }
                 Job::Prune {
                     what,
@@ -1158,6 +1172,26 @@ async fn delete_thread(tx: &mut impl Conn, thread: &ThreadId) -> Result<Deleted,
     } else {
         Deleted::Unknown
     })
+}
+
+/// Names, renames or archives `thread`: whether there is such a thread.
+async fn change_thread(
+    tx: &mut impl Conn,
+    thread: &ThreadId,
+    change: &ThreadChange,
+) -> Result<bool, Failure> {
+    let mut sql = String::from("UPDATE threads SET thread_id = thread_id");
+    let mut args = vec![Arg::from(thread.as_str())];
+    if let Some(name) = &change.name {
+        args.push(Arg::from(name.as_deref()));
+        sql.push_str(&format!(", name = ${}", args.len()));
+    }
+    if let Some(archived) = change.archived {
+        args.push(Arg::from(i64::from(archived)));
+        sql.push_str(&format!(", archived = ${}", args.len()));
+    }
+    sql.push_str(" WHERE thread_id = $1");
+    Ok(tx.execute(&sql, &args).await? > 0)
 }
 
 /// What a prune deletes.

@@ -1,0 +1,268 @@
+//! The thread list: a principal's threads, newest first, named, archived and deleted by their
+//! clients (`GET /threads`, `PATCH /threads/{threadId}`, `DELETE /threads/{threadId}`).
+
+use std::sync::Arc;
+
+use axum::{
+    Extension, Json, Router,
+    extract::{
+        Path, Query, State,
+        rejection::{PathRejection, QueryRejection},
+    },
+    http::{HeaderMap, StatusCode},
+    response::{IntoResponse, Response},
+    routing::{get, patch},
+};
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::json;
+
+use super::{
+    Rejection, Server, require_json,
+    routes::{caller, parse_json, unavailable, visible_thread},
+};
+use crate::{
+    context::Principal,
+    id::ThreadId,
+    run::RunService,
+    runs::{Deleted, ThreadChange, ThreadCursor, ThreadQuery, ThreadSummary},
+};
+
+/// The threads a page lists when the client does not say.
+const PAGE: usize = 20;
+
+/// The most threads a page lists.
+const MAX_PAGE: usize = 100;
+
+/// The longest title a client may give, in characters (as the longest search).
+const MAX_TITLE: usize = 200;
+
+/// `GET /threads`, `PATCH /threads/{threadId}`, `DELETE /threads/{threadId}` (the thread itself,
+/// `GET /threads/{threadId}`, is with the routes around runs).
+pub(super) fn routes<A>() -> Router<Arc<Server<A>>>
+where
+    A: RunService,
+{
+    Router::new().route("/threads", get(list::<A>)).route(
+        "/threads/{thread_id}",
+        patch(change::<A>).delete(delete::<A>),
+    )
+}
+
+/// How a thread is listed.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ThreadView {
+    thread_id: ThreadId,
+    title: Option<String>,
+    archived: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    workspace: Option<String>,
+    updated_at: String,
+}
+
+impl From<ThreadSummary> for ThreadView {
+    fn from(thread: ThreadSummary) -> Self {
+        Self {
+            thread_id: thread.thread_id,
+            title: thread.title,
+            archived: thread.archived,
+            workspace: thread.workspace,
+            updated_at: humantime::format_rfc3339_millis(thread.updated_at).to_string(),
+        }
+    }
+}
+
+/// `GET /threads` asks for: `limit`, `after` (the `next` of the last page), `archived` (`false`,
+/// `true` or `all`), `q` (text of the title).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    limit: Option<usize>,
+    after: Option<String>,
+    archived: Option<String>,
+    q: Option<String>,
+}
+
+/// `GET /threads`: the caller's threads, newest first, a page at a time; without
+/// authentication, everyone's (one shared space).
+async fn list<A>(
+    State(server): State<Arc<Server<A>>>,
+    principal: Option<Extension<Principal>>,
+    query: Result<Query<ListQuery>, QueryRejection>,
+) -> Result<Response, Rejection>
+where
+    A: RunService,
+{
+    let Query(query) = query?;
+    let bad = |field: &'static str, code: &'static str, message: String| {
+        Rejection::new(StatusCode::BAD_REQUEST, code, message).field(field)
+    };
+    let limit = match query.limit {
+        None => PAGE,
+        Some(limit @ 1..=MAX_PAGE) => limit,
+        Some(other) => {
+            let why = format!("`limit` {other} is not between 1 and {MAX_PAGE}");
+            return Err(bad("limit", "invalid_limit", why));
+        }
+    };
+    let after = query
+        .after
+        .as_deref()
+        .map(str::parse::<ThreadCursor>)
+        .transpose()
+        .map_err(|e| bad("after", "invalid_cursor", format!("`after`: {e}")))?;
+    let archived = match query.archived.as_deref() {
+        None | Some("false") => Some(false),
+        Some("true") => Some(true),
+        Some("all") => None,
+        Some(other) => {
+            let why = format!("`archived` {other:?}: use false, true or all");
+            return Err(bad("archived", "invalid_archived", why));
+        }
+    };
+    if let Some(text) = &query.q
+        && text.chars().count() > MAX_TITLE
+    {
+        let why = format!("`q` is longer than {MAX_TITLE} characters");
+        return Err(bad("q", "invalid_search", why));
+    }
+    let owner = caller(principal.as_ref()).map(Principal::name);
+    let selected = ThreadQuery::new(limit)
+        .principal(owner)
+        .archived(archived)
+        .search(query.q.as_deref())
+        .after(after.as_ref());
+    let page = server
+        .runs
+        .run_log()
+        .threads(&selected)
+        .await
+        .map_err(|e| unavailable(&e))?;
+    let threads: Vec<ThreadView> = page.threads.into_iter().map(ThreadView::from).collect();
+    let next = page.next.map(|next| next.to_string());
+    Ok(Json(json!({"threads": threads, "next": next})).into_response())
+}
+
+/// What `PATCH /threads/{threadId}` changes: `title` (a name, or `null` for the first line of
+/// the first prompt again) and `archived`; what is absent stays.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Change {
+    #[serde(default, deserialize_with = "present")]
+    title: Option<Option<String>>,
+    archived: Option<bool>,
+}
+
+/// A field that is present, `null` included.
+fn present<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(deserializer).map(Some)
+}
+
+impl Change {
+    /// The change to make, or why it is refused.
+    fn checked(self) -> Result<ThreadChange, Rejection> {
+        let invalid = |message: String| {
+            Rejection::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_title", message)
+                .field("title")
+        };
+        let mut change = ThreadChange::new();
+        if let Some(title) = self.title {
+            let title = title.map(|title| title.trim().to_owned());
+            if let Some(title) = &title {
+                if title.is_empty() {
+                    return Err(invalid(
+                        "an empty title: send `null` to use the first prompt's".into(),
+                    ));
+                }
+                if title.chars().count() > MAX_TITLE {
+                    return Err(invalid(format!(
+                        "a title longer than {MAX_TITLE} characters"
+                    )));
+                }
+                if title.chars().any(char::is_control) {
+                    return Err(invalid("a title with control characters".into()));
+                }
+            }
+            change = change.name(title);
+        }
+        if let Some(archived) = self.archived {
+            change = change.archived(archived);
+        }
+        if change == ThreadChange::new() {
+            return Err(Rejection::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_input",
+                "nothing to change: send `title`, `archived` or both",
+            ));
+        }
+        Ok(change)
+    }
+}
+
+/// `PATCH /threads/{threadId}`: names, renames, archives or unarchives one of the caller's
+/// threads; its listing after the change.
+async fn change<A>(
+    State(server): State<Arc<Server<A>>>,
+    principal: Option<Extension<Principal>>,
+    path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: axum::body::Body,
+) -> Result<Response, Rejection>
+where
+    A: RunService,
+{
+    let Path(thread_id) = path?;
+    require_json(&headers)?;
+    let change = parse_json::<Change>(&server.read_body(body).await?)?.checked()?;
+    let thread = visible_thread(&server, principal.as_ref(), thread_id).await?;
+    let changed = server
+        .runs
+        .run_log()
+        .change_thread(&thread.thread_id, &change)
+        .await
+        .map_err(|e| unavailable(&e))?
+        .ok_or_else(|| unknown(&thread.thread_id))?;
+    Ok(Json(ThreadView::from(changed)).into_response())
+}
+
+/// `DELETE /threads/{threadId}`: one of the caller's threads and everything of it gone from the
+/// log (`204`); `409 thread_busy` while one of its runs runs.
+async fn delete<A>(
+    State(server): State<Arc<Server<A>>>,
+    principal: Option<Extension<Principal>>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Response, Rejection>
+where
+    A: RunService,
+{
+    let Path(thread_id) = path?;
+    let thread = visible_thread(&server, principal.as_ref(), thread_id).await?;
+    let deleted = server
+        .runs
+        .run_log()
+        .delete_thread(&thread.thread_id)
+        .await
+        .map_err(|e| unavailable(&e))?;
+    match deleted {
+        Deleted::Deleted => Ok(StatusCode::NO_CONTENT.into_response()),
+        Deleted::Busy => Err(Rejection::new(
+            StatusCode::CONFLICT,
+            "thread_busy",
+            "a run of the thread is running: cancel it, or wait for its end",
+        )),
+        _ => Err(unknown(&thread.thread_id)),
+    }
+}
+
+/// The answer for a thread the log no longer knows.
+fn unknown(thread_id: &ThreadId) -> Rejection {
+    Rejection::new(
+        StatusCode::NOT_FOUND,
+        "unknown_thread",
+        format!("no thread `{thread_id}`"),
+    )
+}
