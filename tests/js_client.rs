@@ -31,6 +31,30 @@ async fn the_client_package_restores_rejoins_and_cancels() {
     }
 }
 
+/// The client package's thread list, followed live while threads are made, named, archived and
+/// deleted; the steps are in `clients/js/test/threads.mjs`.
+#[tokio::test]
+async fn the_client_package_lists_follows_names_archives_and_deletes_threads() {
+    let dir = support::js_client().await;
+    let store = stores::sqlite("js-client-threads");
+    let server = Process::serve(&["--store", &store]).await;
+    let out = support::node_in(&dir, "test/threads.mjs", &[&server.base], None).await;
+    println!("{out}");
+    for step in [
+        "ok listed and followed",
+        "ok pages",
+        "ok named, archived",
+        "ok deleted",
+        "threads: passed",
+    ] {
+        assert!(
+            out.contains(step),
+            "{step} missing from:
+{out}"
+        );
+    }
+}
+
 /// A deploy mid-run: SIGTERM of the instance streaming two runs, with a drain shorter than them;
 /// another instance on the store continues them. The client package reads its run to the end in
 /// one stream; a plain `HttpAgent`'s stream ends cleanly. The steps are in

@@ -13,7 +13,7 @@ use agent_tower::{
     server::{AguiServer, BearerTokens, Scope},
     store::RunStore,
 };
-use frames::frames;
+use frames::{Live, frames};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest};
@@ -133,6 +133,19 @@ impl Server {
             .await
             .unwrap();
         Self::answer(response).await
+    }
+
+    /// The thread list followed live with `token`.
+    async fn live(&self, token: &str) -> Live {
+        let response = self
+            .http
+            .get(format!("{}/threads", self.base))
+            .header("accept", "text/event-stream")
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        Live::new(response)
     }
 
     /// `DELETE {path}` with `token`.
@@ -485,6 +498,56 @@ async fn a_walk_through_the_pages_of_a_growing_list_meets_each_thread_once() {
         }
         made.reverse();
         assert_eq!(seen, made, "{name}: each once, newest first");
+    }
+}
+
+#[tokio::test]
+async fn the_list_followed_live_shows_its_principals_changes_made_on_any_instance() {
+    let mut pairs = vec![("memory", None)];
+    pairs.extend(
+        stores::store_urls("thread-live")
+            .await
+            .into_iter()
+            .map(|(name, url)| (name, Some(url))),
+    );
+    for (name, url) in pairs {
+        // Followed on one instance; on PostgreSQL the changes are made through another.
+        let here = serve(name, url.as_deref()).await;
+        let second = match name {
+            "postgres" => Some(serve(name, url.as_deref()).await),
+            _ => None,
+        };
+        let there = second.as_ref().unwrap_or(&here);
+        let mut alices = here.live(ALICE).await;
+        let mut bobs = here.live(BOB).await;
+
+        let thread = unique("live");
+        let ran = there
+            .post(ALICE, &user(&thread, &unique("run"), "first words\nmore"))
+            .await;
+        assert_eq!(ran.status, 200, "{name}: {}", ran.body);
+        let new = alices.next().await;
+        assert_eq!(new["type"], "THREAD_UPDATED", "{name}: {new}");
+        assert_eq!(new["thread"]["threadId"], thread.as_str(), "{name}");
+        assert_eq!(new["thread"]["title"], "first words", "{name}");
+
+        let path = format!("/threads/{thread}");
+        there.patch(ALICE, &path, &json!({"title": "Named"})).await;
+        assert_eq!(alices.next().await["thread"]["title"], "Named", "{name}");
+        there.patch(ALICE, &path, &json!({"archived": true})).await;
+        assert_eq!(alices.next().await["thread"]["archived"], true, "{name}");
+        assert_eq!(there.delete(ALICE, &path).await.status, 204, "{name}");
+        let deleted = alices.next().await;
+        assert_eq!(
+            deleted,
+            json!({"type": "THREAD_DELETED", "threadId": thread})
+        );
+
+        // Bob was told none of it: his first event is his own thread.
+        let his = unique("his");
+        there.post(BOB, &user(&his, &unique("run"), "bob's")).await;
+        let first = bobs.next().await;
+        assert_eq!(first["thread"]["threadId"], his.as_str(), "{name}: {first}");
     }
 }
 

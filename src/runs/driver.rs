@@ -471,6 +471,8 @@ where
             Ok(()) => {
                 self.logged(&events);
                 self.topic.ended();
+                let lease = &self.lease;
+                (self.inner.listing).changed(&lease.thread_id, lease.principal.as_deref());
                 let ended = match result {
                     Ok(outcome) => Ended::Finished(outcome.stop),
                     Err(error) => Ended::Failed(error.to_string()),

@@ -298,6 +298,9 @@ pub enum Changed<'a> {
     CancelRequested(&'a RunId),
     /// A run of this thread started on another instance.
     ThreadStarted(&'a ThreadId),
+    /// Another instance kept, named, archived or deleted this thread of this principal: its
+    /// listing changed.
+    ThreadListed(&'a ThreadId, Option<&'a str>),
     /// Another instance [released](DurableLog::release) its runs: they wait to be continued.
     Released,
     /// Changes may have been missed (a notification connection was lost): anything may have

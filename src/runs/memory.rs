@@ -507,7 +507,7 @@ impl RunLog for MemoryLog {
         let mut listed: Vec<ThreadSummary> = state
             .threads
             .iter()
-            .filter(|(_, thread)| thread.saved)
+            .filter(|(id, thread)| thread.saved && query.thread.is_none_or(|only| only == *id))
             .filter(|(_, thread)| {
                 query
                     .principal

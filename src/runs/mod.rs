@@ -145,7 +145,8 @@ pub use self::{
     },
     takeover::TAKEOVER,
     threads::{
-        Deleted, InvalidCursor, ThreadChange, ThreadCursor, ThreadPage, ThreadQuery, ThreadSummary,
+        Deleted, InvalidCursor, ListChange, ListChanges, ThreadChange, ThreadCursor, ThreadPage,
+        ThreadQuery, ThreadSummary,
     },
 };
 pub(crate) use self::{hub::Hub, record::args_hash};
@@ -177,6 +178,8 @@ struct Inner<A> {
     log: Arc<dyn RunLog>,
     /// Where this engine's writers meet its followers.
     hub: Hub,
+    /// Where the thread list's changes are told.
+    listing: threads::Listing,
     config: Config,
     /// Whether the sweeper was started.
     sweeping: Arc<AtomicBool>,
@@ -226,6 +229,7 @@ impl<A> Runs<A> {
                 agent,
                 log: Arc::new(MemoryLog::new()),
                 hub: Hub::new(),
+                listing: threads::Listing::default(),
                 config: Config {
                     busy_thread: BusyThread::Reject,
                     channel_capacity: 256,
@@ -267,6 +271,7 @@ impl<A> Runs<A> {
         A: Clone,
     {
         let (hub, sweep_now) = (self.inner.hub.clone(), self.inner.sweep_now.clone());
+        let listing = self.inner.listing.clone();
         if let Some(durable) = log.durable() {
             durable.on_change(Arc::new(move |changed| match changed {
                 Changed::Run(run) => hub.wake(run),
@@ -274,8 +279,12 @@ impl<A> Runs<A> {
                     hub.cancel(run);
                 }
                 Changed::ThreadStarted(thread) => hub.wake_thread(thread),
+                Changed::ThreadListed(thread, principal) => listing.changed(thread, principal),
                 Changed::Released => sweep_now.notify_one(),
-                Changed::Any => hub.wake_all(),
+                Changed::Any => {
+                    hub.wake_all();
+                    listing.any();
+                }
             }));
         }
         self.inner_mut().log = Arc::new(log);
@@ -504,6 +513,56 @@ impl<A> Runs<A> {
         self.follow(run, after)
     }
 
+    /// The thread list's changes from now on, until the engine stops: each thread kept (a run of
+    /// it ended), named, archived or deleted, through this engine or, on a log shared by
+    /// instances (PostgreSQL), through another. Follow them before reading the list, so that
+    /// nothing changed between the two goes unseen.
+    #[must_use]
+    pub fn list_changes(&self) -> ListChanges {
+        let stopping = [&self.inner.config.shutdown, &self.inner.draining];
+        self.inner
+            .listing
+            .follow(stopping.map(CancellationToken::clone))
+    }
+
+    /// Names, renames or archives `thread` ([`RunLog::change_thread`]), and tells the thread
+    /// list's followers.
+    ///
+    /// # Errors
+    ///
+    /// Failures of the log.
+    pub async fn change_thread(
+        &self,
+        thread: &ThreadId,
+        change: &ThreadChange,
+    ) -> Result<Option<ThreadSummary>, LogError> {
+        let changed = self.inner.log.change_thread(thread, change).await?;
+        if let Some(summary) = &changed {
+            let principal = summary.principal.as_deref();
+            self.inner.listing.changed(thread, principal);
+        }
+        Ok(changed)
+    }
+
+    /// Deletes `thread` ([`RunLog::delete_thread`]), and tells the thread list's followers.
+    ///
+    /// # Errors
+    ///
+    /// Failures of the log.
+    pub async fn delete_thread(&self, thread: &ThreadId) -> Result<Deleted, LogError> {
+        let owner = self
+            .inner
+            .log
+            .thread(thread)
+            .await?
+            .and_then(|t| t.principal);
+        let deleted = self.inner.log.delete_thread(thread).await?;
+        if deleted == Deleted::Deleted {
+            self.inner.listing.changed(thread, owner.as_deref());
+        }
+        Ok(deleted)
+    }
+
     /// Cancels `run`, whichever instance drives it: at once when it is this one, else through
     /// the log ([`DurableLog::request_cancel`]: the instance that drives it cancels it when the log
     /// tells it, at the latest at its next heartbeat, a third of the [lease](Runs::lease)). The
@@ -541,7 +600,7 @@ pub enum Cancel {
     NotRunning,
 }
 
-use crate::id::RunId;
+use crate::id::{RunId, ThreadId};
 
 impl<A> Clone for Runs<A> {
     fn clone(&self) -> Self {

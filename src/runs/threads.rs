@@ -3,6 +3,8 @@
 
 use std::{fmt, str::FromStr, time::SystemTime};
 
+use tokio_util::sync::CancellationToken;
+
 use crate::id::ThreadId;
 
 /// Which threads [`RunLog::threads`](super::RunLog::threads) lists, newest first (by when their
@@ -22,6 +24,8 @@ pub struct ThreadQuery<'a> {
     /// Only those whose title holds this text (letters of either case; an empty text selects
     /// every thread).
     pub search: Option<&'a str>,
+    /// Only this thread (how a follower of the list reads a changed thread's listing).
+    pub thread: Option<&'a ThreadId>,
     /// After this point of an earlier page.
     pub after: Option<&'a ThreadCursor>,
     /// At most this many (at least 1, at most 1,000).
@@ -64,6 +68,13 @@ impl<'a> ThreadQuery<'a> {
     #[must_use]
     pub fn search(mut self, text: Option<&'a str>) -> Self {
         self.search = text;
+        self
+    }
+
+    /// Only `thread`, if the rest of the query selects it.
+    #[must_use]
+    pub fn thread(mut self, thread: &'a ThreadId) -> Self {
+        self.thread = Some(thread);
         self
     }
 
@@ -219,4 +230,88 @@ pub enum Deleted {
     Busy,
     /// There is no such thread.
     Unknown,
+}
+
+/// A change of the thread list, for those who follow it live ([`Runs::list_changes`](super::Runs::list_changes)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ListChange {
+    /// The listing of this thread of this principal changed: it was kept (a run ended), named,
+    /// archived or deleted. Its listing is read again (none: it was deleted).
+    Thread {
+        /// The thread.
+        thread_id: ThreadId,
+        /// Whom it belongs to.
+        principal: Option<String>,
+    },
+    /// Changes may have been missed (a follower fell behind, a notification connection was
+    /// lost): the list is read again.
+    Any,
+}
+
+/// How many changes a slow follower may fall behind before it is told [`ListChange::Any`].
+const LIST_CHANGES: usize = 256;
+
+/// Where the thread list's changes are told, in this process.
+#[derive(Debug, Clone)]
+pub(crate) struct Listing(tokio::sync::broadcast::Sender<ListChange>);
+
+impl Default for Listing {
+    fn default() -> Self {
+        Self(tokio::sync::broadcast::channel(LIST_CHANGES).0)
+    }
+}
+
+impl Listing {
+    /// Tells every follower that `thread` of `principal` changed.
+    pub(crate) fn changed(&self, thread_id: &ThreadId, principal: Option<&str>) {
+        // No follower: nobody to tell.
+        let _ = self.0.send(ListChange::Thread {
+            thread_id: thread_id.clone(),
+            principal: principal.map(str::to_owned),
+        });
+    }
+
+    /// Tells every follower that anything may have changed.
+    pub(crate) fn any(&self) {
+        let _ = self.0.send(ListChange::Any);
+    }
+
+    /// The changes from now on, until one of `stopping` fires.
+    pub(crate) fn follow(&self, stopping: [CancellationToken; 2]) -> ListChanges {
+        ListChanges {
+            changes: self.0.subscribe(),
+            stopping,
+        }
+    }
+}
+
+/// The thread list's changes from now on, as [`Runs::list_changes`](super::Runs::list_changes)
+/// tells them.
+#[derive(Debug)]
+pub struct ListChanges {
+    changes: tokio::sync::broadcast::Receiver<ListChange>,
+    /// The engine's shutdown and drain.
+    stopping: [CancellationToken; 2],
+}
+
+impl ListChanges {
+    /// The next change; [`ListChange::Any`] after changes this follower fell too far behind to
+    /// be told one by one; `None` once the engine stops (its followers end, and follow another
+    /// instance).
+    pub async fn next(&mut self) -> Option<ListChange> {
+        use tokio::sync::broadcast::error::RecvError;
+        let [shutdown, draining] = &self.stopping;
+        let change = tokio::select! {
+            () = shutdown.cancelled() => return None,
+            () = draining.cancelled() => return None,
+            change = self.changes.recv() => change,
+        };
+        Some(match change {
+            Ok(change) => change,
+            Err(RecvError::Lagged(_)) => ListChange::Any,
+            // The engine keeps its sender for as long as it runs.
+            Err(RecvError::Closed) => return None,
+        })
+    }
 }

@@ -1,7 +1,8 @@
 //! The thread list: a principal's threads, newest first, named, archived and deleted by their
-//! clients (`GET /threads`, `PATCH /threads/{threadId}`, `DELETE /threads/{threadId}`).
+//! clients (`GET /threads`, `PATCH /threads/{threadId}`, `DELETE /threads/{threadId}`), and
+//! followed live (`GET /threads` as an event stream).
 
-use std::sync::Arc;
+use std::{convert::Infallible, sync::Arc};
 
 use axum::{
     Extension, Json, Router,
@@ -9,22 +10,27 @@ use axum::{
         Path, Query, State,
         rejection::{PathRejection, QueryRejection},
     },
-    http::{HeaderMap, StatusCode},
-    response::{IntoResponse, Response},
+    http::{HeaderMap, StatusCode, header},
+    response::{
+        IntoResponse, Response,
+        sse::{Event, KeepAlive, Sse},
+    },
     routing::{get, patch},
 };
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::json;
 
 use super::{
-    Rejection, Server, require_json,
+    Rejection, Server,
+    negotiate::quality,
+    require_json,
     routes::{caller, parse_json, unavailable, visible_thread},
 };
 use crate::{
     context::Principal,
     id::ThreadId,
     run::RunService,
-    runs::{Deleted, ThreadChange, ThreadCursor, ThreadQuery, ThreadSummary},
+    runs::{Deleted, ListChange, ThreadChange, ThreadCursor, ThreadQuery, ThreadSummary},
 };
 
 /// The threads a page lists when the client does not say.
@@ -84,16 +90,25 @@ struct ListQuery {
 }
 
 /// `GET /threads`: the caller's threads, newest first, a page at a time; without
-/// authentication, everyone's (one shared space).
+/// authentication, everyone's (one shared space). Asked for as `text/event-stream`, the list's
+/// changes from then on (see [`live`]).
 async fn list<A>(
     State(server): State<Arc<Server<A>>>,
     principal: Option<Extension<Principal>>,
     query: Result<Query<ListQuery>, QueryRejection>,
+    headers: HeaderMap,
 ) -> Result<Response, Rejection>
 where
     A: RunService,
 {
     let Query(query) = query?;
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    if accept.is_some_and(|accept| {
+        quality(accept, "text/event-stream") > quality(accept, "application/json")
+    }) {
+        let owner = caller(principal.as_ref()).map(|p| p.name().to_owned());
+        return Ok(live(server, owner));
+    }
     let bad = |field: &'static str, code: &'static str, message: String| {
         Rejection::new(StatusCode::BAD_REQUEST, code, message).field(field)
     };
@@ -141,6 +156,68 @@ where
     let threads: Vec<ThreadView> = page.threads.into_iter().map(ThreadView::from).collect();
     let next = page.next.map(|next| next.to_string());
     Ok(Json(json!({"threads": threads, "next": next})).into_response())
+}
+
+/// The thread list's changes as SSE events, from now on, for `owner`'s threads (`None`: every
+/// thread), each a JSON object with a `type`:
+///
+/// - `THREAD_UPDATED` with `thread` (as `GET /threads` lists it): a thread new to the list (its
+///   first run ended), named, archived or unarchived, or continued (it moves to the top);
+/// - `THREAD_DELETED` with `threadId`;
+/// - `THREADS_CHANGED`: changes may have been missed (the follower fell behind, another
+///   instance's notifications were interrupted): list again.
+///
+/// A client opens the stream first, then lists: nothing changed between the two is missed.
+fn live<A>(server: Arc<Server<A>>, owner: Option<String>) -> Response
+where
+    A: RunService,
+{
+    let keep_alive = server.config.keep_alive;
+    let changes = server.runs.list_changes();
+    let events = futures_util::stream::unfold(
+        (server, owner, changes),
+        |(server, owner, mut changes)| async move {
+            // The stream ends when the engine stops: the client follows another instance.
+            let event = loop {
+                match changes.next().await? {
+                    ListChange::Thread {
+                        thread_id,
+                        principal,
+                    } if owner.is_none() || principal == owner => {
+                        break changed(&server, owner.as_deref(), thread_id).await;
+                    }
+                    ListChange::Thread { .. } => {}
+                    _ => break json!({"type": "THREADS_CHANGED"}),
+                }
+            };
+            let event = Event::default().data(event.to_string());
+            Some((Ok::<_, Infallible>(event), (server, owner, changes)))
+        },
+    );
+    let keep_alive = KeepAlive::new().interval(keep_alive).text("ping");
+    Sse::new(events).keep_alive(keep_alive).into_response()
+}
+
+/// The event of a change of `thread_id`: its listing as it is now, or its deletion.
+async fn changed<A>(
+    server: &Server<A>,
+    owner: Option<&str>,
+    thread_id: ThreadId,
+) -> serde_json::Value
+where
+    A: RunService,
+{
+    let query = ThreadQuery::new(1).principal(owner).thread(&thread_id);
+    match server.runs.run_log().threads(&query).await {
+        Ok(page) => match page.threads.into_iter().next() {
+            Some(thread) => json!({"type": "THREAD_UPDATED", "thread": ThreadView::from(thread)}),
+            None => json!({"type": "THREAD_DELETED", "threadId": thread_id}),
+        },
+        Err(error) => {
+            tracing::warn!(%error, "a thread's listing could not be read");
+            json!({"type": "THREADS_CHANGED"})
+        }
+    }
 }
 
 /// What `PATCH /threads/{threadId}` changes: `title` (a name, or `null` for the first line of
@@ -221,7 +298,6 @@ where
     let thread = visible_thread(&server, principal.as_ref(), thread_id).await?;
     let changed = server
         .runs
-        .run_log()
         .change_thread(&thread.thread_id, &change)
         .await
         .map_err(|e| unavailable(&e))?
@@ -243,7 +319,6 @@ where
     let thread = visible_thread(&server, principal.as_ref(), thread_id).await?;
     let deleted = server
         .runs
-        .run_log()
         .delete_thread(&thread.thread_id)
         .await
         .map_err(|e| unavailable(&e))?;

@@ -226,6 +226,11 @@ const CANCEL: &str = "cancel";
 /// client waiting on the thread for its next run follows it).
 const THREAD: &str = "thread";
 
+/// What a notification line `listed:["owner","thread","principal"]` starts with: a thread's
+/// listing changed (a run of it ended; it was kept, named, archived or deleted), told by the
+/// instance `owner` (which does not tell itself again).
+const LISTED: &str = "listed";
+
 /// What a notification line `released:owner` starts with: a draining instance released its
 /// runs (the others look for lost runs at once).
 const RELEASED: &str = "released";

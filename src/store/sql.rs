@@ -185,7 +185,7 @@ impl RunStore {
                 // One writer connection: the writer task commits every run's writes in groups.
                 let writer = options().max_connections(1).connect(&url).await?;
                 super::schema::migrate(&writer, Backend::Postgres).await?;
-                super::listen::forward(&url, observers.clone()).await?;
+                super::listen::forward(&url, owner.clone(), observers.clone()).await?;
                 let jobs = writer::spawn(
                     writer::Target::Postgres(writer),
                     owner.clone(),

@@ -35,6 +35,9 @@ impl RunStore {
         if query.sessions {
             sql.push_str(" AND workspace IS NOT NULL");
         }
+        if query.thread.is_some() {
+            param(&mut sql, " AND thread_id = ?");
+        }
         if query.principal.is_some() {
             param(&mut sql, " AND principal = ?");
         }
@@ -61,6 +64,9 @@ impl RunStore {
             limit + 1
         ));
         let mut select = sqlx::query(&sql);
+        if let Some(thread) = query.thread {
+            select = select.bind(thread.as_str());
+        }
         if let Some(principal) = query.principal {
             select = select.bind(principal);
         }

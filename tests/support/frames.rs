@@ -22,3 +22,45 @@ pub fn frames(body: &str) -> Vec<(String, Value)> {
         })
         .collect()
 }
+
+/// An SSE body read as it comes: its events one at a time (comments skipped).
+pub struct Live {
+    body: std::pin::Pin<Box<dyn futures_util::Stream<Item = reqwest::Result<Vec<u8>>> + Send>>,
+    buffer: String,
+}
+
+impl Live {
+    pub fn new(response: reqwest::Response) -> Self {
+        use futures_util::StreamExt;
+        assert_eq!(response.status(), 200);
+        Self {
+            body: Box::pin(
+                response
+                    .bytes_stream()
+                    .map(|chunk| chunk.map(|b| b.to_vec())),
+            ),
+            buffer: String::new(),
+        }
+    }
+
+    /// The next event (failing after 10 s without one).
+    pub async fn next(&mut self) -> Value {
+        use futures_util::StreamExt;
+        let next = async {
+            loop {
+                if let Some(end) = self.buffer.find("\n\n") {
+                    let frame: String = self.buffer.drain(..end + 2).collect();
+                    if let Some(data) = frame.lines().find_map(|l| l.strip_prefix("data: ")) {
+                        return serde_json::from_str(data).unwrap();
+                    }
+                    continue;
+                }
+                let chunk = self.body.next().await.expect("the stream goes on").unwrap();
+                self.buffer.push_str(std::str::from_utf8(&chunk).unwrap());
+            }
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(10), next)
+            .await
+            .expect("an event within 10 s")
+    }
+}

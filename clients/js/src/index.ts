@@ -18,6 +18,17 @@
 import { EventType, HttpAgent, runHttpRequest, transformHttpEventStream } from "@ag-ui/client";
 import type { BaseEvent, CustomEvent, HttpAgentConfig, RunAgentInput } from "@ag-ui/client";
 import { Observable, finalize } from "rxjs";
+import { errorOf } from "./error.js";
+
+export { AgentTowerError } from "./error.js";
+export {
+  ThreadList,
+  type ThreadListChange,
+  type ThreadListConfig,
+  type ThreadListing,
+  type ThreadListQuery,
+  type ThreadPage,
+} from "./threads.js";
 
 /** The settings of an {@link AgentTowerAgent}. */
 export interface AgentTowerAgentConfig extends HttpAgentConfig {
@@ -30,18 +41,6 @@ export interface AgentTowerAgentConfig extends HttpAgentConfig {
 
 /** What a server declares it supports (AG-UI 1.0 `AgentCapabilities`). */
 export type Capabilities = Record<string, unknown>;
-
-/** An error answer of the server: its status and `{error: {code, message}}`. */
-export class AgentTowerError extends Error {
-  constructor(
-    readonly status: number,
-    readonly code: string | undefined,
-    message: string,
-  ) {
-    super(message);
-    this.name = "AgentTowerError";
-  }
-}
 
 /** The official `HttpAgent`, connected to a thread of an agent-tower server. */
 export class AgentTowerAgent extends HttpAgent {
@@ -180,16 +179,7 @@ export class AgentTowerAgent extends HttpAgent {
       method,
       headers: { ...this.headers, Accept: "application/json" },
     });
-    if (!response.ok) {
-      const body = (await response.json().catch(() => ({}))) as {
-        error?: { code?: string; message?: string };
-      };
-      throw new AgentTowerError(
-        response.status,
-        body.error?.code,
-        body.error?.message ?? `${method} ${path}: ${response.status}`,
-      );
-    }
+    if (!response.ok) throw await errorOf(response, `${method} ${path}`);
     return response;
   }
 }

@@ -207,7 +207,7 @@ impl Writer {
                 if let Some(end) = &write.end {
                     insert_interrupts(tx, &write.lease, end, now).await?;
                 }
-                effects.logged(&write.lease.run_id, &write.events);
+                effects.logged(&write.lease, &write.events, write.end.is_some());
                 Ok(())
             } else {
                 Err(LogError::Fenced(write.lease.run_id.clone()))

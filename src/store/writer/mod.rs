@@ -21,7 +21,7 @@ mod values;
 use values::Values;
 
 use super::{
-    Backend, CANCEL, CHANNEL, COMMIT_TIMEOUT, Deleted, Observers, RELEASED, THREAD,
+    Backend, CANCEL, CHANNEL, COMMIT_TIMEOUT, Deleted, LISTED, Observers, RELEASED, THREAD,
     chunk::{self, Chunk},
     conn::{Arg, Columns, Conn, DbError, Row, Sqlite},
     rows::{INTERRUPT_COLUMNS, decision_text, interrupt_record, millis, number, seq, signed, text},
@@ -293,14 +293,21 @@ struct Effects {
     cancels: Vec<RunId>,
     /// The threads a run started on.
     threads: Vec<ThreadId>,
+    /// The threads whose listing changed, with whom each belongs to.
+    listed: Vec<(ThreadId, Option<String>)>,
 }
 
 impl Effects {
-    /// `events` of `run` were written.
-    fn logged(&mut self, run: &RunId, events: &[LoggedEvent]) {
+    /// `events` of `lease`'s run were written; the run `ended` with them (its thread was kept).
+    fn logged(&mut self, lease: &Lease, events: &[LoggedEvent], ended: bool) {
+        let run = &lease.run_id;
         let last = events.last().map_or(0, |e| e.seq);
         self.changed.push((run.clone(), last));
         chunk::cut(run, events, &mut self.chunks);
+        if ended {
+            let listed = (lease.thread_id.clone(), lease.principal.clone());
+            self.listed.push(listed);
+        }
     }
 }
 
@@ -407,7 +414,7 @@ impl Writer {
                 } => {
                     let written = self.write(tx, &lease, &events, end.as_ref(), now).await;
                     if written.is_ok() {
-                        effects.logged(&lease.run_id, &events);
+                        effects.logged(&lease, &events, end.is_some());
                     }
                     let (result, error) = split(written);
                     (Done::Unit(reply, result.map_err(log_error)), error)
@@ -449,7 +456,11 @@ impl Writer {
                     (Done::Unit(reply, result.map_err(log_error)), error)
                 }
                 Job::DeleteThread { thread, reply } => {
-                    let (result, error) = split(delete_thread(tx, &thread).await);
+                    let deleted = delete_thread(tx, &thread).await;
+                    if let Ok((Deleted::Deleted, principal)) = &deleted {
+                        effects.listed.push((thread.clone(), principal.clone()));
+                    }
+                    let (result, error) = split(deleted.map(|(deleted, _)| deleted));
                     (Done::Deleted(reply, result.map_err(log_error)), error)
                 }
                 Job::ChangeThread {
@@ -457,7 +468,11 @@ impl Writer {
                     change,
                     reply,
                 } => {
-                    let (result, error) = split(change_thread(tx, &thread, &change).await);
+                    let changed = change_thread(tx, &thread, &change).await;
+                    if let Ok(Some(principal)) = &changed {
+                        effects.listed.push((thread.clone(), principal.clone()));
+                    }
+                    let (result, error) = split(changed.map(|changed| changed.is_some()));
                     (Done::Flag(reply, result.map_err(log_error)), error)
                 }
                 Job::Prune {
@@ -515,8 +530,7 @@ impl Writer {
             }
         }
         insert_chunks(tx, &effects.chunks).await?;
-        self.notify(tx, &effects.changed, &effects.cancels, &effects.threads)
-            .await
+        self.notify(tx, &effects).await
     }
 
     /// Inserts `start`'s run, running, belonging to `principal`, with `sql` (parameters: run,
@@ -963,28 +977,37 @@ impl Writer {
         }))
     }
 
-    /// Tells other instances (PostgreSQL) that the logs of `runs` changed, that `cancels` are
-    /// asked to be cancelled and that runs of `threads` started: delivered at commit, to every
-    /// instance listening; one notification for many runs (a line `seq:run`, `cancel:run` or
-    /// `thread:thread` each, as many as fit in a payload), so a group costs one round trip, not
-    /// one per run.
-    async fn notify(
-        &self,
-        tx: &mut impl Conn,
-        runs: &[(RunId, u64)],
-        cancels: &[RunId],
-        threads: &[ThreadId],
-    ) -> Result<(), DbError> {
+    /// Tells other instances (PostgreSQL) what `effects` the group had: the runs whose logs
+    /// changed, the runs asked to be cancelled, the threads runs started on, the threads whose
+    /// listing changed; delivered at commit, to every instance listening; one notification for
+    /// many (a line `seq:run`, `cancel:run`, `thread:thread` or `listed:[..]` each, as many as
+    /// fit in a payload), so a group costs one round trip, not one per run.
+    async fn notify(&self, tx: &mut impl Conn, effects: &Effects) -> Result<(), DbError> {
         if self.backend != Backend::Postgres {
             return Ok(());
         }
+        let listed = effects.listed.iter().map(|(thread, principal)| {
+            let listed = (&self.owner, thread.as_str(), principal.as_deref());
+            let listed = serde_json::to_string(&listed).unwrap_or_default();
+            format!("{LISTED}:{listed}\n")
+        });
         // A run id too long for a payload is left out: its remote followers are not woken (a
         // cancellation waits for the heartbeat), and the group's commit does not fail for it.
-        let lines: Vec<String> = runs
-            .iter()
+        let lines: Vec<String> = (effects.changed.iter())
             .map(|(run, last)| format!("{last}:{run}\n"))
-            .chain(cancels.iter().map(|run| format!("{CANCEL}:{run}\n")))
-            .chain(threads.iter().map(|thread| format!("{THREAD}:{thread}\n")))
+            .chain(
+                effects
+                    .cancels
+                    .iter()
+                    .map(|run| format!("{CANCEL}:{run}\n")),
+            )
+            .chain(
+                effects
+                    .threads
+                    .iter()
+                    .map(|thread| format!("{THREAD}:{thread}\n")),
+            )
+            .chain(listed)
             .filter(|line| line.len() <= NOTIFY_BYTES)
             .collect();
         let mut payload = String::new();
@@ -1143,7 +1166,11 @@ async fn followed(tx: &mut impl Conn, runs: &[RunId], until: SystemTime) -> Resu
 }
 
 /// Deletes `thread` with everything of it, unless one of its runs is running.
-async fn delete_thread(tx: &mut impl Conn, thread: &ThreadId) -> Result<Deleted, Failure> {
+async fn delete_thread(
+    tx: &mut impl Conn,
+    thread: &ThreadId,
+) -> Result<(Deleted, Option<String>), Failure> {
+    let principal = thread_principal(tx, thread).await?.flatten();
     let id = [Arg::from(thread.as_str())];
     let running = tx
         .fetch(
@@ -1152,7 +1179,7 @@ async fn delete_thread(tx: &mut impl Conn, thread: &ThreadId) -> Result<Deleted,
         )
         .await?;
     if !running.is_empty() {
-        return Ok(Deleted::Busy);
+        return Ok((Deleted::Busy, principal));
     }
     tx.execute(
         "DELETE FROM run_chunks WHERE run_id IN (SELECT run_id FROM runs WHERE thread_id = $1)",
@@ -1167,19 +1194,23 @@ async fn delete_thread(tx: &mut impl Conn, thread: &ThreadId) -> Result<Deleted,
     let threads = tx
         .execute("DELETE FROM threads WHERE thread_id = $1", &id)
         .await?;
-    Ok(if runs + threads > 0 {
+    let deleted = if runs + threads > 0 {
         Deleted::Deleted
     } else {
         Deleted::Unknown
-    })
+    };
+    Ok((deleted, principal))
 }
 
-/// Names, renames or archives `thread`: whether there is such a thread.
+/// Names, renames or archives `thread`: whom it belongs to (`None`: there is no such thread).
 async fn change_thread(
     tx: &mut impl Conn,
     thread: &ThreadId,
     change: &ThreadChange,
-) -> Result<bool, Failure> {
+) -> Result<Option<Option<String>>, Failure> {
+    let Some(principal) = thread_principal(tx, thread).await? else {
+        return Ok(None);
+    };
     let mut sql = String::from("UPDATE threads SET thread_id = thread_id");
     let mut args = vec![Arg::from(thread.as_str())];
     if let Some(name) = &change.name {
@@ -1191,7 +1222,25 @@ async fn change_thread(
         sql.push_str(&format!(", archived = ${}", args.len()));
     }
     sql.push_str(" WHERE thread_id = $1");
-    Ok(tx.execute(&sql, &args).await? > 0)
+    tx.execute(&sql, &args).await?;
+    Ok(Some(principal))
+}
+
+/// Whom `thread` belongs to, if the store keeps it (`Some(None)`: no one).
+async fn thread_principal(
+    tx: &mut impl Conn,
+    thread: &ThreadId,
+) -> Result<Option<Option<String>>, Failure> {
+    let rows = tx
+        .fetch(
+            "SELECT principal FROM threads WHERE thread_id = $1",
+            &[Arg::from(thread.as_str())],
+        )
+        .await?;
+    rows.first()
+        .map(|row| row.optional_text("principal"))
+        .transpose()
+        .map_err(Failure::from)
 }
 
 /// What a prune deletes.
