@@ -1,8 +1,9 @@
 //! The development page of the built `agent-tower serve` in Debian's Chromium (driven by
 //! `playwright-core`, `tests/conformance/dev-page.mjs`): a chat with reasoning, a backend tool,
 //! interrupts approved, edited and rejected, state set from the page; a reload that re-joins the
-//! run and Stop that cancels it on the server; and CORS from a page on another origin. Without a browser: what the page
-//! routes answer to other clients, and `--no-ui`.
+//! run and Stop that cancels it on the server; the thread list on two screens; and CORS from a
+//! page on another origin. Without a browser: what the page routes answer to other clients, and
+//! `--no-ui`.
 
 use crate::support;
 use crate::support::debian;
@@ -54,6 +55,9 @@ async fn a_reload_rejoins_the_run_and_stop_cancels_it() {
         "ok re-joined after a reload",
         "ok stop",
         "ok another device restored the thread from the server",
+        "ok a second screen follows the thread live and goes on from it",
+        "ok a stale screen is refused, shown the thread, and goes on from it",
+        "ok the thread list: listed live, opened, named, archived and deleted on both screens",
         "rejoin: passed",
     ] {
         assert!(out.contains(step), "{step} missing from:\n{out}");

@@ -87,77 +87,45 @@ impl Answer {
 }
 
 impl Server {
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// `request` with `token`, answered.
+    async fn ask(&self, token: &str, request: reqwest::RequestBuilder) -> Answer {
+        Self::answer(request.bearer_auth(token).send().await.unwrap()).await
+    }
+
     async fn post(&self, token: &str, body: &Value) -> Answer {
-        let response = self
-            .http
-            .post(&self.base)
-            .bearer_auth(token)
-            .json(body)
-            .send()
-            .await
-            .unwrap();
-        Self::answer(response).await
+        self.ask(token, self.http.post(&self.base).json(body)).await
     }
 
     /// `POST /runs/{run}/cancel` with `token`.
     async fn cancel(&self, token: &str, run: &str) -> Answer {
-        let response = self
-            .http
-            .post(format!("{}/runs/{run}/cancel", self.base))
-            .bearer_auth(token)
-            .send()
-            .await
-            .unwrap();
-        Self::answer(response).await
+        let url = self.url(&format!("/runs/{run}/cancel"));
+        self.ask(token, self.http.post(url)).await
     }
 
     async fn get(&self, token: &str, path: &str) -> Answer {
-        let response = self
-            .http
-            .get(format!("{}{path}", self.base))
-            .bearer_auth(token)
-            .send()
-            .await
-            .unwrap();
-        Self::answer(response).await
+        self.ask(token, self.http.get(self.url(path))).await
     }
 
     /// `PATCH {path}` of `body` with `token`.
     async fn patch(&self, token: &str, path: &str, body: &Value) -> Answer {
-        let response = self
-            .http
-            .patch(format!("{}{path}", self.base))
-            .bearer_auth(token)
-            .json(body)
-            .send()
+        self.ask(token, self.http.patch(self.url(path)).json(body))
             .await
-            .unwrap();
-        Self::answer(response).await
-    }
-
-    /// The thread list followed live with `token`.
-    async fn live(&self, token: &str) -> Live {
-        let response = self
-            .http
-            .get(format!("{}/threads", self.base))
-            .header("accept", "text/event-stream")
-            .bearer_auth(token)
-            .send()
-            .await
-            .unwrap();
-        Live::new(response)
     }
 
     /// `DELETE {path}` with `token`.
     async fn delete(&self, token: &str, path: &str) -> Answer {
-        let response = self
-            .http
-            .delete(format!("{}{path}", self.base))
-            .bearer_auth(token)
-            .send()
-            .await
-            .unwrap();
-        Self::answer(response).await
+        self.ask(token, self.http.delete(self.url(path))).await
+    }
+
+    /// The thread list followed live with `token`.
+    async fn live(&self, token: &str) -> Live {
+        let request = self.http.get(self.url("/threads")).bearer_auth(token);
+        let response = request.header("accept", "text/event-stream").send();
+        Live::new(response.await.unwrap())
     }
 
     /// The threads `GET /threads{query}` lists for `token`: their ids and titles, in order.

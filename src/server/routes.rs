@@ -481,7 +481,22 @@ pub(crate) fn parse_answers(body: &[u8]) {
     let _ = parse_json::<ResumeThread>(body);
 }
 
-pub(super) fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, Rejection> {
+/// A route's JSON body, read within the server's bounds and parsed: `415` unless it is declared
+/// JSON, `413` past the limit, `422` for JSON that is not a `T`.
+pub(super) async fn json_body<A, T>(
+    server: &Server<A>,
+    headers: &HeaderMap,
+    body: axum::body::Body,
+) -> Result<T, Rejection>
+where
+    A: RunService,
+    T: serde::de::DeserializeOwned,
+{
+    require_json(headers)?;
+    parse_json(&server.read_body(body).await?)
+}
+
+fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, Rejection> {
     serde_json::from_slice(body).map_err(|e| {
         Rejection::new(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -527,8 +542,7 @@ where
     A: RunService,
 {
     let Path(interrupt_id) = path?;
-    require_json(&headers)?;
-    let body: Resolve = parse_json(&server.read_body(body).await?)?;
+    let body: Resolve = json_body(&server, &headers, body).await?;
     let id = InterruptId::from(interrupt_id);
     let result = server.runs.resolve(&id, body.status, body.payload).await;
     audit_answer(&server, principal.as_ref(), &result).await;
@@ -572,8 +586,7 @@ where
     A: RunService,
 {
     let Path(thread_id) = path?;
-    require_json(&headers)?;
-    let body: ResumeThread = parse_json(&server.read_body(body).await?)?;
+    let body: ResumeThread = json_body(&server, &headers, body).await?;
     let result = server
         .runs
         .resume_thread(ThreadId::from(thread_id), body.resume)

@@ -23,8 +23,7 @@ use serde_json::json;
 use super::{
     Rejection, Server,
     negotiate::quality,
-    require_json,
-    routes::{caller, parse_json, unavailable, visible_thread},
+    routes::{caller, json_body, unavailable, visible_thread},
 };
 use crate::{
     context::Principal,
@@ -293,8 +292,9 @@ where
     A: RunService,
 {
     let Path(thread_id) = path?;
-    require_json(&headers)?;
-    let change = parse_json::<Change>(&server.read_body(body).await?)?.checked()?;
+    let change = json_body::<A, Change>(&server, &headers, body)
+        .await?
+        .checked()?;
     let thread = visible_thread(&server, principal.as_ref(), thread_id).await?;
     let changed = server
         .runs

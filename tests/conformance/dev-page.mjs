@@ -52,7 +52,10 @@ const lastAssistant = () => page.locator(".message.assistant").last().evaluate((
 const shownState = async () => JSON.parse(await page.textContent("#state"));
 
 async function chat(screenshot) {
-  await page.goto(`${base}/`, { waitUntil: "networkidle" });
+  // Loaded once the thread list was read (its live stream keeps the network busy).
+  const listed = page.waitForResponse((response) => response.url().includes("/threads?"));
+  await page.goto(`${base}/`);
+  await listed;
   assert.equal(await page.title(), "agent-tower");
   // A new thread asks the server for nothing it cannot have (no 404 in the console).
   assert.deepEqual(console_.filter((line) => line.startsWith("error")), [], "a clean console");
@@ -296,6 +299,44 @@ async function rejoin() {
   );
   await shownOn(page, "from the phone, again").waitFor({ timeout: 15_000 });
   console.log("ok a stale screen is refused, shown the thread, and goes on from it");
+
+  // The thread list, on both screens: a thread begun on one is listed on the other at once, on
+  // top; the other opens it from there; a name, the archive and a deletion show on both.
+  const listed = (p) => p.$$eval("#threads li", (all) => all.map((li) => [li.dataset.threadId, li.querySelector(".open").textContent]));
+  const item = (p, id) => p.locator(`#threads li[data-thread-id="${id}"]`);
+  await item(phone, threadId).waitFor();
+  assert.equal(await item(phone, threadId).locator(".open").textContent(), "tell me slowly", "titled by its first prompt");
+  await page.click("#new-thread");
+  await send("a second topic");
+  await shownOn(page, "a second topic").waitFor({ timeout: 15_000 });
+  const second = await page.evaluate(() => JSON.parse(localStorage.getItem("agent-tower")).threadId);
+  await phone.waitForFunction((id) => document.querySelector("#threads li")?.dataset.threadId === id, second);
+  assert.deepEqual(
+    await listed(phone),
+    [
+      [second, "a second topic"],
+      [threadId, "tell me slowly"],
+    ],
+    "the phone's list shows the laptop's new thread on top, with no reload",
+  );
+  await item(phone, second).locator(".open").click();
+  await shownOn(phone, "a second topic").waitFor({ timeout: 15_000 });
+  assert.equal(await phone.locator(".message.user").count(), 1, "the phone opened the other thread");
+  assert.equal(await phone.textContent("#thread"), second);
+
+  page.once("dialog", (dialog) => dialog.accept("Second, named"));
+  await item(page, second).locator(".rename").click();
+  await phone.waitForFunction((id) => document.querySelector(`#threads li[data-thread-id="${id}"] .open`)?.textContent === "Second, named", second);
+  await item(page, threadId).locator(".archive").click();
+  await item(phone, threadId).waitFor({ state: "detached" });
+  await phone.check("#show-archived");
+  assert.deepEqual(await listed(phone), [[threadId, "tell me slowly"]], "the archive holds it");
+  page.once("dialog", (dialog) => dialog.accept());
+  await page.check("#show-archived");
+  await item(page, threadId).locator(".delete").click();
+  await item(phone, threadId).waitFor({ state: "detached" });
+  assert.equal((await fetch(`${base}/threads/${threadId}`)).status, 404, "deleted on the server");
+  console.log("ok the thread list: listed live, opened, named, archived and deleted on both screens");
 }
 
 async function cors([app, other, token]) {

@@ -5,7 +5,8 @@
 // after a reload or a dropped connection with `Last-Event-ID: {runId}:{seq}`, and Stop cancels
 // it on the server (`POST /runs/{id}/cancel`), whose stream then ends with the run. While it
 // runs nothing itself, it follows the thread (`?follow=true`): a run another tab or device starts
-// shows here as it streams.
+// shows here as it streams. Beside it, the caller's threads, followed live (`GET /threads`):
+// opened, named, archived and deleted from here.
 "use strict";
 
 const RUN_PATH = document.querySelector('meta[name="agent-tower-run-path"]').content;
@@ -193,14 +194,11 @@ function unfollow() {
   following = null;
 }
 
-/** Server-sent events: `id: {runId}:{seq}` and `data: {json}`, blocks ended by a blank line.
- * With `live`, the run they name is this page's to re-join; without, they are a followed
- * thread's: the thread as it is first (its content taken, the page's status left as it is), then
- * the runs others start, shown running until they end. */
-async function readEvents(body, runId, { live = true } = {}) {
+/** Server-sent events: `id: …` and `data: {json}`, blocks ended by a blank line; `onEvent(id,
+ * event)` for each (keep-alive comments skipped), until the body ends. */
+async function readFrames(body, onEvent) {
   const reader = body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = "";
-  let restoring = !live;
   for (;;) {
     const { value, done } = await reader.read();
     if (done) return;
@@ -215,27 +213,35 @@ async function readEvents(body, runId, { live = true } = {}) {
         if (line.startsWith("id:")) id = line.slice(3).trim();
         else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
       }
-      if (!data.length) continue; // a keep-alive comment
-      const event = JSON.parse(data.join("\n"));
-      if (id) {
-        // `{runId}:{seq}`: where to re-join (a connected thread's run is learnt from its ids).
-        const run = id.slice(0, id.lastIndexOf(":"));
-        const seq = Number(id.slice(id.lastIndexOf(":") + 1));
-        if (live && (runId ?? run) === run) chat.live = { runId: run, seq };
-      }
-      // A run another screen started: shown running here; its failure is that screen's to show
-      // (a refused stale copy, say), not this page's.
-      const followed = !live && !restoring;
-      if (followed && event.type === "RUN_STARTED") setStatus("running");
-      const failed = followed && event.type === "RUN_ERROR";
-      apply(event, { quiet: restoring || failed });
-      if (failed) setStatus("idle");
-      if (["RUN_FINISHED", "RUN_ERROR"].includes(event.type)) restoring = false;
-      logEvent(event, id);
-      save();
-      scheduleRender();
+      if (data.length) onEvent(id, JSON.parse(data.join("\n")));
     }
   }
+}
+
+/** A run's events (`id: {runId}:{seq}`). With `live`, the run they name is this page's to
+ * re-join; without, they are a followed thread's: the thread as it is first (its content taken,
+ * the page's status left as it is), then the runs others start, shown running until they end. */
+async function readEvents(body, runId, { live = true } = {}) {
+  let restoring = !live;
+  await readFrames(body, (id, event) => {
+    if (id) {
+      // `{runId}:{seq}`: where to re-join (a connected thread's run is learnt from its ids).
+      const run = id.slice(0, id.lastIndexOf(":"));
+      const seq = Number(id.slice(id.lastIndexOf(":") + 1));
+      if (live && (runId ?? run) === run) chat.live = { runId: run, seq };
+    }
+    // A run another screen started: shown running here; its failure is that screen's to show
+    // (a refused stale copy, say), not this page's.
+    const followed = !live && !restoring;
+    if (followed && event.type === "RUN_STARTED") setStatus("running");
+    const failed = followed && event.type === "RUN_ERROR";
+    apply(event, { quiet: restoring || failed });
+    if (failed) setStatus("idle");
+    if (["RUN_FINISHED", "RUN_ERROR"].includes(event.type)) restoring = false;
+    logEvent(event, id);
+    save();
+    scheduleRender();
+  });
 }
 
 /** Cancels the live run on the server; its stream goes on to the run's last events. */
@@ -668,6 +674,134 @@ function fail(text) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The thread list (`GET /threads`, followed live)
+
+/** The threads listed, newest first. */
+let threads = [];
+/** The list's live stream: its AbortController, or null. */
+let listing = null;
+
+/** Follows the list's changes, then lists (nothing changed between the two is missed); follows
+ * again, and lists again, after the server ends the stream (its instance stopped). */
+async function followThreads() {
+  listing?.abort();
+  const controller = new AbortController();
+  listing = controller;
+  while (listing === controller) {
+    try {
+      const response = await fetch("/threads", {
+        headers: headers({ Accept: "text/event-stream" }),
+        signal: controller.signal,
+      });
+      if (!response.ok) return; // not this server's route, or no token yet
+      await listThreads();
+      await readFrames(response.body, (_, change) => threadChanged(change));
+    } catch {
+      if (controller.signal.aborted) return;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+  }
+}
+
+async function listThreads() {
+  const response = await fetch("/threads?limit=100&archived=all", {
+    headers: headers({ Accept: "application/json" }),
+  });
+  if (response.ok) {
+    threads = (await response.json()).threads;
+    renderThreads();
+  }
+}
+
+function threadChanged(change) {
+  if (change.type === "THREADS_CHANGED") {
+    listThreads();
+    return;
+  }
+  const id = change.thread?.threadId ?? change.threadId;
+  const at = threads.findIndex((thread) => thread.threadId === id);
+  if (change.type === "THREAD_DELETED") {
+    if (at >= 0) threads.splice(at, 1);
+  } else if (at >= 0 && threads[at].updatedAt === change.thread.updatedAt) {
+    threads[at] = change.thread; // named or archived: in its place
+  } else {
+    if (at >= 0) threads.splice(at, 1);
+    threads.unshift(change.thread); // new, or continued: on top
+  }
+  renderThreads();
+}
+
+/** `PATCH` or `DELETE /threads/{id}`. */
+async function changeThread(threadId, method, body) {
+  const response = await fetch(`/threads/${encodeURIComponent(threadId)}`, {
+    method,
+    headers: headers(body ? { "Content-Type": "application/json" } : {}),
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  if (!response.ok) {
+    const error = (await response.json().catch(() => ({}))).error ?? {};
+    showError(`${response.status} ${error.code ?? ""}: ${error.message ?? response.statusText}`);
+  }
+}
+
+function renderThreads() {
+  const archive = $("show-archived").checked;
+  const items = threads
+    .filter((thread) => thread.archived === archive)
+    .map((thread) => {
+      const item = el("li", thread.threadId === chat.threadId ? "current" : "");
+      item.dataset.threadId = thread.threadId;
+      const open = el("button", "open", thread.title ?? thread.threadId);
+      open.type = "button";
+      open.title = `${thread.threadId}, ${thread.updatedAt}`;
+      open.addEventListener("click", () => openThread(thread.threadId));
+      const rename = el("button", "rename", "✎");
+      rename.type = "button";
+      rename.title = "rename";
+      rename.addEventListener("click", () => {
+        const title = prompt("The thread's name (empty: its first prompt's line)", thread.title ?? "");
+        if (title !== null) changeThread(thread.threadId, "PATCH", { title: title.trim() || null });
+      });
+      const shelve = el("button", "archive", thread.archived ? "⇡" : "⇣");
+      shelve.type = "button";
+      shelve.title = thread.archived ? "unarchive" : "archive";
+      shelve.addEventListener("click", () =>
+        changeThread(thread.threadId, "PATCH", { archived: !thread.archived }),
+      );
+      const remove = el("button", "delete", "✕");
+      remove.type = "button";
+      remove.title = "delete";
+      remove.addEventListener("click", () => {
+        if (confirm("Delete this thread and everything of it?")) changeThread(thread.threadId, "DELETE");
+      });
+      item.append(open, rename, shelve, remove);
+      return item;
+    });
+  $("threads").replaceChildren(...items);
+}
+
+/** Leaves the current thread (its run goes on on the server) for `threadId`, restored from the
+ * server (`null`: a new thread). */
+function openThread(threadId) {
+  stopped = true;
+  streaming?.abort();
+  unfollow();
+  chat = threadId ? { ...fresh(), threadId } : fresh();
+  answers.clear();
+  save();
+  showError(null);
+  setStatus("idle");
+  $("transcript").replaceChildren();
+  $("events").replaceChildren();
+  render();
+  renderThreads();
+  if (threadId) {
+    stopped = false;
+    connect();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Wiring
 
 $("composer").addEventListener("submit", (e) => {
@@ -685,20 +819,13 @@ $("message").addEventListener("keydown", (e) => {
   }
 });
 $("stop").addEventListener("click", stop);
-$("new-thread").addEventListener("click", () => {
-  stopped = true;
-  streaming?.abort();
-  unfollow();
-  chat = fresh();
-  answers.clear();
-  save();
-  showError(null);
-  setStatus("idle");
-});
+$("new-thread").addEventListener("click", () => openThread(null));
+$("show-archived").addEventListener("change", renderThreads);
 $("token").value = sessionStorage.getItem(`${STORE}-token`) ?? "";
 $("token").addEventListener("change", (e) => {
   if (e.target.value) sessionStorage.setItem(`${STORE}-token`, e.target.value);
   else sessionStorage.removeItem(`${STORE}-token`);
+  followThreads(); // another principal's list
 });
 $("set-state").addEventListener("click", () => {
   try {
@@ -727,3 +854,4 @@ setStatus(chat.interrupts.length ? "interrupted" : "idle");
 // made and never ran: the server has nothing of it yet.
 if (chat.live) rejoin();
 else if (asked || chat.messages.length > 0) connect();
+followThreads();
