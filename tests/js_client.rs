@@ -112,8 +112,12 @@ async fn the_client_package_is_ready_to_publish() {
         files,
         [
             "README.md",
+            "dist/error.d.ts",
+            "dist/error.js",
             "dist/index.d.ts",
             "dist/index.js",
+            "dist/threads.d.ts",
+            "dist/threads.js",
             "package.json"
         ]
     );

@@ -125,7 +125,7 @@ impl Server {
     async fn live(&self, token: &str) -> Live {
         let request = self.http.get(self.url("/threads")).bearer_auth(token);
         let response = request.header("accept", "text/event-stream").send();
-        Live::new(response.await.unwrap())
+        Live::new(response.await.unwrap()).with_token(token)
     }
 
     /// The threads `GET /threads{query}` lists for `token`: their ids and titles, in order.
@@ -494,28 +494,64 @@ async fn the_list_followed_live_shows_its_principals_changes_made_on_any_instanc
             .post(ALICE, &user(&thread, &unique("run"), "first words\nmore"))
             .await;
         assert_eq!(ran.status, 200, "{name}: {}", ran.body);
-        let new = alices.next().await;
-        assert_eq!(new["type"], "THREAD_UPDATED", "{name}: {new}");
-        assert_eq!(new["thread"]["threadId"], thread.as_str(), "{name}");
-        assert_eq!(new["thread"]["title"], "first words", "{name}");
+        // Alice's list as her client keeps it from the stream alone.
+        let mut list = Listed::default();
+        let listed = |list: &Listed| list.0.get(&thread).cloned().unwrap_or_default();
+        list.until(&mut alices, &here, |l| listed(l)["title"] == "first words")
+            .await;
+        assert_eq!(list.0.len(), 1, "{name}: hers only: {:?}", list.0);
 
         let path = format!("/threads/{thread}");
         there.patch(ALICE, &path, &json!({"title": "Named"})).await;
-        assert_eq!(alices.next().await["thread"]["title"], "Named", "{name}");
+        list.until(&mut alices, &here, |l| listed(l)["title"] == "Named")
+            .await;
         there.patch(ALICE, &path, &json!({"archived": true})).await;
-        assert_eq!(alices.next().await["thread"]["archived"], true, "{name}");
+        list.until(&mut alices, &here, |l| listed(l)["archived"] == true)
+            .await;
         assert_eq!(there.delete(ALICE, &path).await.status, 204, "{name}");
-        let deleted = alices.next().await;
-        assert_eq!(
-            deleted,
-            json!({"type": "THREAD_DELETED", "threadId": thread})
-        );
+        list.until(&mut alices, &here, |l| l.0.is_empty()).await;
 
-        // Bob was told none of it: his first event is his own thread.
+        // Bob was told none of it: the first thread he is told of is his own.
         let his = unique("his");
         there.post(BOB, &user(&his, &unique("run"), "bob's")).await;
-        let first = bobs.next().await;
-        assert_eq!(first["thread"]["threadId"], his.as_str(), "{name}: {first}");
+        let mut bobs_list = Listed::default();
+        bobs_list.until(&mut bobs, &here, |l| !l.0.is_empty()).await;
+        let told: Vec<&String> = bobs_list.0.keys().collect();
+        assert_eq!(told, [&his], "{name}");
+    }
+}
+
+/// A thread list as a client following it keeps it: each thread's listing by id, from the
+/// stream's events (a whole list again when told `THREADS_CHANGED`).
+#[derive(Default)]
+struct Listed(std::collections::BTreeMap<String, Value>);
+
+impl Listed {
+    /// Reads `live` (followed on `server`) until `done` holds of the list.
+    async fn until(&mut self, live: &mut Live, server: &Server, done: impl Fn(&Self) -> bool) {
+        while !done(self) {
+            let event = live.next().await;
+            match event["type"].as_str() {
+                Some("THREAD_UPDATED") => {
+                    let id = event["thread"]["threadId"].as_str().unwrap().to_owned();
+                    self.0.insert(id, event["thread"].clone());
+                }
+                Some("THREAD_DELETED") => {
+                    self.0.remove(event["threadId"].as_str().unwrap());
+                }
+                Some("THREADS_CHANGED") => {
+                    let token = live.token().to_owned();
+                    let all = server.get(&token, "/threads?archived=all").await.json();
+                    self.0 = all["threads"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|t| (t["threadId"].as_str().unwrap().to_owned(), t.clone()))
+                        .collect();
+                }
+                _ => panic!("{}: not an event of the list: {event}", server.name),
+            }
+        }
     }
 }
 

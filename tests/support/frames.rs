@@ -27,9 +27,21 @@ pub fn frames(body: &str) -> Vec<(String, Value)> {
 pub struct Live {
     body: std::pin::Pin<Box<dyn futures_util::Stream<Item = reqwest::Result<Vec<u8>>> + Send>>,
     buffer: String,
+    token: String,
 }
 
 impl Live {
+    /// The stream, read with `token`.
+    pub fn with_token(mut self, token: &str) -> Self {
+        self.token = token.to_owned();
+        self
+    }
+
+    /// The token it was read with.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
     pub fn new(response: reqwest::Response) -> Self {
         use futures_util::StreamExt;
         assert_eq!(response.status(), 200);
@@ -40,6 +52,7 @@ impl Live {
                     .map(|chunk| chunk.map(|b| b.to_vec())),
             ),
             buffer: String::new(),
+            token: String::new(),
         }
     }
 
