@@ -265,7 +265,10 @@ impl Default for Listing {
 impl Listing {
     /// Tells every follower that `thread` of `principal` changed.
     pub(crate) fn changed(&self, thread_id: &ThreadId, principal: Option<&str>) {
-        // No follower: nobody to tell.
+        // No follower (the usual case at a run's end): nothing to make, nobody to tell.
+        if self.0.receiver_count() == 0 {
+            return;
+        }
         let _ = self.0.send(ListChange::Thread {
             thread_id: thread_id.clone(),
             principal: principal.map(str::to_owned),

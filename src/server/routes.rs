@@ -328,13 +328,16 @@ where
             let what = format!("thread {}", thread.thread_id);
             visible(caller(principal), thread.principal.as_deref(), &what)
         })
-        .ok_or_else(|| {
-            Rejection::new(
-                StatusCode::NOT_FOUND,
-                "unknown_thread",
-                format!("no thread `{thread_id}`"),
-            )
-        })
+        .ok_or_else(|| unknown_thread(&thread_id))
+}
+
+/// The answer for a thread the log does not know (or not for this caller).
+pub(super) fn unknown_thread(thread_id: &ThreadId) -> Rejection {
+    Rejection::new(
+        StatusCode::NOT_FOUND,
+        "unknown_thread",
+        format!("no thread `{thread_id}`"),
+    )
 }
 
 /// `GET /threads/{threadId}/events`: the thread as events, for a client connecting to it (see

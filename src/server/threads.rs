@@ -23,7 +23,7 @@ use serde_json::json;
 use super::{
     Rejection, Server,
     negotiate::quality,
-    routes::{caller, json_body, unavailable, visible_thread},
+    routes::{caller, json_body, unavailable, unknown_thread, visible_thread},
 };
 use crate::{
     context::Principal,
@@ -301,7 +301,7 @@ where
         .change_thread(&thread.thread_id, &change)
         .await
         .map_err(|e| unavailable(&e))?
-        .ok_or_else(|| unknown(&thread.thread_id))?;
+        .ok_or_else(|| unknown_thread(&thread.thread_id))?;
     Ok(Json(ThreadView::from(changed)).into_response())
 }
 
@@ -329,15 +329,6 @@ where
             "thread_busy",
             "a run of the thread is running: cancel it, or wait for its end",
         )),
-        _ => Err(unknown(&thread.thread_id)),
+        _ => Err(unknown_thread(&thread.thread_id)),
     }
-}
-
-/// The answer for a thread the log no longer knows.
-fn unknown(thread_id: &ThreadId) -> Rejection {
-    Rejection::new(
-        StatusCode::NOT_FOUND,
-        "unknown_thread",
-        format!("no thread `{thread_id}`"),
-    )
 }

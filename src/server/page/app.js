@@ -146,9 +146,7 @@ async function stream(runId, request, { missing = "fail" } = {}) {
       // Nothing on the server for this thread: the page's own copy stands.
     } else if (!response.ok) {
       chat.live = null;
-      const body = await response.json().catch(() => ({}));
-      const error = body.error ?? {};
-      fail(`${response.status} ${error.code ?? ""}: ${error.message ?? response.statusText}`);
+      fail(await refusal(response));
       if (response.status === 401) $("token").focus();
     } else {
       await readEvents(response.body, runId);
@@ -254,10 +252,7 @@ async function stop() {
       method: "POST",
       headers: headers({}),
     });
-    if (!response.ok) {
-      const error = (await response.json().catch(() => ({}))).error ?? {};
-      fail(`${response.status} ${error.code ?? ""}: ${error.message ?? response.statusText}`);
-    }
+    if (!response.ok) fail(await refusal(response));
   } catch (error) {
     showError(`the run could not be stopped: ${error.message}`);
   }
@@ -663,6 +658,12 @@ function setStatus(text) {
   render();
 }
 
+/** What an error answer of the server says: its status, and its `{error: {code, message}}`. */
+async function refusal(response) {
+  const error = (await response.json().catch(() => ({}))).error ?? {};
+  return `${response.status} ${error.code ?? ""}: ${error.message ?? response.statusText}`;
+}
+
 function showError(text) {
   $("error").hidden = !text;
   $("error").textContent = text ?? "";
@@ -738,10 +739,7 @@ async function changeThread(threadId, method, body) {
     headers: headers(body ? { "Content-Type": "application/json" } : {}),
     body: body ? JSON.stringify(body) : undefined,
   });
-  if (!response.ok) {
-    const error = (await response.json().catch(() => ({}))).error ?? {};
-    showError(`${response.status} ${error.code ?? ""}: ${error.message ?? response.statusText}`);
-  }
+  if (!response.ok) showError(await refusal(response));
 }
 
 function renderThreads() {

@@ -986,27 +986,25 @@ impl Writer {
         if self.backend != Backend::Postgres {
             return Ok(());
         }
-        let listed = effects.listed.iter().map(|(thread, principal)| {
+        let Effects {
+            changed,
+            cancels,
+            threads,
+            listed,
+            ..
+        } = effects;
+        let listed = listed.iter().map(|(thread, principal)| {
             let listed = (&self.owner, thread.as_str(), principal.as_deref());
             let listed = serde_json::to_string(&listed).unwrap_or_default();
             format!("{LISTED}:{listed}\n")
         });
         // A run id too long for a payload is left out: its remote followers are not woken (a
         // cancellation waits for the heartbeat), and the group's commit does not fail for it.
-        let lines: Vec<String> = (effects.changed.iter())
+        let lines: Vec<String> = changed
+            .iter()
             .map(|(run, last)| format!("{last}:{run}\n"))
-            .chain(
-                effects
-                    .cancels
-                    .iter()
-                    .map(|run| format!("{CANCEL}:{run}\n")),
-            )
-            .chain(
-                effects
-                    .threads
-                    .iter()
-                    .map(|thread| format!("{THREAD}:{thread}\n")),
-            )
+            .chain(cancels.iter().map(|run| format!("{CANCEL}:{run}\n")))
+            .chain(threads.iter().map(|thread| format!("{THREAD}:{thread}\n")))
             .chain(listed)
             .filter(|line| line.len() <= NOTIFY_BYTES)
             .collect();
