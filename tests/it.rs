@@ -66,6 +66,8 @@ mod map_error;
 #[cfg(feature = "mcp")]
 mod mcp;
 #[cfg(feature = "cli")]
+mod mcp_door;
+#[cfg(feature = "cli")]
 mod metrics;
 #[cfg(feature = "openai")]
 mod openai;

@@ -273,3 +273,102 @@ async fn a_bare_agent_asked_for_bad_options_is_refused_before_it_runs() {
         "{log:?}"
     );
 }
+
+/// What a door without a conversation of its own asks the engine: the next turn of a thread
+/// (its conversation, then the prompt) and an interrupted run continued under its own id with
+/// the answers; neither reaches another principal's thread or run.
+#[cfg(feature = "demo")]
+#[tokio::test]
+async fn a_door_takes_turns_and_continues_its_interrupted_run_for_its_principal_only() {
+    use agent_tower::{
+        agui::input::{ResumeEntry, ResumeStatus},
+        context::Principal,
+        demo,
+        permission::InterruptApprover,
+        runs::{BeginError, ResumeError},
+    };
+    let agent = demo::scripted()
+        .policy(demo::policy())
+        .approver(InterruptApprover::new(std::time::Duration::from_secs(600)))
+        .build();
+    let runs = Runs::new(agent);
+    let (alice, bob) = (
+        Principal::user("alice").unwrap(),
+        Principal::user("bob").unwrap(),
+    );
+    let thread = agent_tower::id::ThreadId::from("door-thread");
+
+    let first = runs
+        .next_turn(Some(&alice), thread.clone(), Message::user("hello"))
+        .await
+        .unwrap();
+    let begun = runs.begin_as(Some(alice.clone()), first).await.unwrap();
+    assert_eq!(
+        events(&runs, &begun).await.last().unwrap()["type"],
+        "RUN_FINISHED"
+    );
+
+    // The next turn carries the thread's conversation, then the prompt.
+    let remember = r#"remember {"key": "theme", "value": "dark"}"#;
+    let second = runs
+        .next_turn(Some(&alice), thread.clone(), Message::user(remember))
+        .await
+        .unwrap();
+    let users: Vec<_> = second
+        .messages
+        .iter()
+        .filter_map(|m| serde_json::to_value(m).ok())
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].clone())
+        .collect();
+    assert_eq!(users, [json!("hello"), json!(remember)]);
+    assert!(matches!(
+        runs.next_turn(Some(&bob), thread.clone(), Message::user("mine?"))
+            .await,
+        Err(BeginError::UnknownThread(_))
+    ));
+
+    // It stops at the approval of `remember`.
+    let begun = runs.begin_as(Some(alice.clone()), second).await.unwrap();
+    let run = begun.run_id().clone();
+    let stopped = events(&runs, &begun).await;
+    let end = stopped.last().unwrap();
+    assert_eq!(end["outcome"]["type"], "interrupt");
+    let interrupt = end["outcome"]["interrupts"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let approve = vec![ResumeEntry {
+        interrupt_id: interrupt,
+        status: ResumeStatus::Resolved,
+        payload: Some(json!({"approved": true})),
+        metadata: None,
+    }];
+
+    // Bob cannot continue it, whatever he answers; nothing changed.
+    let refused = runs
+        .continue_run(Some(bob.clone()), &run, approve.clone())
+        .await;
+    assert!(
+        matches!(refused, Err(ResumeError::UnknownRun(_))),
+        "{refused:?}"
+    );
+    // Alice's answer continues the same run after where it stopped; the tool runs.
+    let continued = runs
+        .continue_run(Some(alice.clone()), &run, approve.clone())
+        .await
+        .unwrap();
+    assert_eq!(continued.run_id(), &run);
+    assert_eq!(continued.from(), stopped.len() as u64);
+    let went_on = events(&runs, &continued).await;
+    assert_eq!(went_on.first().unwrap()["type"], "RUN_STARTED");
+    assert!(went_on.iter().any(|e| e["type"] == "TOOL_CALL_RESULT"));
+    assert_eq!(went_on.last().unwrap()["type"], "RUN_FINISHED");
+    let kept = runs.run_log().thread(&thread).await.unwrap().unwrap();
+    assert_eq!(kept.state, Some(json!({"theme": "dark"})));
+    assert_eq!(kept.runs.len(), 2, "the answers continued the second run");
+    // The same answers again (a client's retry): the continuation replayed, nothing run twice.
+    let again = runs.continue_run(Some(alice), &run, approve).await.unwrap();
+    assert!(matches!(again, Begun::Replayed { .. }), "{again:?}");
+    assert_eq!(events(&runs, &again).await, went_on);
+}

@@ -294,6 +294,10 @@ struct Serve {
     /// Does not serve the development page (a chat with this server at `GET /` in a browser).
     #[arg(help_heading = "Serving", long)]
     no_ui: bool,
+    /// Does not offer the agent to MCP clients at `/mcp` (one tool: its calls are runs of the
+    /// caller, with the same tokens, limits and approvals as the web's).
+    #[arg(help_heading = "Serving", long)]
+    no_mcp: bool,
     /// A host name (as in `Host`, without port) the server answers to besides the loopback
     /// names; repeat for several. Bound to a non-loopback address without any, every name is
     /// answered (a warning says so).
@@ -451,6 +455,15 @@ struct Serve {
 /// of their calls. The same in `serve` and `acp` (and in the config file's `[agent]` table).
 #[derive(Debug, clap::Args)]
 struct AgentSettings {
+    /// The agent's name, as clients are told it: the tool MCP clients call (`/mcp`), `GET
+    /// /capabilities`, an editor's agent info. Letters, digits, `_`, `-` and `.`, at most 128;
+    /// `agent-tower` when absent.
+    #[arg(help_heading = "Agent", long, value_parser = parse_agent_name)]
+    name: Option<String>,
+    /// What the agent does, in a sentence or two, as clients are told it (the MCP tool's
+    /// description, `GET /capabilities`).
+    #[arg(help_heading = "Agent", long)]
+    description: Option<String>,
     /// The agent's instructions (its system prompt), given to the model first in every turn.
     #[arg(help_heading = "Agent", long, conflicts_with = "instructions_file")]
     instructions: Option<String>,
@@ -1522,6 +1535,9 @@ async fn run_acp(args: Acp) -> Result<(), BoxError> {
         ModeChoice::ReadOnly => Mode::ReadOnly,
     };
     let mut agent = agent.default_mode(mode);
+    if let Some(name) = &args.settings.name {
+        agent = agent.info(name, env!("CARGO_PKG_VERSION"), name);
+    }
     let store = match args.store {
         // A store given may be shared with other users: an editor on stdio is the user of this
         // machine, its sessions are theirs. The default one is this user's own file.
@@ -1651,12 +1667,35 @@ async fn agent_stack(
     })
 }
 
-/// What `GET /capabilities` declares: the stack's, under this command's name. A bridged agent's
+/// A name MCP takes as a tool's (`--name`).
+fn parse_agent_name(name: &str) -> Result<String, String> {
+    let allowed = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.');
+    if (1..=128).contains(&name.len()) && name.bytes().all(allowed) {
+        Ok(name.to_owned())
+    } else {
+        Err(
+            "a name is 1 to 128 letters, digits, `_`, `-` or `.` (MCP clients call it as a tool)"
+                .to_owned(),
+        )
+    }
+}
+
+/// What `GET /capabilities` declares: the stack's, under the agent's name. A bridged agent's
 /// tools are its own, called inside it: only its approvals are known, and they take no edited
 /// arguments (ACP's permission answer is an option, not new arguments: an edited call is refused).
-fn command_capabilities(stack: Capabilities, bridged: bool) -> Capabilities {
+fn command_capabilities(
+    stack: Capabilities,
+    bridged: bool,
+    settings: &AgentSettings,
+) -> Capabilities {
     let identity = agent_tower::agui::capabilities::Identity {
-        name: Some("agent-tower".to_owned()),
+        name: Some(
+            settings
+                .name
+                .clone()
+                .unwrap_or_else(|| "agent-tower".to_owned()),
+        ),
+        description: settings.description.clone(),
         kind: Some("agent-tower".to_owned()),
         version: Some(env!("CARGO_PKG_VERSION").to_owned()),
         ..Default::default()
@@ -1724,7 +1763,7 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         .approver(InterruptApprover::new(args.interrupt_ttl))
         .max_turns(max_turns)
         .detail(args.error_detail);
-    let capabilities = command_capabilities(stack.capabilities(), bridged);
+    let capabilities = command_capabilities(stack.capabilities(), bridged, &args.settings);
     let agent = stack.build();
     let runs = CancellationToken::new();
     let metrics = agent_tower::metrics::Metrics::with_groups(metrics_groups(&args.metrics_groups)?);
@@ -1817,7 +1856,8 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
             ))
         })
         .access_log(true)
-        .dev_page(!args.no_ui);
+        .dev_page(!args.no_ui)
+        .mcp(!args.no_mcp);
     let listener = tokio::net::TcpListener::bind(args.addr.as_str())
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", args.addr))?;
@@ -1852,6 +1892,9 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         "serving AG-UI (POST {} for runs, GET /ws, GET /health, GET /ready, GET /metrics)",
         args.path
     );
+    if !args.no_mcp {
+        tracing::info!("serving MCP at /mcp: the agent as one tool");
+    }
     let (stopping, stopped) = tokio::sync::oneshot::channel();
     let connections = Connections::new()
         .header_timeout(args.header_timeout)

@@ -22,6 +22,7 @@ use crate::{
     },
     context::{Principal, RunContext},
     id::{InterruptId, RunId, ThreadId},
+    message::Message,
     run::RunService,
 };
 
@@ -163,6 +164,8 @@ impl std::error::Error for BeginError {
 pub enum ResumeError {
     /// No interrupt has this id.
     UnknownInterrupt(InterruptId),
+    /// No run has this id, for this principal.
+    UnknownRun(RunId),
     /// The thread has no pending interrupt.
     NothingToResume(ThreadId),
     /// The answer is malformed (no entries, a payload that is not the response schema's).
@@ -185,6 +188,7 @@ impl ResumeError {
     pub fn code(&self) -> &'static str {
         match self {
             Self::UnknownInterrupt(_) => "unknown_interrupt",
+            Self::UnknownRun(_) => "unknown_run",
             Self::NothingToResume(_) => "nothing_to_resume",
             Self::Invalid(_) => "resume_invalid",
             Self::Refused { code, .. } => code,
@@ -197,6 +201,7 @@ impl fmt::Display for ResumeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::UnknownInterrupt(id) => write!(f, "no interrupt `{id}`"),
+            Self::UnknownRun(id) => write!(f, "no run `{id}`"),
             Self::NothingToResume(thread) => {
                 write!(
                     f,
@@ -318,6 +323,31 @@ enum NotTaken {
     Error(BeginError),
 }
 
+/// What the run of `record` was asked (its tools, context and properties), as the log keeps it,
+/// for `run` of `thread`; a request of nothing else when it keeps none (the conversation of a run
+/// that applies answers is its thread's anyway).
+fn asked_of(record: Option<&super::RunRecord>, thread: ThreadId, run: RunId) -> RunAgentInput {
+    let mut input = record
+        .and_then(|record| record.request.clone())
+        .and_then(|request| serde_json::from_value::<RunAgentInput>(request).ok())
+        .unwrap_or_else(|| RunAgentInput::new(thread.clone(), run.clone(), Vec::new()));
+    input.thread_id = thread;
+    input.run_id = run;
+    input
+}
+
+/// An answer's start, as [`Runs::resume_thread`] and [`Runs::continue_run`] tell it: refusals
+/// are errors, with their codes.
+fn answered(taken: Result<Begun, NotTaken>) -> Result<Begun, ResumeError> {
+    match taken {
+        Ok(begun) => Ok(begun),
+        Err(NotTaken::Refused("resume_invalid", message)) => Err(ResumeError::Invalid(message)),
+        Err(NotTaken::Refused(code, message)) => Err(ResumeError::Refused { code, message }),
+        Err(NotTaken::Busy(thread, _)) => Err(ResumeError::Begin(BeginError::Busy(thread))),
+        Err(NotTaken::Error(error)) => Err(ResumeError::Begin(error)),
+    }
+}
+
 impl<A> Runs<A>
 where
     A: RunService,
@@ -436,30 +466,91 @@ where
         let Some(asked) = pending.first() else {
             return Err(ResumeError::NothingToResume(thread));
         };
-        // The continuation gets what the interrupted run was asked (tools, context, properties).
         let interrupted = self
             .inner
             .log
             .run(&asked.run_id)
             .await
             .map_err(|e| ResumeError::Begin(BeginError::Unavailable(e)))?;
-        let mut input = interrupted
-            .and_then(|run| run.request)
-            .and_then(|request| serde_json::from_value::<RunAgentInput>(request).ok())
-            .unwrap_or_else(|| RunAgentInput::new(thread.clone(), RunId::new(), Vec::new()));
-        input.thread_id = thread.clone();
-        input.run_id = RunId::new();
+        let mut input = asked_of(interrupted.as_ref(), thread.clone(), RunId::new());
         input.resume = Some(resume);
-        match self.take(input, None, None, false).await {
-            Ok(begun) => Ok(Resumed {
-                thread_id: thread,
-                run_id: begun.run_id().clone(),
-            }),
-            Err(NotTaken::Refused("resume_invalid", message)) => Err(ResumeError::Invalid(message)),
-            Err(NotTaken::Refused(code, message)) => Err(ResumeError::Refused { code, message }),
-            Err(NotTaken::Busy(thread, _)) => Err(ResumeError::Begin(BeginError::Busy(thread))),
-            Err(NotTaken::Error(error)) => Err(ResumeError::Begin(error)),
+        let begun = answered(self.take(input, None, None, false).await)?;
+        Ok(Resumed {
+            thread_id: thread,
+            run_id: begun.run_id().clone(),
+        })
+    }
+
+    /// Continues `run`, which stopped at interrupts, with `resume`, answers to every one of them,
+    /// as `principal`, under the run's own id: its log goes on after the interrupts (follow it
+    /// from [`Begun::from`]). What the door of a task that waits for a person (an MCP tool call,
+    /// an A2A task) does with the answers it gets; the run is asked what it was first asked (its
+    /// tools, context and properties, as the log keeps them), its conversation the thread's.
+    ///
+    /// # Errors
+    ///
+    /// [`ResumeError::UnknownRun`] for a run the log does not know or `principal` may not use;
+    /// the refusals of [`resume_thread`](Self::resume_thread) otherwise.
+    pub async fn continue_run(
+        &self,
+        principal: Option<Principal>,
+        run: &RunId,
+        resume: Vec<ResumeEntry>,
+    ) -> Result<Begun, ResumeError> {
+        let record = self
+            .inner
+            .log
+            .run(run)
+            .await
+            .map_err(|e| ResumeError::Begin(BeginError::Unavailable(e)))?
+            .filter(|record| super::rules::may_use(principal.as_ref(), record.principal.as_deref()))
+            .ok_or_else(|| ResumeError::UnknownRun(run.clone()))?;
+        if resume.is_empty() {
+            return Err(ResumeError::Invalid(
+                "`resume` must answer the run's pending interrupts".to_owned(),
+            ));
         }
+        let mut input = asked_of(Some(&record), record.thread_id.clone(), run.clone());
+        input.resume = Some(resume);
+        answered(self.take(input, principal, None, false).await)
+    }
+
+    /// The request of a new turn of `thread` for `principal`: the conversation and state the log
+    /// keeps for the thread, then `message`, under a new run id; a thread the log does not know
+    /// begins with `message`. What a door that keeps no conversation of its own (an editor's
+    /// session, an MCP tool call, an A2A message) asks the engine to run.
+    ///
+    /// # Errors
+    ///
+    /// [`BeginError::UnknownThread`] for a thread of another principal;
+    /// [`BeginError::Unavailable`] when the log fails.
+    pub async fn next_turn(
+        &self,
+        principal: Option<&Principal>,
+        thread: ThreadId,
+        message: Message,
+    ) -> Result<RunAgentInput, BeginError> {
+        let record = self
+            .inner
+            .log
+            .thread(&thread)
+            .await
+            .map_err(BeginError::Unavailable)?;
+        let (mut messages, state) = match record {
+            Some(record) if !super::rules::may_use(principal, record.principal.as_deref()) => {
+                return Err(BeginError::UnknownThread(thread));
+            }
+            Some(record) => (record.messages, record.state),
+            None => (Vec::new(), None),
+        };
+        messages.push(message);
+        let messages = messages
+            .iter()
+            .filter_map(crate::agui::input::Message::from_domain)
+            .collect();
+        let mut input = RunAgentInput::new(thread, RunId::new(), messages);
+        input.state = state;
+        Ok(input)
     }
 
     /// Starts, replays or refuses `input` (recording refusals when `record`), waiting for a busy

@@ -33,6 +33,8 @@
 //!   `POST /threads/{threadId}/resume` (`{"resume": [...]}`): answers out of band; the thread is
 //!   resumed in a run nobody watches (`202` with its events URL).
 //! - `GET /health`: `{"status": "ok"}`.
+//! - `POST|GET|DELETE /mcp` (feature `mcp-server`, [`AguiServer::mcp`]): the agent as a tool of
+//!   MCP clients; see [MCP](#mcp).
 //!
 //! Every transport follows the same run log (in memory by default, SQLite or PostgreSQL with
 //! [`Runs::log`] and [`AguiServer::with_runs`]): a run started over HTTP can be re-joined over HTTP after a dropped
@@ -54,6 +56,17 @@
 //! `RUN_STARTED` and a `RUN_ERROR` with the code; so is a run whose messages lack user turns the
 //! thread holds (`thread_conflict`, after a `MESSAGES_SNAPSHOT` of the thread: a client's stale
 //! copy never erases them).
+//!
+//! # MCP
+//!
+//! With [`AguiServer::mcp`], `/mcp` speaks MCP's Streamable HTTP (protocol `2026-07-28`, and the
+//! earlier generation through `initialize`): one tool, the agent, whose input is
+//! `{"prompt", "threadId"?}` and whose answer is the agent's last message with `{"answer",
+//! "threadId", "runId"}`. Each call is a run of the caller, begun and followed through the
+//! engine like a web run (the same tokens, ownership, limits, cancel); progress is told while it
+//! goes, and an approval it waits for is asked of the client's person (elicitation: within the
+//! call, or as `input_required` on `2026-07-28`, whose retry continues the run). A client that
+//! cannot elicit gets an error result; the approval waits on the thread for another door.
 //!
 //! # Disconnects
 //!
@@ -82,6 +95,8 @@ mod auth;
 mod error;
 mod guard;
 mod hydrate;
+#[cfg(feature = "mcp-server")]
+mod mcp;
 mod negotiate;
 mod refuse;
 mod respond;
@@ -168,6 +183,9 @@ struct Config {
     auth: Option<BearerAuthLayer>,
     access_log: bool,
     dev_page: bool,
+    /// Whether the agent is offered to MCP clients at `/mcp`.
+    #[cfg(feature = "mcp-server")]
+    mcp: bool,
     /// What `GET /capabilities` declares besides the server's transports.
     capabilities: Capabilities,
     /// What else `/ready` asks (a bridged agent running, say).
@@ -227,6 +245,8 @@ where
                 auth: None,
                 access_log: false,
                 dev_page: false,
+                #[cfg(feature = "mcp-server")]
+                mcp: false,
                 capabilities: Capabilities::default(),
                 readiness: None,
                 #[cfg(feature = "metrics")]
@@ -422,6 +442,16 @@ where
         self
     }
 
+    /// Offers the agent to MCP clients at `/mcp` (default off): one tool, named and described
+    /// after the [capabilities](Self::capabilities)' identity, whose calls are runs of the
+    /// caller, on both protocol generations; see [`mcp`](self#mcp).
+    #[cfg(feature = "mcp-server")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "mcp-server")))]
+    pub fn mcp(mut self, on: bool) -> Self {
+        self.config.mcp = on;
+        self
+    }
+
     /// Serves the [router](Self::into_router) on `listener` with the default [`Connections`]
     /// until `shutdown` resolves, then ends every run in flight (each gets its terminal event,
     /// through the engine's [shutdown token](Runs::shutdown)) and waits for the responses to end.
@@ -478,6 +508,14 @@ where
         }
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed);
+        #[cfg(feature = "mcp-server")]
+        let router = if state.config.mcp {
+            let identity = state.config.capabilities.identity.as_ref();
+            let door = mcp::service(state.runs.clone(), identity, state.config.body_limit);
+            router.route_service("/mcp", door)
+        } else {
+            router
+        };
         #[cfg(feature = "metrics")]
         let router = match &state.config.metrics {
             Some(counted) => router
@@ -815,6 +853,23 @@ pub(crate) fn begin_rejection(error: BeginError) -> Rejection {
 /// The longest thread or run id accepted, in bytes.
 pub const MAX_ID_BYTES: usize = 256;
 
+/// What is wrong with a thread or run id, if anything: empty, over [`MAX_ID_BYTES`], or with
+/// control characters (ids are copied into every SSE `id:` line and every row of the log).
+pub(crate) fn id_problem(id: &str) -> Option<String> {
+    if id.is_empty() {
+        Some("must not be empty".to_owned())
+    } else if id.len() > MAX_ID_BYTES {
+        Some(format!(
+            "must be at most {MAX_ID_BYTES} bytes (it has {})",
+            id.len()
+        ))
+    } else if id.chars().any(char::is_control) {
+        Some("must not contain control characters".to_owned())
+    } else {
+        None
+    }
+}
+
 /// Parses and checks a `RunAgentInput`: 400 for malformed JSON, 422 naming the bad field.
 pub(crate) fn parse_input(body: &[u8], max_messages: usize) -> Result<RunAgentInput, Rejection> {
     let value: serde_json::Value = serde_json::from_slice(body).map_err(|e| {
@@ -849,25 +904,14 @@ pub(crate) fn parse_input(body: &[u8], max_messages: usize) -> Result<RunAgentIn
         ("threadId", input.thread_id.as_str()),
         ("runId", input.run_id.as_str()),
     ] {
-        let problem = if value.is_empty() {
-            "must not be empty".to_owned()
-        } else if value.len() > MAX_ID_BYTES {
-            // Ids are copied into every SSE `id:` line and every row of the log.
-            format!(
-                "must be at most {MAX_ID_BYTES} bytes (it has {})",
-                value.len()
+        if let Some(problem) = id_problem(value) {
+            return Err(Rejection::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_input",
+                format!("invalid RunAgentInput at `{field}`: {problem}"),
             )
-        } else if value.chars().any(char::is_control) {
-            "must not contain control characters".to_owned()
-        } else {
-            continue;
-        };
-        return Err(Rejection::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_input",
-            format!("invalid RunAgentInput at `{field}`: {problem}"),
-        )
-        .field(field));
+            .field(field));
+        }
     }
     if input.messages.len() > max_messages {
         return Err(Rejection::new(

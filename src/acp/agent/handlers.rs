@@ -33,7 +33,7 @@ use super::{
 };
 use crate::{
     acp::{Notifier, content, history},
-    agui::{Event, RunAgentInput, event::RunFinishedOutcome, input},
+    agui::{Event, event::RunFinishedOutcome},
     id::{MessageId, RunId, ThreadId},
     map_error::{AcpStopReason, ErrorKind},
     message::Message,
@@ -517,18 +517,16 @@ where
         attach: Attach,
         cancel: &CancellationToken,
     ) -> Result<PromptResponse, Error> {
-        let thread = self.thread(session).await?;
-        let (mut messages, state) = thread.map_or_else(Default::default, |t| (t.messages, t.state));
-        messages.push(Message::User {
+        let prompt = Message::User {
             id: MessageId::new(),
             content: prompt,
-        });
-        let messages = messages
-            .iter()
-            .filter_map(input::Message::from_domain)
-            .collect();
-        let mut request = RunAgentInput::new(ThreadId::from(&*session.0), RunId::new(), messages);
-        request.state = state;
+        };
+        let caller = self.config.principal.as_ref();
+        let mut request = self
+            .runs
+            .next_turn(caller, ThreadId::from(&*session.0), prompt)
+            .await
+            .map_err(|error| refused(session, &error))?;
         request.forwarded_props = Some(json!({"permission": {"mode": mode}}));
         if cancel.is_cancelled() {
             return Ok(PromptResponse::new(acp::StopReason::Cancelled));
