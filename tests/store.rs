@@ -1133,3 +1133,100 @@ async fn threads_idle_since_a_time_are_pruned_with_their_runs_unless_one_is_live
         .unwrap();
     }
 }
+
+/// The run list (what an A2A client's `ListTasks` reads): a principal's runs only, the most
+/// recently changed first, in pages that continue where the last ended, by thread and by status.
+#[tokio::test]
+async fn runs_are_listed_per_principal_newest_first_in_pages() {
+    use agent_tower::{
+        context::Principal,
+        runs::{RunCursor, RunQuery},
+    };
+    for (name, log) in each_log("run-list").await {
+        let log = log.as_ref();
+        let as_of = |who: &str, thread: &ThreadId| {
+            let mut start = start(thread, &RunId::new(), vec![]);
+            start.principal = Some(Principal::user(who).unwrap());
+            start
+        };
+        let (first, second, bobs) = (ThreadId::new(), ThreadId::new(), ThreadId::new());
+        let mut ended = Vec::new();
+        for (who, thread) in [("alice", &first), ("alice", &second), ("bob", &bobs)] {
+            let start = as_of(who, thread);
+            let lease = log.start(&start).await.unwrap();
+            let end = RunEnd::new(RunStatus::Finished);
+            log.write(&lease, &events(1..=1), Some(&end)).await.unwrap();
+            ended.push(start.run_id);
+        }
+        // Alice's third run is still running.
+        let running = as_of("alice", &second);
+        log.start(&running).await.unwrap();
+        let alice = [&ended[0], &ended[1], &running.run_id];
+
+        let mut listed = Vec::new();
+        let mut cursor: Option<RunCursor> = None;
+        let mut pages = 0;
+        loop {
+            let query = RunQuery::new(2)
+                .principal(Some("alice"))
+                .after(cursor.as_ref());
+            let page = log.runs(&query).await.unwrap();
+            pages += 1;
+            assert!(page.runs.len() <= 2, "{name}");
+            listed.extend(page.runs);
+            let Some(next) = page.next else { break };
+            // A cursor goes out and comes back as text.
+            cursor = Some(next.to_string().parse().unwrap());
+        }
+        assert_eq!(pages, 2, "{name}: three runs in pages of two");
+        let mut ids: Vec<&RunId> = listed.iter().map(|run| &run.run_id).collect();
+        let order: Vec<_> = listed
+            .iter()
+            .map(|run| (run.updated_at, run.run_id.to_string()))
+            .collect();
+        assert!(
+            order.windows(2).all(|pair| pair[0] >= pair[1]),
+            "{name}: the most recently changed first: {order:?}"
+        );
+        ids.sort();
+        let mut expected = alice.to_vec();
+        expected.sort();
+        assert_eq!(
+            ids, expected,
+            "{name}: alice's runs, each once, none of bob's"
+        );
+        assert!(
+            listed
+                .iter()
+                .all(|run| run.principal.as_deref() == Some("alice"))
+        );
+
+        async fn only(log: &dyn RunLog, query: RunQuery<'_>) -> Vec<RunId> {
+            let page = log.runs(&query).await.unwrap();
+            page.runs.into_iter().map(|run| run.run_id).collect()
+        }
+        let of_alice = RunQuery::new(10).principal(Some("alice"));
+        assert_eq!(
+            only(log, of_alice.status(Some(RunStatus::Running))).await,
+            std::slice::from_ref(&running.run_id),
+            "{name}: by status"
+        );
+        assert_eq!(
+            only(log, of_alice.thread(Some(&first))).await,
+            std::slice::from_ref(&ended[0]),
+            "{name}: by thread"
+        );
+        assert_eq!(
+            only(log, RunQuery::new(10)).await.len(),
+            4,
+            "{name}: everyone's"
+        );
+        let later = SystemTime::now() + Duration::from_secs(60);
+        assert!(
+            only(log, of_alice.changed_after(Some(later)))
+                .await
+                .is_empty(),
+            "{name}: changed after"
+        );
+    }
+}

@@ -6,8 +6,8 @@ use futures_util::future::BoxFuture;
 
 use super::{
     Deleted, InterruptRecord, InterruptStatus, Lease, LogError, LoggedEvent, LostRun, Page,
-    Recovered, RunEnd, RunRecord, SavedThread, Start, StartError, ThreadChange, ThreadPage,
-    ThreadQuery, ThreadRecord, ThreadSummary,
+    Recovered, RunEnd, RunPage, RunQuery, RunRecord, SavedThread, Start, StartError, ThreadChange,
+    ThreadPage, ThreadQuery, ThreadRecord, ThreadSummary,
 };
 use crate::id::{InterruptId, RunId, ThreadId};
 
@@ -128,6 +128,13 @@ pub trait RunLog: fmt::Debug + Send + Sync + 'static {
         &'a self,
         query: &'a ThreadQuery<'a>,
     ) -> BoxFuture<'a, Result<ThreadPage, LogError>>;
+
+    /// The runs `query` selects, the most recently changed first, in pages.
+    ///
+    /// # Errors
+    ///
+    /// Failures of the backend.
+    fn runs<'a>(&'a self, query: &'a RunQuery<'a>) -> BoxFuture<'a, Result<RunPage, LogError>>;
 
     /// Names, renames or archives `thread` (see [`ThreadChange`]); its listing after the
     /// change, `None` when there is no such thread. When its conversation last changed stays

@@ -12,10 +12,10 @@ use serde_json::Value;
 
 use super::{
     Deleted, InterruptRecord, InterruptStatus, Interrupts, Lease, LogError, LoggedEvent, LostRun,
-    Page, Recovered, RunEnd, RunLog, RunRecord, RunStatus, SavedThread, Start, StartError,
-    ThreadChange, ThreadCursor, ThreadPage, ThreadQuery, ThreadRecord, ThreadSummary,
+    Page, Recovered, RunEnd, RunLog, RunPage, RunQuery, RunRecord, RunStatus, SavedThread, Start,
+    StartError, ThreadChange, ThreadPage, ThreadQuery, ThreadRecord, ThreadSummary,
+    pages::newest_first,
     rules::{self, Begins, ExistingRun, Thread, ThreadView},
-    threads::millis,
 };
 use crate::{
     id::{InterruptId, RunId, ThreadId},
@@ -504,7 +504,7 @@ impl RunLog for MemoryLog {
     ) -> BoxFuture<'a, Result<ThreadPage, LogError>> {
         let limit = query.limit.clamp(1, 1_000);
         let state = self.lock();
-        let mut listed: Vec<ThreadSummary> = state
+        let listed: Vec<ThreadSummary> = state
             .threads
             .iter()
             .filter(|(id, thread)| thread.saved && query.thread.is_none_or(|only| only == *id))
@@ -525,21 +525,28 @@ impl RunLog for MemoryLog {
                         .is_none_or(|after| after.precedes(thread.updated_at, &thread.thread_id))
             })
             .collect();
-        listed.sort_by(|a, b| {
-            let key = |t: &ThreadSummary| (millis(t.updated_at), t.thread_id.to_string());
-            key(b).cmp(&key(a))
+        let (listed, next) = newest_first(listed, limit, |thread| {
+            (thread.updated_at, &thread.thread_id)
         });
-        let more = listed.len() > limit;
-        listed.truncate(limit);
-        let next = listed
-            .last()
-            .filter(|_| more)
-            .map(|last| ThreadCursor::at(last.updated_at, &last.thread_id));
         std::future::ready(Ok(ThreadPage {
             threads: listed,
             next,
         }))
         .boxed()
+    }
+
+    fn runs<'a>(&'a self, query: &'a RunQuery<'a>) -> BoxFuture<'a, Result<RunPage, LogError>> {
+        let limit = query.limit.clamp(1, 1_000);
+        let listed = self
+            .lock()
+            .runs
+            .values()
+            .map(|run| &run.record)
+            .filter(|run| query.selects(run))
+            .cloned()
+            .collect();
+        let (runs, next) = newest_first(listed, limit, |run| (run.updated_at, &run.run_id));
+        std::future::ready(Ok(RunPage { runs, next })).boxed()
     }
 
     fn change_thread<'a>(

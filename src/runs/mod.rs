@@ -114,6 +114,7 @@ mod hub;
 mod log;
 mod memory;
 mod observe;
+mod pages;
 mod quota;
 mod record;
 mod request;
@@ -138,6 +139,7 @@ pub use self::{
     log::{Changed, DurableLog, Interrupts, OnChange, RunLog},
     memory::MemoryLog,
     observe::{Logged, RunObserver},
+    pages::{Cursor, InvalidCursor, RunCursor, RunPage, RunQuery, ThreadCursor},
     quota::{Limit, PrincipalLimits},
     record::{
         InterruptRecord, InterruptStatus, Lease, LoggedEvent, LostRun, Page, Recovered, RunEnd,
@@ -145,11 +147,10 @@ pub use self::{
     },
     takeover::TAKEOVER,
     threads::{
-        Deleted, InvalidCursor, ListChange, ListChanges, ThreadChange, ThreadCursor, ThreadPage,
-        ThreadQuery, ThreadSummary,
+        Deleted, ListChange, ListChanges, ThreadChange, ThreadPage, ThreadQuery, ThreadSummary,
     },
 };
-pub(crate) use self::{hub::Hub, record::args_hash};
+pub(crate) use self::{hub::Hub, pages::page_end, record::args_hash};
 #[cfg(doc)]
 use crate::run::RunOutcome;
 

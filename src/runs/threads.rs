@@ -1,10 +1,11 @@
 //! Listing threads (newest first), naming, archiving and deleting them: what every
 //! [`RunLog`](super::RunLog) answers.
 
-use std::{fmt, str::FromStr, time::SystemTime};
+use std::time::SystemTime;
 
 use tokio_util::sync::CancellationToken;
 
+use super::pages::ThreadCursor;
 use crate::id::ThreadId;
 
 /// Which threads [`RunLog::threads`](super::RunLog::threads) lists, newest first (by when their
@@ -156,68 +157,6 @@ pub struct ThreadPage {
     pub threads: Vec<ThreadSummary>,
     /// Where the next page starts.
     pub next: Option<ThreadCursor>,
-}
-
-/// A point in the list of threads: the last one of a page. Written and read as opaque text
-/// (`"{updated_at}:{thread_id}"`) for clients to send back.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ThreadCursor {
-    /// When the thread last changed, in milliseconds since the Unix epoch.
-    pub(crate) updated_at: i64,
-    pub(crate) thread_id: String,
-}
-
-impl ThreadCursor {
-    /// The point of `thread`, changed last at `updated_at`.
-    pub(crate) fn at(updated_at: SystemTime, thread_id: &ThreadId) -> Self {
-        Self {
-            updated_at: millis(updated_at),
-            thread_id: thread_id.to_string(),
-        }
-    }
-
-    /// Whether a thread of `updated_at` and `thread_id` comes after this point (newest first).
-    pub(crate) fn precedes(&self, updated_at: SystemTime, thread_id: &ThreadId) -> bool {
-        let at = millis(updated_at);
-        at < self.updated_at
-            || (at == self.updated_at && thread_id.as_ref() < self.thread_id.as_str())
-    }
-}
-
-/// `time` in milliseconds since the Unix epoch.
-pub(crate) fn millis(time: SystemTime) -> i64 {
-    time.duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
-impl fmt::Display for ThreadCursor {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.updated_at, self.thread_id)
-    }
-}
-
-/// A cursor that is not one [`ThreadPage::next`] gave.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InvalidCursor;
-
-impl fmt::Display for InvalidCursor {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("not a cursor of this list")
-    }
-}
-
-impl std::error::Error for InvalidCursor {}
-
-impl FromStr for ThreadCursor {
-    type Err = InvalidCursor;
-
-    fn from_str(text: &str) -> Result<Self, InvalidCursor> {
-        let (updated_at, thread_id) = text.split_once(':').ok_or(InvalidCursor)?;
-        Ok(Self {
-            updated_at: updated_at.parse().map_err(|_| InvalidCursor)?,
-            thread_id: thread_id.to_owned(),
-        })
-    }
 }
 
 /// What [`RunLog::delete_thread`](super::RunLog::delete_thread) did.

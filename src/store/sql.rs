@@ -514,6 +514,13 @@ impl RunLog for RunStore {
         self.list_threads(query).boxed()
     }
 
+    fn runs<'a>(
+        &'a self,
+        query: &'a crate::runs::RunQuery<'a>,
+    ) -> BoxFuture<'a, Result<crate::runs::RunPage, LogError>> {
+        self.list_runs(query).boxed()
+    }
+
     fn change_thread<'a>(
         &'a self,
         thread: &'a ThreadId,

@@ -1,14 +1,18 @@
-//! Listing threads (newest first), naming, archiving and deleting them.
+//! Listing threads and runs (the most recently changed first); naming, archiving and deleting
+//! threads.
 
 use super::{
     RunStore,
     conn::Columns,
-    rows::{from_millis, number, text},
+    rows::{RUN_COLUMNS, from_millis, millis, number, run_record, text},
     writer,
 };
 use crate::{
     id::ThreadId,
-    runs::{Deleted, LogError, ThreadChange, ThreadCursor, ThreadPage, ThreadQuery, ThreadSummary},
+    runs::{
+        Deleted, LogError, RunPage, RunQuery, ThreadChange, ThreadPage, ThreadQuery, ThreadSummary,
+        page_end,
+    },
 };
 
 /// How a thread is listed: its name, else its title (the first line of its first prompt).
@@ -83,19 +87,71 @@ impl RunStore {
             select = select
                 .bind(after.updated_at)
                 .bind(after.updated_at)
-                .bind(after.thread_id.as_str());
+                .bind(after.id.as_str());
         }
         let rows = select.fetch_all(self.reader()).await?;
-        let mut threads = Vec::with_capacity(rows.len().min(limit));
-        for row in rows.iter().take(limit) {
-            threads.push(summary(row)?);
-        }
-        let more = rows.len() > limit;
-        let next = threads
-            .last()
-            .filter(|_| more)
-            .map(|last| ThreadCursor::at(last.updated_at, &last.thread_id));
+        let mut threads = rows.iter().map(summary).collect::<Result<Vec<_>, _>>()?;
+        let next = page_end(&mut threads, limit, |t| (t.updated_at, &t.thread_id));
         Ok(ThreadPage { threads, next })
+    }
+
+    /// The runs `query` selects.
+    ///
+    /// # Errors
+    ///
+    /// Failures of the backend.
+    pub(super) async fn list_runs(&self, query: &RunQuery<'_>) -> Result<RunPage, LogError> {
+        let limit = query.limit.clamp(1, 1_000);
+        let mut sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE 1 = 1");
+        let mut n = 0;
+        let mut param = |sql: &mut String, clause: &str| {
+            n += 1;
+            sql.push_str(&clause.replace('?', &format!("${n}")));
+        };
+        if query.principal.is_some() {
+            param(&mut sql, " AND principal = ?");
+        }
+        if query.thread.is_some() {
+            param(&mut sql, " AND thread_id = ?");
+        }
+        if query.status.is_some() {
+            param(&mut sql, " AND status = ?");
+        }
+        if query.changed_after.is_some() {
+            param(&mut sql, " AND updated_at > ?");
+        }
+        if query.after.is_some() {
+            param(&mut sql, " AND (updated_at < ?");
+            param(&mut sql, " OR (updated_at = ?");
+            param(&mut sql, " AND run_id < ?))");
+        }
+        sql.push_str(&format!(
+            " ORDER BY updated_at DESC, run_id DESC LIMIT {}",
+            limit + 1
+        ));
+        let mut select = sqlx::query(&sql);
+        if let Some(principal) = query.principal {
+            select = select.bind(principal);
+        }
+        if let Some(thread) = query.thread {
+            select = select.bind(thread.as_str());
+        }
+        if let Some(status) = query.status {
+            select = select.bind(status.as_str());
+        }
+        if let Some(time) = query.changed_after {
+            select = select.bind(millis(time));
+        }
+        if let Some(after) = query.after {
+            select = select
+                .bind(after.updated_at)
+                .bind(after.updated_at)
+                .bind(after.id.as_str());
+        }
+        let rows = select.fetch_all(self.reader()).await?;
+        let mut runs = rows.iter().map(run_record).collect::<Result<Vec<_>, _>>()?;
+        let next = page_end(&mut runs, limit, |run| (run.updated_at, &run.run_id));
+        Ok(RunPage { runs, next })
     }
 
     /// Names, renames or archives `thread`; its listing after the change.
