@@ -1172,6 +1172,7 @@ async fn runs_are_listed_per_principal_newest_first_in_pages() {
                 .after(cursor.as_ref());
             let page = log.runs(&query).await.unwrap();
             pages += 1;
+            assert_eq!(page.total, 3, "{name}: alice's runs on every page");
             assert!(page.runs.len() <= 2, "{name}");
             listed.extend(page.runs);
             let Some(next) = page.next else { break };

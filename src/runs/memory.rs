@@ -537,16 +537,12 @@ impl RunLog for MemoryLog {
 
     fn runs<'a>(&'a self, query: &'a RunQuery<'a>) -> BoxFuture<'a, Result<RunPage, LogError>> {
         let limit = query.limit.clamp(1, 1_000);
-        let listed = self
-            .lock()
-            .runs
-            .values()
-            .map(|run| &run.record)
-            .filter(|run| query.selects(run))
-            .cloned()
-            .collect();
+        let state = self.lock();
+        let matching = state.runs.values().map(|run| &run.record);
+        let total = matching.clone().filter(|run| query.matches(run)).count() as u64;
+        let listed = matching.filter(|run| query.selects(run)).cloned().collect();
         let (runs, next) = newest_first(listed, limit, |run| (run.updated_at, &run.run_id));
-        std::future::ready(Ok(RunPage { runs, next })).boxed()
+        std::future::ready(Ok(RunPage { runs, next, total })).boxed()
     }
 
     fn change_thread<'a>(

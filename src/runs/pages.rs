@@ -197,8 +197,9 @@ impl<'a> RunQuery<'a> {
         self
     }
 
-    /// Whether `run` is one this query selects (what a backend that filters in memory asks).
-    pub(crate) fn selects(&self, run: &RunRecord) -> bool {
+    /// Whether `run` is one this query selects, on any page (what a backend that filters in
+    /// memory asks).
+    pub(crate) fn matches(&self, run: &RunRecord) -> bool {
         self.principal
             .is_none_or(|p| run.principal.as_deref() == Some(p))
             && self.thread.is_none_or(|t| *t == run.thread_id)
@@ -206,6 +207,11 @@ impl<'a> RunQuery<'a> {
             && self
                 .changed_after
                 .is_none_or(|time| millis(run.updated_at) > millis(time))
+    }
+
+    /// Whether `run` is one this query selects on its page.
+    pub(crate) fn selects(&self, run: &RunRecord) -> bool {
+        self.matches(run)
             && self
                 .after
                 .is_none_or(|after| after.precedes(run.updated_at, &run.run_id))
@@ -219,4 +225,6 @@ pub struct RunPage {
     pub runs: Vec<RunRecord>,
     /// Where the next page starts.
     pub next: Option<RunCursor>,
+    /// How many runs the query selects on all pages.
+    pub total: u64,
 }

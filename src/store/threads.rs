@@ -15,6 +15,25 @@ use crate::{
     },
 };
 
+type AnyQuery<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>;
+
+/// `sql`, with the parameters of `query`'s filters bound, in the order `list_runs` writes them.
+fn bind_filters<'q>(mut sql: AnyQuery<'q>, query: &RunQuery<'_>) -> AnyQuery<'q> {
+    if let Some(principal) = query.principal {
+        sql = sql.bind(principal.to_owned());
+    }
+    if let Some(thread) = query.thread {
+        sql = sql.bind(thread.to_string());
+    }
+    if let Some(status) = query.status {
+        sql = sql.bind(status.as_str());
+    }
+    if let Some(time) = query.changed_after {
+        sql = sql.bind(millis(time));
+    }
+    sql
+}
+
 /// How a thread is listed: its name, else its title (the first line of its first prompt).
 const SUMMARY: &str = "SELECT thread_id, principal, COALESCE(name, title) AS title, archived, workspace, updated_at \
      FROM threads";
@@ -102,24 +121,28 @@ impl RunStore {
     /// Failures of the backend.
     pub(super) async fn list_runs(&self, query: &RunQuery<'_>) -> Result<RunPage, LogError> {
         let limit = query.limit.clamp(1, 1_000);
-        let mut sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE 1 = 1");
+        let mut filters = String::new();
         let mut n = 0;
         let mut param = |sql: &mut String, clause: &str| {
             n += 1;
             sql.push_str(&clause.replace('?', &format!("${n}")));
         };
-        if query.principal.is_some() {
-            param(&mut sql, " AND principal = ?");
+        for (given, clause) in [
+            (query.principal.is_some(), " AND principal = ?"),
+            (query.thread.is_some(), " AND thread_id = ?"),
+            (query.status.is_some(), " AND status = ?"),
+            (query.changed_after.is_some(), " AND updated_at > ?"),
+        ] {
+            if given {
+                param(&mut filters, clause);
+            }
         }
-        if query.thread.is_some() {
-            param(&mut sql, " AND thread_id = ?");
-        }
-        if query.status.is_some() {
-            param(&mut sql, " AND status = ?");
-        }
-        if query.changed_after.is_some() {
-            param(&mut sql, " AND updated_at > ?");
-        }
+        let count = format!("SELECT COUNT(*) AS n FROM runs WHERE 1 = 1{filters}");
+        let total = bind_filters(sqlx::query(&count), query)
+            .fetch_one(self.reader())
+            .await?;
+        let total = u64::try_from(number(&total, "n")?).unwrap_or_default();
+        let mut sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE 1 = 1{filters}");
         if query.after.is_some() {
             param(&mut sql, " AND (updated_at < ?");
             param(&mut sql, " OR (updated_at = ?");
@@ -129,29 +152,17 @@ impl RunStore {
             " ORDER BY updated_at DESC, run_id DESC LIMIT {}",
             limit + 1
         ));
-        let mut select = sqlx::query(&sql);
-        if let Some(principal) = query.principal {
-            select = select.bind(principal);
-        }
-        if let Some(thread) = query.thread {
-            select = select.bind(thread.as_str());
-        }
-        if let Some(status) = query.status {
-            select = select.bind(status.as_str());
-        }
-        if let Some(time) = query.changed_after {
-            select = select.bind(millis(time));
-        }
+        let mut select = bind_filters(sqlx::query(&sql), query);
         if let Some(after) = query.after {
             select = select
                 .bind(after.updated_at)
                 .bind(after.updated_at)
-                .bind(after.id.as_str());
+                .bind(after.id.clone());
         }
         let rows = select.fetch_all(self.reader()).await?;
         let mut runs = rows.iter().map(run_record).collect::<Result<Vec<_>, _>>()?;
         let next = page_end(&mut runs, limit, |run| (run.updated_at, &run.run_id));
-        Ok(RunPage { runs, next })
+        Ok(RunPage { runs, next, total })
     }
 
     /// Names, renames or archives `thread`; its listing after the change.
