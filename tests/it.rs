@@ -3,6 +3,8 @@
 
 mod support;
 
+#[cfg(feature = "cli")]
+mod a2a_door;
 #[cfg(all(feature = "acp", feature = "test-util", feature = "demo"))]
 mod acp;
 #[cfg(feature = "cli")]

@@ -298,6 +298,10 @@ struct Serve {
     /// caller, with the same tokens, limits and approvals as the web's).
     #[arg(help_heading = "Serving", long)]
     no_mcp: bool,
+    /// Does not offer the agent to other agents over A2A (the card at
+    /// `/.well-known/agent-card.json`, the bindings at `/a2a`: each task a run of the caller).
+    #[arg(help_heading = "Serving", long)]
+    no_a2a: bool,
     /// A host name (as in `Host`, without port) the server answers to besides the loopback
     /// names; repeat for several. Bound to a non-loopback address without any, every name is
     /// answered (a warning says so).
@@ -1857,7 +1861,8 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         })
         .access_log(true)
         .dev_page(!args.no_ui)
-        .mcp(!args.no_mcp);
+        .mcp(!args.no_mcp)
+        .a2a(!args.no_a2a);
     let listener = tokio::net::TcpListener::bind(args.addr.as_str())
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", args.addr))?;
@@ -1894,6 +1899,11 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
     );
     if !args.no_mcp {
         tracing::info!("serving MCP at /mcp: the agent as one tool");
+    }
+    if !args.no_a2a {
+        tracing::info!(
+            "serving A2A at /a2a (JSON-RPC and HTTP+JSON), its card at /.well-known/agent-card.json"
+        );
     }
     let (stopping, stopped) = tokio::sync::oneshot::channel();
     let connections = Connections::new()

@@ -68,6 +68,16 @@
 //! call, or as `input_required` on `2026-07-28`, whose retry continues the run). A client that
 //! cannot elicit gets an error result; the approval waits on the thread for another door.
 //!
+//! # A2A
+//!
+//! With [`AguiServer::a2a`], other agents reach the agent over A2A 1.0: the Agent Card at
+//! `/.well-known/agent-card.json` (public), and at `/a2a` the JSON-RPC binding (`POST /a2a`) and
+//! the HTTP+JSON one (`POST /a2a/message:send`, `POST /a2a/message:stream`, `GET /a2a/tasks`,
+//! `GET /a2a/tasks/{id}`, `POST /a2a/tasks/{id}:cancel`, `POST /a2a/tasks/{id}:subscribe`). A
+//! task is a run and a context a thread, begun and followed through the engine as the caller's;
+//! an approval the run waits for is `TASK_STATE_INPUT_REQUIRED`, answered by a message with the
+//! task's id (or through any other door). Push notifications are not offered.
+//!
 //! # Disconnects
 //!
 //! Runs are driven by a task of their own and the response follows the log. When the client that
@@ -90,6 +100,8 @@
 //! stack any tower layer on the router. Serve it with [`Connections`] (or [`serve`]), which bounds
 //! every connection in time and number where `axum::serve` does not.
 
+#[cfg(feature = "a2a-server")]
+mod a2a;
 mod access;
 mod auth;
 mod error;
@@ -186,6 +198,9 @@ struct Config {
     /// Whether the agent is offered to MCP clients at `/mcp`.
     #[cfg(feature = "mcp-server")]
     mcp: bool,
+    /// Whether the agent is offered to A2A agents (the card, `/a2a`).
+    #[cfg(feature = "a2a-server")]
+    a2a: bool,
     /// What `GET /capabilities` declares besides the server's transports.
     capabilities: Capabilities,
     /// What else `/ready` asks (a bridged agent running, say).
@@ -247,6 +262,8 @@ where
                 dev_page: false,
                 #[cfg(feature = "mcp-server")]
                 mcp: false,
+                #[cfg(feature = "a2a-server")]
+                a2a: false,
                 capabilities: Capabilities::default(),
                 readiness: None,
                 #[cfg(feature = "metrics")]
@@ -452,6 +469,17 @@ where
         self
     }
 
+    /// Offers the agent to other agents over A2A 1.0 (default off): the Agent Card at
+    /// `/.well-known/agent-card.json` (named and described after the
+    /// [capabilities](Self::capabilities)' identity) and the JSON-RPC and HTTP+JSON bindings at
+    /// `/a2a`, each task a run of the caller; see [A2A](self#a2a).
+    #[cfg(feature = "a2a-server")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "a2a-server")))]
+    pub fn a2a(mut self, on: bool) -> Self {
+        self.config.a2a = on;
+        self
+    }
+
     /// Serves the [router](Self::into_router) on `listener` with the default [`Connections`]
     /// until `shutdown` resolves, then ends every run in flight (each gets its terminal event,
     /// through the engine's [shutdown token](Runs::shutdown)) and waits for the responses to end.
@@ -516,6 +544,20 @@ where
         } else {
             router
         };
+        #[cfg(feature = "a2a-server")]
+        let router = if state.config.a2a {
+            let identity = state.config.capabilities.identity.as_ref();
+            let authenticated = state.config.auth.is_some();
+            let limit = state.config.body_limit;
+            router.merge(a2a::routes(
+                state.runs.clone(),
+                identity,
+                authenticated,
+                limit,
+            ))
+        } else {
+            router
+        };
         #[cfg(feature = "metrics")]
         let router = match &state.config.metrics {
             Some(counted) => router
@@ -550,7 +592,9 @@ fn route_scope(request: &Request) -> Option<Scope> {
     let path = request.uri().path();
     let page = request.method() == axum::http::Method::GET
         && (path == "/" || path.starts_with(page::ASSETS));
-    if path == "/health" || path == "/ready" || page {
+    // The Agent Card is public, as A2A discovery asks; what it leads to is not.
+    let card = path == "/.well-known/agent-card.json";
+    if path == "/health" || path == "/ready" || page || card {
         None
     } else if path == "/interrupts"
         || path == "/metrics"

@@ -1,0 +1,63 @@
+//! The A2A door of `agent-tower serve`, driven by the official A2A JavaScript client
+//! (`@a2a-js/sdk` 1.3, A2A 1.0) on both bindings: discovery, messages answered, tasks of one
+//! context on one thread, an approval answered over A2A and over AG-UI, SubscribeToTask, cancel,
+//! the caller's tasks listed in pages (another principal's never); and a task that survives a
+//! kill -9 of its instance. The steps are in `tests/conformance/a2a-door.mjs` and
+//! `a2a-takeover.mjs`.
+
+use crate::support::{self, process::Process, stores};
+
+const ALICE: &str = "alice-token-0123456789abcdef";
+const BOB: &str = "bob-token-0123456789abcdef";
+
+async fn door(store: &str) {
+    let tokens = format!("alice:{ALICE},bob:{BOB}");
+    let server = Process::serve_with_env(
+        &["--store", store, "--auth-token-env", "A2A_DOOR_TOKENS"],
+        &[("A2A_DOOR_TOKENS", &tokens)],
+    )
+    .await;
+    let out = support::node("a2a-door.mjs", &[&server.base, ALICE, BOB], None).await;
+    println!("{out}");
+    for binding in ["jsonrpc", "rest"] {
+        for step in [
+            "a message answered, a second task in its context",
+            "a streamed task asked for approval, answered yes over A2A, the call ran",
+            "an approval answered over AG-UI completes the A2A task",
+            "SubscribeToTask followed a task to its end",
+            "a working task cancelled",
+            "bob sees none of them",
+        ] {
+            let said = out
+                .lines()
+                .any(|line| line.starts_with(&format!("ok {binding}: ")) && line.contains(step));
+            assert!(said, "{binding}: {step} missing from:\n{out}");
+        }
+    }
+    assert!(out.contains("a2a-door: passed"), "{out}");
+}
+
+#[tokio::test]
+async fn the_official_a2a_client_works_with_tasks_in_memory() {
+    door("memory").await;
+}
+
+#[tokio::test]
+async fn the_official_a2a_client_works_with_tasks_on_sqlite() {
+    door(&stores::sqlite("a2a-door")).await;
+}
+
+/// kill -9 of the instance running a task (on PostgreSQL, else SQLite): the client subscribes
+/// through the other instance and reads the task, continued there, to its end.
+#[tokio::test]
+async fn a_task_survives_a_kill_of_its_instance() {
+    let store = match stores::postgres("a2a-takeover").await {
+        Some(url) => url,
+        None => stores::sqlite("a2a-takeover"),
+    };
+    let (first, second) = Process::rolling_pair(&store, &[]).await;
+    let pid = first.pid().to_string();
+    let out = support::node("a2a-takeover.mjs", &[&first.base, &second.base, &pid], None).await;
+    println!("{out}");
+    assert!(out.contains("a2a-takeover: passed"), "{out}");
+}
