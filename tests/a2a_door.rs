@@ -1,9 +1,9 @@
-//! The A2A door of `agent-tower serve`, driven by the official A2A JavaScript client
-//! (`@a2a-js/sdk` 1.3, A2A 1.0) on both bindings: discovery, messages answered, tasks of one
-//! context on one thread, an approval answered over A2A and over AG-UI, SubscribeToTask, cancel,
-//! the caller's tasks listed in pages (another principal's never); and a task that survives a
-//! kill -9 of its instance. The steps are in `tests/conformance/a2a-door.mjs` and
-//! `a2a-takeover.mjs`.
+//! The A2A door of `agent-tower serve`, driven by the official A2A clients (JavaScript
+//! `@a2a-js/sdk` 1.3 and Python `a2a-sdk` 1.3, A2A 1.0) on both bindings: discovery, messages
+//! answered, tasks of one context on one thread, an approval answered over A2A and over AG-UI,
+//! SubscribeToTask, cancel, the caller's tasks listed in pages (another principal's never); and a
+//! task that survives a kill -9 of its instance. The steps are in `tests/conformance/a2a-door.mjs`,
+//! `a2a-takeover.mjs` and `a2a_client.py`.
 
 use crate::support::{self, process::Process, stores};
 
@@ -60,4 +60,33 @@ async fn a_task_survives_a_kill_of_its_instance() {
     let out = support::node("a2a-takeover.mjs", &[&first.base, &second.base, &pid], None).await;
     println!("{out}");
     assert!(out.contains("a2a-takeover: passed"), "{out}");
+}
+
+/// The official Python client (`a2a-sdk` 1.3) on both bindings: a streamed answer, an approval
+/// declined with feedback, the caller's tasks in pages, a cancel. The steps are in
+/// `tests/conformance/a2a_client.py`.
+#[tokio::test]
+async fn the_official_python_a2a_client_works_with_tasks() {
+    let tokens = format!("alice:{ALICE},bob:{BOB}");
+    let server = Process::serve_with_env(
+        &["--store", "memory", "--auth-token-env", "A2A_PY_TOKENS"],
+        &[("A2A_PY_TOKENS", &tokens)],
+    )
+    .await;
+    let out = support::python("a2a_client.py", &[&server.base, ALICE, BOB]).await;
+    println!("{out}");
+    for binding in ["JSONRPC", "HTTP+JSON"] {
+        for step in [
+            "a streamed answer",
+            "an approval declined with feedback; the call did not run",
+            "listed newest first; bob lists none of alice's",
+            "a streamed task cancelled",
+        ] {
+            let said = out
+                .lines()
+                .any(|line| line.starts_with(&format!("ok {binding}: ")) && line.contains(step));
+            assert!(said, "{binding}: {step} missing from:\n{out}");
+        }
+    }
+    assert!(out.contains("a2a-python: passed"), "{out}");
 }

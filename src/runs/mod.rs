@@ -131,6 +131,8 @@ use std::{
 
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
+#[cfg(feature = "store")]
+pub(crate) use self::pages::page_end;
 pub use self::{
     begin::{Attach, BeginError, Begun, ResumeError, Resumed},
     driver::{Ended, RunSummary},
@@ -150,7 +152,7 @@ pub use self::{
         Deleted, ListChange, ListChanges, ThreadChange, ThreadPage, ThreadQuery, ThreadSummary,
     },
 };
-pub(crate) use self::{hub::Hub, pages::page_end, record::args_hash};
+pub(crate) use self::{hub::Hub, record::args_hash};
 #[cfg(doc)]
 use crate::run::RunOutcome;
 
