@@ -180,6 +180,13 @@ const MAX_PENDING_UPDATES: usize = 4096;
 
 /// What a model step reads, in order.
 #[derive(Debug)]
+#[cfg_attr(
+    not(any(feature = "acp-client", feature = "agui-client")),
+    allow(
+        dead_code,
+        reason = "the bridges whose agents show their tool calls use it"
+    )
+)]
 pub(crate) enum Update {
     /// A piece of the remote agent's message (under its id, when it gives one).
     Text(Option<MessageId>, String),
@@ -224,6 +231,13 @@ impl Updates {
         self.open
     }
 
+    #[cfg_attr(
+        not(any(feature = "acp-client", feature = "agui-client")),
+        allow(
+            dead_code,
+            reason = "the bridges whose agents show their tool calls use it"
+        )
+    )]
     pub(crate) fn end(&self) -> Option<&End> {
         self.end.as_ref()
     }
@@ -273,8 +287,22 @@ pub(crate) trait Turn: Send + Sync + 'static {
 
 /// The remote agent's ids of calls the run knows under another id (see [`Turn::rename`]).
 #[derive(Debug, Default)]
+#[cfg_attr(
+    not(any(feature = "acp-client", feature = "agui-client")),
+    allow(
+        dead_code,
+        reason = "the bridges whose agents show their tool calls use it"
+    )
+)]
 pub(crate) struct Aliases(std::collections::HashMap<String, String>);
 
+#[cfg_attr(
+    not(any(feature = "acp-client", feature = "agui-client")),
+    allow(
+        dead_code,
+        reason = "the bridges whose agents show their tool calls use it"
+    )
+)]
 impl Aliases {
     pub(crate) fn insert(&mut self, remote: &str, run: &str) {
         self.0.insert(run.to_owned(), remote.to_owned());

@@ -195,14 +195,28 @@ pub mod stream;
 pub mod tool;
 pub mod transport;
 
+#[cfg(feature = "a2a-client")]
+#[cfg_attr(docsrs, doc(cfg(feature = "a2a-client")))]
+pub mod a2a;
 #[cfg(feature = "acp")]
 #[cfg_attr(docsrs, doc(cfg(feature = "acp")))]
 pub mod acp;
 #[cfg(feature = "agui")]
 #[cfg_attr(docsrs, doc(cfg(feature = "agui")))]
 pub mod agui;
-#[cfg(any(feature = "acp-client", feature = "agui-client"))]
-#[cfg_attr(docsrs, doc(cfg(any(feature = "acp-client", feature = "agui-client"))))]
+#[cfg(any(
+    feature = "acp-client",
+    feature = "agui-client",
+    feature = "a2a-client"
+))]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(any(
+        feature = "acp-client",
+        feature = "agui-client",
+        feature = "a2a-client"
+    )))
+)]
 pub mod bridge;
 #[cfg(any(feature = "acp-client", feature = "mcp"))]
 mod child;

@@ -4,6 +4,8 @@
 mod support;
 
 #[cfg(feature = "cli")]
+mod a2a_bridge;
+#[cfg(feature = "cli")]
 mod a2a_door;
 #[cfg(all(feature = "acp", feature = "test-util", feature = "demo"))]
 mod acp;

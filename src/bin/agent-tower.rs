@@ -208,10 +208,12 @@ struct Acp {
     mode: Option<ModeChoice>,
     /// Another agent to serve instead of the model and tools: `agui:<url>` bridges an AG-UI
     /// endpoint (LangGraph, CrewAI, Mastra, `agent-tower serve`, …): its text, reasoning and tool
-    /// calls become session updates, its interrupts `session/request_permission`.
-    #[arg(help_heading = "Bridged agent", long, value_parser = parse_agui_agent)]
-    agent: Option<String>,
-    /// The environment variable holding the bearer token `--agent agui:` sends (never logged).
+    /// calls become session updates, its interrupts `session/request_permission`. `a2a:<url>`
+    /// bridges an A2A agent (its card at `<url>/.well-known/agent-card.json`): each session is
+    /// one of its contexts, its questions (`input-required`) the turn's answer.
+    #[arg(help_heading = "Bridged agent", long, value_parser = parse_editor_agent)]
+    agent: Option<Bridged>,
+    /// The environment variable holding the bearer token `--agent` sends (never logged).
     #[arg(help_heading = "Bridged agent", long)]
     agent_token_env: Option<String>,
     /// Where sessions are kept, so that `session/load` finds them after a restart:
@@ -274,8 +276,13 @@ struct Serve {
     /// ACP agent (Claude Code's `claude-agent-acp`, `codex-acp`, `gemini --experimental-acp`,
     /// `agent-tower acp`, …) and bridges it: its messages, thoughts and tool calls become AG-UI
     /// events, its permission requests go through this server's policy and interrupts.
+    /// `a2a:<url>` bridges an A2A agent (its card at `<url>/.well-known/agent-card.json`): each
+    /// thread is one of its contexts, its questions (`input-required`) the run's answer.
     #[arg(help_heading = "Bridged agent", long, value_parser = parse_agent)]
-    agent: Option<agent_tower::acp::client::AcpCommand>,
+    agent: Option<Bridged>,
+    /// The environment variable holding the bearer token `--agent a2a:` sends (never logged).
+    #[arg(help_heading = "Bridged agent", long)]
+    agent_token_env: Option<String>,
     /// How long the `--agent` has to answer ACP `initialize` once started (at most 10m); past
     /// it the server does not start.
     #[arg(help_heading = "Bridged agent", long, default_value = "30s", value_parser = parse_agent_start_timeout, value_name = "DURATION")]
@@ -742,19 +749,92 @@ enum ModelChoice {
     Gemini(String),
 }
 
-fn parse_agui_agent(value: &str) -> Result<String, String> {
-    let url = value
-        .strip_prefix("agui:")
-        .ok_or("`agui:<url>` (the URL runs are posted to)")?;
-    agent_tower::agui::client::AguiBridge::new(url).map_err(|e| e.to_string())?;
-    Ok(url.to_owned())
+/// An agent another command serves (`--agent`).
+#[derive(Debug, Clone)]
+enum Bridged {
+    /// An ACP agent, started as a command.
+    Acp(agent_tower::acp::client::AcpCommand),
+    /// An AG-UI endpoint.
+    Agui(String),
+    /// An A2A agent, by the URL its card is found at.
+    A2a(String),
 }
 
-fn parse_agent(value: &str) -> Result<agent_tower::acp::client::AcpCommand, String> {
-    let Some(line) = value.strip_prefix("acp:") else {
-        return Err("`acp:<command> [args…]`".to_owned());
-    };
-    agent_tower::acp::client::AcpCommand::parse(line).map_err(|e| e.to_string())
+/// `--agent` of `acp`: `agui:<url>` or `a2a:<url>`.
+fn parse_editor_agent(value: &str) -> Result<Bridged, String> {
+    if let Some(url) = value.strip_prefix("agui:") {
+        agent_tower::agui::client::AguiBridge::new(url).map_err(|e| e.to_string())?;
+        return Ok(Bridged::Agui(url.to_owned()));
+    }
+    if let Some(url) = value.strip_prefix("a2a:") {
+        return a2a_url(url).map(Bridged::A2a);
+    }
+    Err("`agui:<url>` (the URL runs are posted to) or `a2a:<url>` (where its card is)".to_owned())
+}
+
+/// `--agent` of `serve`: `acp:<command> [args…]` or `a2a:<url>`.
+fn parse_agent(value: &str) -> Result<Bridged, String> {
+    if let Some(line) = value.strip_prefix("acp:") {
+        return agent_tower::acp::client::AcpCommand::parse(line)
+            .map(Bridged::Acp)
+            .map_err(|e| e.to_string());
+    }
+    if let Some(url) = value.strip_prefix("a2a:") {
+        return a2a_url(url).map(Bridged::A2a);
+    }
+    Err("`acp:<command> [args…]` or `a2a:<url>` (where its card is)".to_owned())
+}
+
+/// The URL of an A2A agent, if it is an http(s) one.
+fn a2a_url(url: &str) -> Result<String, String> {
+    match url.split_once("://") {
+        Some(("http" | "https", rest)) if !rest.is_empty() => Ok(url.to_owned()),
+        _ => Err(format!("`{url}` is not an http(s) URL")),
+    }
+}
+
+/// The bearer token `--agent-token-env` names, as an `Authorization` value.
+fn agent_authorization(variable: Option<&String>) -> Result<Option<String>, BoxError> {
+    variable
+        .map(|variable| {
+            std::env::var(variable)
+                .map(|token| format!("Bearer {token}"))
+                .map_err(|_| format!("--agent-token-env: `{variable}` is not set").into())
+        })
+        .transpose()
+}
+
+/// The stack of the A2A agent at `url` (`--agent a2a:`): its answers are the model's; it runs
+/// its own tools.
+async fn a2a_backend(
+    url: &str,
+    authorization: Option<&str>,
+    idle: Duration,
+    rules: Policy,
+) -> Result<Backend, BoxError> {
+    let headers: Vec<(&str, &str)> = authorization
+        .map(|a| ("authorization", a))
+        .into_iter()
+        .collect();
+    let bridge = agent_tower::a2a::client::A2aBridge::connect(url, &headers).await?;
+    tracing::info!(%url, agent = %bridge.card().name, "serving an A2A agent");
+    let no_tools = tower::service_fn(|call: ToolCall| async move {
+        Err::<agent_tower::tool::ToolOutput, BoxError>(
+            format!(
+                "the A2A agent runs its own tools; `{}` is not one here",
+                call.name
+            )
+            .into(),
+        )
+    });
+    Ok(bridged(
+        bridge.model(),
+        no_tools,
+        |_| false,
+        "a2a",
+        idle,
+        rules,
+    ))
 }
 
 fn parse_model(value: &str) -> Result<ModelChoice, String> {
@@ -1501,13 +1581,25 @@ async fn run() -> Result<(), BoxError> {
 async fn run_acp(args: Acp) -> Result<(), BoxError> {
     let max_turns =
         std::num::NonZeroU32::new(args.max_turns).ok_or("--max-turns must be at least 1")?;
+    let authorization = agent_authorization(args.agent_token_env.as_ref())?;
     let bridge = match &args.agent {
-        Some(url) => {
+        Some(Bridged::A2a(url)) => {
+            args.settings.check_bridged()?;
+            let rules = args.settings.policy(&[]);
+            Some(
+                a2a_backend(
+                    url,
+                    authorization.as_deref(),
+                    args.model.idle_timeout,
+                    rules,
+                )
+                .await?,
+            )
+        }
+        Some(Bridged::Agui(url)) => {
             let mut bridge = agent_tower::agui::client::AguiBridge::new(url)?;
-            if let Some(variable) = &args.agent_token_env {
-                let token = std::env::var(variable)
-                    .map_err(|_| format!("--agent-token-env: `{variable}` is not set"))?;
-                bridge = bridge.header("authorization", &format!("Bearer {token}"))?;
+            if let Some(authorization) = &authorization {
+                bridge = bridge.header("authorization", authorization)?;
             }
             tracing::info!(%url, "serving an AG-UI agent");
             args.settings.check_bridged()?;
@@ -1520,6 +1612,7 @@ async fn run_acp(args: Acp) -> Result<(), BoxError> {
                 args.settings.policy(&[]),
             ))
         }
+        Some(Bridged::Acp(_)) => unreachable!("`acp --agent` takes agui: and a2a: agents"),
         None => None,
     };
     // An editor's session may bring MCP servers of its own, whose tools the rules may name.
@@ -1730,11 +1823,30 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
     // What waits for a person (an interrupt, resumable for --interrupt-ttl): what the rules ask
     // about, or of a bridged agent what it asks permission for.
     let mut acp_agent = None;
-    if args.agent.is_none() && (!args.agent_env.is_empty() || args.agent_auth.is_some()) {
-        return Err("--agent-env and --agent-auth set up an --agent; there is none".into());
+    let acp_agent_set_up = !args.agent_env.is_empty() || args.agent_auth.is_some();
+    if acp_agent_set_up && !matches!(args.agent, Some(Bridged::Acp(_))) {
+        return Err("--agent-env and --agent-auth set up an --agent acp:…; there is none".into());
+    }
+    if args.agent_token_env.is_some() && !matches!(args.agent, Some(Bridged::A2a(_))) {
+        return Err("--agent-token-env is the token of an --agent a2a:…; there is none".into());
     }
     let bridge = match &args.agent {
-        Some(command) => {
+        Some(Bridged::A2a(url)) => {
+            args.settings.check_bridged()?;
+            let authorization = agent_authorization(args.agent_token_env.as_ref())?;
+            let rules = args.settings.policy(&[]);
+            Some(
+                a2a_backend(
+                    url,
+                    authorization.as_deref(),
+                    args.model.idle_timeout,
+                    rules,
+                )
+                .await?,
+            )
+        }
+        Some(Bridged::Agui(_)) => unreachable!("`serve --agent` takes acp: and a2a: agents"),
+        Some(Bridged::Acp(command)) => {
             args.settings.check_bridged()?;
             tracing::info!(timeout = %humantime::format_duration(args.agent_start_timeout), "starting the ACP agent: {command:?}");
             let mut command = command.clone().start_timeout(args.agent_start_timeout);

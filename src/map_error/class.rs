@@ -209,7 +209,11 @@ impl DefaultClassifier {
                 _ => ErrorKind::Internal,
             });
         }
-        #[cfg(any(feature = "acp-client", feature = "agui-client"))]
+        #[cfg(any(
+            feature = "acp-client",
+            feature = "agui-client",
+            feature = "a2a-client"
+        ))]
         if let Some(bridge) = error.downcast_ref::<crate::bridge::BridgeError>() {
             use crate::bridge::BridgeErrorKind as B;
             return Some(match bridge.kind() {

@@ -33,6 +33,7 @@ const MIGRATIONS: &[(&str, &str)] = embedded![
     "20261126000003_thread_listing",
     "20261126000004_followed",
     "20261129000001_thread_names",
+    "20261129000002_run_listing",
 ];
 
 /// The embedded migrations, as sqlx reads a directory of them (the same versions, descriptions

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use ::a2a::{
+use a2a_types::{
     A2AError, CancelTaskRequest, GetTaskRequest, JsonRpcId, JsonRpcRequest, JsonRpcResponse,
     ListTasksRequest, SendMessageRequest, SubscribeToTaskRequest, TaskState, error_code, methods,
 };
@@ -68,7 +68,10 @@ async fn agent_card<A: RunService>(State(door): Door<A>, headers: HeaderMap) -> 
 /// The A2A version a request asks for, if this server speaks it (`A2A-Version`; 1.0 when
 /// absent).
 fn version(headers: &HeaderMap) -> Result<(), A2AError> {
-    match headers.get(::a2a::SVC_PARAM_VERSION).map(|v| v.to_str()) {
+    match headers
+        .get(a2a_types::SVC_PARAM_VERSION)
+        .map(|v| v.to_str())
+    {
         None => Ok(()),
         Some(Ok("1.0" | "1")) => Ok(()),
         Some(Ok(asked)) => Err(A2AError::version_not_supported(asked)),

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use ::a2a::{
+use a2a_types::{
     AgentCapabilities, AgentCard, AgentInterface, AgentSkill, HttpAuthSecurityScheme,
     SecurityScheme, TRANSPORT_PROTOCOL_HTTP_JSON, TRANSPORT_PROTOCOL_JSONRPC, VERSION,
 };

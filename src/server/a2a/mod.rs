@@ -25,7 +25,7 @@ mod view;
 
 use std::{pin::Pin, time::Duration};
 
-use ::a2a::{
+use a2a_types::{
     A2AError, ListTasksRequest, ListTasksResponse, Message as A2aMessage, PartContent, Role,
     SendMessageRequest, SendMessageResponse, StreamResponse, Task, TaskState,
 };

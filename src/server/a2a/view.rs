@@ -1,6 +1,6 @@
 //! How runs look to A2A clients: a run as a `Task`, its log's events as task updates.
 
-use ::a2a::{
+use a2a_types::{
     Artifact, Message as A2aMessage, Part, Role, StreamResponse, Task, TaskArtifactUpdateEvent,
     TaskState, TaskStatus, TaskStatusUpdateEvent,
 };
