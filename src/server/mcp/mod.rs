@@ -21,6 +21,8 @@
 //!   gets an error result naming the thread: the approval waits there, for any other door
 //!   (`GET /interrupts`, an AG-UI client's `resume[]`).
 //!
+//! - **Tasks** (the Tasks extension of `2026-07-28`, see `tasks`): a client that declares it gets
+//!   each call answered at once as a task, the run, which it reads, answers and cancels.
 //! - **A deploy under a call**: when this instance stops mid-run, the run is handed over
 //!   ([`Runs::hand_over`]); a `2026-07-28` call is answered `input_required` with the run as its
 //!   only state, and the client's retry, wherever it lands, reads the run on to its answer. An
@@ -29,17 +31,20 @@
 //! The door keeps nothing but its connections' sessions (the earlier generation's, each ended
 //! after its idle time).
 
+mod tasks;
+
 use std::sync::Arc;
 
 use futures_util::StreamExt;
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
-        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequest,
-        ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema, Implementation,
-        InputRequest, InputRequests, InputRequiredResult, InputResponses, JsonObject,
-        ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion,
-        ServerCapabilities, ServerConfig, Tool,
+        CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
+        ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
+        GetTaskParams, GetTaskResult, Implementation, InputRequest, InputRequests,
+        InputRequiredResult, InputResponses, JsonObject, ListToolsResult, PaginatedRequestParams,
+        ProgressNotificationParam, ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
+        UpdateTaskParams,
     },
     service::RequestContext,
     transport::streamable_http_server::{
@@ -167,7 +172,11 @@ fn server_info(identity: Option<&Identity>) -> ServerConfig {
     let version = identity
         .and_then(|identity| identity.version.clone())
         .unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_owned());
-    let mut info = ServerConfig::new(ServerCapabilities::builder().enable_tools().build());
+    let capabilities = ServerCapabilities::builder()
+        .enable_tools()
+        .enable_tasks()
+        .build();
+    let mut info = ServerConfig::new(capabilities);
     info.server_info = Implementation::new(name, version);
     info.instructions = identity.and_then(|identity| identity.description.clone());
     info
@@ -191,6 +200,32 @@ where
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
         (name == self.tool.name).then(|| (*self.tool).clone())
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        self.task(caller(&cx).as_ref(), &request.task_id).await
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let caller = caller(&cx);
+        self.answer_task(caller, &request.task_id, &request.input_responses)
+            .await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.stop_task(caller(&cx).as_ref(), &request.task_id).await
     }
 
     async fn call_tool(
@@ -233,10 +268,15 @@ where
             }
             (None, _) => {
                 let asked = Asked::parse(request.arguments.as_ref())?;
-                match self.begin(caller.clone(), asked).await {
-                    Ok(begun) => (begun.run_id().clone(), begun.from()),
+                let begun = match self.begin(caller.clone(), asked).await {
+                    Ok(begun) => begun,
                     Err(error) => return Ok(refused(&error).into()),
+                };
+                // A client that takes tasks polls the run as one (see `tasks`).
+                if tasks::taken_by(&cx) {
+                    return Ok(tasks::created(begun.run_id()).into());
                 }
+                (begun.run_id().clone(), begun.from())
             }
         };
         self.answer(caller, reading, &cx).await
@@ -519,10 +559,12 @@ fn elicit(interrupt: &Interrupt) -> ElicitRequestParams {
         .and_then(|m| m.get("toolName"))
         .and_then(Value::as_str)
         .unwrap_or("a tool");
-    let arguments = metadata
-        .and_then(|m| m.get("arguments"))
-        .map(Value::to_string)
-        .unwrap_or_default();
+    let arguments = metadata.and_then(|m| m.get("arguments"));
+    form(tool, arguments.unwrap_or(&Value::Null))
+}
+
+/// The form asking whether the agent may call `tool` with `arguments`.
+fn form(tool: &str, arguments: &Value) -> ElicitRequestParams {
     let schema = ElicitationSchema::builder()
         .required_bool_property("approved", |approved| {
             approved
