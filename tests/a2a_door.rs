@@ -5,35 +5,40 @@
 //! task that survives a kill -9 of its instance. The steps are in `tests/conformance/a2a-door.mjs`,
 //! `a2a-takeover.mjs` and `a2a_client.py`.
 
-use crate::support::{self, process::Process, stores};
+use crate::support::{
+    self,
+    process::{ALICE, BOB, Process},
+    stores,
+};
 
-const ALICE: &str = "alice-token-0123456789abcdef";
-const BOB: &str = "bob-token-0123456789abcdef";
-
-async fn door(store: &str) {
-    let tokens = format!("alice:{ALICE},bob:{BOB}");
-    let server = Process::serve_with_env(
-        &["--store", store, "--auth-token-env", "A2A_DOOR_TOKENS"],
-        &[("A2A_DOOR_TOKENS", &tokens)],
-    )
-    .await;
-    let out = support::node("a2a-door.mjs", &[&server.base, ALICE, BOB], None).await;
-    println!("{out}");
-    for binding in ["jsonrpc", "rest"] {
-        for step in [
-            "a message answered, a second task in its context",
-            "a streamed task asked for approval, answered yes over A2A, the call ran",
-            "an approval answered over AG-UI completes the A2A task",
-            "SubscribeToTask followed a task to its end",
-            "a working task cancelled",
-            "bob sees none of them",
-        ] {
+/// Asserts that `out` says `ok <binding>: …<step>…` for every step on every binding.
+fn said_on_each(out: &str, bindings: &[&str], steps: &[&str]) {
+    for binding in bindings {
+        for step in steps {
             let said = out
                 .lines()
                 .any(|line| line.starts_with(&format!("ok {binding}: ")) && line.contains(step));
             assert!(said, "{binding}: {step} missing from:\n{out}");
         }
     }
+}
+
+async fn door(store: &str) {
+    let server = Process::serve_for_alice_and_bob(store, &[]).await;
+    let out = support::node("a2a-door.mjs", &[&server.base, ALICE, BOB], None).await;
+    println!("{out}");
+    said_on_each(
+        &out,
+        &["jsonrpc", "rest"],
+        &[
+            "a message answered, a second task in its context",
+            "a streamed task asked for approval, answered yes over A2A, the call ran",
+            "an approval answered over AG-UI completes the A2A task",
+            "SubscribeToTask followed a task to its end",
+            "a working task cancelled",
+            "bob sees none of them",
+        ],
+    );
     assert!(out.contains("a2a-door: passed"), "{out}");
 }
 
@@ -67,26 +72,18 @@ async fn a_task_survives_a_kill_of_its_instance() {
 /// `tests/conformance/a2a_client.py`.
 #[tokio::test]
 async fn the_official_python_a2a_client_works_with_tasks() {
-    let tokens = format!("alice:{ALICE},bob:{BOB}");
-    let server = Process::serve_with_env(
-        &["--store", "memory", "--auth-token-env", "A2A_PY_TOKENS"],
-        &[("A2A_PY_TOKENS", &tokens)],
-    )
-    .await;
+    let server = Process::serve_for_alice_and_bob("memory", &[]).await;
     let out = support::python("a2a_client.py", &[&server.base, ALICE, BOB]).await;
     println!("{out}");
-    for binding in ["JSONRPC", "HTTP+JSON"] {
-        for step in [
+    said_on_each(
+        &out,
+        &["JSONRPC", "HTTP+JSON"],
+        &[
             "a streamed answer",
             "an approval declined with feedback; the call did not run",
             "listed newest first; bob lists none of alice's",
             "a streamed task cancelled",
-        ] {
-            let said = out
-                .lines()
-                .any(|line| line.starts_with(&format!("ok {binding}: ")) && line.contains(step));
-            assert!(said, "{binding}: {step} missing from:\n{out}");
-        }
-    }
+        ],
+    );
     assert!(out.contains("a2a-python: passed"), "{out}");
 }

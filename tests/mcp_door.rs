@@ -6,18 +6,14 @@
 //! the run), an approval a client cannot give answered over AG-UI, a cancelled call's run
 //! cancelled. The steps are in `tests/conformance/mcp-door.mjs`.
 
-use crate::support::{self, process::Process, stores};
-
-const ALICE: &str = "alice-token-0123456789abcdef";
-const BOB: &str = "bob-token-0123456789abcdef";
+use crate::support::{
+    self,
+    process::{ALICE, BOB, Process},
+    stores,
+};
 
 async fn door(store: &str) {
-    let tokens = format!("alice:{ALICE},bob:{BOB}");
-    let server = Process::serve_with_env(
-        &["--store", store, "--auth-token-env", "MCP_DOOR_TOKENS"],
-        &[("MCP_DOOR_TOKENS", &tokens)],
-    )
-    .await;
+    let server = Process::serve_for_alice_and_bob(store, &[]).await;
     let out = support::node("mcp-door.mjs", &[&server.base, ALICE, BOB], None).await;
     println!("{out}");
     for step in [
@@ -83,12 +79,7 @@ async fn a_call_is_a_task_the_official_rust_client_reads_answers_and_cancels() {
     };
     use serde_json::{Value, json};
 
-    let tokens = format!("alice:{ALICE},bob:{BOB}");
-    let server = Process::serve_with_env(
-        &["--store", "memory", "--auth-token-env", "MCP_TASK_TOKENS"],
-        &[("MCP_TASK_TOKENS", &tokens)],
-    )
-    .await;
+    let server = Process::serve_for_alice_and_bob("memory", &[]).await;
     let connect = |token: &'static str| {
         let uri = format!("{}/mcp", server.base);
         async move {

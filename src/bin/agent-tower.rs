@@ -804,14 +804,15 @@ fn agent_authorization(variable: Option<&String>) -> Result<Option<String>, BoxE
         .transpose()
 }
 
-/// The stack of the A2A agent at `url` (`--agent a2a:`): its answers are the model's; it runs
-/// its own tools.
+/// The stack of the A2A agent at `url` (`--agent a2a:`): its answers are the model's (silent
+/// for at most the model's idle timeout), under `settings`' rules; it runs its own tools.
 async fn a2a_backend(
     url: &str,
     authorization: Option<&str>,
-    idle: Duration,
-    rules: Policy,
+    model: &ModelArgs,
+    settings: &AgentSettings,
 ) -> Result<Backend, BoxError> {
+    settings.check_bridged()?;
     let headers: Vec<(&str, &str)> = authorization
         .map(|a| ("authorization", a))
         .into_iter()
@@ -827,6 +828,7 @@ async fn a2a_backend(
             .into(),
         )
     });
+    let (idle, rules) = (model.idle_timeout, settings.policy(&[]));
     Ok(bridged(
         bridge.model(),
         no_tools,
@@ -1584,17 +1586,7 @@ async fn run_acp(args: Acp) -> Result<(), BoxError> {
     let authorization = agent_authorization(args.agent_token_env.as_ref())?;
     let bridge = match &args.agent {
         Some(Bridged::A2a(url)) => {
-            args.settings.check_bridged()?;
-            let rules = args.settings.policy(&[]);
-            Some(
-                a2a_backend(
-                    url,
-                    authorization.as_deref(),
-                    args.model.idle_timeout,
-                    rules,
-                )
-                .await?,
-            )
+            Some(a2a_backend(url, authorization.as_deref(), &args.model, &args.settings).await?)
         }
         Some(Bridged::Agui(url)) => {
             let mut bridge = agent_tower::agui::client::AguiBridge::new(url)?;
@@ -1832,18 +1824,8 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
     }
     let bridge = match &args.agent {
         Some(Bridged::A2a(url)) => {
-            args.settings.check_bridged()?;
             let authorization = agent_authorization(args.agent_token_env.as_ref())?;
-            let rules = args.settings.policy(&[]);
-            Some(
-                a2a_backend(
-                    url,
-                    authorization.as_deref(),
-                    args.model.idle_timeout,
-                    rules,
-                )
-                .await?,
-            )
+            Some(a2a_backend(url, authorization.as_deref(), &args.model, &args.settings).await?)
         }
         Some(Bridged::Agui(_)) => unreachable!("`serve --agent` takes acp: and a2a: agents"),
         Some(Bridged::Acp(command)) => {

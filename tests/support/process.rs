@@ -27,6 +27,11 @@ impl Drop for LogsOnFailure<'_> {
     }
 }
 
+/// Alice's bearer token, on a server of [`Process::serve_for_alice_and_bob`].
+pub const ALICE: &str = "alice-token-0123456789abcdef";
+/// Bob's.
+pub const BOB: &str = "bob-token-0123456789abcdef";
+
 impl Process {
     /// Starts `agent-tower serve --addr 127.0.0.1:0` with `args`, and waits until it listens.
     pub async fn serve(args: &[&str]) -> Self {
@@ -39,6 +44,15 @@ impl Process {
         let mut args = vec!["--store", "none", "--model", model, "--base-url", base];
         args.extend_from_slice(more);
         Self::serve_with_env(&args, env).await
+    }
+
+    /// [`serve`](Self::serve) on `store` for two principals, [`ALICE`] and [`BOB`] (their
+    /// bearer tokens), and `more` flags.
+    pub async fn serve_for_alice_and_bob(store: &str, more: &[&str]) -> Self {
+        let tokens = format!("alice:{ALICE},bob:{BOB}");
+        let mut args = vec!["--store", store, "--auth-token-env", "ALICE_AND_BOB"];
+        args.extend_from_slice(more);
+        Self::serve_with_env(&args, &[("ALICE_AND_BOB", &tokens)]).await
     }
 
     /// [`serve`](Self::serve) with these environment variables set.

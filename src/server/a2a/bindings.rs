@@ -79,9 +79,9 @@ fn version(headers: &HeaderMap) -> Result<(), A2AError> {
     }
 }
 
-/// `415`, unless the body is declared JSON (`application/json` or `application/a2a+json`): a
+/// Refused unless the body is declared JSON (`application/json` or `application/a2a+json`): a
 /// page may send other types to any site without asking first.
-fn unless_json(headers: &HeaderMap) -> Option<Response> {
+fn json_declared(headers: &HeaderMap) -> Result<(), A2AError> {
     let declared = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -91,15 +91,13 @@ fn unless_json(headers: &HeaderMap) -> Option<Response> {
         declared.as_deref(),
         Some("application/json" | "application/a2a+json")
     ) {
-        return None;
+        Ok(())
+    } else {
+        Err(super::saying(
+            A2AError::content_type_not_supported(),
+            "the body must be `application/json` or `application/a2a+json`",
+        ))
     }
-    let refused = super::saying(
-        A2AError::content_type_not_supported(),
-        "the body must be `application/json` or `application/a2a+json`",
-    );
-    let mut response = rest_error(&refused);
-    *response.status_mut() = StatusCode::UNSUPPORTED_MEDIA_TYPE;
-    Some(response)
 }
 
 // --- JSON-RPC ----------------------------------------------------------------------------------
@@ -110,8 +108,8 @@ async fn json_rpc<A: RunService>(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if let Some(refused) = unless_json(&headers) {
-        return refused;
+    if let Err(refused) = json_declared(&headers) {
+        return rpc_error(JsonRpcId::Null, &refused);
     }
     let caller = caller.map(|Extension(p)| p);
     let request: JsonRpcRequest = match serde_json::from_slice::<Value>(&body) {
@@ -219,13 +217,10 @@ async fn send<A: RunService>(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if let Some(refused) = unless_json(&headers) {
-        return refused;
-    }
     let answer = async {
         let request = rest_request(&headers, &body)?;
-        let caller = caller.map(|Extension(p)| p);
-        door.send_message(caller, request).await
+        door.send_message(caller.map(|Extension(p)| p), request)
+            .await
     };
     rest(answer.await.map(|response| to_value(&response)))
 }
@@ -237,13 +232,10 @@ async fn stream<A: RunService>(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if let Some(refused) = unless_json(&headers) {
-        return refused;
-    }
     let answer = async {
         let request = rest_request(&headers, &body)?;
-        let caller = caller.map(|Extension(p)| p);
-        door.stream_message(caller, request).await
+        door.stream_message(caller.map(|Extension(p)| p), request)
+            .await
     };
     rest_stream(answer.await)
 }
@@ -356,6 +348,7 @@ async fn no_extended_card() -> Response {
 
 /// A `SendMessageRequest` body, checked.
 fn rest_request(headers: &HeaderMap, body: &[u8]) -> Result<SendMessageRequest, A2AError> {
+    json_declared(headers)?;
     version(headers)?;
     let value: Value =
         serde_json::from_slice(body).map_err(|e| A2AError::parse_error(e.to_string()))?;
