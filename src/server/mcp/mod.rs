@@ -85,12 +85,13 @@ where
         server: Arc::new(server_info(identity)),
     };
     // Host and Origin are the server's to check (`allow_hosts`, `allow_origins`), for every
-    // route alike, before a request gets here.
+    // route alike, before a request gets here. The engine's shutdown does not stop the service:
+    // a call whose run was just handed over still writes its answer (`input_required`, to call
+    // again elsewhere); its connections end with the server's.
     let config = StreamableHttpServerConfig::default()
         .disable_allowed_hosts()
         .disable_allowed_origins()
-        .with_max_request_body_bytes(body_limit)
-        .with_cancellation_token(runs.shutdown().child_token());
+        .with_max_request_body_bytes(body_limit);
     StreamableHttpService::new(move || Ok(door.clone()), Arc::default(), config)
 }
 
