@@ -391,3 +391,28 @@ async fn the_step_that_spends_the_runs_budget_ends_it() {
     );
     agent.kill().await;
 }
+
+/// A budget in tokens acts on the scripted model (it reports its tokens), and without
+/// authentication every run is nobody's: they share one day's budget (each thread alike).
+#[tokio::test]
+async fn runs_of_nobody_share_the_days_budget_on_the_scripted_model() {
+    let agent = Process::serve(&["--store", "none", "--daily-budget", "1tokens"]).await;
+    let first = support::user_run(&agent.base, "nobody-1", "Hello.").await;
+    let end = first.last().unwrap();
+    assert_eq!(
+        end["code"], "budget_exceeded",
+        "the step that spends it: {end}"
+    );
+    let second = support::user_run(&agent.base, "nobody-2", "Hello again.").await;
+    let end = second.last().unwrap();
+    assert_eq!(end["type"], "RUN_ERROR", "{end}");
+    assert_eq!(
+        end["code"], "budget_exceeded",
+        "another thread, the same space: {end}"
+    );
+    assert!(
+        !second.iter().any(|e| e["type"] == "TEXT_MESSAGE_CONTENT"),
+        "refused before the model was asked"
+    );
+    agent.kill().await;
+}

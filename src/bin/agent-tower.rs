@@ -986,7 +986,28 @@ impl ModelArgs {
                 );
             }
             if self.fallback.is_empty() {
-                return boxed(ScriptedModel::new().client_knobs(self.scripted_knobs));
+                let scripted = boxed(ScriptedModel::new().client_knobs(self.scripted_knobs));
+                let limited = self.run_budget.is_some()
+                    || self.daily_budget.is_some()
+                    || self.requests_per_minute.is_some()
+                    || self.tokens_per_minute.is_some();
+                if !limited {
+                    return scripted;
+                }
+                // The scripted model reports its tokens: budgets and rate limits in tokens act on
+                // it; it has no price.
+                for (flag, limit) in [
+                    ("--run-budget", self.run_budget),
+                    ("--daily-budget", self.daily_budget),
+                ] {
+                    if matches!(limit, Some(Limit::Cost(_))) {
+                        tracing::warn!(
+                            "{flag} in dollars cannot act: the scripted model has no price; \
+                             give it in tokens"
+                        );
+                    }
+                }
+                return self.within_budgets(self.bounded(scripted));
             }
         } else if self.scripted_knobs {
             tracing::warn!("--scripted-knobs is ignored: the model is not the scripted one");
@@ -1005,6 +1026,11 @@ impl ModelArgs {
                 .map(|f| self.bounded(self.provider(&f.model, f.base_url.as_deref(), None)));
             boxed(Fallback::new(std::iter::once(primary).chain(fallbacks)))
         };
+        self.within_budgets(model)
+    }
+
+    /// `model` priced, within the budgets, with an idle timeout on its stream.
+    fn within_budgets(&self, model: BoxModel) -> BoxModel {
         let mut budget = BudgetLayer::new();
         if let Some(limit) = self.run_budget {
             budget = budget.per_run(limit);

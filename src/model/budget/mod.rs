@@ -174,7 +174,8 @@ impl BudgetLayer {
         self
     }
 
-    /// What one principal's runs may spend in a day (UTC).
+    /// What one principal's runs may spend in a day (UTC). Runs of no principal (a server that
+    /// authenticates nobody: one space shared by all) share one day's budget.
     #[must_use]
     pub fn per_principal_per_day(mut self, limit: Limit) -> Self {
         self.per_principal_day = Some(limit);
@@ -189,11 +190,12 @@ impl BudgetLayer {
 
     /// The budget a request is charged to.
     fn account(&self, request: &ModelRequest) -> Account {
-        let principal = request.run.principal.as_ref().map(|p| Arc::from(p.name()));
+        // No principal is named "": the runs of none share the space of that name.
+        let principal = request.run.principal.as_ref().map_or("", |p| p.name());
         Account {
             budget: self.clone(),
             run: request.run.run_id.clone(),
-            day: principal.map(|p| (p, today())),
+            day: (Arc::from(principal), today()),
         }
     }
 }
@@ -231,7 +233,8 @@ impl<S> Budget<S> {
 pub struct Account {
     budget: BudgetLayer,
     run: RunId,
-    day: Option<(Arc<str>, u64)>,
+    /// The principal's name (`""`: no principal) and the day.
+    day: (Arc<str>, u64),
 }
 
 impl Account {
@@ -242,19 +245,15 @@ impl Account {
             Some(usage) => ledgers.runs.add(&self.run, usage),
             None => ledgers.runs.get(&self.run),
         };
-        let day = self.day.as_ref().map(|key| match usage {
-            Some(usage) => ledgers.days.add(key, usage),
-            None => ledgers.days.get(key),
-        });
+        let day = match usage {
+            Some(usage) => ledgers.days.add(&self.day, usage),
+            None => ledgers.days.get(&self.day),
+        };
         drop(ledgers);
         if let Some(limit) = self.budget.per_run.filter(|l| l.reached(&run)) {
             return Some(exceeded(format!("the run's budget of {limit} is spent")));
         }
-        let (limit, _) = self
-            .budget
-            .per_principal_day
-            .zip(day)
-            .filter(|(l, day)| l.reached(day))?;
+        let limit = self.budget.per_principal_day.filter(|l| l.reached(&day))?;
         Some(exceeded(format!("today's budget of {limit} is spent")))
     }
 }
@@ -437,6 +436,26 @@ mod tests {
         assert_eq!(kind(&refused), ModelErrorKind::BudgetExceeded);
         let bob = step(&budget, request("r4", "bob")).await.unwrap();
         assert!(bob.iter().all(Result::is_ok), "bob's day is his own");
+    }
+
+    #[tokio::test]
+    async fn runs_of_no_principal_share_one_days_budget() {
+        let budget = BudgetLayer::new()
+            .per_principal_per_day(Limit::usd(0.02))
+            .layer(model());
+        let nobodys = |run: &str| {
+            let mut request = request(run, "alice");
+            request.run.principal = None;
+            request
+        };
+        step(&budget, nobodys("r1")).await.unwrap();
+        let events = step(&budget, nobodys("r2")).await.unwrap();
+        let error = events.last().unwrap().as_ref().unwrap_err();
+        assert_eq!(kind(error), ModelErrorKind::BudgetExceeded);
+        let refused = step(&budget, nobodys("r3")).await.unwrap_err();
+        assert_eq!(kind(&refused), ModelErrorKind::BudgetExceeded);
+        let alice = step(&budget, request("r4", "alice")).await.unwrap();
+        assert!(alice.iter().all(Result::is_ok), "alice's day is her own");
     }
 
     #[test]
