@@ -212,7 +212,7 @@ struct Acp {
     /// bridges an A2A agent (its card at `<url>/.well-known/agent-card.json`): each session is
     /// one of its contexts, its questions (`input-required`) the turn's answer.
     #[arg(help_heading = "Bridged agent", long, value_parser = parse_editor_agent)]
-    agent: Option<Bridged>,
+    agent: Option<EditorAgent>,
     /// The environment variable holding the bearer token `--agent` sends (never logged).
     #[arg(help_heading = "Bridged agent", long)]
     agent_token_env: Option<String>,
@@ -279,7 +279,7 @@ struct Serve {
     /// `a2a:<url>` bridges an A2A agent (its card at `<url>/.well-known/agent-card.json`): each
     /// thread is one of its contexts, its questions (`input-required`) the run's answer.
     #[arg(help_heading = "Bridged agent", long, value_parser = parse_agent)]
-    agent: Option<Bridged>,
+    agent: Option<WebAgent>,
     /// The environment variable holding the bearer token `--agent a2a:` sends (never logged).
     #[arg(help_heading = "Bridged agent", long)]
     agent_token_env: Option<String>,
@@ -749,11 +749,18 @@ enum ModelChoice {
     Gemini(String),
 }
 
-/// An agent another command serves (`--agent`).
+/// The agent `serve` serves instead of its own (`--agent`).
 #[derive(Debug, Clone)]
-enum Bridged {
+enum WebAgent {
     /// An ACP agent, started as a command.
     Acp(agent_tower::acp::client::AcpCommand),
+    /// An A2A agent, by the URL its card is found at.
+    A2a(String),
+}
+
+/// The agent `acp` serves instead of its own (`--agent`).
+#[derive(Debug, Clone)]
+enum EditorAgent {
     /// An AG-UI endpoint.
     Agui(String),
     /// An A2A agent, by the URL its card is found at.
@@ -761,26 +768,26 @@ enum Bridged {
 }
 
 /// `--agent` of `acp`: `agui:<url>` or `a2a:<url>`.
-fn parse_editor_agent(value: &str) -> Result<Bridged, String> {
+fn parse_editor_agent(value: &str) -> Result<EditorAgent, String> {
     if let Some(url) = value.strip_prefix("agui:") {
         agent_tower::agui::client::AguiBridge::new(url).map_err(|e| e.to_string())?;
-        return Ok(Bridged::Agui(url.to_owned()));
+        return Ok(EditorAgent::Agui(url.to_owned()));
     }
     if let Some(url) = value.strip_prefix("a2a:") {
-        return a2a_url(url).map(Bridged::A2a);
+        return a2a_url(url).map(EditorAgent::A2a);
     }
     Err("`agui:<url>` (the URL runs are posted to) or `a2a:<url>` (where its card is)".to_owned())
 }
 
 /// `--agent` of `serve`: `acp:<command> [args…]` or `a2a:<url>`.
-fn parse_agent(value: &str) -> Result<Bridged, String> {
+fn parse_agent(value: &str) -> Result<WebAgent, String> {
     if let Some(line) = value.strip_prefix("acp:") {
         return agent_tower::acp::client::AcpCommand::parse(line)
-            .map(Bridged::Acp)
+            .map(WebAgent::Acp)
             .map_err(|e| e.to_string());
     }
     if let Some(url) = value.strip_prefix("a2a:") {
-        return a2a_url(url).map(Bridged::A2a);
+        return a2a_url(url).map(WebAgent::A2a);
     }
     Err("`acp:<command> [args…]` or `a2a:<url>` (where its card is)".to_owned())
 }
@@ -1611,10 +1618,10 @@ async fn run_acp(args: Acp) -> Result<(), BoxError> {
         std::num::NonZeroU32::new(args.max_turns).ok_or("--max-turns must be at least 1")?;
     let authorization = agent_authorization(args.agent_token_env.as_ref())?;
     let bridge = match &args.agent {
-        Some(Bridged::A2a(url)) => {
+        Some(EditorAgent::A2a(url)) => {
             Some(a2a_backend(url, authorization.as_deref(), &args.model, &args.settings).await?)
         }
-        Some(Bridged::Agui(url)) => {
+        Some(EditorAgent::Agui(url)) => {
             let mut bridge = agent_tower::agui::client::AguiBridge::new(url)?;
             if let Some(authorization) = &authorization {
                 bridge = bridge.header("authorization", authorization)?;
@@ -1630,7 +1637,6 @@ async fn run_acp(args: Acp) -> Result<(), BoxError> {
                 args.settings.policy(&[]),
             ))
         }
-        Some(Bridged::Acp(_)) => unreachable!("`acp --agent` takes agui: and a2a: agents"),
         None => None,
     };
     // An editor's session may bring MCP servers of its own, whose tools the rules may name.
@@ -1842,19 +1848,18 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
     // about, or of a bridged agent what it asks permission for.
     let mut acp_agent = None;
     let acp_agent_set_up = !args.agent_env.is_empty() || args.agent_auth.is_some();
-    if acp_agent_set_up && !matches!(args.agent, Some(Bridged::Acp(_))) {
+    if acp_agent_set_up && !matches!(args.agent, Some(WebAgent::Acp(_))) {
         return Err("--agent-env and --agent-auth set up an --agent acp:…; there is none".into());
     }
-    if args.agent_token_env.is_some() && !matches!(args.agent, Some(Bridged::A2a(_))) {
+    if args.agent_token_env.is_some() && !matches!(args.agent, Some(WebAgent::A2a(_))) {
         return Err("--agent-token-env is the token of an --agent a2a:…; there is none".into());
     }
     let bridge = match &args.agent {
-        Some(Bridged::A2a(url)) => {
+        Some(WebAgent::A2a(url)) => {
             let authorization = agent_authorization(args.agent_token_env.as_ref())?;
             Some(a2a_backend(url, authorization.as_deref(), &args.model, &args.settings).await?)
         }
-        Some(Bridged::Agui(_)) => unreachable!("`serve --agent` takes acp: and a2a: agents"),
-        Some(Bridged::Acp(command)) => {
+        Some(WebAgent::Acp(command)) => {
             args.settings.check_bridged()?;
             tracing::info!(timeout = %humantime::format_duration(args.agent_start_timeout), "starting the ACP agent: {command:?}");
             let mut command = command.clone().start_timeout(args.agent_start_timeout);

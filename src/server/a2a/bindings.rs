@@ -260,7 +260,7 @@ async fn get_task<A: RunService>(
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct TaskQuery {
     history_length: Option<i32>,
-    #[allow(dead_code)]
+    #[allow(dead_code, reason = "taken, not used: this server is one tenant")]
     tenant: Option<String>,
 }
 
@@ -332,7 +332,7 @@ struct ListQuery {
     history_length: Option<i32>,
     status_timestamp_after: Option<String>,
     include_artifacts: Option<bool>,
-    #[allow(dead_code)]
+    #[allow(dead_code, reason = "taken, not used: this server is one tenant")]
     tenant: Option<String>,
 }
 
