@@ -78,6 +78,22 @@ pub fn to_wire(interrupt: &Interrupt) -> WireInterrupt {
     }
 }
 
+/// The call a wire interrupt asks about, as [`to_wire`] wrote it: the tool's name (`None` when
+/// the interrupt names none) and its arguments (`null` when it gives none).
+#[must_use]
+pub fn asked_call(interrupt: &WireInterrupt) -> (Option<&str>, &Value) {
+    static NOTHING: Value = Value::Null;
+    let metadata = interrupt.metadata.as_ref();
+    (
+        metadata
+            .and_then(|m| m.get("toolName"))
+            .and_then(Value::as_str),
+        metadata
+            .and_then(|m| m.get("arguments"))
+            .unwrap_or(&NOTHING),
+    )
+}
+
 /// A resume payload that does not match [`response_schema`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InvalidPayload(String);

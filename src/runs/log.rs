@@ -11,6 +11,40 @@ use super::{
 };
 use crate::id::{InterruptId, RunId, ThreadId};
 
+/// The interrupts `run` stopped at that still wait for an answer (what a door shows its
+/// client as the questions of its task).
+///
+/// # Errors
+///
+/// Failures of the backend.
+#[cfg(any(feature = "a2a-server", feature = "mcp-server"))]
+pub(crate) async fn pending_of(
+    log: &dyn RunLog,
+    run: &RunRecord,
+) -> Result<Vec<InterruptRecord>, LogError> {
+    let mut pending = log
+        .interrupts(Interrupts::PendingOf(&run.thread_id))
+        .await?;
+    pending.retain(|interrupt| interrupt.run_id == run.run_id);
+    Ok(pending)
+}
+
+/// The last event `run` logged: its end, once it ended (what a door reads a failure from).
+///
+/// # Errors
+///
+/// Failures of the backend.
+#[cfg(any(feature = "a2a-server", feature = "mcp-server"))]
+pub(crate) async fn last_event(
+    log: &dyn RunLog,
+    run: &RunRecord,
+) -> Result<Option<LoggedEvent>, LogError> {
+    let page = log
+        .read(&run.run_id, run.last_seq.saturating_sub(1), 1)
+        .await?;
+    Ok(page.and_then(|page| page.events.into_iter().next()))
+}
+
 /// Where runs, their events, threads and interrupts are kept: the spine every run goes through.
 ///
 /// Implemented by [`MemoryLog`](super::MemoryLog) (bounded, this process only) and, with the

@@ -131,6 +131,8 @@ use std::{
 
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
+#[cfg(any(feature = "a2a-server", feature = "mcp-server"))]
+pub(crate) use self::log::{last_event, pending_of};
 #[cfg(feature = "store")]
 pub(crate) use self::pages::page_end;
 pub use self::{

@@ -44,7 +44,7 @@ use crate::{
     message::{ContentPart, Message},
     run::RunService,
     runs::{
-        BeginError, Interrupts, ResumeError, RunCursor, RunQuery, RunRecord, RunStatus, Runs,
+        BeginError, ResumeError, RunCursor, RunQuery, RunRecord, RunStatus, Runs, pending_of,
         rules::may_use,
     },
 };
@@ -320,15 +320,9 @@ where
                 )));
             }
         }
-        let pending: Vec<_> = self
-            .runs
-            .run_log()
-            .interrupts(Interrupts::PendingOf(&record.thread_id))
+        let pending = pending_of(self.runs.run_log().as_ref(), &record)
             .await
-            .map_err(unavailable)?
-            .into_iter()
-            .filter(|interrupt| interrupt.run_id == record.run_id)
-            .collect();
+            .map_err(unavailable)?;
         let payload = decision_of(message)?;
         let resume = pending
             .iter()
@@ -383,12 +377,7 @@ where
     ) -> Result<Task, A2AError> {
         let log = self.runs.run_log().as_ref();
         let pending = if record.status == RunStatus::Interrupted {
-            log.interrupts(Interrupts::PendingOf(&record.thread_id))
-                .await
-                .map_err(unavailable)?
-                .into_iter()
-                .filter(|interrupt| interrupt.run_id == record.run_id)
-                .collect()
+            pending_of(log, record).await.map_err(unavailable)?
         } else {
             Vec::new()
         };

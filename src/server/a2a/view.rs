@@ -160,10 +160,7 @@ async fn answer_of(log: &dyn RunLog, run: &RunId) -> Result<String, LogError> {
 
 /// Why `record`'s run failed: its `RUN_ERROR`, as `[code] message`.
 async fn failure_of(log: &dyn RunLog, record: &RunRecord) -> Result<String, LogError> {
-    let last = log
-        .read(&record.run_id, record.last_seq.saturating_sub(1), 1)
-        .await?
-        .and_then(|page| page.events.into_iter().next());
+    let last = crate::runs::last_event(log, record).await?;
     Ok(match last.map(|event| event.event()).transpose()? {
         Some(Event::RunError(error)) => {
             format!(
@@ -295,16 +292,10 @@ impl Translate {
 
 /// The call an AG-UI interrupt asks about.
 fn asked(interrupt: &Interrupt) -> Asked<'_> {
-    static NOTHING: Value = Value::Null;
-    let metadata = interrupt.metadata.as_ref();
+    let (tool, arguments) = crate::agui::interrupt::asked_call(interrupt);
     Asked {
         id: &interrupt.id,
-        tool: metadata
-            .and_then(|m| m.get("toolName"))
-            .and_then(Value::as_str)
-            .unwrap_or("a tool"),
-        arguments: metadata
-            .and_then(|m| m.get("arguments"))
-            .unwrap_or(&NOTHING),
+        tool: tool.unwrap_or("a tool"),
+        arguments,
     }
 }

@@ -555,13 +555,8 @@ impl Form {
 
 /// The form asking about `interrupt`: approve or not, and why not.
 fn elicit(interrupt: &Interrupt) -> ElicitRequestParams {
-    let metadata = interrupt.metadata.as_ref();
-    let tool = metadata
-        .and_then(|m| m.get("toolName"))
-        .and_then(Value::as_str)
-        .unwrap_or("a tool");
-    let arguments = metadata.and_then(|m| m.get("arguments"));
-    form(tool, arguments.unwrap_or(&Value::Null))
+    let (tool, arguments) = crate::agui::interrupt::asked_call(interrupt);
+    form(tool.unwrap_or("a tool"), arguments)
 }
 
 /// The form asking whether the agent may call `tool` with `arguments`.

@@ -19,7 +19,7 @@ use crate::{
     context::Principal,
     id::RunId,
     run::RunService,
-    runs::{Interrupts, RunRecord, RunStatus, rules::may_use},
+    runs::{RunRecord, RunStatus, last_event, pending_of, rules::may_use},
 };
 
 /// How often a client is asked to poll a task.
@@ -83,15 +83,11 @@ where
         let payload = match record.status {
             RunStatus::Running => TaskPayload::Working,
             RunStatus::Interrupted => {
-                let pending = self
-                    .runs
-                    .run_log()
-                    .interrupts(Interrupts::PendingOf(&record.thread_id))
+                let pending = pending_of(self.runs.run_log().as_ref(), &record)
                     .await
                     .map_err(unavailable)?;
                 let input_requests = pending
                     .iter()
-                    .filter(|interrupt| interrupt.run_id == record.run_id)
                     .map(|interrupt| {
                         let asked = form(&interrupt.tool_name, &interrupt.arguments);
                         let request =
@@ -126,17 +122,11 @@ where
 
     /// The error result of a failed run: its `RUN_ERROR`.
     async fn failed(&self, record: &RunRecord) -> rmcp::model::CallToolResult {
-        let last = self
-            .runs
-            .run_log()
-            .read(&record.run_id, record.last_seq.saturating_sub(1), 1)
-            .await;
-        match last {
-            Ok(Some(page)) => match page.events.first().map(End::of) {
+        match last_event(self.runs.run_log().as_ref(), record).await {
+            Ok(last) => match last.as_ref().map(End::of) {
                 Some(End::Failed(result)) => result,
                 _ => failure("run_lost", "the run ended without its end"),
             },
-            Ok(None) => failure("run_lost", "the run ended without its end"),
             Err(error) => failure("store_unavailable", &error.to_string()),
         }
     }
