@@ -55,6 +55,26 @@ async fn the_client_package_lists_follows_names_archives_and_deletes_threads() {
     }
 }
 
+/// Forks with the client package, continued with the official `HttpAgent` while the original
+/// is continued too; an edit and a regenerate; every branch read back as a client opens it. The
+/// steps are in `clients/js/test/forks.mjs`.
+#[tokio::test]
+async fn forks_edits_and_regenerates_are_branches_continued_by_the_official_client() {
+    let dir = support::js_client().await;
+    let store = stores::sqlite("js-client-forks");
+    let server = Process::serve(&["--store", &store]).await;
+    let out = support::node_in(&dir, "test/forks.mjs", &[&server.base], None).await;
+    println!("{out}");
+    for step in [
+        "ok fork and original continued at once",
+        "ok edit and regenerate",
+        "ok branches listed",
+        "forks: passed",
+    ] {
+        assert!(out.contains(step), "{step} missing from:\n{out}");
+    }
+}
+
 /// A deploy mid-run: SIGTERM of the instance streaming two runs, with a drain shorter than them;
 /// another instance on the store continues them. The client package reads its run to the end in
 /// one stream; a plain `HttpAgent`'s stream ends cleanly. The steps are in

@@ -436,6 +436,215 @@ async fn each_principal_lists_names_archives_and_deletes_only_its_own_threads() 
     }
 }
 
+/// A turn after `history` (the thread's conversation as `GET /threads/{id}` gives it), as a
+/// client sends it: the whole conversation, then the new message, if any.
+fn turn(thread: &str, run: &str, history: &Value, text: Option<&str>) -> Value {
+    let mut messages = history.as_array().cloned().unwrap_or_default();
+    if let Some(text) = text {
+        messages.push(json!({"id": format!("m-{run}"), "role": "user", "content": text}));
+    }
+    json!({"threadId": thread, "runId": run, "messages": messages})
+}
+
+/// The role and text of each message of `messages`.
+fn said(messages: &Value) -> Vec<(String, String)> {
+    messages
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            let text = m["content"].as_str().unwrap_or_default();
+            (m["role"].as_str().unwrap().to_owned(), text.to_owned())
+        })
+        .collect()
+}
+
+impl Server {
+    /// `POST /threads/{thread}/fork` of `body` with `token`.
+    async fn fork(&self, token: &str, thread: &str, body: &Value) -> Answer {
+        let url = self.url(&format!("/threads/{thread}/fork"));
+        self.ask(token, self.http.post(url).json(body)).await
+    }
+
+    /// `GET /threads/{thread}` with `token`, which must be answered.
+    async fn thread(&self, token: &str, thread: &str) -> Value {
+        let seen = self.get(token, &format!("/threads/{thread}")).await;
+        assert_eq!(seen.status, 200, "{}: {}", self.name, seen.body);
+        seen.json()
+    }
+
+    /// A run of `body` with `token`, which must finish.
+    async fn finish(&self, token: &str, body: &Value) {
+        let ran = self.post(token, body).await;
+        assert_eq!(ran.status, 200, "{}: {}", self.name, ran.body);
+        let end = ran.events().pop().unwrap();
+        assert_eq!(end["type"], "RUN_FINISHED", "{}: {end}", self.name);
+    }
+}
+
+#[tokio::test]
+async fn a_fork_edit_or_regenerate_is_a_branch_of_its_own_and_the_original_stays() {
+    for server in servers("thread-forks").await {
+        let name = server.name;
+        let original = unique("trip");
+        server
+            .finish(
+                ALICE,
+                &turn(&original, &unique("r"), &json!([]), Some("a trip, please")),
+            )
+            .await;
+        let first = server.thread(ALICE, &original).await["messages"].clone();
+        server
+            .finish(
+                ALICE,
+                &turn(&original, &unique("r"), &first, Some("to the sea")),
+            )
+            .await;
+        let whole = server.thread(ALICE, &original).await;
+        let kept = said(&whole["messages"]);
+        let ids: Vec<&str> = whole["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["id"].as_str().unwrap())
+            .collect();
+        assert_eq!(kept.len(), 4, "{name}: {kept:?}");
+        let (question, answer) = (ids[2], ids[3]);
+
+        // Forked from the first answer: a new thread of alice's with the conversation up to
+        // it, listed as a fork, titled as the original.
+        let forked = server
+            .fork(ALICE, &original, &json!({"messageId": ids[1]}))
+            .await;
+        assert_eq!(forked.status, 201, "{name}: {}", forked.body);
+        let fork = forked.json();
+        let fork_id = fork["threadId"].as_str().unwrap().to_owned();
+        assert_ne!(fork_id, original);
+        assert_eq!(fork["title"], "a trip, please", "{name}");
+        assert_eq!(
+            fork["forkedFrom"],
+            json!({"threadId": original, "messageId": ids[1]})
+        );
+        let copied = server.thread(ALICE, &fork_id).await;
+        assert_eq!(said(&copied["messages"]), kept[..2], "{name}");
+
+        // Edited (the second question asked otherwise) and regenerated (another answer to it):
+        // forks before the message, each continued as any thread.
+        let edited = server
+            .fork(
+                ALICE,
+                &original,
+                &json!({"beforeMessageId": question, "title": "By train"}),
+            )
+            .await
+            .json();
+        assert_eq!(edited["title"], "By train", "{name}");
+        let edited = edited["threadId"].as_str().unwrap().to_owned();
+        let before = server.thread(ALICE, &edited).await["messages"].clone();
+        server
+            .finish(
+                ALICE,
+                &turn(&edited, &unique("r"), &before, Some("by train")),
+            )
+            .await;
+        let regenerated = server
+            .fork(ALICE, &original, &json!({"beforeMessageId": answer}))
+            .await
+            .json();
+        let regenerated = regenerated["threadId"].as_str().unwrap().to_owned();
+        let asked = server.thread(ALICE, &regenerated).await["messages"].clone();
+        assert_eq!(said(&asked), kept[..3], "{name}");
+        server
+            .finish(ALICE, &turn(&regenerated, &unique("r"), &asked, None))
+            .await;
+        let again = server.thread(ALICE, &regenerated).await["messages"].clone();
+        assert_eq!(
+            said(&again),
+            kept,
+            "{name}: the same question answered again"
+        );
+        assert_ne!(again[3]["id"], answer, "{name}: a new answer");
+        let branch = server.thread(ALICE, &edited).await["messages"].clone();
+        assert_eq!(said(&branch)[..2], kept[..2], "{name}");
+        assert_eq!(said(&branch)[2], ("user".to_owned(), "by train".to_owned()));
+        assert_eq!(said(&branch)[3].1, "You said: by train", "{name}");
+
+        // The original is as it was, and lists its branches, newest first.
+        let now = server.thread(ALICE, &original).await;
+        assert_eq!(now["messages"], whole["messages"], "{name}: untouched");
+        assert!(now.get("forkedFrom").is_none(), "{name}: {now}");
+        let forks: Vec<&str> = now["forks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["threadId"].as_str().unwrap())
+            .collect();
+        assert_eq!(forks, [&*regenerated, &*edited, &*fork_id], "{name}");
+        let branch_of = server.thread(ALICE, &edited).await;
+        assert_eq!(branch_of["forkedFrom"]["threadId"], original, "{name}");
+        assert_eq!(branch_of["forkedFrom"]["messageId"], ids[1], "{name}");
+
+        // Bob can neither fork hers nor see her forks; nothing is forked at a message the
+        // thread lacks, nor at two places.
+        let refused = server.fork(BOB, &original, &json!({})).await;
+        assert_eq!(
+            (refused.status, refused.code().as_str()),
+            (404, "unknown_thread")
+        );
+        for (body, code) in [
+            (json!({"messageId": "nowhere"}), "unknown_message"),
+            (
+                json!({"messageId": ids[0], "beforeMessageId": ids[1]}),
+                "invalid_input",
+            ),
+            (json!({"title": " "}), "invalid_title"),
+            (json!({"at": 3}), "invalid_input"),
+        ] {
+            let refused = server.fork(ALICE, &original, &body).await;
+            assert_eq!(
+                (refused.status, refused.code().as_str()),
+                (422, code),
+                "{name}: {body}"
+            );
+        }
+        assert_eq!(server.threads(BOB, "").await, [], "{name}");
+    }
+}
+
+#[tokio::test]
+async fn a_fork_of_a_thread_waiting_for_an_approval_leaves_the_call_out() {
+    for server in servers("thread-fork-waiting").await {
+        let name = server.name;
+        let waiting = unique("waiting");
+        let asked = server.post(ALICE, &remember(&waiting, &unique("r"))).await;
+        interrupt_of(&asked.events());
+        let forked = server.fork(ALICE, &waiting, &json!({})).await;
+        assert_eq!(forked.status, 201, "{name}: {}", forked.body);
+        let fork = forked.json()["threadId"].as_str().unwrap().to_owned();
+        let copied = server.thread(ALICE, &fork).await;
+        let calls: Vec<&Value> = copied["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|m| m.get("toolCalls"))
+            .flat_map(|calls| calls.as_array().unwrap())
+            .collect();
+        assert_eq!(calls, Vec::<&Value>::new(), "{name}: {copied}");
+        assert_eq!(copied["pendingInterrupts"], json!([]), "{name}");
+        // The fork goes on with no interrupt to answer; the original still waits for its own.
+        let history = copied["messages"].clone();
+        server
+            .finish(ALICE, &turn(&fork, &unique("r"), &history, Some("hello")))
+            .await;
+        let original = server.thread(ALICE, &waiting).await;
+        assert_eq!(
+            original["pendingInterrupts"].as_array().unwrap().len(),
+            1,
+            "{name}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_walk_through_the_pages_of_a_growing_list_meets_each_thread_once() {
     for server in servers("thread-pages").await {

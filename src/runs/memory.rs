@@ -11,9 +11,10 @@ use futures_util::{FutureExt, future::BoxFuture};
 use serde_json::Value;
 
 use super::{
-    Deleted, InterruptRecord, InterruptStatus, Interrupts, Lease, LogError, LoggedEvent, LostRun,
-    Page, Recovered, RunEnd, RunLog, RunPage, RunQuery, RunRecord, RunStatus, SavedThread, Start,
-    StartError, ThreadChange, ThreadPage, ThreadQuery, ThreadRecord, ThreadSummary,
+    Deleted, ForkedFrom, InterruptRecord, InterruptStatus, Interrupts, Lease, LogError,
+    LoggedEvent, LostRun, Page, Recovered, RunEnd, RunLog, RunPage, RunQuery, RunRecord, RunStatus,
+    SavedThread, Start, StartError, ThreadChange, ThreadPage, ThreadQuery, ThreadRecord,
+    ThreadSummary,
     pages::newest_first,
     rules::{self, Begins, ExistingRun, Thread, ThreadView},
 };
@@ -77,6 +78,8 @@ struct ThreadEntry {
     /// The name it was given.
     name: Option<String>,
     archived: bool,
+    /// The thread it is a fork of.
+    forked_from: Option<ForkedFrom>,
 }
 
 impl ThreadEntry {
@@ -97,6 +100,7 @@ impl ThreadEntry {
             archived: self.archived,
             workspace: self.workspace.clone(),
             updated_at: self.updated_at.unwrap_or(std::time::UNIX_EPOCH),
+            forked_from: self.forked_from.clone(),
         }
     }
 }
@@ -487,6 +491,7 @@ impl RunLog for MemoryLog {
         let entry = log.threads.entry(saved.thread.clone()).or_default();
         if !entry.exists() {
             entry.principal = saved.principal.map(str::to_owned);
+            entry.forked_from = saved.forked_from.cloned();
         }
         entry.messages = saved.messages.to_vec();
         entry.state = saved.state.cloned();
@@ -508,6 +513,14 @@ impl RunLog for MemoryLog {
             .threads
             .iter()
             .filter(|(id, thread)| thread.saved && query.thread.is_none_or(|only| only == *id))
+            .filter(|(_, thread)| {
+                query.forks_of.is_none_or(|of| {
+                    thread
+                        .forked_from
+                        .as_ref()
+                        .is_some_and(|from| &from.thread_id == of)
+                })
+            })
             .filter(|(_, thread)| {
                 query
                     .principal

@@ -110,6 +110,7 @@ mod begin;
 mod driver;
 mod error;
 mod follow;
+mod fork;
 mod hub;
 mod log;
 mod memory;
@@ -140,6 +141,7 @@ pub use self::{
     driver::{Ended, RunSummary},
     error::{LogError, StartError},
     follow::{Follow, REJOIN, STORE_UNAVAILABLE},
+    fork::{Fork, ForkAt, ForkError, ForkedFrom},
     log::{Changed, DurableLog, Interrupts, OnChange, RunLog},
     memory::MemoryLog,
     observe::{Logged, RunObserver},
@@ -151,7 +153,8 @@ pub use self::{
     },
     takeover::TAKEOVER,
     threads::{
-        Deleted, ListChange, ListChanges, ThreadChange, ThreadPage, ThreadQuery, ThreadSummary,
+        Deleted, InvalidTitle, ListChange, ListChanges, MAX_TITLE, ThreadChange, ThreadPage,
+        ThreadQuery, ThreadSummary, thread_name,
     },
 };
 pub(crate) use self::{hub::Hub, record::args_hash};

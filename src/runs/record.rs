@@ -6,9 +6,9 @@ use std::{fmt, time::SystemTime};
 use bytes::Bytes;
 use serde_json::Value;
 
-use super::LogError;
 #[cfg(doc)]
 use super::RunLog;
+use super::{LogError, fork::ForkedFrom};
 use crate::{
     agui::Event,
     context::Principal,
@@ -342,6 +342,8 @@ pub struct SavedThread<'a> {
     pub state: Option<&'a Value>,
     /// The directory it works in (an editor's session); kept when `None`.
     pub workspace: Option<&'a str>,
+    /// The thread it is a fork of, for a thread new to the log (a kept thread's stays).
+    pub forked_from: Option<&'a ForkedFrom>,
 }
 
 impl<'a> SavedThread<'a> {
@@ -354,6 +356,7 @@ impl<'a> SavedThread<'a> {
             messages,
             state: None,
             workspace: None,
+            forked_from: None,
         }
     }
 
@@ -375,6 +378,13 @@ impl<'a> SavedThread<'a> {
     #[must_use]
     pub fn workspace(mut self, workspace: Option<&'a str>) -> Self {
         self.workspace = workspace;
+        self
+    }
+
+    /// The thread it is a fork of.
+    #[must_use]
+    pub fn forked_from(mut self, forked_from: Option<&'a ForkedFrom>) -> Self {
+        self.forked_from = forked_from;
         self
     }
 }

@@ -5,7 +5,7 @@ use std::time::SystemTime;
 
 use tokio_util::sync::CancellationToken;
 
-use super::pages::ThreadCursor;
+use super::{fork::ForkedFrom, pages::ThreadCursor};
 use crate::id::ThreadId;
 
 /// Which threads [`RunLog::threads`](super::RunLog::threads) lists, newest first (by when their
@@ -27,6 +27,8 @@ pub struct ThreadQuery<'a> {
     pub search: Option<&'a str>,
     /// Only this thread (how a follower of the list reads a changed thread's listing).
     pub thread: Option<&'a ThreadId>,
+    /// Only the forks of this thread (its branches).
+    pub forks_of: Option<&'a ThreadId>,
     /// After this point of an earlier page.
     pub after: Option<&'a ThreadCursor>,
     /// At most this many (at least 1, at most 1,000).
@@ -79,6 +81,13 @@ impl<'a> ThreadQuery<'a> {
         self
     }
 
+    /// Only the forks of `thread`.
+    #[must_use]
+    pub fn forks_of(mut self, thread: &'a ThreadId) -> Self {
+        self.forks_of = Some(thread);
+        self
+    }
+
     /// After `cursor` (`None`: from the newest).
     #[must_use]
     pub fn after(mut self, cursor: Option<&'a ThreadCursor>) -> Self {
@@ -114,6 +123,8 @@ pub struct ThreadSummary {
     pub workspace: Option<String>,
     /// When its conversation last changed.
     pub updated_at: SystemTime,
+    /// The thread it is a fork of, and where.
+    pub forked_from: Option<ForkedFrom>,
 }
 
 /// A change to a thread's listing, for [`RunLog::change_thread`](super::RunLog::change_thread):
@@ -147,6 +158,52 @@ impl ThreadChange {
     pub fn archived(mut self, archived: bool) -> Self {
         self.archived = Some(archived);
         self
+    }
+}
+
+/// The longest name a thread may be given, in characters.
+pub const MAX_TITLE: usize = 200;
+
+/// Why a name cannot be a thread's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum InvalidTitle {
+    /// Nothing but white space.
+    Empty,
+    /// Longer than [`MAX_TITLE`] characters.
+    TooLong,
+    /// With control characters (a line break, say).
+    ControlCharacters,
+}
+
+impl std::fmt::Display for InvalidTitle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Empty => f.write_str("an empty title"),
+            Self::TooLong => write!(f, "a title longer than {MAX_TITLE} characters"),
+            Self::ControlCharacters => f.write_str("a title with control characters"),
+        }
+    }
+}
+
+impl std::error::Error for InvalidTitle {}
+
+/// `title`, trimmed, as a thread's name (what every door a client names a thread through
+/// accepts), or why it cannot be one.
+///
+/// # Errors
+///
+/// [`InvalidTitle`].
+pub fn thread_name(title: &str) -> Result<String, InvalidTitle> {
+    let title = title.trim();
+    if title.is_empty() {
+        Err(InvalidTitle::Empty)
+    } else if title.chars().count() > MAX_TITLE {
+        Err(InvalidTitle::TooLong)
+    } else if title.chars().any(char::is_control) {
+        Err(InvalidTitle::ControlCharacters)
+    } else {
+        Ok(title.to_owned())
     }
 }
 

@@ -27,7 +27,11 @@
 //!   (its principal's or an operator's token); `202` while it stops (every follower gets its
 //!   end), `200` with the status of a run that already ended, `404` for an unknown run
 //!   ([`Runs::cancel`]).
-//! - `GET /threads/{threadId}`: the thread's conversation, state, runs and pending interrupts.
+//! - `GET /threads/{threadId}`: the thread's conversation, state, runs, pending interrupts, and
+//!   branches (the thread it was forked from, the caller's forks of it).
+//! - `GET /threads` (a page, or followed live), `PATCH` and `DELETE /threads/{threadId}` (name,
+//!   archive, delete), `POST /threads/{threadId}/fork` (a new thread with the conversation up to
+//!   a message): the caller's thread list.
 //! - `GET /interrupts?status=pending|resolved|all`: the review queue.
 //! - `POST /interrupts/{id}/resolve` (`{"status"?, "payload"}`) and
 //!   `POST /threads/{threadId}/resume` (`{"resume": [...]}`): answers out of band; the thread is

@@ -294,16 +294,18 @@ where
             .iter()
             .filter_map(crate::agui::input::Message::from_domain)
             .collect();
-        Ok::<_, Rejection>(
-            Json(json!({
-                "threadId": thread.thread_id,
-                "messages": messages,
-                "state": thread.state,
-                "runs": thread.runs.iter().map(RunView::from).collect::<Vec<_>>(),
-                "pendingInterrupts": pending.iter().map(InterruptView::from).collect::<Vec<_>>(),
-            }))
-            .into_response(),
-        )
+        let mut answer = json!({
+            "threadId": thread.thread_id,
+            "messages": messages,
+            "state": thread.state,
+            "runs": thread.runs.iter().map(RunView::from).collect::<Vec<_>>(),
+            "pendingInterrupts": pending.iter().map(InterruptView::from).collect::<Vec<_>>(),
+        });
+        let branches = super::threads::branches(&server, principal.as_ref(), &thread_id).await?;
+        if let Some(answer) = answer.as_object_mut() {
+            answer.extend(branches);
+        }
+        Ok::<_, Rejection>(Json(answer).into_response())
     };
     answer.await.unwrap_or_else(Rejection::into_response)
 }

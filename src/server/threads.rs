@@ -15,7 +15,7 @@ use axum::{
         IntoResponse, Response,
         sse::{Event, KeepAlive, Sse},
     },
-    routing::{get, patch},
+    routing::{get, patch, post},
 };
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::json;
@@ -27,9 +27,12 @@ use super::{
 };
 use crate::{
     context::Principal,
-    id::ThreadId,
+    id::{MessageId, ThreadId},
     run::RunService,
-    runs::{Deleted, ListChange, ThreadChange, ThreadCursor, ThreadQuery, ThreadSummary},
+    runs::{
+        Deleted, Fork, ForkAt, ForkError, ListChange, MAX_TITLE, ThreadChange, ThreadCursor,
+        ThreadQuery, ThreadSummary, thread_name,
+    },
 };
 
 /// The threads a page lists when the client does not say.
@@ -38,19 +41,19 @@ const PAGE: usize = 20;
 /// The most threads a page lists.
 const MAX_PAGE: usize = 100;
 
-/// The longest title a client may give, in characters (as the longest search).
-const MAX_TITLE: usize = 200;
-
 /// `GET /threads`, `PATCH /threads/{threadId}`, `DELETE /threads/{threadId}` (the thread itself,
 /// `GET /threads/{threadId}`, is with the routes around runs).
 pub(super) fn routes<A>() -> Router<Arc<Server<A>>>
 where
     A: RunService,
 {
-    Router::new().route("/threads", get(list::<A>)).route(
-        "/threads/{thread_id}",
-        patch(change::<A>).delete(delete::<A>),
-    )
+    Router::new()
+        .route("/threads", get(list::<A>))
+        .route(
+            "/threads/{thread_id}",
+            patch(change::<A>).delete(delete::<A>),
+        )
+        .route("/threads/{thread_id}/fork", post(fork::<A>))
 }
 
 /// How a thread is listed.
@@ -63,6 +66,16 @@ struct ThreadView {
     #[serde(skip_serializing_if = "Option::is_none")]
     workspace: Option<String>,
     updated_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    forked_from: Option<ForkView>,
+}
+
+/// Where a fork came from: the thread, and the last of its messages the fork kept.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ForkView {
+    thread_id: ThreadId,
+    message_id: Option<MessageId>,
 }
 
 impl From<ThreadSummary> for ThreadView {
@@ -73,6 +86,10 @@ impl From<ThreadSummary> for ThreadView {
             archived: thread.archived,
             workspace: thread.workspace,
             updated_at: humantime::format_rfc3339_millis(thread.updated_at).to_string(),
+            forked_from: thread.forked_from.map(|from| ForkView {
+                thread_id: from.thread_id,
+                message_id: from.message_id,
+            }),
         }
     }
 }
@@ -238,32 +255,24 @@ where
     T::deserialize(deserializer).map(Some)
 }
 
+/// A title a client gives, trimmed, or why it is refused.
+fn checked_title(title: &str) -> Result<String, Rejection> {
+    thread_name(title).map_err(|invalid| {
+        Rejection::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_title",
+            invalid.to_string(),
+        )
+        .field("title")
+    })
+}
+
 impl Change {
     /// The change to make, or why it is refused.
     fn checked(self) -> Result<ThreadChange, Rejection> {
-        let invalid = |message: String| {
-            Rejection::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_title", message)
-                .field("title")
-        };
         let mut change = ThreadChange::new();
         if let Some(title) = self.title {
-            let title = title.map(|title| title.trim().to_owned());
-            if let Some(title) = &title {
-                if title.is_empty() {
-                    return Err(invalid(
-                        "an empty title: send `null` to use the first prompt's".into(),
-                    ));
-                }
-                if title.chars().count() > MAX_TITLE {
-                    return Err(invalid(format!(
-                        "a title longer than {MAX_TITLE} characters"
-                    )));
-                }
-                if title.chars().any(char::is_control) {
-                    return Err(invalid("a title with control characters".into()));
-                }
-            }
-            change = change.name(title);
+            change = change.name(title.as_deref().map(checked_title).transpose()?);
         }
         if let Some(archived) = self.archived {
             change = change.archived(archived);
@@ -331,4 +340,113 @@ where
         )),
         _ => Err(unknown_thread(&thread.thread_id)),
     }
+}
+
+/// What `POST /threads/{threadId}/fork` copies: the conversation through `messageId`, or before
+/// `beforeMessageId` (an edit of that message, another answer in its place), or all of it; and
+/// the fork's `title` (absent: the first prompt's line, as any thread).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ForkBody {
+    message_id: Option<MessageId>,
+    before_message_id: Option<MessageId>,
+    title: Option<String>,
+}
+
+/// `POST /threads/{threadId}/fork`: a new thread of the caller's with the conversation of one
+/// it may read up to a message, the original untouched; `201` with the fork as listed (its
+/// `forkedFrom` says where it came from).
+async fn fork<A>(
+    State(server): State<Arc<Server<A>>>,
+    principal: Option<Extension<Principal>>,
+    path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: axum::body::Body,
+) -> Result<Response, Rejection>
+where
+    A: RunService,
+{
+    let Path(thread_id) = path?;
+    let body = json_body::<A, ForkBody>(&server, &headers, body).await?;
+    let at = match (&body.message_id, &body.before_message_id) {
+        (None, None) => ForkAt::End,
+        (Some(id), None) => ForkAt::Through(id),
+        (None, Some(id)) => ForkAt::Before(id),
+        (Some(_), Some(_)) => {
+            return Err(Rejection::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_input",
+                "`messageId` or `beforeMessageId`, not both",
+            ));
+        }
+    };
+    let name = match body.title {
+        Some(title) => Some(checked_title(&title)?),
+        None => None,
+    };
+    let thread = visible_thread(&server, principal.as_ref(), thread_id).await?;
+    let owner = caller(principal.as_ref()).map(Principal::name);
+    let fork = Fork::new(&thread.thread_id).at(at).principal(owner);
+    let mut forked = server
+        .runs
+        .fork_thread(fork)
+        .await
+        .map_err(|error| match error {
+            ForkError::UnknownMessage(id) => Rejection::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "unknown_message",
+                format!("the thread's conversation has no message `{id}`"),
+            )
+            .field(if body.message_id.is_some() {
+                "messageId"
+            } else {
+                "beforeMessageId"
+            }),
+            ForkError::Log(error) => unavailable(&error),
+            _ => unknown_thread(&thread.thread_id),
+        })?;
+    if name.is_some() {
+        let named = ThreadChange::new().name(name);
+        forked = server
+            .runs
+            .change_thread(&forked.thread_id, &named)
+            .await
+            .map_err(|e| unavailable(&e))?
+            .unwrap_or(forked);
+    }
+    Ok((StatusCode::CREATED, Json(ThreadView::from(forked))).into_response())
+}
+
+/// What `GET /threads/{threadId}` says of a thread's branches: the thread it is a fork of
+/// (`forkedFrom`, absent for an original) and the caller's forks of it (`forks`, newest first,
+/// at most [`MAX_PAGE`], each as `GET /threads` lists it).
+pub(super) async fn branches<A>(
+    server: &Server<A>,
+    principal: Option<&Extension<Principal>>,
+    thread: &ThreadId,
+) -> Result<serde_json::Map<String, serde_json::Value>, Rejection>
+where
+    A: RunService,
+{
+    let log = server.runs.run_log();
+    let owner = caller(principal).map(Principal::name);
+    let itself = ThreadQuery::new(1).thread(thread).archived(None);
+    let forks = ThreadQuery::new(MAX_PAGE)
+        .principal(owner)
+        .forks_of(thread)
+        .archived(None);
+    let (itself, forks) =
+        tokio::try_join!(log.threads(&itself), log.threads(&forks)).map_err(|e| unavailable(&e))?;
+    let mut branches = serde_json::Map::new();
+    if let Some(from) = itself
+        .threads
+        .into_iter()
+        .next()
+        .and_then(|t| ThreadView::from(t).forked_from)
+    {
+        branches.insert("forkedFrom".into(), json!(from));
+    }
+    let forks: Vec<ThreadView> = forks.threads.into_iter().map(ThreadView::from).collect();
+    branches.insert("forks".into(), json!(forks));
+    Ok(branches)
 }

@@ -34,6 +34,7 @@ const MIGRATIONS: &[(&str, &str)] = embedded![
     "20261126000004_followed",
     "20261129000001_thread_names",
     "20261129000002_run_listing",
+    "20261130000001_thread_forks",
 ];
 
 /// The embedded migrations, as sqlx reads a directory of them (the same versions, descriptions

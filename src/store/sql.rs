@@ -500,6 +500,7 @@ impl RunLog for RunStore {
                 messages: saved.messages.to_vec(),
                 state: saved.state.cloned(),
                 workspace: saved.workspace.map(str::to_owned),
+                forked_from: saved.forked_from.cloned(),
                 reply,
             },
             closed,

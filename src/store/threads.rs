@@ -8,10 +8,10 @@ use super::{
     writer,
 };
 use crate::{
-    id::ThreadId,
+    id::{MessageId, ThreadId},
     runs::{
-        Deleted, LogError, RunPage, RunQuery, ThreadChange, ThreadPage, ThreadQuery, ThreadSummary,
-        page_end,
+        Deleted, ForkedFrom, LogError, RunPage, RunQuery, ThreadChange, ThreadPage, ThreadQuery,
+        ThreadSummary, page_end,
     },
 };
 
@@ -35,8 +35,8 @@ fn bind_filters<'q>(mut sql: AnyQuery<'q>, query: &RunQuery<'_>) -> AnyQuery<'q>
 }
 
 /// How a thread is listed: its name, else its title (the first line of its first prompt).
-const SUMMARY: &str = "SELECT thread_id, principal, COALESCE(name, title) AS title, archived, workspace, updated_at \
-     FROM threads";
+const SUMMARY: &str = "SELECT thread_id, principal, COALESCE(name, title) AS title, archived, workspace, updated_at, \
+     forked_from, forked_at FROM threads";
 
 impl RunStore {
     /// The threads `query` selects.
@@ -60,6 +60,9 @@ impl RunStore {
         }
         if query.thread.is_some() {
             param(&mut sql, " AND thread_id = ?");
+        }
+        if query.forks_of.is_some() {
+            param(&mut sql, " AND forked_from = ?");
         }
         if query.principal.is_some() {
             param(&mut sql, " AND principal = ?");
@@ -89,6 +92,9 @@ impl RunStore {
         let mut select = sqlx::query(&sql);
         if let Some(thread) = query.thread {
             select = select.bind(thread.as_str());
+        }
+        if let Some(forked) = query.forks_of {
+            select = select.bind(forked.as_str());
         }
         if let Some(principal) = query.principal {
             select = select.bind(principal);
@@ -222,6 +228,13 @@ fn summary(row: &sqlx::any::AnyRow) -> Result<ThreadSummary, LogError> {
         archived: number(row, "archived")? != 0,
         workspace: row.optional_text("workspace")?,
         updated_at: from_millis(number(row, "updated_at")?),
+        forked_from: match row.optional_text("forked_from")? {
+            Some(thread) => Some(ForkedFrom::new(
+                ThreadId::from(thread),
+                row.optional_text("forked_at")?.map(MessageId::from),
+            )),
+            None => None,
+        },
     })
 }
 

@@ -7,6 +7,8 @@ import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 import assert from "node:assert/strict";
 import * as acp from "@agentclientprotocol/sdk";
+// The methods not yet stable in ACP (session/fork, session/set_title, session/archive).
+import { methods as unstable } from "@agentclientprotocol/sdk/unstable";
 import { editorClient, kind, text } from "./acp-editor.mjs";
 
 const [bin, ...agentArgs] = process.argv.slice(2);
@@ -238,4 +240,79 @@ for (const [name, run] of Object.entries(scenarios)) {
     );
   });
   console.log("ok - sessions listed, resumed and deleted by later processes");
+}
+
+// A session forked: a new session with the whole conversation, going on alone; the original
+// untouched, also for a later process.
+{
+  const cwd = process.cwd();
+  const users = (updates) =>
+    updates.filter((u) => kind(u) === "user_message_chunk").map((u) => u.update.content.text);
+  const made = await withAgent(async (ctx, editor) => {
+    const { init, sessionId } = await session(ctx);
+    assert.ok(init.agentCapabilities.sessionCapabilities.fork, JSON.stringify(init.agentCapabilities));
+    await prompt(ctx, sessionId, "the question");
+    const forked = await ctx.request(unstable.agent.session.fork, { sessionId, cwd, mcpServers: [] });
+    assert.ok(forked.sessionId && forked.sessionId !== sessionId, JSON.stringify(forked));
+    assert.equal(forked.modes.currentModeId, "ask");
+    editor.updates.length = 0;
+    const answer = await prompt(ctx, forked.sessionId, "only in the fork");
+    assert.equal(answer.stopReason, "end_turn");
+    assert.equal(text(editor.updates), "You said: only in the fork");
+    assert.ok(editor.updates.every((u) => u.sessionId === forked.sessionId), "the fork's turn is the fork's");
+    await assert.rejects(
+      ctx.request(unstable.agent.session.fork, { sessionId: "no-such-session", cwd, mcpServers: [] }),
+    );
+    return { original: sessionId, fork: forked.sessionId };
+  });
+  await withAgent(async (ctx, editor) => {
+    await ctx.request(acp.methods.agent.initialize, { protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {} });
+    await ctx.request(acp.methods.agent.session.load, { sessionId: made.fork, cwd, mcpServers: [] });
+    assert.deepEqual(users(editor.updates), ["the question", "only in the fork"]);
+    assert.equal(text(editor.updates), "You said: the questionYou said: only in the fork");
+    editor.updates.length = 0;
+    await ctx.request(acp.methods.agent.session.load, { sessionId: made.original, cwd, mcpServers: [] });
+    assert.deepEqual(users(editor.updates), ["the question"], "the original untouched");
+    const listed = await ctx.request(acp.methods.agent.session.list, { cwd });
+    assert.ok(listed.sessions.some((s) => s.sessionId === made.fork && s.title === "the question"));
+  });
+  console.log("ok - a session forked goes on alone; the original stays as it was");
+}
+
+// Sessions named and archived: the names and the archive hold for a later process (and for
+// every door's thread list: they are the threads' own).
+{
+  const cwd = process.cwd();
+  const made = await withAgent(async (ctx) => {
+    const { init, sessionId } = await session(ctx);
+    const caps = init.agentCapabilities.sessionCapabilities;
+    assert.ok(caps.archive && caps.title, JSON.stringify(caps));
+    await prompt(ctx, sessionId, "to be named");
+    await ctx.request(unstable.agent.session.setTitle, { sessionId, title: "  Named  " });
+    await assert.rejects(ctx.request(unstable.agent.session.setTitle, { sessionId, title: "   " }));
+    await assert.rejects(ctx.request(unstable.agent.session.setTitle, { sessionId: "no-such-session", title: "x" }));
+    const other = (await ctx.request(acp.methods.agent.session.new, { cwd, mcpServers: [] })).sessionId;
+    await prompt(ctx, other, "to be archived");
+    await ctx.request(unstable.agent.session.archive, { sessionId: other });
+    await ctx.request(unstable.agent.session.archive, { sessionId: other });
+    await assert.rejects(ctx.request(unstable.agent.session.archive, { sessionId: "no-such-session" }));
+    return { named: sessionId, archived: other };
+  });
+  await withAgent(async (ctx) => {
+    await ctx.request(acp.methods.agent.initialize, { protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {} });
+    const ids = (listed) => listed.sessions.map((s) => s.sessionId);
+    const everyday = await ctx.request(acp.methods.agent.session.list, { cwd });
+    assert.ok(!ids(everyday).includes(made.archived), "archived: out of the everyday list");
+    const named = everyday.sessions.find((s) => s.sessionId === made.named);
+    assert.equal(named.title, "Named");
+    assert.equal(named.archived, false);
+    const shelf = await ctx.request(acp.methods.agent.session.list, { cwd, archived: "only" });
+    assert.deepEqual(ids(shelf).filter((id) => id === made.archived || id === made.named), [made.archived]);
+    assert.equal(shelf.sessions.find((s) => s.sessionId === made.archived).archived, true);
+    const all = await ctx.request(acp.methods.agent.session.list, { cwd, archived: "include" });
+    assert.ok(ids(all).includes(made.archived) && ids(all).includes(made.named));
+    await ctx.request(unstable.agent.session.unarchive, { sessionId: made.archived });
+    assert.ok(ids(await ctx.request(acp.methods.agent.session.list, { cwd })).includes(made.archived), "unarchived");
+  });
+  console.log("ok - sessions named and archived, for later processes too");
 }

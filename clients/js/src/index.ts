@@ -22,6 +22,7 @@ import { errorOf } from "./error.js";
 
 export { AgentTowerError } from "./error.js";
 export {
+  type ForkOptions,
   ThreadList,
   type ThreadListChange,
   type ThreadListConfig,

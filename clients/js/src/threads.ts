@@ -1,5 +1,6 @@
 // The thread list of an agent-tower server (`GET /threads`, `PATCH` and `DELETE
-// /threads/{threadId}`, and the list followed live): see the server's docs/threads.md.
+// /threads/{threadId}`, `POST /threads/{threadId}/fork`, and the list followed live): see the
+// server's docs/threads.md.
 import { errorOf } from "./error.js";
 
 /** A thread as the list shows it. */
@@ -12,6 +13,19 @@ export interface ThreadListing {
   workspace?: string;
   /** When its conversation last changed (RFC 3339). */
   updatedAt: string;
+  /** For a fork: the thread it was forked from, and the last of its messages it kept. */
+  forkedFrom?: { threadId: string; messageId: string | null };
+}
+
+/**
+ * Where a fork cuts the conversation it copies: after `messageId` ("fork from here"), before
+ * `beforeMessageId` (an edit of that message, or another answer in its place), or, with
+ * neither, after the last message. `title` names the fork.
+ */
+export interface ForkOptions {
+  messageId?: string;
+  beforeMessageId?: string;
+  title?: string;
 }
 
 /** A page of the list, and where the next one starts (`null`: this was the last). */
@@ -83,6 +97,17 @@ export class ThreadList {
   /** Archives the thread, or takes it out of the archive. */
   archive(threadId: string, archived = true): Promise<ThreadListing> {
     return this.change(threadId, { archived });
+  }
+
+  /**
+   * A new thread with the conversation of `threadId` up to a point (see {@link ForkOptions}),
+   * the original untouched: continue it as any thread (its conversation is at
+   * `GET /threads/{threadId}`). An edit is a fork before the message edited, then a run with the
+   * new message; another answer is a fork before the answer, then a run with no new message.
+   */
+  async fork(threadId: string, options: ForkOptions = {}): Promise<ThreadListing> {
+    const path = `threads/${encodeURIComponent(threadId)}/fork`;
+    return (await this.request("POST", path, options)).json() as Promise<ThreadListing>;
   }
 
   /** Deletes the thread and everything of it. */

@@ -8,16 +8,20 @@ use agent_client_protocol::{
     v1::{
         ConnectionTo, Responder,
         schema::{
-            self as acp, AgentCapabilities, CloseSessionRequest, CloseSessionResponse,
-            ConfigOptionUpdate, ContentBlock, ContentChunk, CurrentModeUpdate,
-            DeleteSessionRequest, DeleteSessionResponse, InitializeRequest, InitializeResponse,
+            self as acp, AgentCapabilities, ArchiveSessionRequest, ArchiveSessionResponse,
+            CloseSessionRequest, CloseSessionResponse, ConfigOptionUpdate, ContentBlock,
+            ContentChunk, CurrentModeUpdate, DeleteSessionRequest, DeleteSessionResponse,
+            ForkSessionRequest, ForkSessionResponse, InitializeRequest, InitializeResponse,
             ListSessionsRequest, ListSessionsResponse, LoadSessionRequest, LoadSessionResponse,
             McpCapabilities, NewSessionRequest, NewSessionResponse, PromptRequest, PromptResponse,
-            ResumeSessionRequest, ResumeSessionResponse, SessionCapabilities,
-            SessionCloseCapabilities, SessionDeleteCapabilities, SessionId, SessionInfo,
-            SessionInfoUpdate, SessionListCapabilities, SessionResumeCapabilities, SessionUpdate,
-            SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest,
-            SetSessionModeResponse,
+            ResumeSessionRequest, ResumeSessionResponse, SessionArchiveCapabilities,
+            SessionArchiveFilter, SessionCapabilities, SessionCloseCapabilities,
+            SessionDeleteCapabilities, SessionForkCapabilities, SessionId, SessionInfo,
+            SessionInfoUpdate, SessionListCapabilities, SessionResumeCapabilities,
+            SessionTitleCapabilities, SessionUpdate, SetSessionConfigOptionRequest,
+            SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse,
+            SetSessionTitleRequest, SetSessionTitleResponse, UnarchiveSessionRequest,
+            UnarchiveSessionResponse,
         },
     },
 };
@@ -39,7 +43,10 @@ use crate::{
     message::Message,
     permission::Mode,
     run::{RunService, StopReason},
-    runs::{Attach, BeginError, Begun, LoggedEvent, ThreadCursor, ThreadQuery},
+    runs::{
+        Attach, BeginError, Begun, Fork, ForkError, LoggedEvent, ThreadChange, ThreadCursor,
+        ThreadQuery, thread_name,
+    },
     tool::RunTools,
 };
 
@@ -85,6 +92,9 @@ where
                                 .list(SessionListCapabilities::new())
                                 .resume(SessionResumeCapabilities::new())
                                 .delete(SessionDeleteCapabilities::new())
+                                .fork(SessionForkCapabilities::new())
+                                .archive(SessionArchiveCapabilities::new())
+                                .title(SessionTitleCapabilities::new())
                                 .close(SessionCloseCapabilities::new()),
                         ),
                 )
@@ -291,10 +301,20 @@ where
             .transpose()
             .map_err(|e| Error::invalid_params().data(json!({"cursor": e.to_string()})))?;
         let cwd = req.cwd.as_ref().map(|cwd| cwd.to_string_lossy());
+        let archived = match &req.archived {
+            None | Some(SessionArchiveFilter::Exclude) => Some(false),
+            Some(SessionArchiveFilter::Include) => None,
+            Some(SessionArchiveFilter::Only) => Some(true),
+            Some(other) => {
+                return Err(Error::invalid_params().data(
+                    json!({"archived": format!("{other:?}: one of exclude, include, only")}),
+                ));
+            }
+        };
         let query = ThreadQuery::new(PAGE)
             .principal(self.owner_filter())
             .sessions(cwd.as_deref())
-            .archived(Some(false))
+            .archived(archived)
             .after(cursor.as_ref());
         let page = self.runs.run_log().threads(&query).await.map_err(|error| {
             tracing::error!(%error, "the session store failed");
@@ -310,6 +330,7 @@ where
                 )
                 .title(thread.title)
                 .updated_at(rfc3339(thread.updated_at))
+                .archived(thread.archived)
             })
             .collect();
         Ok(ListSessionsResponse::new(sessions).next_cursor(page.next.map(|c| c.to_string())))
@@ -362,6 +383,151 @@ where
             );
             Ok(())
         })
+    }
+
+    /// `session/fork`: a new session with the whole conversation of one the caller may use (the
+    /// original untouched), working in `cwd` with the client's MCP servers, in the original's
+    /// mode when this connection has it open; in the log, a fork of its thread.
+    pub(super) fn fork(
+        self: &Arc<Self>,
+        req: ForkSessionRequest,
+        responder: Responder<ForkSessionResponse>,
+        cx: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        let shared = self.clone();
+        cx.clone().spawn(async move {
+            let known = match shared.thread(&req.session_id).await {
+                Ok(record) => record.is_some(),
+                Err(error) => return responder.respond_with_error(error),
+            };
+            if !known {
+                return responder.respond_with_error(not_found(&req.session_id));
+            }
+            let tools = match connect_mcp(&req.mcp_servers).await {
+                Ok(tools) => tools,
+                Err(error) => return responder.respond_with_error(error),
+            };
+            let from = ThreadId::from(&*req.session_id.0);
+            let cwd = req.cwd.to_string_lossy();
+            let principal = shared.config.principal.as_ref().map(|p| p.name());
+            let fork = Fork::new(&from).principal(principal).workspace(Some(&cwd));
+            let forked = match shared.runs.fork_thread(fork).await {
+                Ok(forked) => forked,
+                Err(ForkError::Log(error)) => {
+                    return responder.respond_with_error(store_failed(&req.session_id, &error));
+                }
+                Err(_) => return responder.respond_with_error(not_found(&req.session_id)),
+            };
+            let id = SessionId::new(forked.thread_id.as_str());
+            let mode = {
+                let mut sessions = shared.sessions.lock();
+                let mode = sessions
+                    .get(&*req.session_id.0)
+                    .map_or(shared.config.mode, |session| session.mode);
+                sessions.insert(
+                    id.to_string(),
+                    Session {
+                        title: forked.title.clone(),
+                        tools,
+                        ..Session::new(req.cwd.clone(), mode)
+                    },
+                );
+                mode
+            };
+            responder.respond(
+                ForkSessionResponse::new(id.clone())
+                    .modes(mode_state(mode))
+                    .config_options(config_options(mode)),
+            )?;
+            notify(&cx, &id, SessionUpdate::AvailableCommandsUpdate(commands()));
+            Ok(())
+        })
+    }
+
+    /// `session/archive` (unstable in ACP): the session out of the everyday `session/list`, its
+    /// history kept; a turn running in it is cancelled and the session closed first, as
+    /// `session/close` would. The thread is archived in the log, for every door.
+    pub(super) fn archive(
+        self: &Arc<Self>,
+        req: ArchiveSessionRequest,
+        responder: Responder<ArchiveSessionResponse>,
+        cx: &ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        if let Some(session) = self.sessions.lock().get_mut(&*req.session_id.0) {
+            session.cancel_turns();
+            session.open = false;
+        }
+        let shared = self.clone();
+        cx.spawn(async move {
+            let change = ThreadChange::new().archived(true);
+            match shared.change_session(&req.session_id, &change).await {
+                Ok(()) => responder.respond(ArchiveSessionResponse::new()),
+                Err(error) => responder.respond_with_error(error),
+            }
+        })
+    }
+
+    /// `session/unarchive` (unstable in ACP): the session back in the everyday `session/list`.
+    pub(super) fn unarchive(
+        self: &Arc<Self>,
+        req: UnarchiveSessionRequest,
+        responder: Responder<UnarchiveSessionResponse>,
+        cx: &ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        let shared = self.clone();
+        cx.spawn(async move {
+            let change = ThreadChange::new().archived(false);
+            match shared.change_session(&req.session_id, &change).await {
+                Ok(()) => responder.respond(UnarchiveSessionResponse::new()),
+                Err(error) => responder.respond_with_error(error),
+            }
+        })
+    }
+
+    /// `session/set_title` (unstable in ACP): the session's name, trimmed, for every door's list
+    /// (the thread's name in the log); refused as [`thread_name`] refuses it.
+    pub(super) fn set_title(
+        self: &Arc<Self>,
+        req: SetSessionTitleRequest,
+        responder: Responder<SetSessionTitleResponse>,
+        cx: &ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        let title = match thread_name(&req.title) {
+            Ok(title) => title,
+            Err(invalid) => {
+                let refused = json!({"title": invalid.to_string()});
+                return responder.respond_with_error(Error::invalid_params().data(refused));
+            }
+        };
+        let shared = self.clone();
+        cx.spawn(async move {
+            let change = ThreadChange::new().name(Some(title.clone()));
+            if let Err(error) = shared.change_session(&req.session_id, &change).await {
+                return responder.respond_with_error(error);
+            }
+            if let Some(session) = shared.sessions.lock().get_mut(&*req.session_id.0) {
+                session.title = Some(title.clone());
+            }
+            responder.respond(SetSessionTitleResponse::new(title))
+        })
+    }
+
+    /// Changes the listing of a session the caller may use: `-32002` for another principal's
+    /// session or none.
+    async fn change_session(
+        &self,
+        session: &SessionId,
+        change: &ThreadChange,
+    ) -> Result<(), Error> {
+        if self.thread(session).await?.is_none() {
+            return Err(not_found(session));
+        }
+        let thread = ThreadId::from(&*session.0);
+        match self.runs.change_thread(&thread, change).await {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => Err(not_found(session)),
+            Err(error) => Err(store_failed(session, &error)),
+        }
     }
 
     /// `session/delete`: the session and its history gone, its running turn cancelled first. A

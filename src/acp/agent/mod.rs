@@ -6,10 +6,11 @@ use std::{fmt, sync::Arc};
 use agent_client_protocol::{
     Agent, ConnectTo, Error,
     v1::schema::{
-        CancelNotification, CloseSessionRequest, DeleteSessionRequest, Implementation,
-        InitializeRequest, ListSessionsRequest, LoadSessionRequest, NewSessionRequest,
-        PromptCapabilities, PromptRequest, ResumeSessionRequest, SetSessionConfigOptionRequest,
-        SetSessionModeRequest,
+        ArchiveSessionRequest, CancelNotification, CloseSessionRequest, DeleteSessionRequest,
+        ForkSessionRequest, Implementation, InitializeRequest, ListSessionsRequest,
+        LoadSessionRequest, NewSessionRequest, PromptCapabilities, PromptRequest,
+        ResumeSessionRequest, SetSessionConfigOptionRequest, SetSessionModeRequest,
+        SetSessionTitleRequest, UnarchiveSessionRequest,
     },
 };
 mod handlers;
@@ -46,12 +47,16 @@ struct Shared<S> {
 ///
 /// - `initialize` answers protocol version 1 with what is really routed: `loadSession`, the
 ///   prompt capabilities set here (image, audio and embedded context by default), and the
-///   session capabilities `list`, `resume`, `delete` and `close`.
+///   session capabilities `list`, `resume`, `delete`, `fork`, `archive`, `title` and `close`.
 /// - `session/list`: the sessions of the agent's principal (everyone's for an operator or
 ///   without one), newest first, each with its directory, title (its first prompt's first line)
 ///   and date, filtered by `cwd`: every session the engine's log keeps, in pages of 50
 ///   (`nextCursor`). `session/resume` opens a session again without sending its history;
-///   `session/delete` cancels its turn and forgets it, with its runs.
+///   `session/delete` cancels its turn and forgets it, with its runs; `session/fork` (unstable
+///   in ACP) makes a new session with a session's whole conversation, a fork of its thread
+///   ([`Runs::fork_thread`](crate::runs::Runs::fork_thread)); `session/archive`,
+///   `session/unarchive` and `session/set_title` (unstable too) archive and name its thread, for
+///   every door's list, and `session/list` takes the `archived` filter.
 /// - `session/new`, `session/load` (the conversation replayed as updates, and the commands,
 ///   before the answer: any thread the log keeps, from before a restart or begun through another
 ///   door, on a log that outlives the process ([`engine`](Self::engine))). With the `mcp` feature, the
@@ -327,6 +332,30 @@ where
             .on_receive_request(
                 handler!(shared, |req: DeleteSessionRequest, responder, cx| {
                     shared.delete(req, responder, &cx)
+                }),
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                handler!(shared, |req: ForkSessionRequest, responder, cx| {
+                    shared.fork(req, responder, cx)
+                }),
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                handler!(shared, |req: ArchiveSessionRequest, responder, cx| {
+                    shared.archive(req, responder, &cx)
+                }),
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                handler!(shared, |req: UnarchiveSessionRequest, responder, cx| {
+                    shared.unarchive(req, responder, &cx)
+                }),
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                handler!(shared, |req: SetSessionTitleRequest, responder, cx| {
+                    shared.set_title(req, responder, &cx)
                 }),
                 agent_client_protocol::on_receive_request!(),
             )

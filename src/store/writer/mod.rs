@@ -27,11 +27,11 @@ use super::{
     rows::{INTERRUPT_COLUMNS, decision_text, interrupt_record, millis, number, seq, signed, text},
 };
 use crate::{
-    id::{RunId, ThreadId},
+    id::{MessageId, RunId, ThreadId},
     message::Message,
     runs::{
-        InterruptRecord, Lease, LogError, LoggedEvent, LostRun, Recovered, RunEnd, RunStatus,
-        SavedThread, Start, StartError, ThreadChange, args_hash,
+        ForkedFrom, InterruptRecord, Lease, LogError, LoggedEvent, LostRun, Recovered, RunEnd,
+        RunStatus, SavedThread, Start, StartError, ThreadChange, args_hash,
         rules::{self, Begins, ExistingRun, Thread, ThreadView},
     },
 };
@@ -73,6 +73,7 @@ pub(super) enum Job {
         messages: Vec<Message>,
         state: Option<Value>,
         workspace: Option<String>,
+        forked_from: Option<ForkedFrom>,
         reply: oneshot::Sender<Result<(), LogError>>,
     },
     Heartbeat {
@@ -425,12 +426,14 @@ impl Writer {
                     messages,
                     state,
                     workspace,
+                    forked_from,
                     reply,
                 } => {
                     let saved = SavedThread::new(&thread, &messages)
                         .principal(principal.as_deref())
                         .state(state.as_ref())
-                        .workspace(workspace.as_deref());
+                        .workspace(workspace.as_deref())
+                        .forked_from(forked_from.as_ref());
                     let saved = save_thread(tx, &saved, now).await;
                     let (result, error) = split(saved);
                     (Done::Unit(reply, result.map_err(log_error)), error)
@@ -1363,5 +1366,18 @@ async fn save_thread(
 ) -> Result<(), Failure> {
     let row = ThreadRow::new(*saved)?;
     THREADS.execute(tx, &[], &row.args(now)).await?;
+    if let Some(from) = saved.forked_from {
+        // Where a thread came from is set once, when it is new: a fork is a new thread.
+        tx.execute(
+            "UPDATE threads SET forked_from = $2, forked_at = $3 \
+             WHERE thread_id = $1 AND forked_from IS NULL",
+            &[
+                Arg::from(saved.thread.as_str()),
+                Arg::from(from.thread_id.as_str()),
+                Arg::from(from.message_id.as_ref().map(MessageId::as_str)),
+            ],
+        )
+        .await?;
+    }
     Ok(())
 }
