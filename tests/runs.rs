@@ -372,3 +372,78 @@ async fn a_door_takes_turns_and_continues_its_interrupted_run_for_its_principal_
     assert!(matches!(again, Begun::Replayed { .. }), "{again:?}");
     assert_eq!(events(&runs, &again).await, went_on);
 }
+
+/// The events an agent sends until it waits (for its checkpoint, here): read from `rx`, counted
+/// in `read`. Time is paused: a second passes only once every task waits.
+async fn until_it_waits(
+    rx: &mut agent_tower::transport::ChannelReceiver<agent_tower::agui::Event>,
+    read: &mut u64,
+) {
+    let second = std::time::Duration::from_secs(1);
+    while let Ok(Some(_)) = tokio::time::timeout(second, rx.next()).await {
+        *read += 1;
+    }
+}
+
+/// An agent acts on a step only once its run's log keeps it: while the log keeps nothing, the
+/// step's call does not run and the model is not asked the next step; each goes on once the
+/// log keeps what came before. A run continued after a crash starts from the step it was in.
+#[tokio::test(start_paused = true)]
+async fn a_step_acts_only_once_the_log_keeps_what_decided_it() {
+    use agent_tower::{
+        context::Checkpoint,
+        test_util::{MockItem, MockModel},
+        tool::{ToolCall, ToolOutput, ToolSpec},
+        transport::Channel,
+    };
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tower::{ServiceExt, service_fn};
+
+    let model = MockModel::new([
+        MockItem::turn_calling("c1", "add", r#"{"a": 1, "b": 2}"#),
+        vec![MockItem::text("3"), MockItem::stop()],
+    ]);
+    let ran = Arc::new(AtomicUsize::new(0));
+    let counted = ran.clone();
+    let add = service_fn(move |_: ToolCall| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        async { Ok::<_, std::convert::Infallible>(ToolOutput::json(json!(3))) }
+    });
+    let tools = ToolRouter::new().route(ToolSpec::new("add", "Adds."), add);
+    let agui = AguiLayer::new();
+    let agent = agui.layer(
+        Agent::new(agui.layer(model.clone()), agui.layer(tools.clone())).tool_specs(tools.specs()),
+    );
+    let (events, mut rx) = Channel::bounded(64);
+    let (keeping, kept) = tokio::sync::watch::channel(0);
+    let mut req = RunRequest::new(vec![Message::user("add 1 and 2")]);
+    req.run
+        .extensions
+        .insert(Checkpoint::new(events.sent_count(), kept));
+    req.run.sinks.insert(events);
+    let run = tokio::spawn(agent.oneshot(req));
+
+    let mut read = 0;
+    until_it_waits(&mut rx, &mut read).await;
+    assert_eq!(model.requests().len(), 1);
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        0,
+        "the call waits for its step to be kept"
+    );
+
+    keeping.send_replace(read);
+    until_it_waits(&mut rx, &mut read).await;
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        model.requests().len(),
+        1,
+        "the next step waits for the call's result to be kept"
+    );
+
+    keeping.send_replace(read);
+    until_it_waits(&mut rx, &mut read).await;
+    assert_eq!(model.requests().len(), 2);
+    let outcome = run.await.unwrap().unwrap();
+    assert_eq!(outcome.messages.last().unwrap().text(), "3");
+}

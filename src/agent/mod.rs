@@ -97,6 +97,7 @@ use tracing::Instrument;
 
 use crate::{
     BoxError,
+    context::{Checkpoint, RunContext},
     id::{MessageId, ToolCallId},
     message::{Message, ToolCallRequest},
     model::{ModelOptions, ModelRequest, ModelService, Usage},
@@ -396,6 +397,9 @@ where
         // Calls of the last assistant message still without a result (a run resuming after an
         // interrupt) run before the model is asked again.
         let unanswered = unanswered_calls(&messages, &client_tool_names);
+        // Whether a step of this run acted (ran calls) since the model was last asked: the next
+        // question waits until the log keeps what it did.
+        let mut acted = !unanswered.is_empty();
         if !unanswered.is_empty() {
             let turn = run.turn;
             let calls = Calls::resuming(unanswered, &mut suspended);
@@ -424,6 +428,9 @@ where
         }
 
         for turn in run.turn..config.max_turns.get() {
+            if std::mem::take(&mut acted) {
+                kept(&run).await;
+            }
             if run.cancel.is_cancelled() {
                 return cancelled(messages, usage);
             }
@@ -483,6 +490,11 @@ where
                 .filter(|call| !answered.contains(&call.id))
                 .partition(|call| client_tool_names.contains(&call.name));
 
+            // The calls run once the log keeps the step that asked for them.
+            if !server_calls.is_empty() {
+                kept(&run).await;
+                acted = true;
+            }
             let calls = Calls::new(server_calls);
             let Some(results) = run_calls(tools.clone(), &run, turn, calls).await else {
                 return cancelled(messages, usage);
@@ -598,6 +610,17 @@ fn take_suspended(messages: &mut Vec<Message>) -> HashMap<ToolCallId, SuspendedR
         _ => true,
     });
     suspended
+}
+
+/// Waits until the run's log keeps every event the run sent so far, when the run is logged
+/// ([`Checkpoint`]), or until the run is cancelled.
+async fn kept(run: &RunContext) {
+    if let Some(checkpoint) = run.extensions.get::<Checkpoint>() {
+        tokio::select! {
+            () = run.cancel.cancelled() => {}
+            () = checkpoint.reached() => {}
+        }
+    }
 }
 
 /// Runs one turn's server-side calls concurrently; `None` when the run is cancelled meanwhile.

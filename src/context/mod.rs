@@ -23,6 +23,7 @@
 //! ```
 
 mod background;
+mod checkpoint;
 mod principal;
 pub(crate) mod state;
 
@@ -38,6 +39,7 @@ use tokio_util::sync::CancellationToken;
 pub(crate) use self::background::with_background;
 pub use self::{
     background::Background,
+    checkpoint::Checkpoint,
     principal::{InvalidPrincipal, MAX_PRINCIPAL_BYTES, Principal},
     state::{ApplyError, SharedState},
 };

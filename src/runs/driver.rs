@@ -25,7 +25,7 @@ use crate::{
         event::{BaseEvent, RunError},
         framing::{Framing, invalid_options},
     },
-    context::Principal,
+    context::{Checkpoint, Principal},
     id::{RunId, ThreadId},
     message::Message,
     run::{RunOutcome, RunRequest, RunService, StopReason},
@@ -222,6 +222,7 @@ where
             launch,
             started: Instant::now(),
             logged: 0,
+            received: 0,
             code: None,
             ending: None,
             taken: (0, 0),
@@ -268,6 +269,8 @@ struct Driver<A> {
     next_seq: u64,
     /// Events written by this attempt.
     logged: u64,
+    /// Events of the agent read from its channel by this attempt.
+    received: u64,
     /// The code of the `RUN_ERROR` written, if one was.
     code: Option<String>,
     /// The terminal event taken and not yet logged: its `RUN_ERROR` code and token usage.
@@ -316,6 +319,8 @@ where
 {
     async fn run(mut self) {
         let (tx, mut rx) = Channel::<Event>::bounded(self.inner.config.channel_capacity);
+        // How many of the agent's events the log keeps: what its checkpoint waits on.
+        let keeping = tokio::sync::watch::Sender::new(0);
         let mut batch = Batch::default();
         // In a block of its own: the request is not kept beside the run that consumes it, for
         // as long as the run lasts.
@@ -330,6 +335,10 @@ where
                 attach.apply(&mut req.run);
             }
             req.run.sinks.insert(tx);
+            // The agent acts on a step once the log keeps it (see `Checkpoint`).
+            req.run
+                .extensions
+                .insert(Checkpoint::new(rx.sent_count(), keeping.subscribe()));
             // The driver reads every event: the run never loses its sink to a viewer leaving.
             req.run.sinks.on_disconnect = Some(OnDisconnect::Continue);
             req.run.cancel = self.cancel.clone();
@@ -368,6 +377,8 @@ where
 
         let mut result: Option<Result<RunOutcome, BoxError>> = None;
         let mut writing: Option<Write> = None;
+        // The agent's events the write in flight keeps, with those before it.
+        let mut writing_kept = 0;
         let mut closed = false;
         // Why the run was stopped before its end, and the code its end says it with.
         let mut full: Option<(&str, String)> = None;
@@ -384,6 +395,7 @@ where
             }
             if writing.is_none() && !batch.is_empty() && !handed {
                 writing = Some(self.write(batch.take(), None));
+                writing_kept = self.received;
             }
             tokio::select! {
                 () = handing_over.cancelled(), if run.is_some() => {
@@ -398,6 +410,7 @@ where
                     run = None;
                 }
                 event = rx.next(), if !closed && run.is_some() && batch.has_room() => {
+                    self.received += u64::from(event.is_some());
                     match event {
                         Some(event) if full.is_none() => {
                             if let Err(stopped) = self.take_all_bounded(&mut batch, event, &mut rx) {
@@ -412,7 +425,10 @@ where
                 (events, written) = async { writing.as_mut().expect("guarded").await }, if writing.is_some() => {
                     writing = None;
                     match written {
-                        Ok(()) => self.logged(&events),
+                        Ok(()) => {
+                            self.logged(&events);
+                            keeping.send_replace(writing_kept);
+                        }
                         Err(LogError::Full(why)) => {
                             // Nothing more fits: the run is stopped and ends with the reason,
                             // right after what was logged.
@@ -595,6 +611,7 @@ where
             let Some(event) = rx.try_recv() else {
                 break;
             };
+            self.received += 1;
             self.take_bounded(batch, event)?;
         }
         Ok(())

@@ -4,7 +4,7 @@ use std::{
     pin::Pin,
     sync::{
         Arc, Mutex, MutexGuard, PoisonError,
-        atomic::{AtomicBool, AtomicUsize, Ordering},
+        atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
     },
     task::{Context, Poll, ready},
 };
@@ -32,6 +32,8 @@ struct Shared<E> {
     closed: AtomicBool,
     senders: AtomicUsize,
     receiver: AtomicWaker,
+    /// The events sent so far.
+    sent: SentCount,
 }
 
 impl<E> Shared<E> {
@@ -43,7 +45,11 @@ impl<E> Shared<E> {
         if self.closed.load(Ordering::Acquire) {
             return Err(TransportClosed::new());
         }
-        self.queue().push_back((event, holds_slot));
+        let mut queue = self.queue();
+        queue.push_back((event, holds_slot));
+        // Counted with the queue held: whoever reads the count finds the event queued.
+        self.sent.0.fetch_add(1, Ordering::Release);
+        drop(queue);
         self.receiver.wake();
         Ok(())
     }
@@ -90,6 +96,7 @@ impl<E> Channel<E> {
             closed: AtomicBool::new(false),
             senders: AtomicUsize::new(1),
             receiver: AtomicWaker::new(),
+            sent: SentCount::default(),
         });
         let slots = Arc::new(Semaphore::new(capacity));
         (
@@ -106,6 +113,25 @@ impl<E> Channel<E> {
     #[must_use]
     pub fn is_closed(&self) -> bool {
         self.shared.closed.load(Ordering::Acquire)
+    }
+
+    /// How many events this channel's senders (every clone) have sent so far.
+    #[must_use]
+    pub fn sent_count(&self) -> SentCount {
+        self.shared.sent.clone()
+    }
+}
+
+/// How many events a [`Channel`]'s senders have sent so far, read as it grows (what a
+/// [`Checkpoint`](crate::context::Checkpoint) waits to see kept).
+#[derive(Debug, Clone, Default)]
+pub struct SentCount(Arc<AtomicU64>);
+
+impl SentCount {
+    /// The events sent so far.
+    #[must_use]
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Acquire)
     }
 }
 
@@ -185,6 +211,12 @@ impl<E> Transport<E> for Channel<E> {
 }
 
 impl<E> ChannelReceiver<E> {
+    /// How many events the channel's senders have sent so far.
+    #[must_use]
+    pub fn sent_count(&self) -> SentCount {
+        self.shared.sent.clone()
+    }
+
     /// The next event, or `None` once every sender is gone and the channel is empty.
     pub async fn recv(&mut self) -> Option<E> {
         std::future::poll_fn(|cx| Pin::new(&mut *self).poll_next(cx)).await

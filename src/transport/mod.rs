@@ -34,7 +34,7 @@ mod route;
 use futures_sink::Sink;
 
 pub use self::{
-    channel::{Channel, ChannelReceiver},
+    channel::{Channel, ChannelReceiver, SentCount},
     null::Null,
     recording::Recording,
     route::Route,
