@@ -100,6 +100,14 @@ impl Server {
         self.ask(token, self.http.post(&self.base).json(body)).await
     }
 
+    /// A run of `body` with `token`, answered `200`: its response, streaming.
+    async fn stream(&self, token: &str, body: &Value) -> reqwest::Response {
+        let request = self.http.post(&self.base).bearer_auth(token).json(body);
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), 200, "{}", self.name);
+        response
+    }
+
     /// `POST /runs/{run}/cancel` with `token`.
     async fn cancel(&self, token: &str, run: &str) -> Answer {
         let url = self.url(&format!("/runs/{run}/cancel"));
@@ -646,6 +654,39 @@ async fn a_fork_of_a_thread_waiting_for_an_approval_leaves_the_call_out() {
 }
 
 #[tokio::test]
+async fn a_new_thread_is_listed_as_its_first_run_starts() {
+    for server in servers("thread-listed-at-start").await {
+        let name = server.name;
+        let thread = unique("long");
+        let run = unique("run");
+        let mut long = user(&thread, &run, "a long story\nwith details");
+        long["forwardedProps"] = json!({"scripted": {"tokens": 1_000, "delay_ms": 60_000}});
+        let mut running = server.stream(ALICE, &long).await;
+        // The run has started once its client reads its first event.
+        let first = running.chunk().await.unwrap().unwrap();
+        assert!(
+            String::from_utf8_lossy(&first).contains("RUN_STARTED"),
+            "{name}: {first:?}"
+        );
+        let listed = server.threads(ALICE, "").await;
+        assert_eq!(
+            listed,
+            [(thread.clone(), "a long story".to_owned())],
+            "{name}: listed and titled while its first run runs"
+        );
+        assert_eq!(server.threads(BOB, "").await, [], "{name}");
+        let seen = server.thread(ALICE, &thread).await;
+        assert_eq!(
+            said(&seen["messages"]),
+            [("user".to_owned(), "a long story\nwith details".to_owned())]
+        );
+        let cancelled = server.cancel(ALICE, &run).await;
+        assert_eq!(cancelled.status, 202, "{name}: {}", cancelled.body);
+        drop(running);
+    }
+}
+
+#[tokio::test]
 async fn a_walk_through_the_pages_of_a_growing_list_meets_each_thread_once() {
     for server in servers("thread-pages").await {
         let name = server.name;
@@ -771,15 +812,7 @@ async fn only_its_principal_or_an_operator_cancels_a_run() {
         let thread = unique("alice-long");
         let mut long = user(&thread, "a-long", "hello");
         long["forwardedProps"] = json!({"scripted": {"tokens": 1_000, "delay_ms": 20}});
-        let streaming = server
-            .http
-            .post(&server.base)
-            .bearer_auth(ALICE)
-            .json(&long)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(streaming.status(), 200, "{name}");
+        let streaming = server.stream(ALICE, &long).await;
 
         // For bob her run does not exist; it goes on.
         let refused = server.cancel(BOB, "a-long").await;

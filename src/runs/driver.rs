@@ -13,6 +13,7 @@ use tower::ServiceExt;
 
 use super::{
     Inner, Lease, LogError, Logged, LoggedEvent, LostRun, OnRunEnd, RunEnd, RunRecord, RunStatus,
+    SavedThread,
     hub::Topic,
     quota::{Admitted, Limit},
     request::{kept, run_request, stored},
@@ -328,7 +329,12 @@ where
             let request =
                 run_request(&*self.inner.log, &self.launch.input, self.launch.continues).await;
             let (mut req, stale) = match request {
-                Ok(asked) => (asked.request, asked.stale),
+                Ok(asked) => {
+                    if asked.first && asked.stale.is_none() {
+                        self.list_new_thread(&asked.request).await;
+                    }
+                    (asked.request, asked.stale)
+                }
                 Err(error) => return self.abandon(error),
             };
             if let Some(attach) = &self.launch.attach {
@@ -519,6 +525,23 @@ where
         req.run.extensions.insert(CutOff(Arc::new(cut)));
         // The run started long ago: the agent's own `RUN_STARTED` is not logged again.
         self.opening = None;
+    }
+
+    /// Keeps a new thread's conversation as this, its first run, is asked it: the thread is in
+    /// its principal's list from the run's start, titled by its first prompt, and the run's end
+    /// keeps what it became. A log that fails to keep it lists it at the run's end instead.
+    async fn list_new_thread(&self, req: &RunRequest) {
+        let lease = &self.lease;
+        let principal = lease.principal.as_deref();
+        let saved = SavedThread::new(&lease.thread_id, &req.messages)
+            .principal(principal)
+            .state(req.state.as_ref());
+        match self.inner.log.save_thread(saved).await {
+            Ok(()) => self.inner.listing.changed(&lease.thread_id, principal),
+            Err(error) => {
+                tracing::warn!(thread_id = %lease.thread_id, %error, "a new thread was not listed at its first run's start");
+            }
+        }
     }
 
     /// Refuses a run whose request lacks turns of the thread's `conversation` (a client's stale

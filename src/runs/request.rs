@@ -34,6 +34,8 @@ pub(super) struct Asked {
     /// The thread's conversation, when the request would erase a turn of it (see [`stale`]): the
     /// run is then refused with it, and the agent is not asked.
     pub(super) stale: Option<Vec<Message>>,
+    /// Whether this run is the thread's first (the log keeps no conversation of it yet).
+    pub(super) first: bool,
 }
 
 /// The run `input` asks for, continuing the thread's stored conversation when it applies
@@ -48,12 +50,17 @@ pub(super) async fn run_request(
     let mut req = input.to_run_request();
     let thread = log.thread(&input.thread_id).await?;
     if !continues {
+        // The log holds this run already: the thread's first has no other, and no conversation.
+        let first = thread.as_ref().is_none_or(|thread| {
+            thread.messages.is_empty() && thread.runs.iter().all(|r| r.run_id == input.run_id)
+        });
         let stale = thread
             .map(|thread| thread.messages)
             .filter(|stored| stale(stored, &req.messages));
         return Ok(Asked {
             request: req,
             stale,
+            first,
         });
     }
     // A resume continues the stored conversation, never the client's copy of it.
@@ -79,6 +86,7 @@ pub(super) async fn run_request(
     Ok(Asked {
         request: req,
         stale: None,
+        first: false,
     })
 }
 

@@ -178,7 +178,7 @@ where
 /// thread), each a JSON object with a `type`:
 ///
 /// - `THREAD_UPDATED` with `thread` (as `GET /threads` lists it): a thread new to the list (its
-///   first run ended), named, archived or unarchived, or continued (it moves to the top);
+///   first run started), named, archived or unarchived, or continued (it moves to the top);
 /// - `THREAD_DELETED` with `threadId`;
 /// - `THREADS_CHANGED`: changes may have been missed (the follower fell behind, another
 ///   instance's notifications were interrupted): list again.
