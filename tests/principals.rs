@@ -24,6 +24,7 @@ const OPS: &str = "operator-token-0123456789abcdef";
 
 stores::postgresql_answers_test!();
 
+#[derive(Clone)]
 struct Server {
     name: &'static str,
     base: String,
@@ -994,4 +995,125 @@ async fn a_run_past_its_principals_bytes_of_the_day_is_stopped_and_the_next_refu
     let next = server.post(ALICE, &filler("q-2", 1, 0)).await;
     assert_eq!((next.status, next.code().as_str()), (429, "quota_exceeded"));
     assert_eq!(server.post(BOB, &filler("q-3", 10, 0)).await.status, 200);
+}
+
+/// Two servers on one store where several instances share one (PostgreSQL); one server, named
+/// twice, in memory and on a SQLite file.
+async fn pair(test: &str) -> Vec<(Server, Server)> {
+    let memory = serve("memory", None).await;
+    let mut pairs = vec![(memory.clone(), memory)];
+    for (name, url) in stores::store_urls(test).await {
+        let first = serve(name, Some(&url)).await;
+        let second = match name {
+            "postgres" => serve(name, Some(&url)).await,
+            _ => first.clone(),
+        };
+        pairs.push((first, second));
+    }
+    pairs
+}
+
+#[tokio::test]
+async fn a_client_says_what_its_run_does_on_a_busy_thread() {
+    for (first, second) in pair("busy-thread").await {
+        let name = first.name;
+        let thread = unique("busy");
+        let (long_run, late) = (unique("long"), unique("late"));
+        let mut long = user(&thread, &long_run, "tell me a long story");
+        long["forwardedProps"] = json!({"scripted": {"tokens": 1_000, "delay_ms": 60_000}});
+        let mut running = first.stream(ALICE, &long).await;
+        let opened = running.chunk().await.unwrap().unwrap();
+        assert!(
+            String::from_utf8_lossy(&opened).contains("RUN_STARTED"),
+            "{name}"
+        );
+
+        // Asked to be refused (the server's default too): 409, the long run goes on.
+        let prefer = |value: &str| ("prefer", format!("busy-thread={value}"));
+        let mut second_message = user(&thread, &late, "stop, another question");
+        second_message["messages"] = json!([
+            long["messages"][0],
+            {"id": format!("m-{late}"), "role": "user", "content": "stop, another question"},
+        ]);
+        let (header, value) = prefer("reject");
+        let request = second.http.post(&second.base).header(header, value);
+        let refused = second.ask(ALICE, request.json(&second_message)).await;
+        assert_eq!(
+            (refused.status, refused.code().as_str()),
+            (409, "thread_busy"),
+            "{name}"
+        );
+
+        // Asked to interrupt: the long run ends cancelled for its reader (on the other
+        // instance), then the new one runs, with both questions in the thread.
+        let (header, value) = prefer("interrupt");
+        let request = second.http.post(&second.base).header(header, value);
+        let response = request
+            .bearer_auth(ALICE)
+            .json(&second_message)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            response.headers()["preference-applied"],
+            "busy-thread=interrupt",
+            "{name}"
+        );
+        let answered = Server::answer(response).await;
+        assert_eq!(answered.status, 200, "{name}: {}", answered.body);
+        let end = answered.events().pop().unwrap();
+        assert_eq!(end["type"], "RUN_FINISHED", "{name}: {end}");
+        let cut = Server::answer(running).await.events();
+        let cut_end = cut.last().unwrap();
+        assert_eq!(
+            (cut_end["type"].as_str(), cut_end["code"].as_str()),
+            (Some("RUN_ERROR"), Some("cancelled")),
+            "{name}: {cut_end}"
+        );
+        let kept = first.thread(ALICE, &thread).await;
+        let users: Vec<(String, String)> = said(&kept["messages"])
+            .into_iter()
+            .filter(|(role, _)| role == "user")
+            .collect();
+        assert_eq!(
+            users,
+            [
+                ("user".to_owned(), "tell me a long story".to_owned()),
+                ("user".to_owned(), "stop, another question".to_owned()),
+            ],
+            "{name}"
+        );
+        let statuses: Vec<&str> = kept["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["status"].as_str().unwrap())
+            .collect();
+        assert_eq!(statuses, ["cancelled", "finished"], "{name}");
+
+        // Asked to wait: it starts once the running one ends (here, cancelled by its client).
+        let history = kept["messages"].clone();
+        let (again, queued) = (unique("again"), unique("queued"));
+        let mut long = turn(&thread, &again, &history, Some("another long one"));
+        long["forwardedProps"] = json!({"scripted": {"tokens": 1_000, "delay_ms": 60_000}});
+        let mut running = first.stream(ALICE, &long).await;
+        running.chunk().await.unwrap().unwrap();
+        let mut waiting = long["messages"].clone();
+        waiting
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"id": format!("m-{queued}"), "role": "user", "content": "after it"}));
+        let body = json!({"threadId": thread, "runId": queued, "messages": waiting});
+        let (header, value) = prefer("queue");
+        let request = second.http.post(&second.base).header(header, value);
+        let request = request.bearer_auth(ALICE).json(&body).send();
+        let queued_run = tokio::spawn(request);
+        // (The server's own answer to a busy thread is 409: a request that arrived while the
+        // long run ran and was not queued would fail this test.)
+        assert_eq!(first.cancel(ALICE, &again).await.status, 202, "{name}");
+        let answered = Server::answer(queued_run.await.unwrap().unwrap()).await;
+        let end = answered.events().pop().unwrap();
+        assert_eq!(end["type"], "RUN_FINISHED", "{name}: {end}");
+        drop(running);
+    }
 }

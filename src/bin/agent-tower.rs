@@ -1276,6 +1276,8 @@ enum BusyChoice {
     Reject,
     /// Wait for the active run to end.
     Queue,
+    /// Cancel the active run, then start once it ended.
+    Interrupt,
 }
 
 fn parse_detail(value: &str) -> Result<Detail, String> {
@@ -1900,6 +1902,7 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         .busy_thread(match args.busy_thread {
             BusyChoice::Reject => BusyThread::Reject,
             BusyChoice::Queue => BusyThread::Queue,
+            BusyChoice::Interrupt => BusyThread::Interrupt,
         })
         .max_run(args.max_run_events, args.max_run_bytes)
         .max_live_runs(args.max_live_runs)

@@ -393,7 +393,35 @@ where
         input: RunAgentInput,
         attach: Option<Attach>,
     ) -> Result<Begun, BeginError> {
-        match self.take(input, principal, attach, true).await {
+        let busy = self.inner.config.busy_thread;
+        self.begin_taking(principal, input, attach, busy).await
+    }
+
+    /// [`begin_as`](Self::begin_as), with a busy thread handled as `busy` says rather than as
+    /// the engine's [`busy_thread`](Self::busy_thread) setting: a client's choice for its own
+    /// run (over HTTP, `Prefer: busy-thread=…`).
+    ///
+    /// # Errors
+    ///
+    /// See [`BeginError`].
+    pub async fn begin_busy(
+        &self,
+        principal: Option<Principal>,
+        input: RunAgentInput,
+        busy: BusyThread,
+    ) -> Result<Begun, BeginError> {
+        self.begin_taking(principal, input, None, busy).await
+    }
+
+    /// A begin: the run taken, its refusal recorded, a busy thread handled as `busy` says.
+    async fn begin_taking(
+        &self,
+        principal: Option<Principal>,
+        input: RunAgentInput,
+        attach: Option<Attach>,
+        busy: BusyThread,
+    ) -> Result<Begun, BeginError> {
+        match self.take(input, principal, attach, busy, true).await {
             Ok(begun) => Ok(begun),
             Err(NotTaken::Error(error)) => Err(error),
             Err(NotTaken::Busy(thread, _)) => Err(BeginError::Busy(thread)),
@@ -474,7 +502,8 @@ where
             .map_err(|e| ResumeError::Begin(BeginError::Unavailable(e)))?;
         let mut input = asked_of(interrupted.as_ref(), thread.clone(), RunId::new());
         input.resume = Some(resume);
-        let begun = answered(self.take(input, None, None, false).await)?;
+        let busy = self.inner.config.busy_thread;
+        let begun = answered(self.take(input, None, None, busy, false).await)?;
         Ok(Resumed {
             thread_id: thread,
             run_id: begun.run_id().clone(),
@@ -512,7 +541,8 @@ where
         }
         let mut input = asked_of(Some(&record), record.thread_id.clone(), run.clone());
         input.resume = Some(resume);
-        answered(self.take(input, principal, None, false).await)
+        let busy = self.inner.config.busy_thread;
+        answered(self.take(input, principal, None, busy, false).await)
     }
 
     /// The request of a new turn of `thread` for `principal`: the conversation and state the log
@@ -553,13 +583,14 @@ where
         Ok(input)
     }
 
-    /// Starts, replays or refuses `input` (recording refusals when `record`), waiting for a busy
-    /// thread when configured to.
+    /// Starts, replays or refuses `input` (recording refusals when `record`), a busy thread
+    /// handled as `busy` says.
     async fn take(
         &self,
         input: RunAgentInput,
         principal: Option<Principal>,
         attach: Option<Attach>,
+        busy: BusyThread,
         record: bool,
     ) -> Result<Begun, NotTaken> {
         if self.is_stopping() {
@@ -598,14 +629,13 @@ where
                     )))
                 });
             match taken {
-                Err(NotTaken::Busy(_, active))
-                    if self.inner.config.busy_thread == BusyThread::Queue =>
-                {
+                Err(NotTaken::Busy(_, active)) if busy != BusyThread::Reject => {
                     if let Some(active) = active {
-                        self.inner
-                            .until_ended(&active)
-                            .await
-                            .map_err(|e| NotTaken::Error(BeginError::Unavailable(e)))?;
+                        let unavailable = |e| NotTaken::Error(BeginError::Unavailable(e));
+                        if busy == BusyThread::Interrupt {
+                            self.cancel(&active).await.map_err(unavailable)?;
+                        }
+                        self.inner.until_ended(&active).await.map_err(unavailable)?;
                     }
                 }
                 taken => return taken,
@@ -751,12 +781,17 @@ where
     /// Waits until `run` is no longer running.
     async fn until_ended(&self, run: &RunId) -> Result<(), LogError> {
         let topic = self.hub.watch(run);
+        // A run another instance drives ends without a word here on a log that does not tell
+        // (SQLite shared by two processes): it is read again at the heartbeat's pace.
+        let pace = self.config.lease / 3;
         loop {
             let woken = topic.notified();
             let mut woken = std::pin::pin!(woken);
             woken.as_mut().enable();
             match self.log.run(run).await? {
-                Some(record) if record.status == RunStatus::Running => woken.await,
+                Some(record) if record.status == RunStatus::Running => {
+                    let _ = tokio::time::timeout(pace, woken).await;
+                }
                 _ => return Ok(()),
             }
         }

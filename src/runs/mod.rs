@@ -60,7 +60,8 @@
 //! Written once, in [`rules::plan`]; every [`RunLog`] applies them atomically.
 //!
 //! - **One active run per thread**, enforced by the log whichever instance starts it: a second
-//!   run is refused ([`BeginError::Busy`]) or waits ([`BusyThread::Queue`]).
+//!   run is refused ([`BeginError::Busy`]), waits ([`BusyThread::Queue`]) or stops the active
+//!   one first ([`BusyThread::Interrupt`]); per run with [`Runs::begin_busy`].
 //! - **The same request again** (same `runId`, same body) replays the stored run (the segment it
 //!   started) under its own ids; a different request under a taken `runId` is refused
 //!   ([`BeginError::RunExists`]).
@@ -163,12 +164,17 @@ use crate::run::RunOutcome;
 
 /// What to do with a run on a thread that already has an active run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum BusyThread {
     /// Refuse it ([`BeginError::Busy`]; `409 Conflict` over HTTP).
     #[default]
     Reject,
     /// Wait until the active run ends, then start.
     Queue,
+    /// Cancel the active run (whichever instance drives it, as [`Runs::cancel`] does), then
+    /// start once it ended: a second message stops the answer to the first, which the thread
+    /// keeps as far as it went.
+    Interrupt,
 }
 
 /// Called once per run when it ends.

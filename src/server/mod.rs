@@ -94,6 +94,15 @@
 //! once nobody has followed it for that long, on any instance, it is cancelled. Such a client
 //! stops a run with `POST /runs/{id}/cancel`. With [`OnDisconnect::Continue`] every run goes on.
 //!
+//! # Busy threads
+//!
+//! A run on a thread that has one running is refused (`409 thread_busy`), waits, or stops the
+//! running one first, as the engine's [`Runs::busy_thread`] says; a client chooses for its own
+//! run with `Prefer: busy-thread=reject`, `=queue` or `=interrupt` (answered with
+//! `Preference-Applied`; [`Runs::begin_busy`]). An interrupted run ends `cancelled` for everyone
+//! following it, its thread keeping what it said, and the new run starts once it ended, whichever
+//! instance drove it.
+//!
 //! # The agent
 //!
 //! Any `Service<RunRequest, Response = RunOutcome>` that emits AG-UI events to the run's sink
@@ -802,13 +811,14 @@ where
         &self,
         principal: Option<Principal>,
         input: RunAgentInput,
-        rejoin: Rejoin,
+        prefer: Prefer,
     ) -> Result<crate::runs::Follow, Rejection> {
-        let begun = self
-            .runs
-            .begin_as(principal, input)
-            .await
-            .map_err(begin_rejection)?;
+        let begun = match prefer.busy {
+            Some(busy) => self.runs.begin_busy(principal, input, busy).await,
+            None => self.runs.begin_as(principal, input).await,
+        }
+        .map_err(begin_rejection)?;
+        let rejoin = prefer.rejoin;
         let follow = self.runs.follow(begun.run_id().clone(), begun.from());
         Ok(match begun {
             Begun::Started { .. } => {
@@ -841,13 +851,7 @@ impl Rejoin {
     /// What the `Prefer` headers of a request say (a preference is a token, maybe with
     /// parameters after `;`, in a comma-separated list).
     pub(crate) fn asked(headers: &axum::http::HeaderMap) -> Self {
-        let asked = headers
-            .get_all(PREFER)
-            .iter()
-            .filter_map(|value| value.to_str().ok())
-            .flat_map(|value| value.split(','))
-            .filter_map(|preference| preference.split(';').next())
-            .any(|token| token.trim().eq_ignore_ascii_case(Self::TOKEN));
+        let asked = preferences(headers).any(|(token, _)| token.eq_ignore_ascii_case(Self::TOKEN));
         if asked { Self::Can } else { Self::Cannot }
     }
 
@@ -859,6 +863,69 @@ impl Rejoin {
                 .insert(PREFERENCE_APPLIED, HeaderValue::from_static(Self::TOKEN));
         }
     }
+}
+
+/// What a client that starts a run prefers (RFC 7240's `Prefer`): whether it re-joins its run
+/// (`rejoin`), and what its run does on a busy thread (`busy-thread=reject|queue|interrupt`, in
+/// place of the server's setting). A preference the server does not know is ignored, as the RFC
+/// asks; `Preference-Applied` says which were.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Prefer {
+    pub(crate) rejoin: Rejoin,
+    pub(crate) busy: Option<BusyThread>,
+}
+
+impl Prefer {
+    /// The busy-thread preference's token.
+    const BUSY: &str = "busy-thread";
+
+    /// What the `Prefer` headers of a request say.
+    pub(crate) fn asked(headers: &axum::http::HeaderMap) -> Self {
+        let busy = preferences(headers).find_map(|(token, value)| {
+            if !token.eq_ignore_ascii_case(Self::BUSY) {
+                return None;
+            }
+            match value?.to_ascii_lowercase().as_str() {
+                "reject" => Some(BusyThread::Reject),
+                "queue" => Some(BusyThread::Queue),
+                "interrupt" => Some(BusyThread::Interrupt),
+                _ => None,
+            }
+        });
+        Self {
+            rejoin: Rejoin::asked(headers),
+            busy,
+        }
+    }
+
+    /// Says in `response` which preferences were applied.
+    fn applied(self, response: &mut Response) {
+        self.rejoin.applied(response);
+        let busy = match self.busy {
+            Some(BusyThread::Reject) => "busy-thread=reject",
+            Some(BusyThread::Queue) => "busy-thread=queue",
+            Some(BusyThread::Interrupt) => "busy-thread=interrupt",
+            None => return,
+        };
+        response
+            .headers_mut()
+            .append(PREFERENCE_APPLIED, HeaderValue::from_static(busy));
+    }
+}
+
+/// The preferences of a request's `Prefer` headers: each token, and its value (unquoted) if it
+/// has one (RFC 7240: a comma-separated list, each preference maybe with parameters after `;`).
+fn preferences(headers: &axum::http::HeaderMap) -> impl Iterator<Item = (&str, Option<&str>)> {
+    headers
+        .get_all(PREFER)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .filter_map(|preference| preference.split(';').next())
+        .map(|preference| match preference.split_once('=') {
+            Some((token, value)) => (token.trim(), Some(value.trim().trim_matches('"'))),
+            None => (preference.trim(), None),
+        })
 }
 
 /// RFC 7240's request header.
@@ -996,13 +1063,13 @@ where
     let headers = request.headers();
     require_json(headers)?;
     let format = Format::negotiate(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
-    let rejoin = Rejoin::asked(headers);
+    let prefer = Prefer::asked(headers);
     let principal = request.extensions().get::<Principal>().cloned();
     let body = server.read_body(request.into_body()).await?;
     let input = server.parse_input(&body)?;
-    let events = server.begin(principal, input, rejoin).await?;
+    let events = server.begin(principal, input, prefer).await?;
     let mut response = respond::events(events, format, server.config.keep_alive);
-    rejoin.applied(&mut response);
+    prefer.applied(&mut response);
     Ok(response)
 }
 

@@ -12,7 +12,8 @@
 //! input the server refuses before any run (malformed, invalid, busy thread, taken run id) is
 //! answered with a single `RUN_ERROR` frame whose `code` says why; the socket stays open. A socket
 //! that closes applies the server's disconnect policy to the active run, as a dropped HTTP
-//! response does: it is that run's Stop, unless the upgrade request said `Prefer: rejoin`.
+//! response does: it is that run's Stop, unless the upgrade request said `Prefer: rejoin`. The
+//! upgrade request's `Prefer: busy-thread=…` holds for each run of the socket.
 
 use std::{collections::VecDeque, sync::Arc};
 
@@ -26,7 +27,7 @@ use axum::{
 };
 use futures_util::{SinkExt, StreamExt};
 
-use super::{Rejection, Rejoin, Server};
+use super::{Prefer, Rejection, Server};
 use crate::{
     agui::{
         Event,
@@ -49,11 +50,11 @@ where
     A: RunService,
 {
     let principal = principal.map(|Extension(principal)| principal);
-    let rejoin = Rejoin::asked(&headers);
+    let prefer = Prefer::asked(&headers);
     let mut response = upgrade
         .max_message_size(server.config.body_limit)
-        .on_upgrade(move |socket| session(server, principal, rejoin, socket));
-    rejoin.applied(&mut response);
+        .on_upgrade(move |socket| session(server, principal, prefer, socket));
+    prefer.applied(&mut response);
     response
 }
 
@@ -106,7 +107,7 @@ async fn next_event(active: &mut Option<Follow>) -> Option<LoggedEvent> {
 async fn session<A>(
     server: Arc<Server<A>>,
     principal: Option<Principal>,
-    rejoin: Rejoin,
+    prefer: Prefer,
     socket: WebSocket,
 ) where
     A: RunService,
@@ -122,7 +123,7 @@ async fn session<A>(
             && let Some(text) = waiting.pop_front()
         {
             let begun = match server.parse_input(text.as_bytes()) {
-                Ok(input) => server.begin(principal.clone(), input, rejoin).await,
+                Ok(input) => server.begin(principal.clone(), input, prefer).await,
                 Err(rejection) => Err(rejection),
             };
             match begun {
