@@ -109,6 +109,20 @@ impl Server {
         response
     }
 
+    /// `body` made a run that goes on for hours, started with `token`: its response once the
+    /// run has started (its first event, `RUN_STARTED`, read).
+    async fn started(&self, token: &str, mut body: Value) -> reqwest::Response {
+        body["forwardedProps"] = json!({"scripted": {"tokens": 1_000, "delay_ms": 60_000}});
+        let mut running = self.stream(token, &body).await;
+        let first = running.chunk().await.unwrap().unwrap();
+        assert!(
+            String::from_utf8_lossy(&first).contains("RUN_STARTED"),
+            "{}: {first:?}",
+            self.name
+        );
+        running
+    }
+
     /// `POST /runs/{run}/cancel` with `token`.
     async fn cancel(&self, token: &str, run: &str) -> Answer {
         let url = self.url(&format!("/runs/{run}/cancel"));
@@ -660,15 +674,8 @@ async fn a_new_thread_is_listed_as_its_first_run_starts() {
         let name = server.name;
         let thread = unique("long");
         let run = unique("run");
-        let mut long = user(&thread, &run, "a long story\nwith details");
-        long["forwardedProps"] = json!({"scripted": {"tokens": 1_000, "delay_ms": 60_000}});
-        let mut running = server.stream(ALICE, &long).await;
-        // The run has started once its client reads its first event.
-        let first = running.chunk().await.unwrap().unwrap();
-        assert!(
-            String::from_utf8_lossy(&first).contains("RUN_STARTED"),
-            "{name}: {first:?}"
-        );
+        let long = user(&thread, &run, "a long story\nwith details");
+        let running = server.started(ALICE, long).await;
         let listed = server.threads(ALICE, "").await;
         assert_eq!(
             listed,
@@ -1019,14 +1026,8 @@ async fn a_client_says_what_its_run_does_on_a_busy_thread() {
         let name = first.name;
         let thread = unique("busy");
         let (long_run, late) = (unique("long"), unique("late"));
-        let mut long = user(&thread, &long_run, "tell me a long story");
-        long["forwardedProps"] = json!({"scripted": {"tokens": 1_000, "delay_ms": 60_000}});
-        let mut running = first.stream(ALICE, &long).await;
-        let opened = running.chunk().await.unwrap().unwrap();
-        assert!(
-            String::from_utf8_lossy(&opened).contains("RUN_STARTED"),
-            "{name}"
-        );
+        let long = user(&thread, &long_run, "tell me a long story");
+        let running = first.started(ALICE, long.clone()).await;
 
         // Asked to be refused (the server's default too): 409, the long run goes on.
         let prefer = |value: &str| ("prefer", format!("busy-thread={value}"));
@@ -1094,10 +1095,8 @@ async fn a_client_says_what_its_run_does_on_a_busy_thread() {
         // Asked to wait: it starts once the running one ends (here, cancelled by its client).
         let history = kept["messages"].clone();
         let (again, queued) = (unique("again"), unique("queued"));
-        let mut long = turn(&thread, &again, &history, Some("another long one"));
-        long["forwardedProps"] = json!({"scripted": {"tokens": 1_000, "delay_ms": 60_000}});
-        let mut running = first.stream(ALICE, &long).await;
-        running.chunk().await.unwrap().unwrap();
+        let long = turn(&thread, &again, &history, Some("another long one"));
+        let running = first.started(ALICE, long.clone()).await;
         let mut waiting = long["messages"].clone();
         waiting
             .as_array_mut()

@@ -2,11 +2,11 @@
 //! original untouched. Editing a message and asking for another answer are forks too (before
 //! the message edited, before the answer), so a thread's other branches stay readable.
 
-use std::{collections::HashSet, fmt};
+use std::fmt;
 
-use super::{LogError, Runs, SavedThread, ThreadQuery, ThreadSummary};
+use super::{LogError, Runs, SavedThread, ThreadQuery, ThreadSummary, takeover::unanswered};
 use crate::{
-    id::{MessageId, ThreadId, ToolCallId},
+    id::{MessageId, ThreadId},
     message::Message,
 };
 
@@ -199,14 +199,14 @@ pub(crate) fn cut(messages: &[Message], at: ForkAt<'_>) -> Result<Vec<Message>, 
     // The results of the kept calls come after them: the cut moves past the last of them, and
     // again while that keeps calls of its own.
     loop {
-        let calls = calls_of(&messages[..end]);
-        let answers = |m: &Message| matches!(m, Message::Tool { tool_call_id, .. } if calls.contains(tool_call_id));
+        let open = unanswered(&messages[..end]);
+        let answers = |m: &Message| matches!(m, Message::Tool { tool_call_id, .. } if open.contains(tool_call_id));
         match messages[end..].iter().rposition(answers) {
             Some(last) => end += last + 1,
             None => break,
         }
     }
-    let waiting = super::takeover::unanswered(messages);
+    let waiting = unanswered(messages);
     let kept = messages[..end]
         .iter()
         .filter_map(|message| match message {
@@ -231,17 +231,6 @@ pub(crate) fn cut(messages: &[Message], at: ForkAt<'_>) -> Result<Vec<Message>, 
         })
         .collect();
     Ok(kept)
-}
-
-/// The ids of the calls `messages` ask for.
-fn calls_of(messages: &[Message]) -> HashSet<&ToolCallId> {
-    messages
-        .iter()
-        .flat_map(|message| match message {
-            Message::Assistant { tool_calls, .. } => tool_calls.iter().map(|c| &c.id).collect(),
-            _ => Vec::new(),
-        })
-        .collect()
 }
 
 #[cfg(test)]
@@ -319,7 +308,7 @@ mod tests {
             panic!("{:?}", whole[5]);
         };
         assert_eq!((content.as_str(), tool_calls.len()), ("Asking first.", 0));
-        assert!(super::super::takeover::unanswered(&whole).is_empty());
+        assert!(unanswered(&whole).is_empty());
     }
 
     #[test]

@@ -879,18 +879,24 @@ impl Prefer {
     /// The busy-thread preference's token.
     const BUSY: &str = "busy-thread";
 
+    /// Each busy-thread preference a client may give: its value, and what the engine does.
+    const BUSY_VALUES: [(&str, BusyThread, &str); 3] = [
+        ("reject", BusyThread::Reject, "busy-thread=reject"),
+        ("queue", BusyThread::Queue, "busy-thread=queue"),
+        ("interrupt", BusyThread::Interrupt, "busy-thread=interrupt"),
+    ];
+
     /// What the `Prefer` headers of a request say.
     pub(crate) fn asked(headers: &axum::http::HeaderMap) -> Self {
         let busy = preferences(headers).find_map(|(token, value)| {
             if !token.eq_ignore_ascii_case(Self::BUSY) {
                 return None;
             }
-            match value?.to_ascii_lowercase().as_str() {
-                "reject" => Some(BusyThread::Reject),
-                "queue" => Some(BusyThread::Queue),
-                "interrupt" => Some(BusyThread::Interrupt),
-                _ => None,
-            }
+            let value = value?;
+            Self::BUSY_VALUES
+                .iter()
+                .find(|(name, ..)| name.eq_ignore_ascii_case(value))
+                .map(|(_, busy, _)| *busy)
         });
         Self {
             rejoin: Rejoin::asked(headers),
@@ -901,15 +907,14 @@ impl Prefer {
     /// Says in `response` which preferences were applied.
     fn applied(self, response: &mut Response) {
         self.rejoin.applied(response);
-        let busy = match self.busy {
-            Some(BusyThread::Reject) => "busy-thread=reject",
-            Some(BusyThread::Queue) => "busy-thread=queue",
-            Some(BusyThread::Interrupt) => "busy-thread=interrupt",
-            None => return,
-        };
-        response
-            .headers_mut()
-            .append(PREFERENCE_APPLIED, HeaderValue::from_static(busy));
+        let applied = Self::BUSY_VALUES
+            .iter()
+            .find(|(_, busy, _)| Some(*busy) == self.busy);
+        if let Some((_, _, preference)) = applied {
+            response
+                .headers_mut()
+                .append(PREFERENCE_APPLIED, HeaderValue::from_static(preference));
+        }
     }
 }
 

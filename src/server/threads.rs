@@ -392,10 +392,10 @@ where
         .fork_thread(fork)
         .await
         .map_err(|error| match error {
-            ForkError::UnknownMessage(id) => Rejection::new(
+            ForkError::UnknownMessage(_) => Rejection::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "unknown_message",
-                format!("the thread's conversation has no message `{id}`"),
+                error.to_string(),
             )
             .field(if body.message_id.is_some() {
                 "messageId"

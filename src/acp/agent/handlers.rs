@@ -255,9 +255,7 @@ where
     ) -> Result<(), Error> {
         let closed = match self.sessions.lock().get_mut(&*req.session_id.0) {
             Some(session) => {
-                // Closing cancels the running turn, as `session/cancel` would.
-                session.cancel_turns();
-                session.open = false;
+                session.close();
                 true
             }
             None => false,
@@ -454,8 +452,7 @@ where
         cx: &ConnectionTo<Client>,
     ) -> Result<(), Error> {
         if let Some(session) = self.sessions.lock().get_mut(&*req.session_id.0) {
-            session.cancel_turns();
-            session.open = false;
+            session.close();
         }
         let shared = self.clone();
         cx.spawn(async move {

@@ -59,6 +59,13 @@ impl Session {
     pub(super) fn cancel_turns(&mut self) {
         std::mem::take(&mut self.cancel).cancel();
     }
+
+    /// Closes it, its running turn cancelled as `session/cancel` would: it keeps its history,
+    /// for `session/load`.
+    pub(super) fn close(&mut self) {
+        self.cancel_turns();
+        self.open = false;
+    }
 }
 
 /// The internal error a session's store failure is answered with (the cause is logged).
