@@ -32,7 +32,7 @@ pub enum Role {
     Reasoning,
     /// The result of one tool call.
     Tool,
-    /// A sub-agent's conversation, kept while its run waits for a decision.
+    /// A sub-agent's conversation, kept in the thread (see [`Message::Subagent`]).
     Subagent,
 }
 
@@ -189,10 +189,13 @@ pub enum Message {
         /// Whether the result describes a failure.
         is_error: bool,
     },
-    /// The conversation of an agent called as a tool (a [sub-agent](crate::subagent)) whose run
-    /// stopped at interrupts: kept after the call that started it until a later run answers them
-    /// and the call resumes where it stopped. No model is shown it: the
-    /// [`Agent`](crate::agent::Agent) takes it out of the conversation before it asks the model.
+    /// The conversation of an agent called as a tool (a [sub-agent](crate::subagent)), kept after
+    /// the results of the turn that called it. Once the call has its result, it is the
+    /// sub-agent's transcript, which AG-UI clients are shown where it happened (its messages
+    /// carry its `subagentRunId`); while the call has none, its run stopped at interrupts, and a
+    /// later run that answers them resumes the call where it stopped. No model is shown it: the
+    /// model requests leave it out, and the [`Agent`](crate::agent::Agent) takes a suspended one
+    /// out of the conversation before it asks the model.
     Subagent {
         /// The message's id.
         id: MessageId,
@@ -200,7 +203,7 @@ pub enum Message {
         tool_call_id: ToolCallId,
         /// The sub-agent's run.
         run_id: RunId,
-        /// Its conversation so far.
+        /// Its conversation: its task, then what it said and did.
         messages: Vec<Message>,
     },
 }

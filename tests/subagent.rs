@@ -1,7 +1,8 @@
 //! Agents as tools: a sub-agent's run as the parent's client sees it (checked by the official
 //! AG-UI client's schemas and verifier), nested sub-agents, cancellation, the shared turn
-//! budget, and an interrupt inside a sub-agent answered through its parent (in-process, and by
-//! the official client on two instances of a durable server).
+//! budget, an interrupt inside a sub-agent answered through its parent (in-process, and by
+//! the official client on two instances of a durable server), and the sub-agent's transcript
+//! kept in the thread where its client was shown it.
 
 use crate::support;
 use crate::support::stores;
@@ -287,12 +288,31 @@ async fn an_interrupt_in_a_sub_agent_stops_the_parent_and_its_answer_resumes_the
     );
     assert!(written.try_recv().is_err(), "written once");
     assert_eq!(second.messages.last().unwrap().text(), "Done: noted.");
-    assert!(
-        !second
-            .messages
-            .iter()
-            .any(|m| matches!(m, Message::Subagent { .. })),
-        "nothing is kept once the call is answered"
+    // What the researcher said and did is kept once, whole, after the call's result: its
+    // transcript.
+    let roles: Vec<String> = second
+        .messages
+        .iter()
+        .map(|m| format!("{:?}", m.role()))
+        .collect();
+    assert_eq!(
+        roles,
+        ["User", "Assistant", "Tool", "Subagent", "Assistant"],
+        "{:?}",
+        second.messages
+    );
+    let Message::Subagent { messages, .. } = &second.messages[3] else {
+        unreachable!()
+    };
+    let transcript: Vec<String> = messages.iter().map(Message::text).collect();
+    assert_eq!(
+        transcript,
+        [
+            "Note the population of Oslo.",
+            "",
+            "written",
+            "Noted: Oslo has 700,000 people."
+        ]
     );
 
     // The researcher went on from its own conversation; the lead's model got its answer as the
@@ -315,6 +335,131 @@ async fn an_interrupt_in_a_sub_agent_stops_the_parent_and_its_answer_resumes_the
             .any(|m| matches!(m, Message::Subagent { .. }))
     }));
     Ok(())
+}
+
+/// The role, text and `subagentRunId` of each message of a `MESSAGES_SNAPSHOT`.
+fn shown(snapshot: &Value) -> Vec<(String, String, Value)> {
+    snapshot["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            let text = m["content"].as_str().unwrap_or_default().to_owned();
+            (
+                m["role"].as_str().unwrap().to_owned(),
+                text,
+                m["subagentRunId"].clone(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_sub_agents_transcript_stays_in_the_thread_where_its_client_was_shown_it() {
+    use agent_tower::{agui::RunAgentInput, agui::input, runs::Runs};
+    let researcher = Stack::new(
+        MockModel::new([answer("Oslo has 700,000 people.")]),
+        ToolRouter::new(),
+    )
+    .build();
+    let lead_model = MockModel::new([
+        delegate("c1", "researcher", "Population of Oslo?"),
+        answer("About 700,000."),
+        answer("You are welcome."),
+    ]);
+    let lead = Stack::new(
+        lead_model.clone(),
+        ToolRouter::new().tool(AgentTool::new("researcher", "Finds facts.", researcher)),
+    )
+    .build();
+    let runs = Runs::new(lead);
+    let wire = |m: Message| input::Message::from_domain(&m).unwrap();
+    let run = |id: &str, messages: Vec<input::Message>| {
+        let input = RunAgentInput::new("t-oslo".into(), id.into(), messages);
+        let runs = &runs;
+        async move {
+            let begun = runs.begin(input).await.unwrap();
+            let log: Vec<Value> = runs
+                .follow(begun.run_id().clone(), begun.from())
+                .map(|e| serde_json::from_slice(e.json()).unwrap())
+                .collect()
+                .await;
+            log
+        }
+    };
+    let last_snapshot = |log: &[Value]| {
+        log.iter()
+            .rfind(|e| e["type"] == "MESSAGES_SNAPSHOT")
+            .unwrap()
+            .clone()
+    };
+
+    let first = run("r1", vec![wire(Message::user("How many live in Oslo?"))]).await;
+    support::officially_verified(&first).await;
+    // While the run streamed, the client was shown the researcher's answer under its run.
+    let sub = first
+        .iter()
+        .find(|e| e["type"] == "SUBAGENT_STARTED")
+        .unwrap()["subagentRunId"]
+        .clone();
+    let streamed = first
+        .iter()
+        .find(|e| e["type"] == "TEXT_MESSAGE_START" && e["subagentRunId"] == sub)
+        .unwrap();
+    // The run's last snapshot keeps it where the client put it, after the lead's call and its
+    // result, before the lead's answer, under the same id.
+    let snapshot = last_snapshot(&first);
+    let null = Value::Null;
+    let expected = |more: &[(&str, &str, &Value)]| {
+        let mut all = vec![
+            ("user", "How many live in Oslo?", &null),
+            ("assistant", "", &null),
+            ("tool", "Oslo has 700,000 people.", &null),
+            ("assistant", "Oslo has 700,000 people.", &sub),
+            ("assistant", "About 700,000.", &null),
+        ];
+        all.extend_from_slice(more);
+        all.into_iter()
+            .map(|(role, text, sub)| (role.to_owned(), text.to_owned(), sub.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(shown(&snapshot), expected(&[]));
+    assert_eq!(snapshot["messages"][3]["id"], streamed["messageId"]);
+
+    // The client's next turn sends all it holds, the researcher's message included: the lead's
+    // model is not shown it (its result is the call's), and the thread keeps it where it was.
+    let mut held: Vec<input::Message> =
+        serde_json::from_value(snapshot["messages"].clone()).unwrap();
+    held.push(wire(Message::user("Thanks!")));
+    let second = run("r2", held).await;
+    support::officially_verified(&second).await;
+    assert_eq!(
+        shown(&last_snapshot(&second)),
+        expected(&[
+            ("user", "Thanks!", &null),
+            ("assistant", "You are welcome.", &null)
+        ])
+    );
+    let asked = &lead_model.requests()[2];
+    let texts: Vec<(String, String)> = asked
+        .messages
+        .iter()
+        .map(|m| (format!("{:?}", m.role()), m.text()))
+        .collect();
+    let texts: Vec<(&str, &str)> = texts
+        .iter()
+        .map(|(r, t)| (r.as_str(), t.as_str()))
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            ("User", "How many live in Oslo?"),
+            ("Assistant", ""),
+            ("Tool", "Oslo has 700,000 people."),
+            ("Assistant", "About 700,000."),
+            ("User", "Thanks!"),
+        ]
+    );
 }
 
 /// A durable server on the store at `url`: the scripted lead, whose `researcher` (the demo agent)
@@ -351,6 +496,19 @@ async fn the_official_client_answers_a_sub_agents_interrupt_through_the_parent_o
         let output = support::node("agui-subagent-interrupt.mjs", &[&a, &b], None).await;
         assert!(
             output.contains("answered through its parent"),
+            "{name}: {output}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_official_client_keeps_a_sub_agents_transcript_through_the_runs_end_a_restore_and_the_next_turn()
+ {
+    for (name, url) in stores::store_urls("subagent_transcript").await {
+        let (a, b) = (lead_server(&url).await, lead_server(&url).await);
+        let output = support::node("agui-subagent-transcript.mjs", &[&a, &b], None).await;
+        assert!(
+            output.contains("transcript was kept in the thread"),
             "{name}: {output}"
         );
     }

@@ -58,8 +58,10 @@
 //! whose tools wait for a person) answers [`ToolResponse::Suspended`]: the run ends with its
 //! interrupts as well, and its work is kept in the conversation after the call
 //! ([`Message::Subagent`]). The run that answers them takes it out again and hands it back to the
-//! call ([`crate::tool::SuspendedRun`], in the call's extensions), which goes on
-//! where it stopped. Kept work is never shown to the model.
+//! call ([`crate::tool::SubagentRun`], in the call's extensions), which goes on
+//! where it stopped. A call such an agent answers ([`ToolResponse::Delegated`]) keeps its
+//! conversation there too, after the turn's results: the transcript a client was shown. Kept
+//! conversations are never shown to the model.
 //!
 //! # State and background work
 //!
@@ -103,7 +105,7 @@ use crate::{
     model::{ModelOptions, ModelRequest, ModelService, Usage},
     run::{ContextEntry, RunOutcome, RunRequest, StopReason, TurnCalls},
     tool::{
-        Interrupt, RunTools, Suspended, SuspendedRun, ToolCall, ToolError, ToolOutput, ToolReply,
+        Interrupt, RunTools, SubagentRun, Suspended, ToolCall, ToolError, ToolOutput, ToolReply,
         ToolResponse, ToolSpec,
     },
 };
@@ -557,6 +559,13 @@ struct TurnResults {
     interrupts: Vec<Interrupt>,
 }
 
+/// A call's result, and the conversation of the agent that answered it, when one did
+/// ([`ToolResponse::Delegated`]).
+struct Answered {
+    result: Message,
+    transcript: Option<Message>,
+}
+
 /// Why a call has no result yet.
 enum Waiting {
     /// It waits for a decision.
@@ -566,7 +575,7 @@ enum Waiting {
 }
 
 /// One turn's server-side calls, each with the work it resumes, if any.
-struct Calls(Vec<(ToolCallRequest, Option<SuspendedRun>)>);
+struct Calls(Vec<(ToolCallRequest, Option<SubagentRun>)>);
 
 impl Calls {
     fn new(calls: Vec<ToolCallRequest>) -> Self {
@@ -576,7 +585,7 @@ impl Calls {
     /// `calls`, each with its work from `suspended`.
     fn resuming(
         calls: Vec<ToolCallRequest>,
-        suspended: &mut HashMap<ToolCallId, SuspendedRun>,
+        suspended: &mut HashMap<ToolCallId, SubagentRun>,
     ) -> Self {
         Self(
             calls
@@ -590,8 +599,10 @@ impl Calls {
     }
 }
 
-/// Takes the work of suspended calls out of the conversation ([`Message::Subagent`]), by call.
-fn take_suspended(messages: &mut Vec<Message>) -> HashMap<ToolCallId, SuspendedRun> {
+/// Takes the work of suspended calls out of the conversation ([`Message::Subagent`] of a call
+/// without a result), by call. The transcripts of answered calls stay where they are.
+fn take_suspended(messages: &mut Vec<Message>) -> HashMap<ToolCallId, SubagentRun> {
+    let answered = answered_calls(messages);
     let mut suspended = HashMap::new();
     messages.retain_mut(|message| match message {
         Message::Subagent {
@@ -599,8 +610,8 @@ fn take_suspended(messages: &mut Vec<Message>) -> HashMap<ToolCallId, SuspendedR
             run_id,
             messages,
             ..
-        } => {
-            let run = SuspendedRun {
+        } if !answered.contains(tool_call_id) => {
+            let run = SubagentRun {
                 run_id: run_id.clone(),
                 messages: std::mem::take(messages),
             };
@@ -645,10 +656,15 @@ where
         messages: Vec::with_capacity(results.len()),
         interrupts: Vec::new(),
     };
+    // After the turn's results, as a client streaming the turn is shown them: the sub-agents'
+    // conversations.
     let mut kept = Vec::new();
     for result in results {
         match result {
-            Ok(message) => turn_results.messages.push(message),
+            Ok(answered) => {
+                turn_results.messages.push(answered.result);
+                kept.extend(answered.transcript);
+            }
             Err(Waiting::Decision(interrupt)) => turn_results.interrupts.push(interrupt),
             Err(Waiting::Work(tool_call_id, suspended)) => {
                 let (interrupts, work) = suspended.into_parts();
@@ -702,7 +718,7 @@ fn tool_runs<T>(
     run: &crate::context::RunContext,
     turn: u32,
     requests: Calls,
-) -> Vec<impl Future<Output = Result<Message, Waiting>>>
+) -> Vec<impl Future<Output = Result<Answered, Waiting>>>
 where
     T: Service<ToolCall> + Clone,
     T::Response: ToolReply,
@@ -747,11 +763,14 @@ where
                         let span = tracing::info_span!("agent.tool_call", tool_call_id = %call.id, tool = %call.name);
                         call_tool(tools, call).instrument(span).await
                     }
-                    Err((tool_call_id, error)) => Ok(Message::Tool {
-                        id: MessageId::new(),
-                        tool_call_id,
-                        content: ToolOutput::error(error.to_string()).content,
-                        is_error: true,
+                    Err((tool_call_id, error)) => Ok(Answered {
+                        result: Message::Tool {
+                            id: MessageId::new(),
+                            tool_call_id,
+                            content: ToolOutput::error(error.to_string()).content,
+                            is_error: true,
+                        },
+                        transcript: None,
                     }),
                 }
             }
@@ -761,7 +780,7 @@ where
 
 /// Runs one tool call; a tool error or panic becomes an error result, an interrupt or suspended
 /// work stays one.
-async fn call_tool<T>(tools: T, call: ToolCall) -> Result<Message, Waiting>
+async fn call_tool<T>(tools: T, call: ToolCall) -> Result<Answered, Waiting>
 where
     T: Service<ToolCall>,
     T::Response: ToolReply,
@@ -770,9 +789,19 @@ where
     let message_id = call.run.message_id.clone();
     let tool_call_id = call.id.clone();
     let name = call.name.clone();
+    let mut transcript = None;
     let output = match AssertUnwindSafe(tools.oneshot(call)).catch_unwind().await {
         Ok(Ok(reply)) => match reply.into_response() {
             ToolResponse::Output(output) => output,
+            ToolResponse::Delegated { output, run } => {
+                transcript = Some(Message::Subagent {
+                    id: MessageId::new(),
+                    tool_call_id: tool_call_id.clone(),
+                    run_id: run.run_id,
+                    messages: run.messages,
+                });
+                output
+            }
             ToolResponse::Interrupted(interrupt) => return Err(Waiting::Decision(interrupt)),
             ToolResponse::Suspended(suspended) => {
                 return Err(Waiting::Work(tool_call_id, suspended));
@@ -784,11 +813,14 @@ where
             ToolOutput::error(format!("tool `{name}` panicked"))
         }
     };
-    Ok(Message::Tool {
-        id: message_id,
-        tool_call_id,
-        content: output.content,
-        is_error: output.is_error,
+    Ok(Answered {
+        result: Message::Tool {
+            id: message_id,
+            tool_call_id,
+            content: output.content,
+            is_error: output.is_error,
+        },
+        transcript,
     })
 }
 
@@ -822,6 +854,13 @@ fn with_context(
         all.push(Message::system(text));
     }
     all.extend(state);
-    all.extend_from_slice(messages);
+    // What the agents it called said and did is the thread's, not the model's: it has their
+    // results.
+    all.extend(
+        messages
+            .iter()
+            .filter(|message| !matches!(message, Message::Subagent { .. }))
+            .cloned(),
+    );
     all
 }

@@ -331,16 +331,14 @@ impl Event {
         .into()
     }
 
-    /// `MESSAGES_SNAPSHOT` of a conversation, as clients are shown it (what they are never
-    /// sent, such as a sub-agent's kept conversation, left out).
+    /// `MESSAGES_SNAPSHOT` of a conversation, as clients are shown it
+    /// ([`Message::conversation`](super::input::Message::conversation): a sub-agent's kept
+    /// conversation as the messages it streamed).
     pub fn messages_snapshot<'a>(
         conversation: impl IntoIterator<Item = &'a crate::message::Message>,
     ) -> Self {
         MessagesSnapshot {
-            messages: conversation
-                .into_iter()
-                .filter_map(super::input::Message::from_domain)
-                .collect(),
+            messages: super::input::Message::conversation(conversation),
             base: BaseEvent::default(),
         }
         .into()

@@ -397,6 +397,8 @@ pub enum Message {
         name: Option<String>,
         /// Tool calls.
         tool_calls: Option<Vec<ToolCall>>,
+        /// The sub-agent run that wrote it, when a sub-agent did (see [`Message::to_domain`]).
+        subagent_run_id: Option<String>,
     },
     /// From the user.
     User {
@@ -417,6 +419,8 @@ pub enum Message {
         tool_call_id: ToolCallId,
         /// The failure, if the tool failed.
         error: Option<String>,
+        /// The sub-agent run that made the call, when a sub-agent did.
+        subagent_run_id: Option<String>,
     },
     /// A UI activity (client-side only; never given to the model).
     Activity {
@@ -435,6 +439,8 @@ pub enum Message {
         content: String,
         /// What the provider needs back with it, opaque (`REASONING_ENCRYPTED_VALUE`).
         encrypted_value: Option<String>,
+        /// The sub-agent run that reasoned, when a sub-agent did.
+        subagent_run_id: Option<String>,
     },
 }
 
@@ -453,9 +459,32 @@ impl Message {
         }
     }
 
-    /// The protocol-neutral message; `None` for activity messages, which are UI only.
+    /// The sub-agent run that wrote the message, when a sub-agent did.
+    #[must_use]
+    pub fn subagent_run_id(&self) -> Option<&str> {
+        match self {
+            Self::Assistant {
+                subagent_run_id, ..
+            }
+            | Self::Tool {
+                subagent_run_id, ..
+            }
+            | Self::Reasoning {
+                subagent_run_id, ..
+            } => subagent_run_id.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The protocol-neutral message; `None` for activity messages, which are UI only, and for a
+    /// sub-agent's messages (with a `subagentRunId`): they are the sub-agent's transcript, which
+    /// the thread keeps ([`Message::Subagent`](message::Message::Subagent)) and no model of the
+    /// parent is shown.
     #[must_use]
     pub fn to_domain(&self) -> Option<message::Message> {
+        if self.subagent_run_id().is_some() {
+            return None;
+        }
         Some(match self {
             Self::Developer { id, content, .. } => message::Message::Developer {
                 id: id.clone(),
@@ -493,6 +522,7 @@ impl Message {
                 content,
                 tool_call_id,
                 error,
+                ..
             } => {
                 let mut parts = content.to_parts();
                 if let Some(error) = error
@@ -511,6 +541,7 @@ impl Message {
                 id,
                 content,
                 encrypted_value,
+                ..
             } => message::Message::Reasoning {
                 id: id.clone(),
                 content: content.clone(),
@@ -522,8 +553,22 @@ impl Message {
 }
 
 impl Message {
+    /// A conversation on the wire, as a client is shown it: each message as
+    /// [`from_domain`](Self::from_domain) gives it, and each sub-agent's kept conversation
+    /// ([`Message::Subagent`](message::Message::Subagent)) as the messages its client saw stream
+    /// (what it said and did, not its task), each carrying its `subagentRunId`.
+    #[must_use]
+    pub fn conversation<'a>(messages: impl IntoIterator<Item = &'a message::Message>) -> Vec<Self> {
+        let mut wire = Vec::new();
+        for message in messages {
+            push_shown(&mut wire, message, None);
+        }
+        wire
+    }
+
     /// The message on the wire; `None` for a sub-agent's kept conversation
-    /// ([`Message::Subagent`](message::Message::Subagent)), which no client is shown.
+    /// ([`Message::Subagent`](message::Message::Subagent)), which is not one message (see
+    /// [`conversation`](Self::conversation)).
     #[must_use]
     pub fn from_domain(message: &message::Message) -> Option<Self> {
         Some(match message {
@@ -551,6 +596,7 @@ impl Message {
                 id: id.clone(),
                 content: (!content.is_empty()).then(|| content.clone()),
                 name: None,
+                subagent_run_id: None,
                 tool_calls: (!tool_calls.is_empty()).then(|| {
                     tool_calls
                         .iter()
@@ -574,6 +620,7 @@ impl Message {
                 id: id.clone(),
                 content: content.clone(),
                 encrypted_value: encrypted_value.clone(),
+                subagent_run_id: None,
             },
             message::Message::Tool {
                 id,
@@ -591,9 +638,52 @@ impl Message {
                     content,
                     tool_call_id: tool_call_id.clone(),
                     error,
+                    subagent_run_id: None,
                 }
             }
         })
+    }
+
+    fn attributed_to(mut self, run: &str) -> Self {
+        if let Self::Assistant {
+            subagent_run_id, ..
+        }
+        | Self::Tool {
+            subagent_run_id, ..
+        }
+        | Self::Reasoning {
+            subagent_run_id, ..
+        } = &mut self
+        {
+            *subagent_run_id = Some(run.to_owned());
+        }
+        self
+    }
+}
+
+/// Pushes `message` as a client of the run `sub_agent` (the parent's when `None`) was shown it.
+fn push_shown(wire: &mut Vec<Message>, message: &message::Message, sub_agent: Option<&str>) {
+    match message {
+        message::Message::Subagent {
+            run_id, messages, ..
+        } => {
+            for message in messages {
+                push_shown(wire, message, Some(run_id.as_str()));
+            }
+        }
+        // A sub-agent's task and instructions are its own request, never streamed.
+        message::Message::User { .. }
+        | message::Message::System { .. }
+        | message::Message::Developer { .. }
+            if sub_agent.is_some() => {}
+        message => {
+            if let Some(shown) = Message::from_domain(message) {
+                wire.push(match sub_agent {
+                    Some(run) => shown.attributed_to(run),
+                    None => shown,
+                });
+            }
+        }
     }
 }
 

@@ -54,12 +54,18 @@ pub(super) async fn run_request(
         let first = thread.as_ref().is_none_or(|thread| {
             thread.messages.is_empty() && thread.runs.iter().all(|r| r.run_id == input.run_id)
         });
-        let stale = thread
-            .map(|thread| thread.messages)
-            .filter(|stored| stale(stored, &req.messages));
+        let stored = thread.map(|thread| thread.messages).unwrap_or_default();
+        if stale(&stored, &req.messages) {
+            return Ok(Asked {
+                request: req,
+                stale: Some(stored),
+                first,
+            });
+        }
+        keep_transcripts(&mut req.messages, &stored);
         return Ok(Asked {
             request: req,
-            stale,
+            stale: None,
             first,
         });
     }
@@ -103,6 +109,34 @@ pub(super) fn stale(stored: &[Message], asked: &[Message]) -> bool {
         .iter()
         .filter(user)
         .all(|turn| asked.any(|id| id == turn.id()))
+}
+
+/// Puts back the sub-agents' conversations of the `stored` thread that the `asked` conversation
+/// lacks: a client's copy carries them only as the messages it was shown, which are not the
+/// parent's (see [`to_domain`](crate::agui::input::Message::to_domain)). Each goes where the
+/// thread kept it, after the results of the turn whose call it answered; one whose call the
+/// request does not answer is left out.
+pub(super) fn keep_transcripts(asked: &mut Vec<Message>, stored: &[Message]) {
+    for transcript in stored {
+        let Message::Subagent {
+            id, tool_call_id, ..
+        } = transcript
+        else {
+            continue;
+        };
+        if asked.iter().any(|message| message.id() == id) {
+            continue;
+        }
+        let result = asked.iter().position(
+            |message| matches!(message, Message::Tool { tool_call_id: answered, .. } if answered == tool_call_id),
+        );
+        let Some(result) = result else { continue };
+        let after_turn = asked[result..]
+            .iter()
+            .position(|message| !matches!(message, Message::Tool { .. } | Message::Subagent { .. }))
+            .map_or(asked.len(), |end| result + end);
+        asked.insert(after_turn, transcript.clone());
+    }
 }
 
 /// Decisions bound to the call they were asked about.

@@ -354,6 +354,7 @@ impl Progress {
             content: result.content,
             tool_call_id: result.tool_call_id,
             error: None,
+            subagent_run_id: None,
         };
         self.messages.extend(message.to_domain());
     }

@@ -301,11 +301,7 @@ impl Stream for Joined {
 
 /// The thread's conversation as AG-UI messages.
 fn conversation(thread: &ThreadRecord) -> Vec<Message> {
-    thread
-        .messages
-        .iter()
-        .filter_map(Message::from_domain)
-        .collect()
+    Message::conversation(&thread.messages)
 }
 
 fn snapshot(messages: Vec<Message>) -> LoggedEvent {

@@ -289,11 +289,7 @@ where
             .interrupts(Interrupts::PendingOf(&thread_id))
             .await
             .map_err(|e| unavailable(&e))?;
-        let messages: Vec<crate::agui::input::Message> = thread
-            .messages
-            .iter()
-            .filter_map(crate::agui::input::Message::from_domain)
-            .collect();
+        let messages = crate::agui::input::Message::conversation(&thread.messages);
         let mut answer = json!({
             "threadId": thread.thread_id,
             "messages": messages,

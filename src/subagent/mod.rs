@@ -13,6 +13,10 @@
 //!   (`parentSubagentRunId`).
 //! - an ACP client (an editor) sees each of its answers, as it is complete, as the content of
 //!   the parent's tool call (through [`Progress`]: the latest replaces the last).
+//! - the thread keeps its conversation after the parent's call ([`Message::Subagent`]): the
+//!   parent's final `MESSAGES_SNAPSHOT` and a restored thread show the client its messages where
+//!   it was shown them while they streamed, each carrying its `subagentRunId`, and no model is
+//!   shown them.
 //! - cancelling the parent's run cancels it; it shares the parent's [`TurnBudget`] (its turns
 //!   count against the parent's), its principal, its shared state and the decisions the parent
 //!   run brings.
@@ -80,7 +84,7 @@ use crate::{
     message::Message,
     run::{RunOutcome, RunRequest, StopReason},
     tool::{
-        Progress, Suspended, SuspendedRun, Tool, ToolCall, ToolError, ToolErrorKind, ToolKind,
+        Progress, SubagentRun, Suspended, Tool, ToolCall, ToolError, ToolErrorKind, ToolKind,
         ToolOutput, ToolResponse, ToolSpec,
     },
     transport::Channel,
@@ -197,7 +201,7 @@ where
         ));
     }
     // Its own, not its sub-agents': they find theirs in its conversation.
-    let resumed = call.run.extensions.remove::<SuspendedRun>();
+    let resumed = call.run.extensions.remove::<SubagentRun>();
     let (run_id, messages) = match resumed {
         Some(work) => (work.run_id, work.messages),
         None => (RunId::new(), vec![Message::user(task)]),
@@ -256,7 +260,8 @@ fn sub_run(parent: &RunContext, run_id: RunId, events: Channel<Event>) -> RunCon
     run
 }
 
-/// The call's result (the sub-agent's last answer), or its run suspended at its interrupts.
+/// The call's result (the sub-agent's last answer, with its run), or its run suspended at its
+/// interrupts.
 fn answer(name: &str, run_id: RunId, outcome: RunOutcome) -> Result<ToolResponse, ToolError> {
     let text = || {
         outcome
@@ -273,7 +278,7 @@ fn answer(name: &str, run_id: RunId, outcome: RunOutcome) -> Result<ToolResponse
             format!("`{name}` was cancelled"),
         )),
         StopReason::Interrupted if outcome.pending_tool_calls.is_empty() => {
-            let work = SuspendedRun {
+            let work = SubagentRun {
                 run_id,
                 messages: outcome.messages,
             };
@@ -290,7 +295,13 @@ fn answer(name: &str, run_id: RunId, outcome: RunOutcome) -> Result<ToolResponse
             ToolErrorKind::Failed,
             format!("`{name}` called tools only a client can run"),
         )),
-        _ => Ok(ToolOutput::text(text()).into()),
+        _ => Ok(ToolResponse::Delegated {
+            output: ToolOutput::text(text()),
+            run: SubagentRun {
+                run_id,
+                messages: outcome.messages,
+            },
+        }),
     }
 }
 

@@ -49,7 +49,7 @@ use crate::{
 
 pub use self::{
     progress::Progress,
-    response::{Interrupt, Suspended, SuspendedRun, ToolReply, ToolResponse},
+    response::{Interrupt, SubagentRun, Suspended, ToolReply, ToolResponse},
     router::{RunTools, ToolRouter},
     started::Started,
 };

@@ -42,18 +42,18 @@ impl fmt::Display for Interrupt {
 ///
 /// The [`Agent`](crate::agent::Agent) ends its run with these interrupts and keeps the run's
 /// conversation after the call ([`Message::Subagent`]); the run that answers them makes the call
-/// again with a [`SuspendedRun`] in its extensions, and the call goes on where it stopped.
+/// again with a [`SubagentRun`] in its extensions, and the call goes on where it stopped.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Suspended {
     interrupts: Vec<Interrupt>,
-    run: SuspendedRun,
+    run: SubagentRun,
 }
 
 impl Suspended {
     /// `run` waiting for `interrupts`; `None` when there are none (a run that waits for nothing
     /// is not suspended).
     #[must_use]
-    pub fn new(interrupts: Vec<Interrupt>, run: SuspendedRun) -> Option<Self> {
+    pub fn new(interrupts: Vec<Interrupt>, run: SubagentRun) -> Option<Self> {
         (!interrupts.is_empty()).then_some(Self { interrupts, run })
     }
 
@@ -65,18 +65,21 @@ impl Suspended {
 
     /// The interrupts and the run.
     #[must_use]
-    pub fn into_parts(self) -> (Vec<Interrupt>, SuspendedRun) {
+    pub fn into_parts(self) -> (Vec<Interrupt>, SubagentRun) {
         (self.interrupts, self.run)
     }
 }
 
-/// A suspended call's run: its id and its conversation so far. In the extensions of a call that
-/// resumes one ([`RunContext::extensions`](crate::context::RunContext::extensions)).
+/// The run of an agent called as a tool (a [sub-agent](crate::subagent)): its id and its
+/// conversation. The work of a [`Suspended`] call (its conversation ends with the calls that
+/// wait; in the extensions of the call that resumes it,
+/// [`RunContext::extensions`](crate::context::RunContext::extensions)), or what a
+/// [`Delegated`](ToolResponse::Delegated) call's agent said and did.
 #[derive(Debug, Clone, PartialEq)]
-pub struct SuspendedRun {
+pub struct SubagentRun {
     /// The run.
     pub run_id: RunId,
-    /// Its conversation, ending with the calls that wait.
+    /// Its conversation.
     pub messages: Vec<Message>,
 }
 
@@ -90,6 +93,7 @@ pub struct SuspendedRun {
 /// around it pass it through (see [`ToolReply`]) and the [`Agent`](crate::agent::Agent) ends the
 /// run with the interrupts of the turn.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum ToolResponse {
     /// The call ran, or was answered without running (a refusal the model reads).
     Output(ToolOutput),
@@ -97,6 +101,15 @@ pub enum ToolResponse {
     Interrupted(Interrupt),
     /// The call's own work waits for decisions.
     Suspended(Suspended),
+    /// The call ran as the run of another agent (a [sub-agent](crate::subagent)): its output,
+    /// and that run, which the thread keeps where the call ran ([`Message::Subagent`]) for the
+    /// clients that were shown it. No model is shown the run: the output is the call's result.
+    Delegated {
+        /// The call's result.
+        output: ToolOutput,
+        /// The run that answered it.
+        run: SubagentRun,
+    },
 }
 
 impl ToolResponse {
@@ -104,7 +117,7 @@ impl ToolResponse {
     #[must_use]
     pub fn into_output(self) -> Option<ToolOutput> {
         match self {
-            Self::Output(output) => Some(output),
+            Self::Output(output) | Self::Delegated { output, .. } => Some(output),
             Self::Interrupted(_) | Self::Suspended(_) => None,
         }
     }
@@ -173,21 +186,21 @@ impl ToolReply for ToolOutput {
 impl ToolReply for ToolResponse {
     fn output(&self) -> Option<&ToolOutput> {
         match self {
-            Self::Output(output) => Some(output),
+            Self::Output(output) | Self::Delegated { output, .. } => Some(output),
             Self::Interrupted(_) | Self::Suspended(_) => None,
         }
     }
 
     fn output_mut(&mut self) -> Option<&mut ToolOutput> {
         match self {
-            Self::Output(output) => Some(output),
+            Self::Output(output) | Self::Delegated { output, .. } => Some(output),
             Self::Interrupted(_) | Self::Suspended(_) => None,
         }
     }
 
     fn interrupts(&self) -> &[Interrupt] {
         match self {
-            Self::Output(_) => &[],
+            Self::Output(_) | Self::Delegated { .. } => &[],
             Self::Interrupted(interrupt) => std::slice::from_ref(interrupt),
             Self::Suspended(suspended) => suspended.interrupts(),
         }

@@ -257,6 +257,7 @@ impl Remote {
                     content: e.content,
                     tool_call_id: e.tool_call_id,
                     error: None,
+                    subagent_run_id: None,
                 });
             }
             Event::MessagesSnapshot(e) => state.snapshot = Some(e.messages),
@@ -372,6 +373,7 @@ impl State {
             content: Some(delta.to_owned()),
             name: None,
             tool_calls: None,
+            subagent_run_id: None,
         });
     }
 
@@ -395,6 +397,7 @@ impl State {
             content: None,
             name: None,
             tool_calls: Some(vec![call]),
+            subagent_run_id: None,
         });
     }
 

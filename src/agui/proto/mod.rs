@@ -217,6 +217,7 @@ fn message(message: &input::Message) -> wire::Message {
     };
     let mut wire = wire::Message {
         role: role.to_owned(),
+        subagent_run_id: message.subagent_run_id().map(str::to_owned),
         ..wire::Message::default()
     };
     match message {
@@ -231,6 +232,7 @@ fn message(message: &input::Message) -> wire::Message {
             content,
             name,
             tool_calls,
+            ..
         } => {
             wire.id = id.to_string();
             wire.content = content.clone();
@@ -264,6 +266,7 @@ fn message(message: &input::Message) -> wire::Message {
             content: body,
             tool_call_id,
             error,
+            ..
         } => {
             wire.id = id.to_string();
             (wire.content, wire.content_parts) = content(body);
@@ -283,6 +286,7 @@ fn message(message: &input::Message) -> wire::Message {
             id,
             content,
             encrypted_value,
+            ..
         } => {
             wire.id = id.to_string();
             wire.content = Some(content.clone());
