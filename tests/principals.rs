@@ -12,6 +12,7 @@ use agent_tower::{
     runs::{PrincipalLimits, Runs},
     server::{AguiServer, BearerTokens, Scope},
     store::RunStore,
+    test_util::{MockItem, MockModel},
 };
 use frames::{Live, frames};
 use futures_util::{SinkExt, StreamExt};
@@ -34,6 +35,15 @@ struct Server {
 /// The product agent (`remember` asks for approval) behind a server with alice's, bob's and an
 /// operator's tokens, its runs on `store` (`None`: in memory).
 async fn serve(name: &'static str, store: Option<&str>) -> Server {
+    serve_titled(name, store, None).await
+}
+
+/// [`serve`], its new threads named by `titles` when given.
+async fn serve_titled(
+    name: &'static str,
+    store: Option<&str>,
+    titles: Option<agent_tower::model::BoxModel>,
+) -> Server {
     let agent = demo::scripted()
         .policy(demo::policy())
         .approver(InterruptApprover::new(Duration::from_secs(600)))
@@ -42,6 +52,9 @@ async fn serve(name: &'static str, store: Option<&str>) -> Server {
     let mut runs = Runs::new(agent);
     if let Some(url) = store {
         runs = runs.log(RunStore::open(url).await.unwrap());
+    }
+    if let Some(titles) = titles {
+        runs = runs.title_model(titles);
     }
     let router = AguiServer::with_runs(runs).auth(tokens()).into_router();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -776,6 +789,66 @@ async fn the_list_followed_live_shows_its_principals_changes_made_on_any_instanc
         bobs_list.until(&mut bobs, &here, |l| !l.0.is_empty()).await;
         let told: Vec<&String> = bobs_list.0.keys().collect();
         assert_eq!(told, [&his], "{name}");
+    }
+}
+
+#[tokio::test]
+async fn a_title_model_names_a_new_thread_once_it_answered() {
+    let mut stores = vec![("memory", None)];
+    let durable = stores::store_urls("thread-titles").await;
+    stores.extend(durable.into_iter().map(|(name, url)| (name, Some(url))));
+    for (name, url) in stores {
+        let titles = MockModel::new([vec![
+            MockItem::text("Title: \"Oslo's population.\"\n"),
+            MockItem::stop(),
+        ]]);
+        let model = agent_tower::model::boxed(titles.clone());
+        let server = serve_titled(name, url.as_deref(), Some(model)).await;
+        let mut alices = server.live(ALICE).await;
+        let thread = unique("titled");
+        let asked = user(&thread, &unique("run"), "How many live in Oslo?");
+        assert_eq!(server.post(ALICE, &asked).await.status, 200, "{name}");
+
+        // Listed under the first line of its first prompt, then under the model's title.
+        let mut list = Listed::default();
+        let title = |list: &Listed| list.0.get(&thread).map(|t| t["title"].clone());
+        list.until(&mut alices, &server, |l| {
+            title(l) == Some(json!("Oslo's population"))
+        })
+        .await;
+        let listed = server.threads(ALICE, "").await;
+        assert_eq!(
+            listed,
+            [(thread.clone(), "Oslo's population".to_owned())],
+            "{name}"
+        );
+
+        // The model was shown the first prompt and the answer, and asked as alice (her budgets
+        // count it).
+        let requests = titles.requests();
+        assert_eq!(requests.len(), 1, "{name}");
+        let shown = requests[0].messages.last().unwrap().text();
+        assert_eq!(
+            shown,
+            "The user wrote:\nHow many live in Oslo?\n\nThe assistant answered:\nYou said: How many live in Oslo?",
+            "{name}"
+        );
+        let principal = requests[0]
+            .run
+            .principal
+            .as_ref()
+            .map(|p| p.name().to_owned());
+        assert_eq!(principal.as_deref(), Some("alice"), "{name}");
+
+        // The next run of the thread asks for no title.
+        let again = turn(
+            &thread,
+            &unique("run"),
+            &server.thread(ALICE, &thread).await["messages"],
+            Some("thanks"),
+        );
+        assert_eq!(server.post(ALICE, &again).await.status, 200, "{name}");
+        assert_eq!(titles.requests().len(), 1, "{name}");
     }
 }
 

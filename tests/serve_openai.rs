@@ -255,3 +255,60 @@ async fn a_call_cut_off_mid_arguments_reaches_the_next_turns_models_with_its_res
     }
     agent.kill().await;
 }
+
+#[tokio::test]
+async fn a_title_model_of_the_same_provider_names_the_new_thread() {
+    let (base, mut received) = serve(vec![Fixture::load("plain.sse")], usize::MAX).await;
+    let agent = serving_model_at(&base, &["--title-model", "openai:titler"]).await;
+    let logs = agent.logs_on_failure();
+    // The thread list, followed live from before the run.
+    let live = reqwest::Client::new()
+        .get(format!("{}/threads", agent.base))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    let mut live = crate::support::frames::Live::new(live);
+    let thread = format!("t-{}", uuid::Uuid::now_v7());
+    let body = json!({
+        "threadId": thread, "runId": "r1",
+        "messages": [{"id": "u1", "role": "user", "content": "Say hello in French.\nPlease."}],
+    });
+    agent.post(&body).await.text().await.unwrap();
+
+    // Listed under the first line of the prompt, then under the titler's answer, its final
+    // punctuation left out.
+    let mut titles = Vec::new();
+    while titles.last().map(String::as_str) != Some("Je suis le monde, en français") {
+        let change = live.next().await;
+        assert_eq!(change["type"], "THREAD_UPDATED", "{change}");
+        assert_eq!(change["thread"]["threadId"], thread.as_str());
+        let title = change["thread"]["title"].as_str().unwrap().to_owned();
+        if titles.last() != Some(&title) {
+            titles.push(title);
+        }
+    }
+    assert_eq!(
+        titles,
+        ["Say hello in French.", "Je suis le monde, en français"]
+    );
+    // Asked at the agent's base URL with its key variable: the agent's model, then the titler,
+    // told what to write and shown the exchange.
+    let asked = received.recv().await.unwrap();
+    assert_eq!(asked.body["model"], "m");
+    let titler = received.recv().await.unwrap();
+    assert_eq!(titler.body["model"], "titler");
+    let messages = titler.body["messages"].as_array().unwrap();
+    assert!(
+        messages[0]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("You name conversations."),
+        "{messages:?}"
+    );
+    let shown = messages[1]["content"].as_str().unwrap();
+    assert!(shown.contains("Say hello in French."), "{shown}");
+    assert!(shown.contains("Je suis le monde, en français."), "{shown}");
+    drop(logs);
+    agent.kill().await;
+}

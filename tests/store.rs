@@ -567,6 +567,20 @@ async fn threads_are_listed_by_principal_and_workspace_named_archived_searched_a
             "{name}"
         );
 
+        // A suggested name (a model's title) names a thread nobody named, never one a person did.
+        let suggested = ThreadChange::new().suggested_name("Tasks of the day".to_owned());
+        let kept = store
+            .change_thread(&web, &suggested)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(kept.title.as_deref(), Some("50% off_sale"), "{name}");
+        let titled = store.change_thread(&threads[3], &suggested).await;
+        let titled = titled.unwrap().unwrap().title;
+        assert_eq!(titled.as_deref(), Some("Tasks of the day"), "{name}");
+        let untitled = ThreadChange::new().name(None);
+        store.change_thread(&threads[3], &untitled).await.unwrap();
+
         // Archived: out of the everyday list, in the archive; then back.
         let archive = ThreadChange::new().archived(true);
         let archived = store.change_thread(&threads[2], &archive).await.unwrap();

@@ -637,6 +637,14 @@ struct ModelArgs {
     /// its key in its provider's default variable. Repeat for several, asked in order.
     #[arg(help_heading = "Model", long, value_name = "MODEL[@URL]", value_parser = parse_fallback)]
     fallback: Vec<FallbackModel>,
+    /// A model that names each new thread once its first run answered (a title of a few words
+    /// for thread and session lists; a name someone gave stays): `openai:<model>`,
+    /// `anthropic:<model>` or `gemini:<model>`, then `@<base URL>` if not the provider's own.
+    /// Of `--model`'s provider, it is reached as that model is (`--base-url`,
+    /// `--api-key-env`); its calls count against the same budgets. Without it, a thread is
+    /// titled by the first line of its first prompt.
+    #[arg(help_heading = "Model", long, value_name = "MODEL[@URL]", value_parser = parse_fallback)]
+    title_model: Option<FallbackModel>,
     /// A model's prices, over the published ones: `model=input,output[,cached input[,cache
     /// write]]` in US dollars per million tokens (the model's exact name, which prices its dated
     /// snapshots too; `name-*` for every model starting `name-`). A priced run's usage carries
@@ -1102,6 +1110,19 @@ impl ModelArgs {
                 boxed(model)
             }
         }
+    }
+
+    /// The `--title-model`, reached as `--model` is when of its provider, behind the same limits.
+    fn titles(&self) -> Option<BoxModel> {
+        let title = self.title_model.as_ref()?;
+        let same = std::mem::discriminant(&title.model) == std::mem::discriminant(&self.model);
+        let base_url = title
+            .base_url
+            .as_deref()
+            .or(self.base_url.as_deref().filter(|_| same));
+        let key_env = self.api_key_env.as_deref().filter(|_| same);
+        let model = self.provider(&title.model, base_url, key_env);
+        Some(self.within_budgets(self.bounded(model)))
     }
 
     /// `model` behind its rate limit and a first-token timeout, retried before its first token.
@@ -1681,6 +1702,9 @@ async fn run_acp(args: Acp) -> Result<(), BoxError> {
         let store = agent_tower::store::RunStore::open(&store).await?;
         agent = agent.engine(|runs| runs.log(store).lease(args.lease));
     }
+    if let Some(titles) = args.model.titles() {
+        agent = agent.engine(|runs| runs.title_model(titles));
+    }
     tracing::info!("serving ACP on stdio");
     agent
         .serve_io(tokio::io::stdin(), tokio::io::stdout())
@@ -1909,6 +1933,9 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         .per_principal(principal_limits(&args))
         .shutdown_token(runs.clone())
         .lease(args.lease);
+    if let Some(titles) = args.model.titles() {
+        engine = engine.title_model(titles);
+    }
     // Every setting is checked, and the store opened, before the address is taken.
     let tokens = bearer_tokens(&args)?;
     let jwt = match (&args.jwt_jwks, &args.jwt_issuer, &args.jwt_audience) {

@@ -230,6 +230,7 @@ where
             terminal: false,
             unbilled: 0,
             opening: None,
+            first: false,
         };
         self.drivers.spawn(driver.run());
         cancel
@@ -287,6 +288,9 @@ struct Driver<A> {
     /// the run itself, any other is preceded by this. `None` once the run has opened, and for an
     /// attempt that continues it: a `RUN_STARTED` of the agent's is then not logged.
     opening: Option<Vec<Event>>,
+    /// Whether this run is its thread's first (asked what began the thread), which a title
+    /// model names once it answered.
+    first: bool,
 }
 
 /// How many bytes of a run's events are counted against its principal's day at once.
@@ -331,6 +335,7 @@ where
             let (mut req, stale) = match request {
                 Ok(asked) => {
                     if asked.first && asked.stale.is_none() {
+                        self.first = true;
                         self.list_new_thread(&asked.request).await;
                     }
                     (asked.request, asked.stale)
@@ -495,6 +500,18 @@ where
                 self.topic.ended();
                 let lease = &self.lease;
                 (self.inner.listing).changed(&lease.thread_id, lease.principal.as_deref());
+                if let (Some(titles), true, Ok(outcome)) =
+                    (&self.inner.config.titles, self.first, &result)
+                    && outcome.stop != StopReason::Cancelled
+                {
+                    titles.name(
+                        self.inner.log.clone(),
+                        self.inner.listing.clone(),
+                        lease.thread_id.clone(),
+                        self.launch.principal.clone(),
+                        &outcome.messages,
+                    );
+                }
                 let ended = match result {
                     Ok(outcome) => Ended::Finished(outcome.stop),
                     Err(error) => Ended::Failed(error.to_string()),

@@ -572,6 +572,9 @@ impl RunLog for MemoryLog {
                 if let Some(name) = &change.name {
                     entry.name.clone_from(name);
                 }
+                if let Some(name) = &change.suggested_name {
+                    entry.name.get_or_insert_with(|| name.clone());
+                }
                 if let Some(archived) = change.archived {
                     entry.archived = archived;
                 }

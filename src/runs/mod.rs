@@ -124,6 +124,7 @@ pub mod rules;
 mod sweep;
 mod takeover;
 mod threads;
+mod titles;
 
 use std::{
     fmt,
@@ -222,6 +223,8 @@ struct Config {
     /// What each principal may use.
     quotas: Arc<quota::Quotas>,
     observer: Arc<dyn RunObserver>,
+    /// The model that names new threads, if one does.
+    titles: Option<titles::TitleModel>,
 }
 
 /// How many runs may be live at once by default.
@@ -259,6 +262,7 @@ impl<A> Runs<A> {
                     max_live: DEFAULT_MAX_LIVE,
                     quotas: Arc::default(),
                     observer: Arc::new(()),
+                    titles: None,
                 },
                 sweeping: Arc::new(AtomicBool::new(false)),
                 drivers: TaskTracker::new(),
@@ -302,6 +306,28 @@ impl<A> Runs<A> {
             }));
         }
         self.inner_mut().log = Arc::new(log);
+        self
+    }
+
+    /// Names each new thread with `model` once its first run has answered: a title of a few
+    /// words from the first prompt and the answer, which the thread takes unless someone named
+    /// it meanwhile (by default a thread is listed under the first line of its first prompt).
+    /// The model is asked after the run's end, as the thread's principal (its budgets count
+    /// the call), bounded to 30 s and a line; a failure leaves the first line, and is logged.
+    ///
+    /// ```
+    /// use agent_tower::{agent::Agent, model::{boxed, scripted::ScriptedModel}, runs::Runs, tool::ToolRouter};
+    ///
+    /// let runs = Runs::new(Agent::new(ScriptedModel::new(), ToolRouter::new()))
+    ///     .title_model(boxed(ScriptedModel::new()));
+    /// # let _ = runs;
+    /// ```
+    #[must_use]
+    pub fn title_model(mut self, model: crate::model::BoxModel) -> Self
+    where
+        A: Clone,
+    {
+        self.inner_mut().config.titles = Some(titles::TitleModel::new(model));
         self
     }
 

@@ -135,6 +135,9 @@ pub struct ThreadChange {
     /// A name (`Some(Some(..))`), or back to the first line of its first prompt
     /// (`Some(None)`).
     pub name: Option<Option<String>>,
+    /// A name for a thread nobody named (a model's title): kept only while the thread has no
+    /// name, so that it never replaces one a person gave, even a moment before.
+    pub suggested_name: Option<String>,
     /// Archived or not.
     pub archived: Option<bool>,
 }
@@ -150,6 +153,14 @@ impl ThreadChange {
     #[must_use]
     pub fn name(mut self, name: Option<String>) -> Self {
         self.name = Some(name);
+        self
+    }
+
+    /// The thread is called `name` unless it has a name already (see
+    /// [`suggested_name`](Self::suggested_name)).
+    #[must_use]
+    pub fn suggested_name(mut self, name: String) -> Self {
+        self.suggested_name = Some(name);
         self
     }
 

@@ -1217,6 +1217,9 @@ async fn change_thread(
     if let Some(name) = &change.name {
         args.push(Arg::from(name.as_deref()));
         sql.push_str(&format!(", name = ${}", args.len()));
+    } else if let Some(name) = &change.suggested_name {
+        args.push(Arg::from(name.as_str()));
+        sql.push_str(&format!(", name = COALESCE(name, ${})", args.len()));
     }
     if let Some(archived) = change.archived {
         args.push(Arg::from(i64::from(archived)));
