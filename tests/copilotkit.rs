@@ -1,7 +1,8 @@
 //! The CopilotKit example (`examples/copilotkit`: react-core 1.74 and runtime 1.75, pinned) in
 //! Debian's Chromium, in front of the built `agent-tower serve`; the steps are in
-//! `tests/conformance/copilotkit.mjs` and, for the runtime as a trusted front of many users,
-//! `tests/conformance/copilotkit-front.mjs`.
+//! `tests/conformance/copilotkit.mjs`, the thread list in two tabs in
+//! `tests/conformance/copilotkit-threads.mjs` and, for the runtime as a trusted front of many
+//! users, `tests/conformance/copilotkit-front.mjs`.
 
 use crate::support;
 use crate::support::debian;
@@ -96,6 +97,16 @@ async fn copilotkit_chats_calls_tools_shares_state_and_asks_approval() {
     .await;
     println!("{out}");
     assert!(out.contains("copilotkit: passed"), "{out}");
+}
+
+#[tokio::test]
+async fn copilotkit_lists_renames_archives_switches_and_deletes_threads_live_across_tabs() {
+    debian::ensure("chromium", "chromium");
+    let agent = with_operator("copilotkit-threads").await;
+    let (_runtime, page) = runtime(&agent.base, &[("AGENT_TOKEN", TOKEN)]).await;
+    let out = support::node("copilotkit-threads.mjs", &[&page], None).await;
+    println!("{out}");
+    assert!(out.contains("copilotkit-threads: passed"), "{out}");
 }
 
 #[tokio::test]

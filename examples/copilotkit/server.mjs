@@ -22,6 +22,10 @@
 // chat, tools, approvals and Stop work; a reload through another runtime instance, or after a
 // restart of this one, does not get the conversation back (docs/copilotkit.md).
 //
+// The page's thread list (new, switch, rename, archive, delete, live across tabs) reads
+// agent-tower's thread routes through this server, under `/api/threads`, with the same
+// credentials and the same refusal of other sites' pages as the runtime.
+//
 // With many users, this server is a trusted front (agent-tower's `--front-token-env`): it holds
 // the front token (`AGENT_FRONT_TOKEN`), authenticates its own users, and names the one each
 // request acts for in `X-Agent-Tower-User`; agent-tower then keeps each user's threads apart. The
@@ -31,6 +35,7 @@ import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import { createServer } from "node:http";
 import { readFile } from "node:fs/promises";
 import { extname, join, normalize } from "node:path";
+import { Readable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import { HttpAgent } from "@ag-ui/client";
 import { AgentTowerAgent, AgentTowerRunner } from "@agent-tower/client";
@@ -98,6 +103,70 @@ function fromOwnPage(req) {
   }
 }
 
+/** The credentials this server sends agent-tower for `req`: its token, or, as a trusted front,
+ * the front token and the signed-in user. */
+function agentHeaders(req) {
+  return front
+    ? { Authorization: `Bearer ${front}`, "X-Agent-Tower-User": signedIn(req.headers.cookie) }
+    : headers;
+}
+
+/** The thread routes the page's thread list uses (docs/threads.md): the method, and the path
+ * after `/api/`. */
+const threadRoutes = [
+  ["GET", /^threads$/],
+  ["GET", /^threads\/[^/]+$/],
+  ["PATCH", /^threads\/[^/]+$/],
+  ["DELETE", /^threads\/[^/]+$/],
+  ["POST", /^threads\/[^/]+\/fork$/],
+];
+
+/** The largest request body passed on (a title, a fork's options). */
+const MAX_BODY = 16 * 1024;
+
+/**
+ * The page's thread list, from agent-tower's thread routes under `/api/threads`: the same
+ * requests with this server's credentials, answered as agent-tower answers them, the live list
+ * (`Accept: text/event-stream`) streamed until the page leaves.
+ */
+async function threads(req, res) {
+  const url = new URL(req.url, "http://x");
+  const path = url.pathname.slice("/api/".length);
+  if (!threadRoutes.some(([method, route]) => method === req.method && route.test(path))) {
+    return void res.writeHead(404).end();
+  }
+  const chunks = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += chunk.length;
+    if (size > MAX_BODY) return void res.writeHead(413).end("a request of at most 16 KiB");
+    chunks.push(chunk);
+  }
+  const left = new AbortController();
+  res.on("close", () => left.abort());
+  const answer = await fetch(new URL(path + url.search, agentUrl), {
+    method: req.method,
+    headers: {
+      ...agentHeaders(req),
+      accept: req.headers.accept ?? "application/json",
+      ...(chunks.length > 0 && { "content-type": "application/json" }),
+    },
+    body: chunks.length > 0 ? Buffer.concat(chunks) : undefined,
+    signal: left.signal,
+  }).catch(() => undefined);
+  if (answer === undefined) return void (res.headersSent || res.writeHead(502).end());
+  res.writeHead(answer.status, {
+    "content-type": answer.headers.get("content-type") ?? "application/json",
+    "cache-control": "no-store",
+  });
+  // The live list's page knows it is followed once these arrive, before any change.
+  res.flushHeaders();
+  if (answer.body === null) return void res.end();
+  Readable.fromWeb(answer.body)
+    .on("error", () => res.end())
+    .pipe(res);
+}
+
 /** What the page may load: its own files, and nothing from elsewhere. */
 const contentSecurityPolicy = [
   "default-src 'self'",
@@ -121,10 +190,11 @@ const server = createServer(async (req, res) => {
     const cookie = `session=${session}; HttpOnly; SameSite=Strict; Path=/`;
     return void res.writeHead(303, { location: "/", "set-cookie": cookie }).end();
   }
-  if (req.url.startsWith("/api/copilotkit")) {
+  const api = req.url.startsWith("/api/copilotkit") || /^\/api\/threads(\/|\?|$)/.test(req.url);
+  if (api) {
     if (!fromOwnPage(req)) return void res.writeHead(403).end("only this site's pages may use the runtime");
     if (front && !signedIn(req.headers.cookie)) return void res.writeHead(401).end("sign in first");
-    return copilotkit(req, res);
+    return req.url.startsWith("/api/copilotkit") ? copilotkit(req, res) : threads(req, res);
   }
   const path = normalize(decodeURIComponent(new URL(req.url, "http://x").pathname));
   const file = join(dist, path === "/" ? "index.html" : path);

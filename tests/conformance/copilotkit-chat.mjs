@@ -14,7 +14,9 @@ export async function browse() {
     executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
     args: ["--no-sandbox", "--disable-dev-shm-usage"],
   });
-  const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+  // A context of its own, where a test may open more tabs (`page.context().newPage()`).
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const page = await context.newPage();
   const logs = [];
   page.on("console", (message) => logs.push(`${message.type()}: ${message.text()}`));
   page.on("pageerror", (error) => logs.push(`pageerror: ${error.message}`));

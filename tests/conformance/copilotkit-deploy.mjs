@@ -36,6 +36,8 @@ function forward(req, res, body, backends) {
     answer.pipe(res);
   });
   out.on("error", () => (res.headersSent ? res.destroy() : forward(req, res, body, rest)));
+  // A client that leaves (the page's live thread list, say) leaves the backend too.
+  res.on("close", () => out.destroy());
   out.end(body);
 }
 const balancer = createServer((req, res) => {
@@ -118,4 +120,5 @@ try {
   await browser.close();
   runtime.kill();
   balancer.close();
+  balancer.closeAllConnections();
 }
