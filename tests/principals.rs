@@ -852,6 +852,74 @@ async fn a_title_model_names_a_new_thread_once_it_answered() {
     }
 }
 
+#[tokio::test]
+async fn a_client_rolls_back_the_run_of_a_busy_thread() {
+    for (first, second) in pair("busy-rollback").await {
+        let name = first.name;
+        let thread = unique("rollback");
+        let hello = first
+            .post(ALICE, &user(&thread, &unique("run"), "hello"))
+            .await;
+        assert_eq!(hello.status, 200, "{name}: {}", hello.body);
+        let before = first.thread(ALICE, &thread).await["messages"].clone();
+        let long_run = unique("long");
+        let long = turn(&thread, &long_run, &before, Some("tell me a long story"));
+        let running = first.started(ALICE, long.clone()).await;
+
+        // The next message, sent as the client holds the thread (the long story's prompt in
+        // it), asking to roll the running run back, through the other instance.
+        let late = unique("late");
+        let mut messages = long["messages"].clone();
+        let asked =
+            json!({"id": format!("m-{late}"), "role": "user", "content": "never mind: and you?"});
+        messages.as_array_mut().unwrap().push(asked);
+        let body = json!({"threadId": thread, "runId": late, "messages": messages});
+        let request = second.http.post(&second.base);
+        let request = request.header("prefer", "busy-thread=rollback");
+        let response = request.bearer_auth(ALICE).json(&body).send().await.unwrap();
+        assert_eq!(
+            response.headers()["preference-applied"],
+            "busy-thread=rollback",
+            "{name}"
+        );
+        let answered = Server::answer(response).await;
+        assert_eq!(answered.status, 200, "{name}: {}", answered.body);
+        let cut = Server::answer(running).await.events();
+        let cut_end = cut.last().unwrap();
+        assert_eq!(
+            (cut_end["type"].as_str(), cut_end["code"].as_str()),
+            (Some("RUN_ERROR"), Some("cancelled")),
+            "{name}: {cut_end}"
+        );
+
+        // The thread goes on from before the long story: its prompt is not kept, and the new
+        // run's last snapshot shows the client so.
+        let expected: Vec<(String, String)> = [
+            ("user", "hello"),
+            ("assistant", "You said: hello"),
+            ("user", "never mind: and you?"),
+            ("assistant", "You said: never mind: and you?"),
+        ]
+        .map(|(role, text)| (role.to_owned(), text.to_owned()))
+        .into();
+        let kept = first.thread(ALICE, &thread).await;
+        assert_eq!(said(&kept["messages"]), expected, "{name}");
+        let events = answered.events();
+        let snapshot = events
+            .iter()
+            .rfind(|e| e["type"] == "MESSAGES_SNAPSHOT")
+            .unwrap();
+        assert_eq!(said(&snapshot["messages"]), expected, "{name}");
+        let statuses: Vec<&str> = kept["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["status"].as_str().unwrap())
+            .collect();
+        assert_eq!(statuses, ["finished", "cancelled", "finished"], "{name}");
+    }
+}
+
 /// A thread list as a client following it keeps it: each thread's listing by id, from the
 /// stream's events (a whole list again when told `THREADS_CHANGED`).
 #[derive(Default)]

@@ -1299,6 +1299,8 @@ enum BusyChoice {
     Queue,
     /// Cancel the active run, then start once it ended.
     Interrupt,
+    /// Cancel the active run and leave out what it added to the thread, then start.
+    Rollback,
 }
 
 fn parse_detail(value: &str) -> Result<Detail, String> {
@@ -1927,6 +1929,7 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
             BusyChoice::Reject => BusyThread::Reject,
             BusyChoice::Queue => BusyThread::Queue,
             BusyChoice::Interrupt => BusyThread::Interrupt,
+            BusyChoice::Rollback => BusyThread::Rollback,
         })
         .max_run(args.max_run_events, args.max_run_bytes)
         .max_live_runs(args.max_live_runs)

@@ -597,9 +597,10 @@ where
             return Err(NotTaken::Error(BeginError::ShuttingDown));
         }
         self.sweep();
-        let prepared = Arc::new(Prepared {
+        let durable = self.inner.log.durable().is_some();
+        let mut prepared = Arc::new(Prepared {
             attach,
-            ..prepare(input, principal, self.inner.log.durable().is_some())
+            ..prepare(input, principal, durable)
         });
         loop {
             // The start and what it implies (the driver's task, the recorded refusal) run in a
@@ -632,10 +633,24 @@ where
                 Err(NotTaken::Busy(_, active)) if busy != BusyThread::Reject => {
                     if let Some(active) = active {
                         let unavailable = |e| NotTaken::Error(BeginError::Unavailable(e));
-                        if busy == BusyThread::Interrupt {
+                        if matches!(busy, BusyThread::Interrupt | BusyThread::Rollback) {
                             self.cancel(&active).await.map_err(unavailable)?;
                         }
                         self.inner.until_ended(&active).await.map_err(unavailable)?;
+                        if busy == BusyThread::Rollback {
+                            let log = &*self.inner.log;
+                            let added = super::rollback::roll_back(log, &active)
+                                .await
+                                .map_err(unavailable)?;
+                            // What the client's copy holds of it is left out too.
+                            let mut input = prepared.input.clone();
+                            input.messages.retain(|m| !added.contains(m.id()));
+                            let principal = prepared.start.principal.clone();
+                            prepared = Arc::new(Prepared {
+                                attach: prepared.attach.clone(),
+                                ..prepare(input, principal, durable)
+                            });
+                        }
                     }
                 }
                 taken => return taken,

@@ -120,6 +120,7 @@ mod pages;
 mod quota;
 mod record;
 mod request;
+mod rollback;
 pub mod rules;
 mod sweep;
 mod takeover;
@@ -176,6 +177,12 @@ pub enum BusyThread {
     /// start once it ended: a second message stops the answer to the first, which the thread
     /// keeps as far as it went.
     Interrupt,
+    /// Cancel the active run as [`Interrupt`](Self::Interrupt) does, and leave out what it
+    /// added to the thread: the new run goes on from the conversation before it (its prompt and
+    /// what it answered are not kept, whatever the client's copy holds). A run that continued
+    /// the stored conversation (one answering an interrupt) added no prompt of its own: what it
+    /// answered is left out, the rest is kept.
+    Rollback,
 }
 
 /// Called once per run when it ends.

@@ -98,10 +98,10 @@
 //!
 //! A run on a thread that has one running is refused (`409 thread_busy`), waits, or stops the
 //! running one first, as the engine's [`Runs::busy_thread`] says; a client chooses for its own
-//! run with `Prefer: busy-thread=reject`, `=queue` or `=interrupt` (answered with
+//! run with `Prefer: busy-thread=reject`, `=queue`, `=interrupt` or `=rollback` (answered with
 //! `Preference-Applied`; [`Runs::begin_busy`]). An interrupted run ends `cancelled` for everyone
-//! following it, its thread keeping what it said, and the new run starts once it ended, whichever
-//! instance drove it.
+//! following it, its thread keeping what it said (a rolled-back one: not its prompt nor anything it
+//! said), and the new run starts once it ended, whichever instance drove it.
 //!
 //! # The agent
 //!
@@ -866,8 +866,8 @@ impl Rejoin {
 }
 
 /// What a client that starts a run prefers (RFC 7240's `Prefer`): whether it re-joins its run
-/// (`rejoin`), and what its run does on a busy thread (`busy-thread=reject|queue|interrupt`, in
-/// place of the server's setting). A preference the server does not know is ignored, as the RFC
+/// (`rejoin`), and what its run does on a busy thread
+/// (`busy-thread=reject|queue|interrupt|rollback`, in place of the server's setting). A preference the server does not know is ignored, as the RFC
 /// asks; `Preference-Applied` says which were.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Prefer {
@@ -880,10 +880,11 @@ impl Prefer {
     const BUSY: &str = "busy-thread";
 
     /// Each busy-thread preference a client may give: its value, and what the engine does.
-    const BUSY_VALUES: [(&str, BusyThread, &str); 3] = [
+    const BUSY_VALUES: [(&str, BusyThread, &str); 4] = [
         ("reject", BusyThread::Reject, "busy-thread=reject"),
         ("queue", BusyThread::Queue, "busy-thread=queue"),
         ("interrupt", BusyThread::Interrupt, "busy-thread=interrupt"),
+        ("rollback", BusyThread::Rollback, "busy-thread=rollback"),
     ];
 
     /// What the `Prefer` headers of a request say.
