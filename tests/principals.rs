@@ -852,6 +852,36 @@ async fn a_title_model_names_a_new_thread_once_it_answered() {
     }
 }
 
+impl Server {
+    /// `body` posted with `token`, asking that a busy thread be handled as `busy` says (which the
+    /// server must say it applied).
+    async fn post_busy(&self, token: &str, body: &Value, busy: &str) -> Answer {
+        let preference = format!("busy-thread={busy}");
+        let request = self.http.post(&self.base).header("prefer", &preference);
+        let response = request.bearer_auth(token).json(body).send().await.unwrap();
+        let applied = response.headers()["preference-applied"].to_str().unwrap();
+        assert_eq!(applied, preference, "{}", self.name);
+        Self::answer(response).await
+    }
+}
+
+/// That the run `running` streams ends cancelled.
+async fn cut_short(running: reqwest::Response, name: &str) {
+    let cut = Server::answer(running).await.events();
+    let end = cut.last().unwrap();
+    assert_eq!(
+        (end["type"].as_str(), end["code"].as_str()),
+        (Some("RUN_ERROR"), Some("cancelled")),
+        "{name}: {end}"
+    );
+}
+
+/// The statuses of a thread's runs (as `GET /threads/{id}` gives it), in order.
+fn statuses(thread: &Value) -> Vec<&str> {
+    let runs = thread["runs"].as_array().unwrap();
+    runs.iter().map(|r| r["status"].as_str().unwrap()).collect()
+}
+
 #[tokio::test]
 async fn a_client_rolls_back_the_run_of_a_busy_thread() {
     for (first, second) in pair("busy-rollback").await {
@@ -874,23 +904,9 @@ async fn a_client_rolls_back_the_run_of_a_busy_thread() {
             json!({"id": format!("m-{late}"), "role": "user", "content": "never mind: and you?"});
         messages.as_array_mut().unwrap().push(asked);
         let body = json!({"threadId": thread, "runId": late, "messages": messages});
-        let request = second.http.post(&second.base);
-        let request = request.header("prefer", "busy-thread=rollback");
-        let response = request.bearer_auth(ALICE).json(&body).send().await.unwrap();
-        assert_eq!(
-            response.headers()["preference-applied"],
-            "busy-thread=rollback",
-            "{name}"
-        );
-        let answered = Server::answer(response).await;
+        let answered = second.post_busy(ALICE, &body, "rollback").await;
         assert_eq!(answered.status, 200, "{name}: {}", answered.body);
-        let cut = Server::answer(running).await.events();
-        let cut_end = cut.last().unwrap();
-        assert_eq!(
-            (cut_end["type"].as_str(), cut_end["code"].as_str()),
-            (Some("RUN_ERROR"), Some("cancelled")),
-            "{name}: {cut_end}"
-        );
+        cut_short(running, name).await;
 
         // The thread goes on from before the long story: its prompt is not kept, and the new
         // run's last snapshot shows the client so.
@@ -910,12 +926,7 @@ async fn a_client_rolls_back_the_run_of_a_busy_thread() {
             .rfind(|e| e["type"] == "MESSAGES_SNAPSHOT")
             .unwrap();
         assert_eq!(said(&snapshot["messages"]), expected, "{name}");
-        let statuses: Vec<&str> = kept["runs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r["status"].as_str().unwrap())
-            .collect();
+        let statuses = statuses(&kept);
         assert_eq!(statuses, ["finished", "cancelled", "finished"], "{name}");
     }
 }
@@ -1188,30 +1199,11 @@ async fn a_client_says_what_its_run_does_on_a_busy_thread() {
 
         // Asked to interrupt: the long run ends cancelled for its reader (on the other
         // instance), then the new one runs, with both questions in the thread.
-        let (header, value) = prefer("interrupt");
-        let request = second.http.post(&second.base).header(header, value);
-        let response = request
-            .bearer_auth(ALICE)
-            .json(&second_message)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(
-            response.headers()["preference-applied"],
-            "busy-thread=interrupt",
-            "{name}"
-        );
-        let answered = Server::answer(response).await;
+        let answered = second.post_busy(ALICE, &second_message, "interrupt").await;
         assert_eq!(answered.status, 200, "{name}: {}", answered.body);
         let end = answered.events().pop().unwrap();
         assert_eq!(end["type"], "RUN_FINISHED", "{name}: {end}");
-        let cut = Server::answer(running).await.events();
-        let cut_end = cut.last().unwrap();
-        assert_eq!(
-            (cut_end["type"].as_str(), cut_end["code"].as_str()),
-            (Some("RUN_ERROR"), Some("cancelled")),
-            "{name}: {cut_end}"
-        );
+        cut_short(running, name).await;
         let kept = first.thread(ALICE, &thread).await;
         let users: Vec<(String, String)> = said(&kept["messages"])
             .into_iter()
@@ -1225,13 +1217,7 @@ async fn a_client_says_what_its_run_does_on_a_busy_thread() {
             ],
             "{name}"
         );
-        let statuses: Vec<&str> = kept["runs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r["status"].as_str().unwrap())
-            .collect();
-        assert_eq!(statuses, ["cancelled", "finished"], "{name}");
+        assert_eq!(statuses(&kept), ["cancelled", "finished"], "{name}");
 
         // Asked to wait: it starts once the running one ends (here, cancelled by its client).
         let history = kept["messages"].clone();

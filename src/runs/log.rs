@@ -29,6 +29,33 @@ pub(crate) async fn pending_of(
     Ok(pending)
 }
 
+/// Every event `run` logged so far, in order, to `visit` (read a page at a time).
+///
+/// # Errors
+///
+/// Failures of the backend, and `visit`'s.
+pub(crate) async fn each_event(
+    log: &dyn RunLog,
+    run: &RunId,
+    mut visit: impl FnMut(&LoggedEvent) -> Result<(), LogError>,
+) -> Result<(), LogError> {
+    const PAGE: usize = 1_000;
+    let mut after = 0;
+    while let Some(page) = log.read(run, after, PAGE).await? {
+        let Some(last) = page.events.last() else {
+            break;
+        };
+        after = last.seq;
+        for event in &page.events {
+            visit(event)?;
+        }
+        if after >= page.last_seq {
+            break;
+        }
+    }
+    Ok(())
+}
+
 /// The last event `run` logged: its end, once it ended (what a door reads a failure from).
 ///
 /// # Errors

@@ -135,6 +135,8 @@ use std::{
 
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
+#[cfg(feature = "a2a-server")]
+pub(crate) use self::log::each_event;
 #[cfg(any(feature = "a2a-server", feature = "mcp-server"))]
 pub(crate) use self::log::{last_event, pending_of};
 #[cfg(feature = "store")]

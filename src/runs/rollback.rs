@@ -11,9 +11,6 @@ use crate::{
     message::Message,
 };
 
-/// How many events are read at once.
-const PAGE: usize = 1_000;
-
 /// Leaves out of the thread of `run`, which has ended, what it added, as its events name it: the
 /// prompt it was asked (the user messages of its `RUN_STARTED` input, which holds the run's own
 /// input only) and every message it wrote, with the conversations of the agents it called. The thread's conversation before it is the
@@ -28,19 +25,14 @@ pub(super) async fn roll_back(
         return Ok(HashSet::new());
     };
     let mut added = HashSet::new();
-    let mut after = 0;
-    while let Some(page) = log.read(run, after, PAGE).await? {
-        let Some(last) = page.events.last() else {
-            break;
-        };
-        after = last.seq;
-        for event in &page.events {
-            if let Ok(event) = serde_json::from_slice::<Value>(event.json()) {
-                added.extend(prompt_of(&event));
-                added.extend(written_in(&event));
-            }
+    super::log::each_event(log, run, |event| {
+        if let Ok(event) = serde_json::from_slice::<Value>(event.json()) {
+            added.extend(prompt_of(&event));
+            added.extend(written_in(&event));
         }
-    }
+        Ok(())
+    })
+    .await?;
     let Some(thread) = log.thread(&record.thread_id).await? else {
         return Ok(added);
     };

@@ -20,9 +20,6 @@ const ANSWER: &str = "answer";
 /// How many messages of its context a task shows when the client does not say.
 const DEFAULT_HISTORY: usize = 20;
 
-/// How many events are read at once when the log is read for a task's answer.
-const READ: usize = 1_000;
-
 /// One call waiting for a person: its interrupt, its tool, its arguments.
 struct Asked<'a> {
     id: &'a str,
@@ -136,25 +133,17 @@ fn answer(text: String) -> Artifact {
 /// The agent's last message in `run`'s log: the text of its last top-level text message.
 async fn answer_of(log: &dyn RunLog, run: &RunId) -> Result<String, LogError> {
     let mut answer = String::new();
-    let mut after = 0;
-    while let Some(page) = log.read(run, after, READ).await? {
-        let Some(last) = page.events.last() else {
-            break;
-        };
-        after = last.seq;
-        for event in &page.events {
-            match event.event()? {
-                Event::TextMessageStart(start) if start.subagent_run_id.is_none() => answer.clear(),
-                Event::TextMessageContent(content) if content.subagent_run_id.is_none() => {
-                    answer.push_str(&content.delta);
-                }
-                _ => {}
+    crate::runs::each_event(log, run, |event| {
+        match event.event()? {
+            Event::TextMessageStart(start) if start.subagent_run_id.is_none() => answer.clear(),
+            Event::TextMessageContent(content) if content.subagent_run_id.is_none() => {
+                answer.push_str(&content.delta);
             }
+            _ => {}
         }
-        if after >= page.last_seq {
-            break;
-        }
-    }
+        Ok(())
+    })
+    .await?;
     Ok(answer)
 }
 
