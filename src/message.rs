@@ -208,6 +208,17 @@ pub enum Message {
     },
 }
 
+/// The ids of the calls that have a result in `messages`.
+pub(crate) fn answered_calls(messages: &[Message]) -> std::collections::HashSet<ToolCallId> {
+    messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::Tool { tool_call_id, .. } => Some(tool_call_id.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 impl Message {
     /// A user message with one text part and a fresh id.
     pub fn user(text: impl Into<String>) -> Self {

@@ -101,7 +101,7 @@ use crate::{
     BoxError,
     context::{Checkpoint, RunContext},
     id::{MessageId, ToolCallId},
-    message::{Message, ToolCallRequest},
+    message::{Message, ToolCallRequest, answered_calls},
     model::{ModelOptions, ModelRequest, ModelService, Usage},
     run::{ContextEntry, RunOutcome, RunRequest, StopReason, TurnCalls},
     tool::{
@@ -680,17 +680,6 @@ where
     }
     turn_results.messages.extend(kept);
     Some(turn_results)
-}
-
-/// The ids of the calls that have a result in `messages`.
-fn answered_calls(messages: &[Message]) -> HashSet<ToolCallId> {
-    messages
-        .iter()
-        .filter_map(|m| match m {
-            Message::Tool { tool_call_id, .. } => Some(tool_call_id.clone()),
-            _ => None,
-        })
-        .collect()
 }
 
 /// The server-side calls without a result of an assistant message that ends the conversation

@@ -583,6 +583,24 @@ where
         Ok(input)
     }
 
+    /// Rolls back `active`, which has ended ([`BusyThread::Rollback`]): what it added is left
+    /// out of its thread, and out of the client's copy in `prepared`, prepared again.
+    async fn rolled_back(
+        &self,
+        prepared: &Prepared,
+        active: &RunId,
+        durable: bool,
+    ) -> Result<Arc<Prepared>, LogError> {
+        let added = super::rollback::roll_back(&*self.inner.log, active).await?;
+        let mut input = prepared.input.clone();
+        input.messages.retain(|m| !added.contains(m.id()));
+        let principal = prepared.start.principal.clone();
+        Ok(Arc::new(Prepared {
+            attach: prepared.attach.clone(),
+            ..prepare(input, principal, durable)
+        }))
+    }
+
     /// Starts, replays or refuses `input` (recording refusals when `record`), a busy thread
     /// handled as `busy` says.
     async fn take(
@@ -638,18 +656,10 @@ where
                         }
                         self.inner.until_ended(&active).await.map_err(unavailable)?;
                         if busy == BusyThread::Rollback {
-                            let log = &*self.inner.log;
-                            let added = super::rollback::roll_back(log, &active)
+                            prepared = self
+                                .rolled_back(&prepared, &active, durable)
                                 .await
                                 .map_err(unavailable)?;
-                            // What the client's copy holds of it is left out too.
-                            let mut input = prepared.input.clone();
-                            input.messages.retain(|m| !added.contains(m.id()));
-                            let principal = prepared.start.principal.clone();
-                            prepared = Arc::new(Prepared {
-                                attach: prepared.attach.clone(),
-                                ..prepare(input, principal, durable)
-                            });
                         }
                     }
                 }

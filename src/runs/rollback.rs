@@ -87,13 +87,7 @@ fn without(messages: Vec<Message>, added: &HashSet<MessageId>) -> Vec<Message> {
         .into_iter()
         .filter(|m| !added.contains(m.id()))
         .collect();
-    let answered: HashSet<_> = kept
-        .iter()
-        .filter_map(|m| match m {
-            Message::Tool { tool_call_id, .. } => Some(tool_call_id.clone()),
-            _ => None,
-        })
-        .collect();
+    let answered = crate::message::answered_calls(&kept);
     kept.into_iter()
         .filter(|m| match m {
             Message::Subagent { tool_call_id, .. } => answered.contains(tool_call_id),
