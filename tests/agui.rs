@@ -87,11 +87,19 @@ async fn text_only() {
             TextMessageContent,
             TextMessageContent,
             TextMessageEnd,
+            Custom,
             StepFinished,
             MessagesSnapshot,
             RunFinished,
         ]
     );
+    // What the step used, before its end.
+    let Event::Custom(used) = &events[6] else {
+        unreachable!()
+    };
+    assert_eq!(used.name, agent_tower::agui::future::USAGE_EVENT);
+    assert_eq!(used.value["inputTokens"], 3);
+    assert_eq!(used.value["outputTokens"], 2);
     let outcome = result.unwrap();
     assert_eq!(outcome.stop, StopReason::EndTurn);
     // The streamed id is the id of the message in the snapshot.
@@ -103,7 +111,7 @@ async fn text_only() {
         unreachable!()
     };
     assert_eq!(started.protocol_version.as_deref(), Some("1.0"));
-    let Event::RunFinished(finished) = &events[8] else {
+    let Event::RunFinished(finished) = &events[9] else {
         unreachable!()
     };
     assert_eq!(finished.usage.as_ref().unwrap()[0].total_tokens, Some(5));

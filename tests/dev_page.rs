@@ -7,6 +7,7 @@
 
 use crate::support;
 use crate::support::debian;
+use crate::support::lead;
 use crate::support::process;
 use crate::support::stores;
 
@@ -40,6 +41,27 @@ async fn the_page_chats_through_the_server() {
         "ok markdown",
         "ok event log",
         "chat: passed",
+    ] {
+        assert!(out.contains(step), "{step} missing from:\n{out}");
+    }
+}
+
+#[tokio::test]
+async fn the_console_draws_the_runs_and_answers_what_waits_in_every_thread() {
+    let store = stores::sqlite("dev-page-console");
+    let base = lead::server(&store).await;
+    let screenshot = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/target/browser-artifacts/console.png"
+    );
+    std::fs::create_dir_all(std::path::Path::new(screenshot).parent().unwrap()).unwrap();
+    let out = browser(&["console", base.trim_end_matches('/'), screenshot]).await;
+    for step in [
+        "ok the pending interrupts of two threads",
+        "ok answered in the inbox: the thread went on",
+        "ok the runs drawn as timelines",
+        "ok rejected in the inbox",
+        "console: passed",
     ] {
         assert!(out.contains(step), "{step} missing from:\n{out}");
     }

@@ -42,7 +42,7 @@ async fn prometheus_scrapes_runs_by_outcome() {
         "--store",
         &store,
         "--max-run-events",
-        "20",
+        "24",
         "--metrics-group",
         "support=alice,bob",
         // The run whose client goes away is cancelled at once, not after a re-join grace.

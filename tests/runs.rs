@@ -147,6 +147,61 @@ fn types(log: &[Value]) -> Vec<&str> {
 }
 
 #[tokio::test]
+async fn the_log_says_when_each_event_happened_and_what_each_model_call_used() {
+    let runs = Runs::new(agent());
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let begun = runs.begin(input("timed", 20)).await.unwrap();
+    let log = events(&runs, &begun).await;
+    // Every event but a stream's fragments carries its time, in the order of the log.
+    let (fragments, timed): (Vec<&Value>, Vec<&Value>) = log
+        .iter()
+        .partition(|e| e["type"] == "TEXT_MESSAGE_CONTENT");
+    assert_eq!(fragments.len(), 20, "{:?}", types(&log));
+    assert!(fragments.iter().all(|e| e.get("timestamp").is_none()));
+    let times: Vec<u64> = timed
+        .iter()
+        .map(|e| {
+            e["timestamp"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("no time: {e}"))
+        })
+        .collect();
+    assert!(times.is_sorted(), "{times:?}");
+    assert!(times[0] >= before, "{} before {before}", times[0]);
+    // Inside its step, what the model call used: the run's usage, as the run's end sums it.
+    let step = types(&log)
+        .iter()
+        .position(|t| *t == "STEP_STARTED")
+        .unwrap();
+    let used: Vec<&Value> = log
+        .iter()
+        .filter(|e| e["type"] == "CUSTOM" && e["name"] == "agent_tower.usage")
+        .collect();
+    assert_eq!(used.len(), 1, "{:?}", types(&log));
+    let at = log.iter().position(|e| e == used[0]).unwrap();
+    assert!(
+        at > step && log[at + 1]["type"] == "STEP_FINISHED",
+        "{:?}",
+        types(&log)
+    );
+    assert_eq!(used[0]["value"]["outputTokens"], 20);
+    let finished = log.last().unwrap();
+    assert_eq!(finished["type"], "RUN_FINISHED");
+    assert_eq!(
+        finished["usage"][0]["outputTokens"],
+        used[0]["value"]["outputTokens"]
+    );
+    assert_eq!(
+        finished["usage"][0]["inputTokens"],
+        used[0]["value"]["inputTokens"]
+    );
+    support::officially_verified(&log).await;
+}
+
+#[tokio::test]
 async fn a_bare_agent_is_a_whole_run_and_its_thread_goes_on() {
     // No AG-UI layer anywhere: the engine opens and closes the run itself.
     let runs = Runs::new(Agent::new(ScriptedModel::new(), ToolRouter::new()));
@@ -221,9 +276,10 @@ async fn steps_without_a_run_layer_are_opened_and_closed_by_the_engine() {
         ["RUN_STARTED", "STEP_STARTED", "TEXT_MESSAGE_START"]
     );
     assert_eq!(
-        kinds[kinds.len() - 4..],
+        kinds[kinds.len() - 5..],
         [
             "TEXT_MESSAGE_END",
+            "CUSTOM",
             "STEP_FINISHED",
             "MESSAGES_SNAPSHOT",
             "RUN_FINISHED"

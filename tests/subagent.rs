@@ -5,6 +5,7 @@
 //! kept in the thread where its client was shown it.
 
 use crate::support;
+use crate::support::lead;
 use crate::support::stores;
 
 use std::{convert::Infallible, num::NonZeroU32, time::Duration};
@@ -462,37 +463,11 @@ async fn a_sub_agents_transcript_stays_in_the_thread_where_its_client_was_shown_
     );
 }
 
-/// A durable server on the store at `url`: the scripted lead, whose `researcher` (the demo agent)
-/// asks before `remember` by interrupting its run.
-async fn lead_server(url: &str) -> String {
-    let researcher = agent_tower::demo::scripted()
-        .policy(agent_tower::demo::policy())
-        .approver(InterruptApprover::new(Duration::from_secs(600)))
-        .build();
-    let lead = Stack::new(
-        agent_tower::model::scripted::ScriptedModel::new(),
-        ToolRouter::new().tool(AgentTool::new(
-            "researcher",
-            "Does what it is told.",
-            researcher,
-        )),
-    )
-    .build();
-    let store = agent_tower::store::RunStore::open(url).await.unwrap();
-    let router =
-        agent_tower::server::AguiServer::with_runs(agent_tower::runs::Runs::new(lead).log(store))
-            .into_router();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}/", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, router).await });
-    base
-}
-
 #[tokio::test]
 async fn the_official_client_answers_a_sub_agents_interrupt_through_the_parent_on_another_instance()
 {
     for (name, url) in stores::store_urls("subagent_interrupt").await {
-        let (a, b) = (lead_server(&url).await, lead_server(&url).await);
+        let (a, b) = (lead::server(&url).await, lead::server(&url).await);
         let output = support::node("agui-subagent-interrupt.mjs", &[&a, &b], None).await;
         assert!(
             output.contains("answered through its parent"),
@@ -505,7 +480,7 @@ async fn the_official_client_answers_a_sub_agents_interrupt_through_the_parent_o
 async fn the_official_client_keeps_a_sub_agents_transcript_through_the_runs_end_a_restore_and_the_next_turn()
  {
     for (name, url) in stores::store_urls("subagent_transcript").await {
-        let (a, b) = (lead_server(&url).await, lead_server(&url).await);
+        let (a, b) = (lead::server(&url).await, lead::server(&url).await);
         let output = support::node("agui-subagent-transcript.mjs", &[&a, &b], None).await;
         assert!(
             output.contains("transcript was kept in the thread"),

@@ -72,6 +72,16 @@ macro_rules! events {
                     Self::Unknown => EventType::Unknown,
                 }
             }
+
+            /// The fields every event may carry (its time, its raw event, its metadata); none
+            /// for an [`Event::Unknown`].
+            #[must_use]
+            pub fn base_mut(&mut self) -> Option<&mut BaseEvent> {
+                match self {
+                    $( Self::$variant(e) => Some(&mut e.base), )*
+                    Self::Unknown => None,
+                }
+            }
         }
 
         $(
@@ -356,6 +366,16 @@ impl Event {
 }
 
 impl Event {
+    /// Whether it carries a piece of a stream (`TEXT_MESSAGE_CONTENT`, `TOOL_CALL_ARGS`,
+    /// `REASONING_MESSAGE_CONTENT`): most of a run's events, written without their time.
+    #[must_use]
+    pub fn is_fragment(&self) -> bool {
+        matches!(
+            self,
+            Self::TextMessageContent(_) | Self::ToolCallArgs(_) | Self::ReasoningMessageContent(_)
+        )
+    }
+
     /// Appends the event's JSON to `out`: the bytes `serde_json::to_writer` writes.
     ///
     /// The events that carry a stream's fragments (`TEXT_MESSAGE_CONTENT`, `TOOL_CALL_ARGS`,

@@ -69,7 +69,7 @@ impl Framing {
             thread_id: self.ids.thread_id.clone(),
             run_id: self.ids.run_id.clone(),
             parent_run_id: None,
-            input: Some(Box::new(answered(&self.ids, &req.messages))),
+            input: Some(Box::new(answered(&self.ids, req))),
             protocol_version: Some(super::PROTOCOL_VERSION.to_owned()),
             base: BaseEvent::default(),
         };
@@ -102,9 +102,11 @@ pub(crate) fn invalid_options(error: &super::error::ConfigError) -> Event {
 /// What `RUN_STARTED` echoes of the run's input: the messages the run answers, those after the
 /// conversation's last assistant message (the new user turn, the results of client tools), so
 /// that a client that follows the run from its start (a reloaded page re-joining it) shows what
-/// it answers. The conversation before them is the thread's, and is not sent again: a run's log
+/// it answers, and the answers it brings to interrupts (`resume`), so that its log says what was
+/// decided. The conversation before them is the thread's, and is not sent again: a run's log
 /// grows with its own input only.
-fn answered(ids: &RunIds, messages: &[Message]) -> RunAgentInput {
+fn answered(ids: &RunIds, req: &RunRequest) -> RunAgentInput {
+    let messages = &req.messages;
     let from = messages
         .iter()
         .rposition(|message| matches!(message, Message::Assistant { .. }))
@@ -115,6 +117,11 @@ fn answered(ids: &RunIds, messages: &[Message]) -> RunAgentInput {
         .collect();
     let mut input = RunAgentInput::new(ids.thread_id.clone(), ids.run_id.clone(), echoed);
     input.protocol_version = None;
+    input.resume = req
+        .run
+        .extensions
+        .get::<super::input::Answers>()
+        .map(|answers| answers.0.clone());
     input
 }
 
@@ -228,6 +235,26 @@ fn cost_event(usage: &[TokenUsage]) -> Option<Event> {
         }
         .into(),
     )
+}
+
+/// The name of the `CUSTOM` event saying what one model call used.
+pub const USAGE_EVENT: &str = "agent_tower.usage";
+
+/// `CUSTOM` `agent_tower.usage`: one model call's [`TokenUsage`] (`provider`, `model`,
+/// `inputTokens`, `outputTokens`, …) and its `cost` (`{amount, currency}`) when it was priced;
+/// at the end of the call's step, so that a timeline of the run can say what each step used.
+pub(crate) fn usage_event(usage: &crate::model::Usage) -> Event {
+    let mut value = serde_json::to_value(TokenUsage::from(usage)).unwrap_or_default();
+    if let (Some(cost), Some(fields)) = (usage.cost, value.as_object_mut()) {
+        fields.insert("cost".to_owned(), json!(cost));
+    }
+    super::event::Custom {
+        name: USAGE_EVENT.to_owned(),
+        value,
+        subagent_run_id: None,
+        base: BaseEvent::default(),
+    }
+    .into()
 }
 
 /// The run's usage as AG-UI counts it: an entry per provider and model.

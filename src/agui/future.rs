@@ -28,7 +28,7 @@ use crate::{
     transport::Transport,
 };
 
-pub use super::framing::COST_EVENT;
+pub use super::framing::{COST_EVENT, USAGE_EVENT};
 
 /// The future of a wrapped model call: resolves to the model's stream, teed.
 ///

@@ -74,6 +74,9 @@ impl RunAgentInput {
             run.extensions
                 .insert(crate::context::ForwardedProps(props.clone()));
         }
+        if let Some(resume) = self.resume.as_ref().filter(|resume| !resume.is_empty()) {
+            run.extensions.insert(Answers(resume.clone()));
+        }
         RunRequest {
             messages: self
                 .messages
@@ -94,6 +97,11 @@ impl RunAgentInput {
         }
     }
 }
+
+/// The answers a run brings to interrupts (its input's `resume`), kept in
+/// [`RunContext::extensions`] for its `RUN_STARTED` to echo: what was decided, and when.
+#[derive(Debug, Clone)]
+pub(crate) struct Answers(pub(crate) Vec<ResumeEntry>);
 
 /// The AG-UI generation of the client that started a run, read from its input's
 /// `protocolVersion` and kept in [`RunContext::extensions`].

@@ -36,6 +36,9 @@ pub type ResponseStream<St, T> = Tee<St, T, ModelEncoder>;
 ///   failed: its arguments may be cut off mid-JSON, and a client treats `TOOL_CALL_END` as "the
 ///   arguments are complete" (the official client parses them and calls its hooks). The
 ///   `RUN_ERROR` that follows ends it; nothing runs it.
+/// - What the call used (its [`Usage`](crate::model::Usage), when the model reports it) is a
+///   `CUSTOM` [`agent_tower.usage`](super::future::USAGE_EVENT) event right before
+///   `STEP_FINISHED`.
 #[derive(Debug)]
 pub struct ModelEncoder {
     step_name: String,
@@ -47,6 +50,8 @@ pub struct ModelEncoder {
     tool_calls: Vec<ToolCallId>,
     predictions: Arc<[Prediction]>,
     state: Option<SharedState>,
+    /// What the call used, as the model last reported it: said at the step's end.
+    used: Option<crate::model::Usage>,
 }
 
 impl ModelEncoder {
@@ -68,6 +73,7 @@ impl ModelEncoder {
                 tool_calls: Vec::new(),
                 predictions,
                 state,
+                used: None,
             },
             opening,
         )
@@ -182,7 +188,7 @@ impl<E> Encode<Result<ModelEvent, E>> for ModelEncoder {
                     }
                 }
             }
-            ModelEvent::Usage(_) => {}
+            ModelEvent::Usage(usage) => self.used = Some(usage.clone()),
             ModelEvent::Finish(_) => return Some(End::Finished),
         }
         None
@@ -197,6 +203,9 @@ impl<E> Encode<Result<ModelEvent, E>> for ModelEncoder {
             out.extend(open_calls.map(Event::tool_call_end));
         }
         self.close_text(out);
+        if let Some(used) = self.used.take() {
+            out.push_back(super::framing::usage_event(&used));
+        }
         out.push_back(Event::step_finished(std::mem::take(&mut self.step_name)));
     }
 }

@@ -752,7 +752,7 @@ where
         }
         let start = &prepared.start;
         let events = [
-            LoggedEvent::new(
+            LoggedEvent::stamped(
                 1,
                 Event::from(RunStarted {
                     thread_id: start.thread_id.clone(),
@@ -763,7 +763,7 @@ where
                     base: BaseEvent::default(),
                 }),
             ),
-            LoggedEvent::new(
+            LoggedEvent::stamped(
                 2,
                 Event::from(RunError {
                     message: message.clone(),

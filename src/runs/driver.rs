@@ -16,6 +16,7 @@ use super::{
     SavedThread,
     hub::Topic,
     quota::{Admitted, Limit},
+    record::stamp,
     request::{kept, run_request, stored},
     takeover::{Progress, unanswered},
 };
@@ -604,8 +605,13 @@ where
     }
 
     /// Takes one event into the batch, unless it would take the run past its bounds.
-    fn take_one(&mut self, batch: &mut Batch, event: Event) -> Result<(), (&'static str, String)> {
+    fn take_one(
+        &mut self,
+        batch: &mut Batch,
+        mut event: Event,
+    ) -> Result<(), (&'static str, String)> {
         let bounds = self.inner.config.max_run;
+        stamp(&mut event);
         let logged = LoggedEvent::of(self.next_seq, &event);
         let size = logged.json().len() as u64;
         let (events, bytes) = (self.taken.0 + 1, self.taken.1 + size);
@@ -658,7 +664,8 @@ where
     }
 
     /// Takes one event of the run into the batch being gathered.
-    fn take(&mut self, batch: &mut Batch, event: Event) {
+    fn take(&mut self, batch: &mut Batch, mut event: Event) {
+        stamp(&mut event);
         let logged = LoggedEvent::of(self.next_seq, &event);
         self.push(batch, logged, &event);
     }

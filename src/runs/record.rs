@@ -18,6 +18,23 @@ use crate::{
     tool::Interrupt,
 };
 
+/// Stamps `event` with the time it is logged (its `timestamp`, milliseconds since the Unix
+/// epoch), unless it has one (a bridged agent's own) or is a stream's fragment
+/// ([`Event::is_fragment`]): every other event of a run's log says when it happened, which is what
+/// a timeline of the run is drawn from, while the fragments, most of a run's events, stay as
+/// small and as cheap to write as they were.
+pub(crate) fn stamp(event: &mut Event) {
+    if event.is_fragment() {
+        return;
+    }
+    if let Some(base) = event.base_mut().filter(|base| base.timestamp.is_none()) {
+        let now = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default();
+        base.timestamp = Some(u64::try_from(now.as_millis()).unwrap_or(u64::MAX));
+    }
+}
+
 /// One event of a run's log: its place (from 1) and its AG-UI JSON, serialized once for every
 /// follower and every store (a follower sending protobuf parses it back).
 ///
@@ -63,6 +80,12 @@ impl LoggedEvent {
             json
         });
         Self { seq, json }
+    }
+
+    /// `event` at `seq`, [stamped](stamp) with the time it is logged.
+    pub(crate) fn stamped(seq: u64, mut event: Event) -> Self {
+        stamp(&mut event);
+        Self::of(seq, &event)
     }
 
     /// An event read back from a log as its JSON.

@@ -170,8 +170,8 @@ where
             .messages;
         let bridge: Vec<LoggedEvent> = progress
             .bridge(attempt, &asked)
-            .iter()
-            .map(|event| LoggedEvent::of(0, event))
+            .into_iter()
+            .map(|event| LoggedEvent::stamped(0, event))
             .collect();
         let Some(recovered) = self.log.recover(&lost, &bridge, true).await? else {
             return Ok(());
@@ -213,7 +213,7 @@ where
         let run = &lost.record.run_id;
         let message =
             format!("run `{run}` ended without its owner (the server stopped while it ran)");
-        let terminal = [LoggedEvent::new(0, run_error("run_lost", message))];
+        let terminal = [LoggedEvent::stamped(0, run_error("run_lost", message))];
         if self.log.recover(lost, &terminal, false).await?.is_some() {
             self.hub.wake(run);
             self.config.observer.on_recovered(false);

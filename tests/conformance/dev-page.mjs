@@ -3,6 +3,7 @@
 //
 //   node dev-page.mjs chat   http://127.0.0.1:PORT [screenshot.png]
 //   node dev-page.mjs rejoin http://127.0.0.1:PORT           (reload, then Stop; the default settings)
+//   node dev-page.mjs console http://127.0.0.1:PORT [screenshot.png] (a lead with a researcher)
 //   node dev-page.mjs cors   http://127.0.0.1:PORT APP_ORIGIN OTHER_ORIGIN TOKEN
 //
 // What the page shows is checked against what the server logged (`GET /runs/{id}/events`), so
@@ -16,7 +17,7 @@ import { chromium } from "playwright-core";
 import { logged as loggedBy, text } from "./runs.mjs";
 
 const [scenario, base, ...rest] = process.argv.slice(2);
-assert.ok(scenario && base, "usage: node dev-page.mjs chat|rejoin|cors <base url> …");
+assert.ok(scenario && base, "usage: node dev-page.mjs chat|rejoin|console|cors <base url> …");
 const artifacts = join(dirname(fileURLToPath(import.meta.url)), "../../target/browser-artifacts");
 
 const browser = await chromium.launch({
@@ -387,8 +388,112 @@ async function cors([app, other, token]) {
   console.log(`ok ${other} is refused`);
 }
 
+/** The console: a lead whose researcher (a sub-agent) asks before `remember`, in two threads;
+ * both interrupts wait in the inbox and are answered there; the first thread's runs drawn as
+ * timelines, checked against what the server logged. */
+async function consoleScenario(screenshot) {
+  const listing = page.waitForResponse((response) => response.url().includes("/threads?"));
+  await page.goto(`${base}/`);
+  await listing;
+  const threadOf = () => page.evaluate(() => chat.threadId);
+
+  // Thread A: the researcher is asked to remember; its call waits for a person.
+  const task = 'remember {"key": "theme", "value": "dark"}';
+  await send(`researcher ${JSON.stringify({ task })}`);
+  assert.equal((await settled()).status, "interrupted");
+  const threadA = await threadOf();
+  // Thread B: the lead itself asks, with arguments that look like markup.
+  await page.click("#new-thread");
+  await send('publish {"title": "<img src=x onerror=alert(1)>"}');
+  assert.equal((await settled()).status, "interrupted");
+  const threadB = await threadOf();
+
+  const waiting = page.locator("#inbox li[data-interrupt-id]");
+  const count = (n) =>
+    page.waitForFunction((n) => document.querySelectorAll("#inbox li[data-interrupt-id]").length === n, n);
+  await count(2);
+  const inThreads = await waiting.evaluateAll((items) => items.map((item) => item.dataset.threadId));
+  assert.deepEqual(inThreads.sort(), [threadA, threadB].sort(), "one interrupt of each thread");
+  const itemB = page.locator(`#inbox li[data-thread-id="${threadB}"]`);
+  assert.match(await itemB.locator("code").textContent(), /<img src=x onerror=alert\(1\)>/);
+  assert.equal(await page.locator("#inbox img").count(), 0, "arguments shown as text, never markup");
+  console.log("ok the pending interrupts of two threads");
+
+  // Thread A's, answered from the inbox while thread B is open: A goes on in a run of its own.
+  await page.locator(`#inbox li[data-thread-id="${threadA}"]`).getByRole("button", { name: "Approve" }).click();
+  await count(1);
+  const runsOf = async (threadId) => (await (await fetch(`${base}/threads/${threadId}`)).json()).runs;
+  let runs = await runsOf(threadA);
+  assert.equal(runs.length, 2, "the answer resumed thread A");
+  const [first, second] = await Promise.all(runs.map((run) => logged(run.runId)));
+  assert.equal(second.at(-1).type, "RUN_FINISHED");
+  assert.equal(second.at(-1).outcome.type, "success");
+  console.log("ok answered in the inbox: the thread went on");
+
+  // Thread A's runs, drawn.
+  await page.locator(`#threads li[data-thread-id="${threadA}"] .open`).click();
+  await page.click("#view-runs");
+  const drawn = (runId) => page.locator(`#runs figure[data-run-id="${runId}"]`);
+  await page.waitForFunction(
+    (ids) => ids.every((id) => document.querySelector(`#runs figure[data-run-id="${id}"]:not(.running)`)),
+    runs.map((run) => run.runId),
+  );
+  for (const [run, events] of [[runs[0], first], [runs[1], second]]) {
+    // Every logged event but a stream's fragments says when it happened.
+    const untimed = events.filter((e) => e.timestamp === undefined).map((e) => e.type);
+    assert.ok(untimed.every((type) => /_(CONTENT|ARGS)$/.test(type)), `untimed: ${untimed}`);
+    const rows = await drawn(run.runId).locator("g.row").evaluateAll((groups) =>
+      groups.map((g) => ({
+        kind: g.dataset.kind,
+        id: g.dataset.id,
+        label: g.querySelector(".label").textContent,
+        detail: g.querySelector(".detail").textContent,
+        x: Number(g.querySelector(".bar").getAttribute("x")),
+        waits: g.querySelector(".waits") !== null,
+      })),
+    );
+    const of = (type) => events.filter((e) => e.type === type);
+    const steps = rows.filter((row) => row.kind === "step");
+    assert.deepEqual(steps.map((row) => row.label), of("STEP_STARTED").map((e) => e.stepName), "a row per step");
+    // Each step says what its model call used, as the call's usage event logged it.
+    const used = of("CUSTOM").filter((e) => e.name === "agent_tower.usage");
+    assert.equal(used.length, steps.length, "a usage event per model call");
+    steps.forEach((row, i) =>
+      assert.ok(row.detail.includes(`${used[i].value.inputTokens} in / ${used[i].value.outputTokens} out tokens`), row.detail));
+    const called = new Set([...of("TOOL_CALL_START"), ...of("TOOL_CALL_RESULT")].map((e) => e.toolCallId));
+    assert.deepEqual(new Set(rows.filter((row) => row.kind === "tool").map((row) => row.id)), called, "a row per tool call");
+    assert.deepEqual(
+      rows.filter((row) => row.kind === "subagent").map((row) => row.label),
+      of("SUBAGENT_STARTED").map((e) => `⤷ ${e.name}`),
+      "a row per sub-agent run",
+    );
+    // Drawn against time: the bars start in the order their events happened.
+    assert.deepEqual(rows.map((row) => row.x), rows.map((row) => row.x).toSorted((a, b) => a - b));
+    // The run's length, from its first and last events' times.
+    const length = await page.evaluate(([a, b]) => duration(b - a), [events[0].timestamp, events.at(-1).timestamp]);
+    assert.match(await drawn(run.runId).locator("figcaption").textContent(), new RegExp(` in ${length}`));
+  }
+  // The first run: the researcher's call, its run nested under it, and the call it waits on.
+  const firstRows = await drawn(runs[0].runId).locator("g.row").evaluateAll((groups) =>
+    groups.map((g) => `${g.dataset.kind} ${g.querySelector(".label").textContent}${g.querySelector(".waits") ? " waits" : ""}`));
+  assert.deepEqual(firstRows, ["step turn 0", "tool researcher()", "subagent ⤷ researcher", "step turn 0", "tool remember() waits"]);
+  assert.match(await drawn(runs[0].runId).locator("figcaption").textContent(), /interrupt/);
+  assert.equal(await drawn(runs[1].runId).locator(".answer").textContent(), "answers remember: approved");
+  console.log("ok the runs drawn as timelines: steps with tokens, tool calls, a sub-agent, an interrupt and its answer");
+  if (screenshot) await drawn(runs[0].runId).locator("xpath=..").screenshot({ path: screenshot });
+
+  // Thread B's, rejected from the inbox: nothing waits any more.
+  await itemB.getByRole("button", { name: "Reject" }).click();
+  await count(0);
+  runs = await runsOf(threadB);
+  const answered = (await logged(runs[1].runId))[0].input.resume;
+  assert.deepEqual(answered.map((entry) => entry.payload), [{ approved: false }]);
+  console.log("ok rejected in the inbox");
+}
+
 try {
   if (scenario === "chat") await chat(rest[0]);
+  else if (scenario === "console") await consoleScenario(rest[0]);
   else if (scenario === "rejoin") await rejoin();
   else if (scenario === "cors") await cors(rest);
   else throw new Error(`unknown scenario ${scenario}`);

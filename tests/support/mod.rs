@@ -6,6 +6,8 @@ pub mod debian;
 pub mod frames;
 #[cfg(feature = "cli")]
 pub mod json_logs;
+#[cfg(all(feature = "subagent", feature = "demo", feature = "store"))]
+pub mod lead;
 pub mod model_events;
 pub mod postgres;
 #[cfg(feature = "cli")]

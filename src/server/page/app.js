@@ -6,7 +6,8 @@
 // it on the server (`POST /runs/{id}/cancel`), whose stream then ends with the run. While it
 // runs nothing itself, it follows the thread (`?follow=true`): a run another tab or device starts
 // shows here as it streams. Beside it, the caller's threads, followed live (`GET /threads`):
-// opened, named, archived and deleted from here.
+// opened, named, archived and deleted from here. What the agent did, drawn, and what waits for a
+// person in every thread, are the console's (console.js).
 "use strict";
 
 const RUN_PATH = document.querySelector('meta[name="agent-tower-run-path"]').content;
@@ -234,6 +235,7 @@ async function readEvents(body, runId, { live = true } = {}) {
     if (followed && event.type === "RUN_STARTED") setStatus("running");
     const failed = followed && event.type === "RUN_ERROR";
     apply(event, { quiet: restoring || failed });
+    consoleSaw(event);
     if (failed) setStatus("idle");
     if (["RUN_FINISHED", "RUN_ERROR"].includes(event.type)) restoring = false;
     logEvent(event, id);
@@ -281,12 +283,16 @@ function toolCall(id) {
 /** Takes `event` into the conversation; `quiet`: without changing the page's status. */
 function apply(event, { quiet = false } = {}) {
   switch (event.type) {
-    case "RUN_STARTED":
+    case "RUN_STARTED": {
       // What the run answers (a turn another tab sent): the messages the page does not hold.
       for (const m of event.input?.messages ?? []) {
         if (!chat.messages.some((held) => held.id === m.id)) chat.messages.push(m);
       }
+      // Interrupts it answers (answered elsewhere: another tab, the console) wait no more.
+      const answered = new Set((event.input?.resume ?? []).map((entry) => entry.interruptId));
+      chat.interrupts = chat.interrupts.filter((interrupt) => !answered.has(interrupt.id));
       break;
+    }
     case "TEXT_MESSAGE_START":
     case "TEXT_MESSAGE_CONTENT":
     case "TEXT_MESSAGE_CHUNK":
@@ -715,6 +721,7 @@ async function listThreads() {
 }
 
 function threadChanged(change) {
+  loadInbox(); // a run of the thread may have stopped to ask, or been answered
   if (change.type === "THREADS_CHANGED") {
     listThreads();
     return;
@@ -797,6 +804,7 @@ function openThread(threadId) {
     stopped = false;
     connect();
   }
+  if (consoleShown()) loadRuns();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -824,6 +832,7 @@ $("token").addEventListener("change", (e) => {
   if (e.target.value) sessionStorage.setItem(`${STORE}-token`, e.target.value);
   else sessionStorage.removeItem(`${STORE}-token`);
   followThreads(); // another principal's list
+  loadInbox();
 });
 $("set-state").addEventListener("click", () => {
   try {
@@ -853,3 +862,4 @@ setStatus(chat.interrupts.length ? "interrupted" : "idle");
 if (chat.live) rejoin();
 else if (asked || chat.messages.length > 0) connect();
 followThreads();
+startConsole();

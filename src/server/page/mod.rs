@@ -1,7 +1,9 @@
 //! The development page: `GET /` in a browser (`Accept: text/html`) answers a small page that
 //! chats with this server over AG-UI (streamed text, reasoning, tool calls and their results, the
 //! shared state, interrupts to approve, edit or reject, the raw events, and re-joining a run after
-//! a reload). Everything it needs is in the binary: no CDN, no build step.
+//! a reload), and a console: each run of the thread drawn as a timeline, and the interrupts of
+//! every thread that wait for a person, answered there. Everything it needs is in the binary: no
+//! CDN, no build step.
 //!
 //! The page, its script and its style are public (they hold no data); what the page does goes
 //! through the same routes, guard and tokens as any client. Its `Content-Security-Policy` lets it
@@ -19,6 +21,7 @@ use super::error;
 
 const INDEX: &str = include_str!("index.html");
 const SCRIPT: &str = include_str!("app.js");
+const CONSOLE: &str = include_str!("console.js");
 const STYLE: &str = include_str!("app.css");
 
 /// Where the page's script and style are served.
@@ -28,7 +31,7 @@ const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
                       connect-src 'self'; img-src 'self' data:; base-uri 'none'; \
                       form-action 'none'; frame-ancestors 'none'";
 
-/// `GET /`, `GET /ui/app.js` and `GET /ui/app.css`, for a server whose runs are posted to
+/// `GET /`, `GET /ui/app.js`, `GET /ui/console.js` and `GET /ui/app.css`, for a server whose runs are posted to
 /// `run_path`.
 pub(super) fn routes<S: Clone + Send + Sync + 'static>(run_path: &str) -> Router<S> {
     let index = Bytes::from(render(run_path));
@@ -40,6 +43,10 @@ pub(super) fn routes<S: Clone + Send + Sync + 'static>(run_path: &str) -> Router
         .route(
             "/ui/app.js",
             get(|| async { asset("text/javascript; charset=utf-8", SCRIPT) }),
+        )
+        .route(
+            "/ui/console.js",
+            get(|| async { asset("text/javascript; charset=utf-8", CONSOLE) }),
         )
         .route(
             "/ui/app.css",
