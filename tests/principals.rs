@@ -345,6 +345,67 @@ async fn another_principals_thread_cannot_be_read_answered_replaced_or_kept_busy
 }
 
 #[tokio::test]
+async fn the_log_names_who_answered_each_interrupt_whoever_answered_it() {
+    for server in servers("answered-by").await {
+        let name = server.name;
+        // Alice answers her own, her answer claiming to be bob's: the log names her.
+        let thread = unique("own");
+        let interrupt = interrupt_of(
+            &server
+                .post(ALICE, &remember(&thread, &unique("ask")))
+                .await
+                .events(),
+        );
+        let mut answer = approve(&thread, &unique("answer"), &interrupt);
+        answer["resume"][0]["metadata"] = json!({"answeredBy": "bob", "note": "kept"});
+        let answered = server.post(ALICE, &answer).await;
+        assert_eq!(answered.status, 200, "{name}: {}", answered.body);
+        let started = &answered.events()[0];
+        assert_eq!(started["type"], "RUN_STARTED", "{name}");
+        assert_eq!(
+            started["input"]["resume"][0]["metadata"],
+            json!({"answeredBy": "alice", "note": "kept"}),
+            "{name}: {started}"
+        );
+        assert_eq!(
+            started["input"]["resume"][0]["payload"],
+            json!({"approved": true})
+        );
+
+        // An operator answers another's out of band: the run that goes on names the operator.
+        let thread = unique("theirs");
+        let interrupt = interrupt_of(
+            &server
+                .post(ALICE, &remember(&thread, &unique("ask")))
+                .await
+                .events(),
+        );
+        let url = server.url(&format!("/interrupts/{interrupt}/resolve"));
+        let resolved = server
+            .ask(
+                OPS,
+                server
+                    .http
+                    .post(url)
+                    .json(&json!({"payload": {"approved": true}})),
+            )
+            .await;
+        assert_eq!(resolved.status, 202, "{name}: {}", resolved.body);
+        let run = resolved.json()["runId"].as_str().unwrap().to_owned();
+        let events = server
+            .get(ALICE, &format!("/runs/{run}/events"))
+            .await
+            .events();
+        assert_eq!(
+            events[0]["input"]["resume"][0]["metadata"]["answeredBy"], "ops",
+            "{name}: {}",
+            events[0]
+        );
+        assert_eq!(events.last().unwrap()["type"], "RUN_FINISHED", "{name}");
+    }
+}
+
+#[tokio::test]
 async fn each_principal_lists_names_archives_and_deletes_only_its_own_threads() {
     for server in servers("thread-list").await {
         let name = server.name;

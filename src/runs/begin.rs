@@ -3,7 +3,7 @@
 use std::{fmt, sync::Arc, time::Duration};
 use tokio::sync::OwnedSemaphorePermit;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::{
@@ -262,6 +262,36 @@ struct Prepared {
     attach: Option<Attach>,
 }
 
+/// The key of a [`ResumeEntry`]'s `metadata` that names who answered the interrupt: the name of
+/// the principal whose run brought the answer, or who answered it out of band
+/// ([`Runs::resolve`]). The engine writes it (a client's own is replaced), so a run's log says who
+/// decided each call; with no principal (a server that authenticates nobody) it names no one.
+pub const ANSWERED_BY: &str = "answeredBy";
+
+/// Names `by` as who answered each of `resume`'s entries (see [`ANSWERED_BY`]).
+fn sign(resume: Option<&mut [ResumeEntry]>, by: Option<&Principal>) {
+    for entry in resume.into_iter().flatten() {
+        let metadata = entry
+            .metadata
+            .get_or_insert_with(|| Value::Object(Map::new()));
+        let Some(fields) = metadata.as_object_mut() else {
+            // Not an object: it says nothing of who answered; it is kept as it is.
+            continue;
+        };
+        match by {
+            Some(by) => {
+                fields.insert(ANSWERED_BY.to_owned(), Value::from(by.name()));
+            }
+            None => {
+                fields.remove(ANSWERED_BY);
+            }
+        }
+        if fields.is_empty() {
+            entry.metadata = None;
+        }
+    }
+}
+
 fn prepare(input: RunAgentInput, principal: Option<Principal>, durable: bool) -> Prepared {
     let resume = input.resume.as_deref().unwrap_or_default();
     let mut invalid = None;
@@ -417,10 +447,11 @@ where
     async fn begin_taking(
         &self,
         principal: Option<Principal>,
-        input: RunAgentInput,
+        mut input: RunAgentInput,
         attach: Option<Attach>,
         busy: BusyThread,
     ) -> Result<Begun, BeginError> {
+        sign(input.resume.as_deref_mut(), principal.as_ref());
         match self.take(input, principal, attach, busy, true).await {
             Ok(begun) => Ok(begun),
             Err(NotTaken::Error(error)) => Err(error),
@@ -429,8 +460,10 @@ where
         }
     }
 
-    /// Answers one interrupt out of band: its thread is resumed in a run nobody watches (follow
-    /// it with [`Runs::follow`]).
+    /// Answers one interrupt out of band, as `answered_by` (an operator, say; `None`: no one
+    /// named, a server that authenticates nobody): its thread is resumed in a run nobody watches
+    /// (follow it with [`Runs::follow`]), whose `RUN_STARTED` names who answered (see
+    /// [`ANSWERED_BY`]).
     ///
     /// # Errors
     ///
@@ -438,6 +471,7 @@ where
     /// other pending interrupts; or no run could be taken.
     pub async fn resolve(
         &self,
+        answered_by: Option<&Principal>,
         interrupt: &InterruptId,
         status: ResumeStatus,
         payload: Option<Value>,
@@ -467,19 +501,23 @@ where
             payload,
             metadata: None,
         };
-        self.resume_thread(record.thread_id, vec![entry]).await
+        self.resume_thread(answered_by, record.thread_id, vec![entry])
+            .await
     }
 
-    /// Answers interrupts of `thread` out of band: the thread is resumed in a run nobody watches.
+    /// Answers interrupts of `thread` out of band, as `answered_by`: the thread is resumed in a
+    /// run nobody watches (see [`resolve`](Self::resolve)).
     ///
     /// # Errors
     ///
     /// See [`ResumeError`].
     pub async fn resume_thread(
         &self,
+        answered_by: Option<&Principal>,
         thread: ThreadId,
-        resume: Vec<ResumeEntry>,
+        mut resume: Vec<ResumeEntry>,
     ) -> Result<Resumed, ResumeError> {
+        sign(Some(&mut resume), answered_by);
         if resume.is_empty() {
             return Err(ResumeError::Invalid(
                 "`resume` must answer the thread's pending interrupts".to_owned(),
@@ -540,6 +578,8 @@ where
             ));
         }
         let mut input = asked_of(Some(&record), record.thread_id.clone(), run.clone());
+        let mut resume = resume;
+        sign(Some(&mut resume), principal.as_ref());
         input.resume = Some(resume);
         let busy = self.inner.config.busy_thread;
         answered(self.take(input, principal, None, busy, false).await)

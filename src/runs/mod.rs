@@ -142,7 +142,7 @@ pub(crate) use self::log::{last_event, pending_of};
 #[cfg(feature = "store")]
 pub(crate) use self::pages::page_end;
 pub use self::{
-    begin::{Attach, BeginError, Begun, ResumeError, Resumed},
+    begin::{ANSWERED_BY, Attach, BeginError, Begun, ResumeError, Resumed},
     driver::{Ended, RunSummary},
     error::{LogError, StartError},
     follow::{Follow, REJOIN, STORE_UNAVAILABLE},

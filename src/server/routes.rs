@@ -545,7 +545,10 @@ where
     let Path(interrupt_id) = path?;
     let body: Resolve = json_body(&server, &headers, body).await?;
     let id = InterruptId::from(interrupt_id);
-    let result = server.runs.resolve(&id, body.status, body.payload).await;
+    let result = server
+        .runs
+        .resolve(caller(principal.as_ref()), &id, body.status, body.payload)
+        .await;
     audit_answer(&server, principal.as_ref(), &result).await;
     Ok(resumed(result))
 }
@@ -590,7 +593,11 @@ where
     let body: ResumeThread = json_body(&server, &headers, body).await?;
     let result = server
         .runs
-        .resume_thread(ThreadId::from(thread_id), body.resume)
+        .resume_thread(
+            caller(principal.as_ref()),
+            ThreadId::from(thread_id),
+            body.resume,
+        )
         .await;
     audit_answer(&server, principal.as_ref(), &result).await;
     Ok(resumed(result))

@@ -4,8 +4,8 @@
 //   the runs, `GET /runs/{id}/events` for each): its steps with what the model call used
 //   (`agent_tower.usage`: tokens, cost) and its time to the first output; its tool calls with
 //   their arguments, results and time; the interrupts it stopped at and the answers the next run
-//   brought; sub-agent runs nested under the call that started them; takeovers by another
-//   process. A run in progress is drawn as its events arrive.
+//   brought, and who answered them; sub-agent runs nested under the call that started them;
+//   takeovers by another process. A run in progress is drawn as its events arrive.
 // - Waiting for a person: the pending interrupts of every thread the caller may see
 //   (`GET /interrupts?status=pending`, an operator's route when the server has tokens), answered
 //   there (`POST /interrupts/{id}/resolve`): the thread goes on in a run of its own.
@@ -209,7 +209,8 @@ function drawRun(number, record, run, interruptsBefore) {
   for (const entry of run.answers) {
     const asked = interruptsBefore.get(entry.interruptId);
     const what = asked?.metadata?.toolName ?? asked?.toolCallId ?? entry.interruptId;
-    figure.append(el("div", "answer", `answers ${what}: ${decision(entry)}`));
+    const by = entry.metadata?.answeredBy;
+    figure.append(el("div", "answer", `answers ${what}: ${decision(entry)}${by ? ` by ${by}` : ""}`));
   }
   if (run.error) figure.append(el("div", "run-error", run.error));
 
