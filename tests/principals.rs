@@ -345,6 +345,97 @@ async fn another_principals_thread_cannot_be_read_answered_replaced_or_kept_busy
 }
 
 #[tokio::test]
+async fn a_background_run_goes_on_alone_and_its_owner_answers_and_follows_it_later() {
+    for server in servers("background").await {
+        let name = server.name;
+        // Begun in the background: `202` at once; the run goes on with nobody connected, to the
+        // last of its 40 tokens.
+        let thread = unique("background");
+        let mut long = user(&thread, &unique("run"), "hello");
+        long["forwardedProps"] = json!({"scripted": {"tokens": 40, "delay_ms": 2}});
+        let begun = server.post_async(ALICE, &long).await;
+        assert_eq!(begun.status, 202, "{name}: {}", begun.body);
+        assert_eq!(begun.json()["threadId"], thread.as_str(), "{name}");
+        let run = begun.json()["runId"].as_str().unwrap().to_owned();
+        let events = server
+            .get(ALICE, &format!("/runs/{run}/events"))
+            .await
+            .events();
+        let end = events.last().unwrap();
+        assert_eq!(end["outcome"]["type"], "success", "{name}: {end}");
+        let tokens = events
+            .iter()
+            .filter(|e| e["type"] == "TEXT_MESSAGE_CONTENT")
+            .count();
+        assert_eq!(tokens, 40, "{name}");
+        let status = server.get(ALICE, &format!("/runs/{run}")).await.json();
+        assert_eq!(status["status"], "finished", "{name}: {status}");
+        assert_eq!(status["threadId"], thread.as_str(), "{name}");
+        assert_eq!(status["events"], events.len(), "{name}: {status}");
+
+        // One that stops to ask: its status names what it waits on, for its owner only.
+        let thread = unique("asks");
+        let begun = server
+            .post_async(ALICE, &remember(&thread, &unique("run")))
+            .await;
+        assert_eq!(begun.status, 202, "{name}: {}", begun.body);
+        let asked = begun.json()["runId"].as_str().unwrap().to_owned();
+        let interrupt = interrupt_of(
+            &server
+                .get(ALICE, &format!("/runs/{asked}/events"))
+                .await
+                .events(),
+        );
+        let status = server.get(ALICE, &format!("/runs/{asked}")).await.json();
+        assert_eq!(status["status"], "interrupted", "{name}: {status}");
+        assert_eq!(
+            status["pendingInterrupts"][0]["id"],
+            interrupt.as_str(),
+            "{name}"
+        );
+        assert_eq!(
+            status["pendingInterrupts"][0]["toolName"], "remember",
+            "{name}"
+        );
+        let theirs = server.get(BOB, &format!("/runs/{asked}")).await;
+        assert_eq!(
+            (theirs.status, theirs.code().as_str()),
+            (404, "unknown_run"),
+            "{name}"
+        );
+
+        // Answered in the background too, then followed to its end.
+        let answer = approve(&thread, &unique("answer"), &interrupt);
+        let answered = server.post_async(ALICE, &answer).await;
+        assert_eq!(answered.status, 202, "{name}: {}", answered.body);
+        let run = answered.json()["runId"].as_str().unwrap().to_owned();
+        let events = server
+            .get(ALICE, &format!("/runs/{run}/events"))
+            .await
+            .events();
+        assert_eq!(
+            events.last().unwrap()["outcome"]["type"],
+            "success",
+            "{name}"
+        );
+        let status = server.get(ALICE, &format!("/runs/{asked}")).await.json();
+        assert_eq!(status["pendingInterrupts"], json!([]), "{name}: answered");
+        assert_eq!(
+            server
+                .get(ALICE, &format!("/threads/{thread}"))
+                .await
+                .json()["state"]["theme"],
+            "dark"
+        );
+        // The same answer again, under another run: refused at once, as a streamed one is.
+        let again = server
+            .post_async(ALICE, &approve(&thread, &unique("again"), &interrupt))
+            .await;
+        assert_eq!(again.status, 409, "{name}: {}", again.body);
+    }
+}
+
+#[tokio::test]
 async fn the_log_names_who_answered_each_interrupt_whoever_answered_it() {
     for server in servers("answered-by").await {
         let name = server.name;
@@ -923,6 +1014,25 @@ impl Server {
         let applied = response.headers()["preference-applied"].to_str().unwrap();
         assert_eq!(applied, preference, "{}", self.name);
         Self::answer(response).await
+    }
+
+    /// `body` begun in the background (`Prefer: respond-async`) with `token`.
+    async fn post_async(&self, token: &str, body: &Value) -> Answer {
+        let request = self.http.post(&self.base).header("prefer", "respond-async");
+        let response = request.bearer_auth(token).json(body).send().await.unwrap();
+        let accepted = response.status() == 202;
+        let location = response.headers().get("location").cloned();
+        let answer = Self::answer(response).await;
+        if accepted {
+            let location = location.expect("a location");
+            assert_eq!(
+                answer.json()["run"],
+                location.to_str().unwrap(),
+                "{}",
+                self.name
+            );
+        }
+        answer
     }
 }
 

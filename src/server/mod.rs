@@ -813,11 +813,7 @@ where
         input: RunAgentInput,
         prefer: Prefer,
     ) -> Result<crate::runs::Follow, Rejection> {
-        let begun = match prefer.busy {
-            Some(busy) => self.runs.begin_busy(principal, input, busy).await,
-            None => self.runs.begin_as(principal, input).await,
-        }
-        .map_err(begin_rejection)?;
+        let begun = self.start(principal, input, prefer).await?;
         let rejoin = prefer.rejoin;
         let follow = self.runs.follow(begun.run_id().clone(), begun.from());
         Ok(match begun {
@@ -830,6 +826,21 @@ where
             }
             _ => follow,
         })
+    }
+
+    /// Takes `input`'s run, as `prefer` asks on a busy thread: started with no one watching it
+    /// (a run nobody watches goes on to its end).
+    async fn start(
+        &self,
+        principal: Option<Principal>,
+        input: RunAgentInput,
+        prefer: Prefer,
+    ) -> Result<Begun, Rejection> {
+        match prefer.busy {
+            Some(busy) => self.runs.begin_busy(principal, input, busy).await,
+            None => self.runs.begin_as(principal, input).await,
+        }
+        .map_err(begin_rejection)
     }
 }
 
@@ -866,16 +877,21 @@ impl Rejoin {
 }
 
 /// What a client that starts a run prefers (RFC 7240's `Prefer`): whether it re-joins its run
-/// (`rejoin`), and what its run does on a busy thread
-/// (`busy-thread=reject|queue|interrupt|rollback`, in place of the server's setting). A preference the server does not know is ignored, as the RFC
-/// asks; `Preference-Applied` says which were.
+/// (`rejoin`), what its run does on a busy thread (`busy-thread=reject|queue|interrupt|rollback`,
+/// in place of the server's setting), and whether it waits for the run's events at all
+/// (`respond-async`: a background run, answered `202` at once). A preference the server does not
+/// know is ignored, as the RFC asks; `Preference-Applied` says which were.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Prefer {
     pub(crate) rejoin: Rejoin,
     pub(crate) busy: Option<BusyThread>,
+    pub(crate) background: bool,
 }
 
 impl Prefer {
+    /// The background preference's token (RFC 7240).
+    const ASYNC: &str = "respond-async";
+
     /// The busy-thread preference's token.
     const BUSY: &str = "busy-thread";
 
@@ -902,6 +918,8 @@ impl Prefer {
         Self {
             rejoin: Rejoin::asked(headers),
             busy,
+            background: preferences(headers)
+                .any(|(token, _)| token.eq_ignore_ascii_case(Self::ASYNC)),
         }
     }
 
@@ -915,6 +933,11 @@ impl Prefer {
             response
                 .headers_mut()
                 .append(PREFERENCE_APPLIED, HeaderValue::from_static(preference));
+        }
+        if self.background {
+            response
+                .headers_mut()
+                .append(PREFERENCE_APPLIED, HeaderValue::from_static(Self::ASYNC));
         }
     }
 }
@@ -1073,9 +1096,40 @@ where
     let principal = request.extensions().get::<Principal>().cloned();
     let body = server.read_body(request.into_body()).await?;
     let input = server.parse_input(&body)?;
-    let events = server.begin(principal, input, prefer).await?;
-    let mut response = respond::events(events, format, server.config.keep_alive);
+    let mut response = if prefer.background {
+        let thread_id = input.thread_id.clone();
+        background(server.start(principal, input, prefer).await?, &thread_id)?
+    } else {
+        let events = server.begin(principal, input, prefer).await?;
+        respond::events(events, format, server.config.keep_alive)
+    };
     prefer.applied(&mut response);
+    Ok(response)
+}
+
+/// The answer to a run begun in the background (`Prefer: respond-async`): `202` at once, with
+/// where to read its status (`Location: /runs/{runId}`) and follow its events; a request the
+/// engine refused for its own reasons (a resume of interrupts already answered) is refused here
+/// too, as the out-of-band answers are.
+fn background(begun: Begun, thread_id: &crate::id::ThreadId) -> Result<Response, Rejection> {
+    if let Begun::Refused { code, message, .. } = begun {
+        return Err(Rejection::new(StatusCode::CONFLICT, code, message));
+    }
+    let run_id = begun.run_id();
+    let location = format!("/runs/{run_id}");
+    let mut response = (
+        StatusCode::ACCEPTED,
+        axum::Json(serde_json::json!({
+            "threadId": thread_id,
+            "runId": run_id,
+            "run": location,
+            "events": format!("{location}/events"),
+        })),
+    )
+        .into_response();
+    if let Ok(location) = HeaderValue::from_str(&location) {
+        response.headers_mut().insert(header::LOCATION, location);
+    }
     Ok(response)
 }
 

@@ -28,13 +28,15 @@ use crate::{
     },
 };
 
-/// `GET /runs/{runId}/events`, `POST /runs/{runId}/cancel`, `GET /threads/{threadId}`,
+/// `GET /runs/{runId}`, `GET /runs/{runId}/events`, `POST /runs/{runId}/cancel`,
+/// `GET /threads/{threadId}`,
 /// `POST /threads/{threadId}/resume`, `GET /interrupts`, `POST /interrupts/{id}/resolve`.
 pub(super) fn routes<A>() -> Router<Arc<Server<A>>>
 where
     A: RunService,
 {
     Router::new()
+        .route("/runs/{run_id}", get(run::<A>))
         .route("/runs/{run_id}/events", get(run_events::<A>))
         .route("/runs/{run_id}/cancel", post(cancel_run::<A>))
         .route("/threads/{thread_id}", get(thread::<A>))
@@ -133,6 +135,42 @@ where
         let format = Format::negotiate(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
         let follow = server.runs.rejoin(run_id, after).await;
         Ok(respond::events(follow, format, server.config.keep_alive))
+    };
+    answer.await.unwrap_or_else(Rejection::into_response)
+}
+
+/// `GET /runs/{runId}`: where a run stands (a background run's status, say): its thread, its
+/// status (`running`, `finished`, `interrupted`, `cancelled`, `failed`), its events so far, when it
+/// started and last changed, and the interrupts it waits on (answer them with
+/// `POST /interrupts/{id}/resolve` or a run whose `resume` does).
+async fn run<A>(
+    State(server): State<Arc<Server<A>>>,
+    principal: Option<Extension<Principal>>,
+    path: Result<Path<String>, PathRejection>,
+) -> Response
+where
+    A: RunService,
+{
+    let answer = async {
+        let Path(run_id) = path?;
+        let run = visible_run(&server, principal.as_ref(), &run_id).await?;
+        let pending = match run.status {
+            RunStatus::Interrupted => server
+                .runs
+                .run_log()
+                .interrupts(Interrupts::PendingOf(&run.thread_id))
+                .await
+                .map_err(|e| unavailable(&e))?
+                .into_iter()
+                .filter(|interrupt| interrupt.run_id == run.run_id)
+                .collect(),
+            _ => Vec::new(),
+        };
+        let mut view = json!(RunView::from(&run));
+        view["threadId"] = json!(run.thread_id);
+        view["pendingInterrupts"] =
+            json!(pending.iter().map(InterruptView::from).collect::<Vec<_>>());
+        Ok::<_, Rejection>(Json(view).into_response())
     };
     answer.await.unwrap_or_else(Rejection::into_response)
 }
