@@ -11,13 +11,14 @@ use agent_tower::{
     acp::{
         Acp, AcpAgent, AcpApprover, AcpLayer, Notifier,
         schema::{
-            AudioContent, CancelNotification, CloseSessionRequest, ContentBlock, ImageContent,
-            InitializeRequest, InitializeResponse, LoadSessionRequest, NewSessionRequest,
-            PermissionOptionKind, PromptCapabilities, PromptRequest, PromptResponse,
-            RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
-            ResourceLink, SelectedPermissionOutcome, SessionConfigKind, SessionConfigOptionValue,
-            SessionId, SessionNotification, SessionUpdate, SetSessionConfigOptionRequest,
-            SetSessionModeRequest, StopReason, TextContent, ToolCallStatus, ToolKind,
+            AudioContent, AuthenticateRequest, CancelNotification, CloseSessionRequest,
+            ContentBlock, ImageContent, InitializeRequest, InitializeResponse, LoadSessionRequest,
+            NewSessionRequest, PermissionOptionKind, PromptCapabilities, PromptRequest,
+            PromptResponse, RequestPermissionOutcome, RequestPermissionRequest,
+            RequestPermissionResponse, ResourceLink, SelectedPermissionOutcome, SessionConfigKind,
+            SessionConfigOptionValue, SessionId, SessionNotification, SessionUpdate,
+            SetSessionConfigOptionRequest, SetSessionModeRequest, StopReason, TextContent,
+            ToolCallStatus, ToolKind,
         },
     },
     agent::Agent as Loop,
@@ -241,6 +242,29 @@ async fn initialize_negotiates_version_one_and_advertises_what_is_routed() {
         assert_eq!(caps.mcp_capabilities.http, cfg!(feature = "mcp"));
         assert!(!caps.mcp_capabilities.sse);
         assert_eq!(answer.agent_info.expect("agent info").name, "agent-tower");
+        // One way in, of the `agent` type (what a registry lists), that asks the user nothing.
+        let methods = serde_json::to_value(&answer.auth_methods).unwrap();
+        assert_eq!(methods.as_array().map(Vec::len), Some(1), "{methods}");
+        assert_eq!(methods[0]["id"], "agent-tower", "{methods}");
+        assert!(
+            methods[0].get("type").is_none(),
+            "the agent type is the default: {methods}"
+        );
+        let id = answer.auth_methods[0].id().clone();
+        e.cx.send_request(AuthenticateRequest::new(id))
+            .block_task()
+            .await
+            .expect("authenticated");
+        let other =
+            e.cx.send_request(AuthenticateRequest::new("a-key-the-user-types"))
+                .block_task()
+                .await
+                .expect_err("not this agent's method");
+        assert_eq!(
+            other.code,
+            agent_client_protocol::ErrorCode::INVALID_PARAMS,
+            "{other:?}"
+        );
         // A version the agent does not speak is answered with the one it does.
         let two: ProtocolVersion = serde_json::from_value(serde_json::json!(2)).unwrap();
         let newer = e.initialize(two).await;

@@ -453,6 +453,19 @@ async fn the_official_client_answers_interrupts_through_its_verifier() {
 }
 
 #[tokio::test]
+async fn the_official_client_follows_a_background_run_answered_out_of_band_to_its_end() {
+    for (name, url) in stores::store_urls("background-client").await {
+        let server = serve(&url).await;
+        let output =
+            support::node("agui-background.mjs", &[&format!("{}/", server.base)], None).await;
+        assert!(
+            output.contains("followed to its end by the official client"),
+            "{name}: {output}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn a_thread_connected_on_another_instance_shows_its_interrupt_and_answers_it() {
     // On SQLite the two "instances" are one; on PostgreSQL, two servers on one database.
     let mut pairs = Vec::new();

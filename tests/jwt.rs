@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use agent_tower::{
     demo,
-    server::{AguiServer, Jwt},
+    server::{AguiServer, BearerTokens, Jwt, Scope},
 };
 use axum::{Json, Router, extract::State, routing::get};
 use jsonwebtoken::{Algorithm, EncodingKey, Header, encode, get_current_timestamp};
@@ -64,11 +64,20 @@ struct Server {
 
 impl Server {
     async fn start(jwks: &str) -> Self {
+        Self::start_with(jwks, None).await
+    }
+
+    /// A server taking the issuer's tokens, and `tokens` before them.
+    async fn start_with(jwks: &str, tokens: Option<BearerTokens>) -> Self {
         let agent = demo::scripted()
             .max_turns(std::num::NonZeroU32::new(4).unwrap())
             .build();
         let jwt = Jwt::new(jwks, ISSUER, AUDIENCE).await.unwrap();
-        let router = AguiServer::new(agent).authenticate(jwt).into_router();
+        let mut server = AguiServer::new(agent);
+        if let Some(tokens) = tokens {
+            server = server.auth(tokens);
+        }
+        let router = server.authenticate(jwt).into_router();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(listener, router).await });
@@ -99,6 +108,47 @@ impl Server {
             .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
             .unwrap_or(text);
         (status, message)
+    }
+}
+
+#[tokio::test]
+async fn a_subject_is_a_principal_of_its_issuer_not_the_token_or_the_front_user_of_that_name() {
+    const ALICES: &str = "alices-bearer-token-0123";
+    const FRONT: &str = "the-front-token-0123456";
+    let keys = Arc::new(Mutex::new(json!({"keys": [jwk("first")]})));
+    let tokens = BearerTokens::new()
+        .add_named("alice", Scope::Run, ALICES)
+        .unwrap()
+        .add_front("portal", FRONT)
+        .unwrap();
+    let server = Server::start_with(&issuer(keys).await, Some(tokens)).await;
+    // The bearer token named `alice` begins a thread; the issuer's `alice` does not see it.
+    assert_eq!(server.run(ALICES, "the-token-alices").await.0, 200);
+    let subject = token("first", "first", json!({}));
+    let (status, message) = server.run(&subject, "the-token-alices").await;
+    assert_eq!(
+        (status, message.as_str()),
+        (404, "no thread `the-token-alices`")
+    );
+    assert_eq!(server.run(&subject, "the-subject-alices").await.0, 200);
+    // Nor does the front's user `alice`, who sees neither, and has a thread of her own.
+    let as_user = |thread: &str| {
+        let body = json!({
+            "threadId": thread, "runId": format!("r-{}", uuid::Uuid::now_v7()),
+            "messages": [{"id": "m", "role": "user", "content": "hello"}],
+        });
+        let request = server.http.post(&server.base).bearer_auth(FRONT);
+        request
+            .header("x-agent-tower-user", "alice")
+            .json(&body)
+            .send()
+    };
+    for thread in ["the-token-alices", "the-subject-alices"] {
+        assert_eq!(as_user(thread).await.unwrap().status(), 404, "{thread}");
+    }
+    assert_eq!(as_user("the-users").await.unwrap().status(), 200);
+    for theirs in [ALICES, subject.as_str()] {
+        assert_eq!(server.run(theirs, "the-users").await.0, 404);
     }
 }
 

@@ -328,7 +328,7 @@ struct Serve {
     operator_token_env: Option<String>,
     /// The environment variable holding the tokens of trusted fronts (as --auth-token-env): a
     /// backend that authenticated its users names the one it acts for in the
-    /// `X-Agent-Tower-User` header of each request.
+    /// `X-Agent-Tower-User` header of each request (its principal: `{front}/{user}`).
     #[arg(help_heading = "Security", long)]
     front_token_env: Option<String>,
     /// A file of tokens, one a line: `run NAME TOKEN`, `operator NAME TOKEN` or `front NAME
@@ -336,8 +336,8 @@ struct Serve {
     #[arg(help_heading = "Security", long)]
     token_file: Option<std::path::PathBuf>,
     /// Accepts JSON Web Tokens signed by the keys at this JWKS (an `https://` URL, or a file):
-    /// the token's `sub` (or --jwt-claim) is its principal, a user. Needs --jwt-issuer and
-    /// --jwt-audience.
+    /// its principal is `jwt:{sub}@{issuer}` (the `sub` claim, or --jwt-claim), a user. Needs
+    /// --jwt-issuer and --jwt-audience.
     #[arg(help_heading = "Security", long, requires_all = ["jwt_issuer", "jwt_audience"])]
     jwt_jwks: Option<String>,
     /// The issuer (`iss`) the JSON Web Tokens must come from.

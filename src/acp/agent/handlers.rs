@@ -9,6 +9,7 @@ use agent_client_protocol::{
         ConnectionTo, Responder,
         schema::{
             self as acp, AgentCapabilities, ArchiveSessionRequest, ArchiveSessionResponse,
+            AuthMethod, AuthMethodAgent, AuthenticateRequest, AuthenticateResponse,
             CloseSessionRequest, CloseSessionResponse, ConfigOptionUpdate, ContentBlock,
             ContentChunk, CurrentModeUpdate, DeleteSessionRequest, DeleteSessionResponse,
             ForkSessionRequest, ForkSessionResponse, InitializeRequest, InitializeResponse,
@@ -61,6 +62,37 @@ pub(super) fn notify(cx: &ConnectionTo<Client>, session: &SessionId, update: Ses
     }
 }
 
+/// The id of the one way this agent accepts an editor (see [`auth_methods`]).
+const AUTH_METHOD: &str = "agent-tower";
+
+/// The ways this agent accepts an editor, as `initialize` declares them (what an ACP registry
+/// lists): one, of the `agent` type, that asks nothing of the user. The agent is the command the
+/// editor started on its own machine, and the model's credentials are the command's (its
+/// environment and flags), never the editor's; `authenticate` with it always succeeds.
+fn auth_methods() -> Vec<AuthMethod> {
+    vec![AuthMethod::Agent(
+        AuthMethodAgent::new(AUTH_METHOD, "agent-tower").description(
+            "Nothing to enter: the agent uses the model credentials it was started with.",
+        ),
+    )]
+}
+
+/// `authenticate` with [`AUTH_METHOD`]: nothing to check (see [`auth_methods`]); any other
+/// method is not this agent's.
+pub(super) fn authenticate(
+    req: AuthenticateRequest,
+    responder: Responder<AuthenticateResponse>,
+) -> Result<(), Error> {
+    if &*req.method_id.0 == AUTH_METHOD {
+        responder.respond(AuthenticateResponse::new())
+    } else {
+        responder.respond_with_error(Error::invalid_params().data(json!({
+            "methodId": req.method_id,
+            "reason": format!("this agent offers `{AUTH_METHOD}` only"),
+        })))
+    }
+}
+
 impl<S> Shared<S>
 where
     S: RunService,
@@ -98,7 +130,8 @@ where
                                 .close(SessionCloseCapabilities::new()),
                         ),
                 )
-                .agent_info(self.config.info.clone()),
+                .agent_info(self.config.info.clone())
+                .auth_methods(auth_methods()),
         )
     }
 

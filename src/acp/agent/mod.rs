@@ -6,10 +6,10 @@ use std::{fmt, sync::Arc};
 use agent_client_protocol::{
     Agent, ConnectTo, Error,
     v1::schema::{
-        ArchiveSessionRequest, CancelNotification, CloseSessionRequest, DeleteSessionRequest,
-        ForkSessionRequest, Implementation, InitializeRequest, ListSessionsRequest,
-        LoadSessionRequest, NewSessionRequest, PromptCapabilities, PromptRequest,
-        ResumeSessionRequest, SetSessionConfigOptionRequest, SetSessionModeRequest,
+        ArchiveSessionRequest, AuthenticateRequest, CancelNotification, CloseSessionRequest,
+        DeleteSessionRequest, ForkSessionRequest, Implementation, InitializeRequest,
+        ListSessionsRequest, LoadSessionRequest, NewSessionRequest, PromptCapabilities,
+        PromptRequest, ResumeSessionRequest, SetSessionConfigOptionRequest, SetSessionModeRequest,
         SetSessionTitleRequest, UnarchiveSessionRequest,
     },
 };
@@ -277,6 +277,12 @@ where
                 handler!(shared, |req: InitializeRequest, responder, cx| {
                     shared.initialize(req, responder, cx)
                 }),
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async |req: AuthenticateRequest, responder, _cx| {
+                    handlers::authenticate(req, responder)
+                },
                 agent_client_protocol::on_receive_request!(),
             )
             .on_receive_request(

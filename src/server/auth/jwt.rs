@@ -29,7 +29,9 @@ const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Verifies JSON Web Tokens against the keys (a JWKS) of the issuer a server trusts (any OIDC
 /// provider): the signature with an allowed algorithm, `iss`, `aud`, `exp` (required) and `nbf`;
-/// the token's principal is its `sub` claim (or [another](Self::principal_claim)), a user. Keys are
+/// the token's principal is the user `jwt:{sub}@{issuer}` (its `sub` claim, or
+/// [another](Self::principal_claim), at this issuer: a name no bearer token, front or other issuer
+/// gives). Keys are
 /// fetched (from a URL) or read (from a file) again when they are older than 10 minutes, and when
 /// a token names a key not known yet (a rotation), at most every 30 seconds. An
 /// [`Authenticate`] scheme for [`BearerAuthLayer`](super::BearerAuthLayer) and
@@ -297,7 +299,8 @@ impl Authenticate for Jwt {
                         self.claim
                     ))
                 })?;
-            let principal = Principal::user(name)
+            // Named by its way in, `jwt:{subject}@{issuer}`: a name no token or front can have.
+            let principal = Principal::user(format!("jwt:{name}@{}", self.issuer))
                 .map_err(|e| AuthError(format!("the token's `{}`: {e}", self.claim)))?;
             Ok(Some(Identity {
                 principal,

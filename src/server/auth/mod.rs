@@ -245,10 +245,15 @@ impl BearerAuthLayer {
         };
         match (user, identity.front) {
             (None, _) => Ok(Some(identity.principal)),
+            // The user of a front is the front's: `{front}/{user}` (a front's name has no `/`).
             (Some(user), true) => user
                 .to_str()
                 .ok()
-                .and_then(|user| Principal::user(user.trim()).ok())
+                .map(str::trim)
+                .filter(|user| !user.is_empty())
+                .and_then(|user| {
+                    Principal::user(format!("{}/{user}", identity.principal.name())).ok()
+                })
                 .map(Some)
                 .ok_or_else(|| {
                     Rejection::new(
@@ -458,8 +463,17 @@ mod tests {
         assert_eq!(principal(RUN, None), named("alice", false));
         assert_eq!(principal(OPERATOR, None), named("ops", true));
         assert_eq!(principal(FRONT, None), named("copilot-runtime", false));
-        assert_eq!(principal(FRONT, Some("bob")), named("bob", false));
+        // The front's user is the front's: not the token named `bob`, nor another front's `bob`.
+        assert_eq!(
+            principal(FRONT, Some("bob")),
+            named("copilot-runtime/bob", false)
+        );
+        assert_eq!(
+            principal(FRONT, Some("alice")),
+            named("copilot-runtime/alice", false)
+        );
         assert_eq!(principal(FRONT, Some("")), Err("invalid_user".to_owned()));
+        assert_eq!(principal(FRONT, Some(" ")), Err("invalid_user".to_owned()));
         let twice = Request::builder()
             .uri("/")
             .header("authorization", format!("Bearer {FRONT}"))
@@ -479,7 +493,7 @@ mod tests {
         );
         let unnamed = principal("an-unnamed-token-0123", None).unwrap().unwrap();
         assert!(
-            unnamed.0.starts_with("token-") && unnamed.0.len() == 14,
+            unnamed.0.starts_with("token:") && unnamed.0.len() == 14,
             "{unnamed:?}"
         );
         assert!(
@@ -507,6 +521,21 @@ mod tests {
         );
         let front = refused(alice.clone().add_front("alice", "front-token-0123456789"));
         assert!(front.contains("a run token and a trusted front"), "{front}");
+        // The names of the other ways in cannot be given to a token or a front.
+        for name in [
+            "token:0123abcd",
+            "copilot-runtime/alice",
+            "jwt:alice@https://idp.example",
+        ] {
+            let taken = refused(
+                alice
+                    .clone()
+                    .add_named(name, Scope::Run, "a-new-token-0123456"),
+            );
+            assert!(taken.contains("cannot name a token or a front"), "{taken}");
+            let front = refused(alice.clone().add_front(name, "a-new-token-0123456"));
+            assert!(front.contains("cannot name a token or a front"), "{front}");
+        }
         // A token and its replacement: one principal.
         let next = "alices-next-token-0123";
         let layer = BearerAuthLayer::new(alice.add_named("alice", Scope::Run, next).unwrap());

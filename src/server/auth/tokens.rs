@@ -9,6 +9,21 @@ use subtle::ConstantTimeEq;
 use super::{AuthError, Authenticate, Identity, MIN_TOKEN_BYTES, Scope};
 use crate::{BoxError, context::Principal};
 
+/// `name`, as a configured token or front may be named: without `:` or `/`, which only the
+/// principals of the other ways in hold (`token:…` for an unnamed token, `{front}/{user}` for the
+/// user a front names, `jwt:{subject}@{issuer}` for a JSON Web Token), so that no two ways in
+/// name the same principal.
+fn configured(name: &str) -> Result<&str, BoxError> {
+    if name.contains([':', '/']) {
+        return Err(format!(
+            "`{name}` cannot name a token or a front: `:` and `/` mark the principals of the \
+             other ways in (`token:…`, `{{front}}/{{user}}`, `jwt:…`)"
+        )
+        .into());
+    }
+    Ok(name)
+}
+
 /// A set of bearer tokens, each with its [`Scope`] and the name of the [`Principal`] it
 /// authenticates. Only their SHA-256 digests are kept, and a token is compared with every one of
 /// them in constant time.
@@ -39,7 +54,8 @@ impl BearerTokens {
     }
 
     /// Adds `token` with `scope`, for a principal named after the token's digest
-    /// (`token-` and its first 8 hexadecimal digits: stable, and no secret).
+    /// (`token:` and its first 8 hexadecimal digits: stable, no secret, and a name no configured
+    /// token or front can have; see [`add_named`](Self::add_named)).
     ///
     /// # Errors
     ///
@@ -50,7 +66,7 @@ impl BearerTokens {
             .iter()
             .map(|byte| format!("{byte:02x}"))
             .collect();
-        self.add_named(format!("token-{name}"), scope, token)
+        self.add_principal(&format!("token:{name}"), scope, token.as_ref())
     }
 
     /// Adds `token` with `scope` for the principal `name` (a [`Scope::Operator`] token for an
@@ -60,7 +76,8 @@ impl BearerTokens {
     /// # Errors
     ///
     /// When the token is shorter than [`MIN_TOKEN_BYTES`] or holds anything but visible ASCII
-    /// (it could not be sent in a header), when `name` cannot name a principal, when the token is
+    /// (it could not be sent in a header), when `name` cannot name a principal or holds `:` or
+    /// `/` (they mark the names of the other ways in: see [`configured`]), when the token is
     /// already listed, or when `name` is already a principal of another kind (a run token, an
     /// operator token, a front).
     pub fn add_named(
@@ -69,12 +86,16 @@ impl BearerTokens {
         scope: Scope,
         token: impl AsRef<str>,
     ) -> Result<Self, BoxError> {
+        self.add_principal(configured(name.as_ref())?, scope, token.as_ref())
+    }
+
+    fn add_principal(self, name: &str, scope: Scope, token: &str) -> Result<Self, BoxError> {
         let principal = match scope {
             Scope::Run => Principal::user(name)?,
             Scope::Operator => Principal::operator(name)?,
         };
         self.push(
-            token.as_ref(),
+            token,
             Identity {
                 principal,
                 scope,
@@ -85,8 +106,9 @@ impl BearerTokens {
 
     /// Adds the token of a trusted front named `name`: a backend that authenticated its own
     /// users (a CopilotKit runtime, an API gateway) and names the one it acts for in the
-    /// [`USER_HEADER`](super::USER_HEADER) of each request, whose principal the request then is
-    /// (without it, the front's own). It has [`Scope::Run`].
+    /// [`USER_HEADER`](super::USER_HEADER) of each request, whose principal the request then is:
+    /// `{name}/{user}`, the user of this front, no other front's nor a token's (without it, the
+    /// front's own). It has [`Scope::Run`].
     ///
     /// # Errors
     ///
@@ -97,7 +119,7 @@ impl BearerTokens {
         token: impl AsRef<str>,
     ) -> Result<Self, BoxError> {
         let identity = Identity {
-            principal: Principal::user(name)?,
+            principal: Principal::user(configured(name.as_ref())?)?,
             scope: Scope::Run,
             front: true,
         };
