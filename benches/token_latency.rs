@@ -13,6 +13,12 @@
 //! the server (and on loopback twice). Each token is `w<N> `, so that the client knows which it
 //! got. Runs go one at a time; reports p50, p95 and p99 per store.
 //!
+//! Beside them, the **direct** column: the same client reads the same model server itself (the
+//! tokens of its `chat.completion.chunk`s), one direct run before each round of runs through the
+//! stores, so that every column sees the same machine at the same moments. Each store's line then
+//! says what `serve` *adds*: to each token's latency (p50, p99, over the direct column's) and to
+//! the first token's (from the request to the first token read).
+//!
 //! Environment: `LATENCY_STORES` (`none,sqlite`; a `postgres://…` URL adds PostgreSQL),
 //! `LATENCY_RUNS` (runs × tokens, `10x200`), `LATENCY_EVERY_MS` (time between two tokens, `5`),
 //! `LATENCY_BIN` (another build of `agent-tower`, to compare two side by side).
@@ -113,18 +119,40 @@ async fn model_server(model: Model) -> String {
     format!("http://{addr}/v1")
 }
 
-/// Posts one run and returns each token's latency, in the order they came.
+/// Where a column reads its tokens: a run through `serve` (its AG-UI events), or the model
+/// server itself (its chunks).
+#[derive(Clone, Copy, PartialEq)]
+enum Read {
+    Serve,
+    Direct,
+}
+
+/// One run's latencies: from the request to its first token, and each token's from its write,
+/// in the order they came.
+struct Timed {
+    first: Duration,
+    tokens: Vec<Duration>,
+}
+
+/// Posts one run (to `serve`, or straight to the model server) and times its tokens.
 async fn one_run(
     client: &reqwest::Client,
     url: &str,
-    run: usize,
+    read: Read,
     sent: &Mutex<Vec<Instant>>,
-) -> Vec<Duration> {
-    let body = json!({
-        "threadId": format!("thread-{}-{run}", uuid::Uuid::now_v7().simple()),
-        "runId": format!("run-{}", uuid::Uuid::now_v7().simple()),
-        "messages": [{"id": "m", "role": "user", "content": "go"}],
-    });
+) -> Timed {
+    let body = match read {
+        Read::Serve => json!({
+            "threadId": format!("thread-{}", uuid::Uuid::now_v7().simple()),
+            "runId": format!("run-{}", uuid::Uuid::now_v7().simple()),
+            "messages": [{"id": "m", "role": "user", "content": "go"}],
+        }),
+        Read::Direct => json!({
+            "model": "bench", "stream": true,
+            "messages": [{"role": "user", "content": "go"}],
+        }),
+    };
+    let asked = Instant::now();
     let response = client
         .post(url)
         .header("content-type", "application/json")
@@ -136,7 +164,10 @@ async fn one_run(
     assert_eq!(response.status(), 200);
     let mut stream = response.bytes_stream();
     let mut pending = Vec::new();
-    let mut latencies = Vec::new();
+    let mut timed = Timed {
+        first: Duration::ZERO,
+        tokens: Vec::new(),
+    };
     while let Some(chunk) = stream.next().await {
         let arrived = Instant::now();
         pending.extend_from_slice(&chunk.expect("the body streams"));
@@ -146,23 +177,64 @@ async fn one_run(
             let Some(data) = frame.lines().find_map(|l| l.strip_prefix("data: ")) else {
                 continue;
             };
-            let event: serde_json::Value = serde_json::from_str(data).expect("an event's JSON");
+            let Some(token) = token_of(read, data) else {
+                continue;
+            };
+            let index: usize = token
+                .trim()
+                .strip_prefix('w')
+                .and_then(|n| n.parse().ok())
+                .expect("a token of the bench's model");
+            if timed.tokens.is_empty() {
+                timed.first = arrived - asked;
+            }
+            let written = sent.lock().expect("not poisoned")[index];
+            timed.tokens.push(arrived - written);
+        }
+    }
+    timed
+}
+
+/// The token a frame's data carries, if any: a `TEXT_MESSAGE_CONTENT`'s delta, or a chunk's
+/// content.
+fn token_of(read: Read, data: &str) -> Option<String> {
+    if data == "[DONE]" {
+        return None;
+    }
+    let event: serde_json::Value = serde_json::from_str(data).expect("a frame's JSON");
+    let token = match read {
+        Read::Serve => {
             if event["type"] == "RUN_ERROR" {
                 panic!("the run failed: {event}");
             }
             if event["type"] != "TEXT_MESSAGE_CONTENT" {
-                continue;
+                return None;
             }
-            let index: usize = event["delta"]
-                .as_str()
-                .and_then(|d| d.trim().strip_prefix('w'))
-                .and_then(|n| n.parse().ok())
-                .expect("a token of the bench's model");
-            let written = sent.lock().expect("not poisoned")[index];
-            latencies.push(arrived - written);
+            &event["delta"]
         }
+        Read::Direct => &event["choices"][0]["delta"]["content"],
+    };
+    token.as_str().map(str::to_owned)
+}
+
+/// A column's runs: the first tokens' latencies and every token's.
+#[derive(Default)]
+struct Column {
+    first: Vec<Duration>,
+    tokens: Vec<Duration>,
+}
+
+impl Column {
+    fn add(&mut self, timed: Timed, tokens: usize) {
+        assert_eq!(timed.tokens.len(), tokens, "every token arrived");
+        self.first.push(timed.first);
+        self.tokens.extend(timed.tokens);
     }
-    latencies
+
+    fn sort(&mut self) {
+        self.first.sort();
+        self.tokens.sort();
+    }
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> f64 {
@@ -195,12 +267,15 @@ async fn bench() {
         "a token's way through agent-tower serve: {runs} runs of {tokens} tokens, one every {} ms",
         every.as_millis()
     );
+    // Every server first, then the runs in rounds: direct, then each store.
+    let client = reqwest::Client::new();
+    let mut servers = Vec::new();
     for store in setting("LATENCY_STORES", "none,sqlite")
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
     {
-        let (url, _dir) = match store {
+        let (url, dir) = match store {
             "sqlite" => {
                 let dir = std::env::temp_dir()
                     .join(format!("agent-tower-latency-{}", std::process::id()));
@@ -216,25 +291,52 @@ async fn bench() {
             .args(["--model", "openai:bench", "--base-url", &base])
             .env("OPENAI_API_KEY", "bench")
             .env("RUST_LOG", "info");
-        let (_child, addr) = serve::listening(command).await;
+        let (child, addr) = serve::listening(command).await;
         let url = format!("http://{addr}/");
-        let client = reqwest::Client::new();
         // Warm up: the connections, the store.
-        one_run(&client, &url, 0, &model.sent).await;
-        let mut all = Vec::new();
-        for run in 1..=runs {
-            let latencies = one_run(&client, &url, run, &model.sent).await;
-            assert_eq!(latencies.len(), tokens, "every token arrived");
-            all.extend(latencies);
+        one_run(&client, &url, Read::Serve, &model.sent).await;
+        let name = store.split("://").next().unwrap_or(store).to_owned();
+        servers.push((name, url, child, dir));
+    }
+    let direct_url = format!("{base}/chat/completions");
+    one_run(&client, &direct_url, Read::Direct, &model.sent).await;
+    let mut direct = Column::default();
+    let mut columns: Vec<Column> = servers.iter().map(|_| Column::default()).collect();
+    for _ in 0..runs {
+        direct.add(
+            one_run(&client, &direct_url, Read::Direct, &model.sent).await,
+            tokens,
+        );
+        for ((_, url, ..), column) in servers.iter().zip(&mut columns) {
+            column.add(
+                one_run(&client, url, Read::Serve, &model.sent).await,
+                tokens,
+            );
         }
-        all.sort();
+    }
+    direct.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    println!(
+        "  direct             p50 {:.2} ms, p95 {:.2} ms, p99 {:.2} ms ({} tokens); first token p50 {:.2} ms",
+        percentile(&direct.tokens, 0.5),
+        percentile(&direct.tokens, 0.95),
+        percentile(&direct.tokens, 0.99),
+        direct.tokens.len(),
+        ms(direct.first[direct.first.len() / 2]),
+    );
+    for ((name, ..), mut column) in servers.iter().zip(columns) {
+        column.sort();
         println!(
-            "  --store {:<10} p50 {:.2} ms, p95 {:.2} ms, p99 {:.2} ms ({} tokens)",
-            store.split("://").next().unwrap_or(store),
-            percentile(&all, 0.5),
-            percentile(&all, 0.95),
-            percentile(&all, 0.99),
-            all.len(),
+            "  --store {name:<10} p50 {:.2} ms, p95 {:.2} ms, p99 {:.2} ms ({} tokens); \
+             added per token p50 {:+.2} ms, p99 {:+.2} ms; first token p50 {:.2} ms, added {:+.2} ms",
+            percentile(&column.tokens, 0.5),
+            percentile(&column.tokens, 0.95),
+            percentile(&column.tokens, 0.99),
+            column.tokens.len(),
+            percentile(&column.tokens, 0.5) - percentile(&direct.tokens, 0.5),
+            percentile(&column.tokens, 0.99) - percentile(&direct.tokens, 0.99),
+            ms(column.first[column.first.len() / 2]),
+            ms(column.first[column.first.len() / 2]) - ms(direct.first[direct.first.len() / 2]),
         );
     }
 }

@@ -1,7 +1,10 @@
 //! Principals from JSON Web Tokens: verified against the keys a local issuer serves (a JWKS
 //! endpoint this test starts), each token's `sub` a principal who sees only its own threads.
 
-use std::sync::{Arc, Mutex};
+use std::{
+    sync::{Arc, Mutex},
+    time::Duration,
+};
 
 use agent_tower::{
     demo,
@@ -150,6 +153,60 @@ async fn a_subject_is_a_principal_of_its_issuer_not_the_token_or_the_front_user_
     for theirs in [ALICES, subject.as_str()] {
         assert_eq!(server.run(theirs, "the-users").await.0, 404);
     }
+}
+
+#[tokio::test]
+async fn a_websocket_opened_with_a_token_is_closed_when_the_token_expires() {
+    use futures_util::StreamExt;
+    use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest};
+    let keys = Arc::new(Mutex::new(json!({"keys": [jwk("first")]})));
+    let server = Server::start(&issuer(keys).await).await;
+    let open = |token: String| {
+        let mut request = format!("{}/ws", server.base.replace("http://", "ws://"))
+            .into_client_request()
+            .unwrap();
+        let bearer = format!("Bearer {token}").parse().unwrap();
+        request.headers_mut().insert("authorization", bearer);
+        tokio_tungstenite::connect_async(request)
+    };
+    // The socket of a token valid two more seconds is closed then, saying why; one of a token
+    // valid an hour is still open.
+    let now = get_current_timestamp();
+    let (mut short, _) = open(token("first", "first", json!({"exp": now + 2})))
+        .await
+        .unwrap();
+    let (mut long, _) = open(token("first", "first", json!({}))).await.unwrap();
+    let opened = std::time::Instant::now();
+    let close = loop {
+        // A safety net, not a wait: the close comes about two seconds after the socket opened.
+        let frame = tokio::time::timeout(Duration::from_secs(20), short.next())
+            .await
+            .expect("closed within 20 s");
+        match frame {
+            Some(Ok(Message::Close(frame))) => break frame.expect("a close frame says why"),
+            Some(Ok(_)) => continue,
+            other => panic!("not a close frame: {other:?}"),
+        }
+    };
+    assert_eq!(u16::from(close.code), 1008, "{close:?}");
+    assert_eq!(close.reason.as_str(), "the token expired");
+    assert!(
+        opened.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        opened.elapsed()
+    );
+    let run = json!({
+        "threadId": "still-open", "runId": "r-still-open",
+        "messages": [{"id": "m", "role": "user", "content": "hello"}],
+    });
+    futures_util::SinkExt::send(&mut long, Message::text(run.to_string()))
+        .await
+        .unwrap();
+    let first = long.next().await.unwrap().unwrap();
+    assert!(
+        first.to_text().unwrap().contains("RUN_STARTED"),
+        "{first:?}"
+    );
 }
 
 #[tokio::test]

@@ -156,7 +156,7 @@ pub use self::{
     access::{AccessLog, AccessLogFuture, AccessLogLayer},
     auth::{
         AuthError, Authenticate, BearerAuth, BearerAuthFuture, BearerAuthLayer, BearerTokens,
-        Identity, MIN_TOKEN_BYTES, Scope, USER_HEADER,
+        Identity, MIN_TOKEN_BYTES, Scope, TokenExpiry, USER_HEADER,
     },
     error::Rejection,
     guard::{BrowserGuard, BrowserGuardLayer},

@@ -13,7 +13,9 @@
 //! answered with a single `RUN_ERROR` frame whose `code` says why; the socket stays open. A socket
 //! that closes applies the server's disconnect policy to the active run, as a dropped HTTP
 //! response does: it is that run's Stop, unless the upgrade request said `Prefer: rejoin`. The
-//! upgrade request's `Prefer: busy-thread=…` holds for each run of the socket.
+//! upgrade request's `Prefer: busy-thread=…` holds for each run of the socket. A socket opened
+//! with a token that expires (a JSON Web Token's `exp`, [`TokenExpiry`](super::TokenExpiry)) is
+//! closed when it does (code 1008), as a request with it would be refused from then on.
 
 use std::{collections::VecDeque, sync::Arc};
 
@@ -27,7 +29,7 @@ use axum::{
 };
 use futures_util::{SinkExt, StreamExt};
 
-use super::{Prefer, Rejection, Server};
+use super::{Prefer, Rejection, Server, TokenExpiry};
 use crate::{
     agui::{
         Event,
@@ -43,6 +45,7 @@ const MAX_WAITING: usize = 8;
 pub(crate) async fn upgrade<A>(
     State(server): State<Arc<Server<A>>>,
     principal: Option<Extension<Principal>>,
+    expiry: Option<Extension<TokenExpiry>>,
     headers: axum::http::HeaderMap,
     upgrade: WebSocketUpgrade,
 ) -> Response
@@ -50,10 +53,11 @@ where
     A: RunService,
 {
     let principal = principal.map(|Extension(principal)| principal);
+    let expiry = expiry.map(|Extension(TokenExpiry(at))| at);
     let prefer = Prefer::asked(&headers);
     let mut response = upgrade
         .max_message_size(server.config.body_limit)
-        .on_upgrade(move |socket| session(server, principal, prefer, socket));
+        .on_upgrade(move |socket| session(server, principal, expiry, prefer, socket));
     prefer.applied(&mut response);
     response
 }
@@ -103,16 +107,32 @@ async fn next_event(active: &mut Option<Follow>) -> Option<LoggedEvent> {
     }
 }
 
-/// The runs of one socket, all for the principal that opened it.
+/// Resolves when the token that opened the socket expires (never for one that does not).
+async fn expired(at: Option<std::time::SystemTime>) {
+    match at {
+        Some(at) => {
+            let left = at
+                .duration_since(std::time::SystemTime::now())
+                .unwrap_or_default();
+            tokio::time::sleep(left).await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// The runs of one socket, all for the principal that opened it, until its token expires.
 async fn session<A>(
     server: Arc<Server<A>>,
     principal: Option<Principal>,
+    expiry: Option<std::time::SystemTime>,
     prefer: Prefer,
     socket: WebSocket,
 ) where
     A: RunService,
 {
     let (mut tx, mut rx) = socket.split();
+    let expired = expired(expiry);
+    tokio::pin!(expired);
     let mut waiting: VecDeque<String> = VecDeque::new();
     let mut active: Option<Follow> = None;
     let mut ping = tokio::time::interval(server.config.keep_alive);
@@ -181,6 +201,11 @@ async fn session<A>(
                 if tx.send(Message::Ping(Default::default())).await.is_err() {
                     break;
                 }
+            }
+            () = &mut expired => {
+                let close = CloseFrame { code: 1008, reason: "the token expired".into() };
+                let _ = tx.send(Message::Close(Some(close))).await;
+                break;
             }
         }
     }

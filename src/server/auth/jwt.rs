@@ -302,10 +302,16 @@ impl Authenticate for Jwt {
             // Named by its way in, `jwt:{subject}@{issuer}`: a name no token or front can have.
             let principal = Principal::user(format!("jwt:{name}@{}", self.issuer))
                 .map_err(|e| AuthError(format!("the token's `{}`: {e}", self.claim)))?;
+            // `exp` is required and checked: a connection the token opens ends with it.
+            let expires_at = claims
+                .get("exp")
+                .and_then(Value::as_u64)
+                .map(|exp| std::time::UNIX_EPOCH + Duration::from_secs(exp));
             Ok(Some(Identity {
                 principal,
                 scope: Scope::Run,
                 front: false,
+                expires_at,
             }))
         }
         .boxed()

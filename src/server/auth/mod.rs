@@ -8,6 +8,7 @@ use std::{
     fmt,
     sync::Arc,
     task::{Context, Poll},
+    time::SystemTime,
 };
 
 use axum::{
@@ -50,6 +51,21 @@ pub struct Identity {
     pub scope: Scope,
     /// Whether it is a trusted front's: it may name the user it acts for in [`USER_HEADER`].
     pub front: bool,
+    /// When the token stops being valid, if it says (a JSON Web Token's `exp`): a connection it
+    /// opened is closed then ([`TokenExpiry`]).
+    pub expires_at: Option<SystemTime>,
+}
+
+/// When the token that authenticated a request stops being valid, in the request's extensions
+/// when its scheme says ([`Identity::expires_at`]): what a connection that outlives the request
+/// (a WebSocket) holds on to, and ends at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenExpiry(pub SystemTime);
+
+/// Who a request is, as the layer checked it.
+struct Authenticated {
+    principal: Principal,
+    expires_at: Option<SystemTime>,
 }
 
 impl Identity {
@@ -95,6 +111,7 @@ impl std::error::Error for AuthError {}
 ///                 principal,
 ///                 scope: Scope::Run,
 ///                 front: false,
+///                 expires_at: None,
 ///             })
 ///         });
 ///         std::future::ready(identity.transpose()).boxed()
@@ -205,8 +222,8 @@ impl BearerAuthLayer {
         }
     }
 
-    /// The principal of a request that may go on (`None` for a public route).
-    async fn check(&self, credentials: Credentials) -> Result<Option<Principal>, Rejection> {
+    /// Who a request that may go on is (`None` for a public route).
+    async fn check(&self, credentials: Credentials) -> Result<Option<Authenticated>, Rejection> {
         let Some(needed) = credentials.needed else {
             return Ok(None);
         };
@@ -243,8 +260,9 @@ impl BearerAuthLayer {
                 ));
             }
         };
-        match (user, identity.front) {
-            (None, _) => Ok(Some(identity.principal)),
+        let expires_at = identity.expires_at;
+        let principal = match (user, identity.front) {
+            (None, _) => Ok(identity.principal),
             // The user of a front is the front's: `{front}/{user}` (a front's name has no `/`).
             (Some(user), true) => user
                 .to_str()
@@ -254,7 +272,6 @@ impl BearerAuthLayer {
                 .and_then(|user| {
                     Principal::user(format!("{}/{user}", identity.principal.name())).ok()
                 })
-                .map(Some)
                 .ok_or_else(|| {
                     Rejection::new(
                         StatusCode::BAD_REQUEST,
@@ -267,7 +284,11 @@ impl BearerAuthLayer {
                 "forbidden",
                 format!("only a trusted front's token may name a user in `{USER_HEADER}`"),
             )),
-        }
+        }?;
+        Ok(Some(Authenticated {
+            principal,
+            expires_at,
+        }))
     }
 }
 
@@ -340,7 +361,13 @@ where
         let credentials = layer.credentials(&request);
         async move {
             match layer.check(credentials).await {
-                Ok(principal) => {
+                Ok(authenticated) => {
+                    let principal = authenticated.map(|authenticated| {
+                        if let Some(expires_at) = authenticated.expires_at {
+                            request.extensions_mut().insert(TokenExpiry(expires_at));
+                        }
+                        authenticated.principal
+                    });
                     if let Some(principal) = &principal {
                         request.extensions_mut().insert(principal.clone());
                     }
@@ -378,6 +405,7 @@ mod tests {
             .check(layer.credentials(request))
             .now_or_never()
             .expect("tokens answer at once")
+            .map(|checked| checked.map(|checked| checked.principal))
     }
 
     const RUN: &str = "run-token-0123456789";

@@ -100,6 +100,7 @@ impl BearerTokens {
                 principal,
                 scope,
                 front: false,
+                expires_at: None,
             },
         )
     }
@@ -122,6 +123,7 @@ impl BearerTokens {
             principal: Principal::user(configured(name.as_ref())?)?,
             scope: Scope::Run,
             front: true,
+            expires_at: None,
         };
         self.push(token.as_ref(), identity)
     }
