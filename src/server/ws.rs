@@ -14,7 +14,7 @@
 //! that closes applies the server's disconnect policy to the active run, as a dropped HTTP
 //! response does: it is that run's Stop, unless the upgrade request said `Prefer: rejoin`. The
 //! upgrade request's `Prefer: busy-thread=…` holds for each run of the socket. A socket opened
-//! with a token that expires (a JSON Web Token's `exp`, [`TokenExpiry`](super::TokenExpiry)) is
+//! with a token that expires (a JSON Web Token's `exp`, [`TokenExpiry`]) is
 //! closed when it does (code 1008), as a request with it would be refused from then on.
 
 use std::{collections::VecDeque, sync::Arc};

@@ -77,9 +77,9 @@ impl BearerTokens {
     ///
     /// When the token is shorter than [`MIN_TOKEN_BYTES`] or holds anything but visible ASCII
     /// (it could not be sent in a header), when `name` cannot name a principal or holds `:` or
-    /// `/` (they mark the names of the other ways in: see [`configured`]), when the token is
-    /// already listed, or when `name` is already a principal of another kind (a run token, an
-    /// operator token, a front).
+    /// `/` (they mark the names of the other ways in: `token:…`, `{front}/{user}`, `jwt:…`), when
+    /// the token is already listed, or when `name` is already a principal of another kind (a run
+    /// token, an operator token, a front).
     pub fn add_named(
         self,
         name: impl AsRef<str>,
