@@ -174,9 +174,14 @@ function tokens(usage) {
   return input || output ? `${input} in / ${output} out tokens` : "";
 }
 
+/** An argument or a result as a tooltip shows it: text, at most `SHOWN_CHARS` of it. */
 function clip(text) {
-  const s = typeof text === "string" ? text : JSON.stringify(text);
-  return s.length > SHOWN_CHARS ? `${s.slice(0, SHOWN_CHARS)}…` : s;
+  return short(typeof text === "string" ? text : JSON.stringify(text), SHOWN_CHARS);
+}
+
+/** At most `chars` of `text`. */
+function short(text, chars) {
+  return text.length > chars ? `${text.slice(0, chars - 1)}…` : text;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -265,11 +270,6 @@ function drawRun(number, record, run, interruptsBefore) {
   }
   figure.append(chart);
   return figure;
-}
-
-/** At most `chars` of `text`. */
-function short(text, chars) {
-  return text.length > chars ? `${text.slice(0, chars - 1)}…` : text;
 }
 
 function rowLabel(r) {
