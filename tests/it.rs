@@ -25,6 +25,8 @@ mod balance;
 mod bridge;
 #[cfg(all(feature = "server", feature = "demo"))]
 mod browser;
+#[cfg(all(feature = "cli", feature = "store"))]
+mod budgets;
 #[cfg(all(
     feature = "agui",
     feature = "acp",

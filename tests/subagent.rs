@@ -180,6 +180,40 @@ async fn a_sub_agents_turns_count_against_its_parents() {
 }
 
 #[tokio::test]
+async fn what_a_sub_agent_used_is_in_the_usage_of_the_run_that_called_it() {
+    let with_usage = |mut turn: Vec<MockItem>, input, output| {
+        turn.insert(turn.len() - 1, MockItem::usage(input, output));
+        turn
+    };
+    let researcher = Stack::new(
+        MockModel::new([with_usage(answer("Oslo has 700,000 people."), 300, 40)]),
+        ToolRouter::new(),
+    )
+    .build();
+    let lead_model = MockModel::new([
+        with_usage(delegate("l1", "researcher", "Population of Oslo?"), 100, 10),
+        with_usage(answer("About 700,000."), 150, 5),
+    ]);
+    let lead = Stack::new(
+        lead_model,
+        ToolRouter::new().tool(AgentTool::new("researcher", "Finds facts.", researcher)),
+    )
+    .build();
+    let events = events_of(lead, "How many live in Oslo?").await;
+    let finished = events.last().unwrap();
+    assert_eq!(finished["type"], "RUN_FINISHED", "{finished}");
+    let usage = &finished["usage"][0];
+    assert_eq!(
+        (
+            usage["inputTokens"].as_u64(),
+            usage["outputTokens"].as_u64()
+        ),
+        (Some(100 + 300 + 150), Some(10 + 40 + 5)),
+        "the lead's two steps and the researcher's one: {usage}"
+    );
+}
+
+#[tokio::test]
 async fn a_task_that_is_not_a_string_is_an_error_the_model_reads() -> Result<(), BoxError> {
     let nobody = Stack::new(MockModel::new([answer("unused")]), ToolRouter::new()).build();
     let tool = AgentTool::new("helper", "Helps.", nobody);

@@ -150,8 +150,21 @@ fn answer(run: &str, steps: usize) -> Vec<String> {
         }
         chunks.push(chunk(json!({}), json!("tool_calls")));
     }
+    // What the step used, its own numbers: a run's usage is the sum of its steps'.
+    let (input, output) = step_usage(steps);
+    chunks.push(
+        json!({"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "scripted",
+               "choices": [], "usage": {"prompt_tokens": input, "completion_tokens": output,
+                                        "total_tokens": input + output}})
+        .to_string(),
+    );
     chunks.push("[DONE]".to_owned());
     chunks
+}
+
+/// The input and output tokens the step after `steps` steps with tool calls uses.
+fn step_usage(steps: usize) -> (u64, u64) {
+    (100 + steps as u64, 10 * (steps as u64 + 1))
 }
 
 /// A small random number generator, seeded from the clock (or `TAKEOVER_SEED`), the seed
@@ -392,6 +405,19 @@ async fn check_run(
         .iter()
         .filter(|(_, e)| e["name"] == "agent_tower.takeover")
         .count();
+    // What the run used is every step's, once, whichever attempt did it.
+    let usage = &log.last().unwrap().1["usage"][0];
+    let (input, output) = (0..=STEPS)
+        .map(step_usage)
+        .fold((0, 0), |(i, o), (si, so)| (i + si, o + so));
+    assert_eq!(
+        (
+            usage["inputTokens"].as_u64(),
+            usage["outputTokens"].as_u64()
+        ),
+        (Some(input), Some(output)),
+        "{name}, taken over {takeovers} times: {usage}"
+    );
 
     // A complete conversation: each step's calls answered once, then the answer.
     let thread: Value = server

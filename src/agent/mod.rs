@@ -103,7 +103,7 @@ use crate::{
     id::{MessageId, ToolCallId},
     message::{Message, ToolCallRequest, answered_calls},
     model::{ModelOptions, ModelRequest, ModelService, Usage},
-    run::{ContextEntry, RunOutcome, RunRequest, StopReason, TurnCalls},
+    run::{CallsUsage, ContextEntry, EarlierUsage, RunOutcome, RunRequest, StopReason, TurnCalls},
     tool::{
         Interrupt, RunTools, SubagentRun, Suspended, ToolCall, ToolError, ToolOutput, ToolReply,
         ToolResponse, ToolSpec,
@@ -375,8 +375,16 @@ where
                 budget
             }
         };
+        // What the run used before this attempt, and what its tool calls' agents use: the
+        // run's usage counts them (its calls see a `CallsUsage` of their own, not this one).
         let mut usage = RunUsage::default();
-        let finish = |stop, messages, usage: RunUsage, pending, interrupts| {
+        if let Some(EarlierUsage(earlier)) = run.extensions.remove::<EarlierUsage>() {
+            earlier.iter().for_each(|used| usage.add(used));
+        }
+        let calls_usage = CallsUsage::new();
+        run.extensions.insert(calls_usage.clone());
+        let finish = |stop, messages, mut usage: RunUsage, pending, interrupts| {
+            calls_usage.take().iter().for_each(|used| usage.add(used));
             let state = shared.get();
             let state = (had_state || state != serde_json::json!({})).then_some(state);
             let mut outcome = RunOutcome::new(stop, messages, state);

@@ -12,7 +12,7 @@ use agent_tower::{
         BoxModel, IdleTimeoutLayer, RetryPolicy,
         anthropic::{self, Anthropic},
         boxed,
-        budget::{BudgetLayer, Limit},
+        budget::{BudgetLayer, Ledger, Limit, MemoryLedger},
         cost::{CostLayer, PriceTable, Prices},
         fallback::Fallback,
         gemini::{self, Gemini},
@@ -979,7 +979,7 @@ impl ModelArgs {
     /// The model service: the scripted model, or the provider (and its fallbacks), each
     /// behind a first-token timeout, a rate limit and retries before the first token, priced,
     /// within the budgets, with an idle timeout on the stream.
-    fn service(&self) -> BoxModel {
+    fn service(&self, budget: &BudgetLayer) -> BoxModel {
         let thinks = |choice: &ModelChoice| {
             matches!(choice, ModelChoice::Anthropic(_) | ModelChoice::Gemini(_))
         };
@@ -1022,7 +1022,7 @@ impl ModelArgs {
                         );
                     }
                 }
-                return self.within_budgets(self.bounded(scripted));
+                return self.within_budgets(self.bounded(scripted), budget);
             }
         } else if self.scripted_knobs {
             tracing::warn!("--scripted-knobs is ignored: the model is not the scripted one");
@@ -1041,18 +1041,24 @@ impl ModelArgs {
                 .map(|f| self.bounded(self.provider(&f.model, f.base_url.as_deref(), None)));
             boxed(Fallback::new(std::iter::once(primary).chain(fallbacks)))
         };
-        self.within_budgets(model)
+        self.within_budgets(model, budget)
     }
 
-    /// `model` priced, within the budgets, with an idle timeout on its stream.
-    fn within_budgets(&self, model: BoxModel) -> BoxModel {
-        let mut budget = BudgetLayer::new();
+    /// The budgets of `--run-budget` and `--daily-budget`, counted in `ledger`.
+    fn budget(&self, ledger: impl Ledger) -> BudgetLayer {
+        let mut budget = BudgetLayer::new().ledger(ledger);
         if let Some(limit) = self.run_budget {
             budget = budget.per_run(limit);
         }
         if let Some(limit) = self.daily_budget {
             budget = budget.per_principal_per_day(limit);
         }
+        budget
+    }
+
+    /// `model` priced, within `budget`, with an idle timeout on its stream.
+    fn within_budgets(&self, model: BoxModel, budget: &BudgetLayer) -> BoxModel {
+        let budget = budget.clone();
         boxed(
             tower::ServiceBuilder::new()
                 .layer(IdleTimeoutLayer::new(self.idle_timeout))
@@ -1113,7 +1119,7 @@ impl ModelArgs {
     }
 
     /// The `--title-model`, reached as `--model` is when of its provider, behind the same limits.
-    fn titles(&self) -> Option<BoxModel> {
+    fn titles(&self, budget: &BudgetLayer) -> Option<BoxModel> {
         let title = self.title_model.as_ref()?;
         let same = std::mem::discriminant(&title.model) == std::mem::discriminant(&self.model);
         let base_url = title
@@ -1122,7 +1128,7 @@ impl ModelArgs {
             .or(self.base_url.as_deref().filter(|_| same));
         let key_env = self.api_key_env.as_deref().filter(|_| same);
         let model = self.provider(&title.model, base_url, key_env);
-        Some(self.within_budgets(self.bounded(model)))
+        Some(self.within_budgets(self.bounded(model), budget))
     }
 
     /// `model` behind its rate limit and a first-token timeout, retried before its first token.
@@ -1664,8 +1670,28 @@ async fn run_acp(args: Acp) -> Result<(), BoxError> {
         }
         None => None,
     };
+    // The store first: budgets count in it.
+    let (store, user) = match args.store.clone() {
+        // A store given may be shared with other users: an editor on stdio is the user of this
+        // machine, its sessions are theirs. The default one is this user's own file.
+        Some(store) => {
+            let user = std::env::var("USER")
+                .or_else(|_| std::env::var("LOGNAME"))
+                .ok()
+                .and_then(|name| agent_tower::context::Principal::user(name).ok());
+            (store, user)
+        }
+        None => (default_session_store()?, None),
+    };
+    let store = if store == "none" {
+        None
+    } else {
+        tracing::info!(store = %store_name(&store), "sessions are kept in the store");
+        Some(agent_tower::store::RunStore::open(&store).await?)
+    };
+    let budget = budget_of(store.as_ref(), &args.model);
     // An editor's session may bring MCP servers of its own, whose tools the rules may name.
-    let agent = agent_stack(bridge, &args.model, &args.settings, true)
+    let agent = agent_stack(bridge, &args.model, &args.settings, true, &budget)
         .await?
         .max_turns(max_turns)
         .detail(args.error_detail)
@@ -1684,27 +1710,13 @@ async fn run_acp(args: Acp) -> Result<(), BoxError> {
     if let Some(name) = &args.settings.name {
         agent = agent.info(name, env!("CARGO_PKG_VERSION"), name);
     }
-    let store = match args.store {
-        // A store given may be shared with other users: an editor on stdio is the user of this
-        // machine, its sessions are theirs. The default one is this user's own file.
-        Some(store) => {
-            if let Some(user) = std::env::var("USER")
-                .or_else(|_| std::env::var("LOGNAME"))
-                .ok()
-                .and_then(|name| agent_tower::context::Principal::user(name).ok())
-            {
-                agent = agent.principal(user);
-            }
-            store
-        }
-        None => default_session_store()?,
-    };
-    if store != "none" {
-        tracing::info!(store = %store_name(&store), "sessions are kept in the store");
-        let store = agent_tower::store::RunStore::open(&store).await?;
+    if let Some(user) = user {
+        agent = agent.principal(user);
+    }
+    if let Some(store) = store {
         agent = agent.engine(|runs| runs.log(store).lease(args.lease));
     }
-    if let Some(titles) = args.model.titles() {
+    if let Some(titles) = args.model.titles(&budget) {
         agent = agent.engine(|runs| runs.title_model(titles));
     }
     tracing::info!("serving ACP on stdio");
@@ -1712,6 +1724,23 @@ async fn run_acp(args: Acp) -> Result<(), BoxError> {
         .serve_io(tokio::io::stdin(), tokio::io::stdout())
         .await?;
     Ok(())
+}
+
+/// The budgets of `model`'s flags, counted in `store`, shared by its instances and kept across
+/// restarts; in this process without one (said at start when there is a budget).
+fn budget_of(store: Option<&agent_tower::store::RunStore>, model: &ModelArgs) -> BudgetLayer {
+    match store {
+        Some(store) => model.budget(store.clone()),
+        None => {
+            if model.run_budget.is_some() || model.daily_budget.is_some() {
+                tracing::info!(
+                    "budgets are counted by this process alone (no store): a restart starts them \
+                     again"
+                );
+            }
+            model.budget(MemoryLedger::new())
+        }
+    }
 }
 
 /// `sessions.db` in the user's data directory (created if missing).
@@ -1783,18 +1812,20 @@ where
 }
 
 /// The stack a command runs: the bridged agent `bridged`, or the agent the flags define (its
-/// model, instructions, tools and rules; `lent`: sessions may bring tools of their own).
+/// model, instructions, tools and rules; `lent`: sessions may bring tools of their own), within
+/// `budget`.
 async fn agent_stack(
     bridged: Option<Backend>,
     model: &ModelArgs,
     settings: &AgentSettings,
     lent: bool,
+    budget: &BudgetLayer,
 ) -> Result<DemoStack<BoxModel>, BoxError> {
     let (service, tools, policy, trace, demo) = match bridged {
         Some((service, tools, policy, trace)) => (service, tools, policy, trace, false),
         None => {
             let (tools, policy, demo) = model.tools(settings, lent).await?;
-            (model.service(), tools, policy, model.trace(), demo)
+            (model.service(budget), tools, policy, model.trace(), demo)
         }
     };
     let stack = if demo {
@@ -1915,7 +1946,14 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         None => None,
     };
     let bridged = bridge.is_some();
-    let stack = agent_stack(bridge, &args.model, &args.settings, false)
+    // The store first: budgets count in it.
+    let store = if matches!(args.store.as_str(), "none" | "memory") {
+        None
+    } else {
+        Some(agent_tower::store::RunStore::open(&args.store).await?)
+    };
+    let budget = budget_of(store.as_ref(), &args.model);
+    let stack = agent_stack(bridge, &args.model, &args.settings, false, &budget)
         .await?
         .approver(InterruptApprover::new(args.interrupt_ttl))
         .max_turns(max_turns)
@@ -1936,7 +1974,7 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         .per_principal(principal_limits(&args))
         .shutdown_token(runs.clone())
         .lease(args.lease);
-    if let Some(titles) = args.model.titles() {
+    if let Some(titles) = args.model.titles(&budget) {
         engine = engine.title_model(titles);
     }
     // Every setting is checked, and the store opened, before the address is taken.
@@ -1963,7 +2001,19 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         ("--memory-runs", args.memory_runs != 10_000),
         ("--memory-bytes", args.memory_bytes != 256 * 1024 * 1024),
     ];
-    if matches!(args.store.as_str(), "none" | "memory") {
+    if let Some(store) = store {
+        for (flag, _) in memory_bounds.iter().filter(|(_, given)| *given) {
+            tracing::warn!("{flag} is ignored: runs are kept in the store");
+        }
+        tracing::info!(store = %store_name(&args.store), "runs are kept in the store");
+        store.on_commit(metrics.store_commits());
+        kept = Some(store.clone());
+        if args.retain_runs.is_some() || args.retain_threads.is_some() {
+            let ages = (args.retain_runs, args.retain_threads);
+            tokio::spawn(retain(store.clone(), ages, runs.clone()));
+        }
+        engine = engine.log(store);
+    } else {
         tracing::info!(
             runs = args.memory_runs,
             bytes = args.memory_bytes,
@@ -1980,22 +2030,10 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
                  gone when the process exits"
             );
         }
-    } else {
-        for (flag, _) in memory_bounds.iter().filter(|(_, given)| *given) {
-            tracing::warn!("{flag} is ignored: runs are kept in the store");
-        }
-        let store = agent_tower::store::RunStore::open(&args.store).await?;
-        tracing::info!(store = %store_name(&args.store), "runs are kept in the store");
-        store.on_commit(metrics.store_commits());
-        kept = Some(store.clone());
-        if args.retain_runs.is_some() || args.retain_threads.is_some() {
-            let ages = (args.retain_runs, args.retain_threads);
-            tokio::spawn(retain(store.clone(), ages, runs.clone()));
-        }
-        engine = engine.log(store);
     }
     let draining = engine.clone();
     let mut server = AguiServer::with_runs(engine)
+        .budget(budget)
         .path(args.path.clone())
         .keep_alive(args.keep_alive.max(Duration::from_secs(1)))
         .body_limit(args.body_limit)

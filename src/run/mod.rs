@@ -3,11 +3,15 @@
 //! messages, why it stopped, the interrupts it waits on, usage).
 
 mod invalid;
+mod usage;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use self::invalid::InvalidRequest;
+pub use self::{
+    invalid::InvalidRequest,
+    usage::{CallsUsage, EarlierUsage},
+};
 /// The tool call a run stopped at; defined with the tool stack's answer,
 /// [`ToolResponse`](crate::tool::ToolResponse).
 pub use crate::tool::Interrupt;
@@ -117,7 +121,9 @@ pub struct RunOutcome {
     pub messages: Vec<Message>,
     /// The state after the run.
     pub state: Option<Value>,
-    /// Tokens used by every model step of the run, and their cost.
+    /// Tokens used by every model step of the run, and their cost: its sub-agents' steps and,
+    /// for a run continued after its instance stopped, its earlier steps included (see
+    /// [`EarlierUsage`], [`CallsUsage`]).
     pub usage: Usage,
     /// The same, per provider and model, in the order they first answered (one entry unless
     /// a fallback answered some steps).

@@ -7,8 +7,8 @@ use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    BusyThread, Inner, InterruptStatus, Interrupts, Limit, LogError, LoggedEvent, RunStatus, Runs,
-    Start, StartError, args_hash,
+    BusyThread, Inner, InterruptStatus, Interrupts, Limit, LogError, LoggedEvent, PrincipalUsage,
+    RunStatus, Runs, Start, StartError, args_hash,
     driver::{Ended, Launch, RunSummary},
     quota::Admitted,
     request::stored,
@@ -641,6 +641,23 @@ where
         }))
     }
 
+    /// What a log that instances share says `principal`'s runs use, when it is limited.
+    async fn principal_usage(
+        &self,
+        principal: Option<&Principal>,
+    ) -> Result<Option<PrincipalUsage>, LogError> {
+        let (Some(durable), Some((name, minute_ago, day_began))) = (
+            self.inner.log.durable(),
+            self.inner.config.quotas.to_ask(principal),
+        ) else {
+            return Ok(None);
+        };
+        durable
+            .principal_usage(&name, minute_ago, day_began)
+            .await
+            .map(Some)
+    }
+
     /// Starts, replays or refuses `input` (recording refusals when `record`), a busy thread
     /// handled as `busy` says.
     async fn take(
@@ -672,8 +689,16 @@ where
                 .clone()
                 .try_acquire_owned()
                 .map_err(|_| NotTaken::Error(BeginError::Overloaded(self.inner.config.max_live)))?;
+            let everywhere = self
+                .principal_usage(prepared.start.principal.as_ref())
+                .await
+                .map_err(|error| NotTaken::Error(BeginError::Unavailable(error)))?;
             let admitted = (self.inner.config.quotas)
-                .admit(prepared.start.principal.as_ref(), std::time::Instant::now())
+                .admit(
+                    prepared.start.principal.as_ref(),
+                    std::time::Instant::now(),
+                    everywhere,
+                )
                 .map_err(|(limit, retry_after)| {
                     NotTaken::Error(BeginError::Limited { limit, retry_after })
                 })?;

@@ -30,7 +30,7 @@ use crate::{
     context::{Checkpoint, Principal},
     id::{RunId, ThreadId},
     message::Message,
-    run::{RunOutcome, RunRequest, RunService, StopReason},
+    run::{EarlierUsage, RunOutcome, RunRequest, RunService, StopReason},
     tool::CutOff,
     transport::{Channel, ChannelReceiver, OnDisconnect},
 };
@@ -539,6 +539,8 @@ where
             req.state = progress.state;
         }
         req.run.turn = progress.turns;
+        // Its usage counts the steps it had done.
+        req.run.extensions.insert(EarlierUsage(progress.usage));
         let cut = unanswered(&req.messages);
         req.run.extensions.insert(CutOff(Arc::new(cut)));
         // The run started long ago: the agent's own `RUN_STARTED` is not logged again.

@@ -6,8 +6,8 @@ use futures_util::future::BoxFuture;
 
 use super::{
     Deleted, InterruptRecord, InterruptStatus, Lease, LogError, LoggedEvent, LostRun, Page,
-    Recovered, RunEnd, RunPage, RunQuery, RunRecord, SavedThread, Start, StartError, ThreadChange,
-    ThreadPage, ThreadQuery, ThreadRecord, ThreadSummary,
+    PrincipalUsage, Recovered, RunEnd, RunPage, RunQuery, RunRecord, SavedThread, Start,
+    StartError, ThreadChange, ThreadPage, ThreadQuery, ThreadRecord, ThreadSummary,
 };
 use crate::id::{InterruptId, RunId, ThreadId};
 
@@ -331,6 +331,21 @@ pub trait DurableLog: Send + Sync {
     /// Calls `changed` for every change another writer makes to the log (another instance sharing
     /// it), for as long as the log lives: the engine wakes the followers of those runs.
     fn on_change(&self, changed: OnChange);
+
+    /// What `principal`'s runs use now, on every instance: its running runs, those begun since
+    /// `minute_ago` (ms since the epoch), and the bytes logged by those begun since `day_began`
+    /// (ms): what [`PrincipalLimits`](super::PrincipalLimits) are checked against when a run
+    /// begins, so that they hold across instances and restarts.
+    ///
+    /// # Errors
+    ///
+    /// Failures of the backend.
+    fn principal_usage<'a>(
+        &'a self,
+        principal: &'a str,
+        minute_ago: i64,
+        day_began: i64,
+    ) -> BoxFuture<'a, Result<PrincipalUsage, LogError>>;
 
     /// Gives up this instance's runs that are still running, for another instance (or this one
     /// restarted) to continue as soon as it looks for [lost](RunLog::lost) runs: what a

@@ -151,7 +151,7 @@ pub use self::{
     memory::MemoryLog,
     observe::{Logged, RunObserver},
     pages::{Cursor, InvalidCursor, RunCursor, RunPage, RunQuery, ThreadCursor},
-    quota::{Limit, PrincipalLimits},
+    quota::{Limit, PrincipalLimits, PrincipalUsage},
     record::{
         InterruptRecord, InterruptStatus, Lease, LoggedEvent, LostRun, Page, Recovered, RunEnd,
         RunRecord, RunStatus, SavedThread, Start, ThreadRecord,

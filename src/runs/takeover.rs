@@ -17,10 +17,12 @@ use super::LoggedEvent;
 use crate::{
     agui::{
         Event,
-        event::{BaseEvent, Custom, EncryptedValueSubtype, ToolCallResult},
+        event::{BaseEvent, Custom, EncryptedValueSubtype, TokenUsage, ToolCallResult},
+        future::USAGE_EVENT,
     },
     id::{MessageId, ToolCallId},
     message::{Message, ToolCallRequest},
+    model::Usage,
 };
 
 /// The name of the `CUSTOM` event that marks where a run was taken over: its value says which
@@ -38,6 +40,8 @@ pub(crate) struct Progress {
     open: Option<Step>,
     /// The model steps it completed: the continuation's first step is this turn.
     pub(crate) turns: u32,
+    /// What its completed steps used, and the steps of its sub-agents, in the order logged.
+    pub(crate) usage: Vec<Usage>,
     /// Logged events that were not the run's own JSON (left out).
     pub(crate) unreadable: usize,
 }
@@ -47,6 +51,8 @@ pub(crate) struct Progress {
 struct Step {
     name: String,
     messages: Vec<Draft>,
+    /// What it used, once it says.
+    usage: Vec<Usage>,
 }
 
 #[derive(Debug)]
@@ -157,6 +163,18 @@ impl Progress {
     }
 
     fn apply(&mut self, mut event: Event) {
+        if let Event::Custom(custom) = &event
+            && custom.name == USAGE_EVENT
+        {
+            // A sub-agent's step was spent, whether its call is done again or not; the run's
+            // own step counts once it is complete (a cut one is done again, and counted then).
+            let used = usage_of(&custom.value);
+            match &mut self.open {
+                Some(step) if custom.subagent_run_id.is_none() => step.usage.extend(used),
+                _ => self.usage.extend(used),
+            }
+            return;
+        }
         if event.subagent_run_id_mut().is_some_and(|id| id.is_some()) {
             return;
         }
@@ -167,10 +185,12 @@ impl Progress {
                 self.open = Some(Step {
                     name: step.step_name,
                     messages: Vec::new(),
+                    usage: Vec::new(),
                 });
             }
             Event::StepFinished(_) => {
-                if let Some(step) = self.open.take() {
+                if let Some(mut step) = self.open.take() {
+                    self.usage.append(&mut step.usage);
                     self.complete(step);
                     self.turns += 1;
                 }
@@ -385,6 +405,24 @@ impl Draft {
     }
 }
 
+/// The usage an `agent_tower.usage` event's `value` tells (its cost included).
+fn usage_of(value: &Value) -> Option<Usage> {
+    let told: TokenUsage = serde_json::from_value(value.clone()).ok()?;
+    let cost = value
+        .get("cost")
+        .and_then(|cost| serde_json::from_value(cost.clone()).ok());
+    Some(Usage {
+        input_tokens: told.input_tokens.unwrap_or_default(),
+        output_tokens: told.output_tokens.unwrap_or_default(),
+        reasoning_tokens: told.reasoning_tokens,
+        cached_input_tokens: told.cached_input_tokens,
+        cache_write_input_tokens: told.cache_write_input_tokens,
+        cost,
+        provider: told.provider,
+        model: told.model,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -545,5 +583,35 @@ mod tests {
         let progress = Progress::of(&logged(events));
         assert!(progress.messages.is_empty());
         assert_eq!(progress.state, Some(json!({"theme": "dark"})));
+    }
+
+    #[test]
+    fn what_the_completed_steps_and_the_sub_agents_used_is_kept_and_the_cut_step_is_not() {
+        let used = |tokens: u64, model: &str| Usage {
+            input_tokens: tokens,
+            output_tokens: 1,
+            cost: Some(crate::model::Cost::from_usd(0.5)),
+            model: Some(model.to_owned()),
+            ..Usage::default()
+        };
+        let mut events = vec![started()];
+        let mut first = step("m1", "Asking.", &["c1"]);
+        first.insert(
+            first.len() - 1,
+            crate::agui::framing::usage_event(&used(10, "lead")),
+        );
+        events.extend(first);
+        let mut sub = crate::agui::framing::usage_event(&used(20, "researcher"));
+        if let Event::Custom(custom) = &mut sub {
+            custom.subagent_run_id = Some("sub-1".into());
+        }
+        events.push(sub);
+        events.push(result("c1", "done"));
+        // The next step told what it used, and was cut before it finished.
+        events.push(Event::step_started("step-m2".into()));
+        events.push(crate::agui::framing::usage_event(&used(40, "lead")));
+        let progress = Progress::of(&logged(events));
+        assert_eq!(progress.usage, [used(10, "lead"), used(20, "researcher")]);
+        assert_eq!(progress.turns, 1);
     }
 }

@@ -32,6 +32,8 @@
 //! - `GET /threads` (a page, or followed live), `PATCH` and `DELETE /threads/{threadId}` (name,
 //!   archive, delete), `POST /threads/{threadId}/fork` (a new thread with the conversation up to
 //!   a message): the caller's thread list.
+//! - `GET /budget` (with [`AguiServer::budget`]): what the caller spent today and may still
+//!   spend; with `?runId=`, what one of its runs spent.
 //! - `GET /interrupts?status=pending|resolved|all`: the review queue.
 //! - `POST /interrupts/{id}/resolve` (`{"status"?, "payload"}`) and
 //!   `POST /threads/{threadId}/resume` (`{"resume": [...]}`): answers out of band; the thread is
@@ -218,6 +220,8 @@ struct Config {
     capabilities: Capabilities,
     /// What else `/ready` asks (a bridged agent running, say).
     readiness: Option<Readiness>,
+    /// The budgets `GET /budget` reads.
+    budget: Option<crate::model::budget::BudgetLayer>,
     /// Served on `GET /metrics`, fed by the engine.
     #[cfg(feature = "metrics")]
     metrics: Option<crate::metrics::Metrics>,
@@ -279,6 +283,7 @@ where
                 a2a: false,
                 capabilities: Capabilities::default(),
                 readiness: None,
+                budget: None,
                 #[cfg(feature = "metrics")]
                 metrics: None,
             },
@@ -461,6 +466,14 @@ where
     pub fn metrics(mut self, metrics: crate::metrics::Metrics) -> Self {
         self.runs = self.runs.observer(metrics.clone());
         self.config.metrics = Some(metrics);
+        self
+    }
+
+    /// Answers `GET /budget` from `budget` (the layer the agent's model is under, or a clone of
+    /// it): what the caller spent today and may still spend, and, with `?runId=`, what one of
+    /// its runs spent; `404 no_budget` without one.
+    pub fn budget(mut self, budget: crate::model::budget::BudgetLayer) -> Self {
+        self.config.budget = Some(budget);
         self
     }
 

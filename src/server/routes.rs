@@ -21,6 +21,7 @@ use crate::{
     agui::input::{ResumeEntry, ResumeStatus},
     context::Principal,
     id::{InterruptId, RunId, ThreadId},
+    model::budget::{Limit, Remaining},
     run::RunService,
     runs::{
         Cancel, InterruptRecord, InterruptStatus, Interrupts, LogError, ResumeError, Resumed,
@@ -29,7 +30,7 @@ use crate::{
 };
 
 /// `GET /runs/{runId}`, `GET /runs/{runId}/events`, `POST /runs/{runId}/cancel`,
-/// `GET /threads/{threadId}`,
+/// `GET /threads/{threadId}`, `GET /budget`,
 /// `POST /threads/{threadId}/resume`, `GET /interrupts`, `POST /interrupts/{id}/resolve`.
 pub(super) fn routes<A>() -> Router<Arc<Server<A>>>
 where
@@ -42,6 +43,7 @@ where
         .route("/threads/{thread_id}", get(thread::<A>))
         .route("/threads/{thread_id}/events", get(thread_events::<A>))
         .route("/threads/{thread_id}/resume", post(resume_thread::<A>))
+        .route("/budget", get(budget::<A>))
         .route("/interrupts", get(interrupts::<A>))
         .route("/interrupts/{interrupt_id}/resolve", post(resolve::<A>))
 }
@@ -82,6 +84,71 @@ pub(super) fn unavailable(error: &LogError) -> Rejection {
         crate::runs::STORE_UNAVAILABLE,
         "the run log is unavailable; try again",
     )
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct BudgetQuery {
+    run_id: Option<String>,
+}
+
+/// `GET /budget`: what the caller spent today and may still spend, and with `?runId=` what
+/// that run of its spent (`{"today": {...}, "run": {...}}`, each `{spent: {tokens, cost},
+/// limit, left}`, a limit `{"tokens": n}` or `{"cost": {amount, currency}}`).
+async fn budget<A>(
+    State(server): State<Arc<Server<A>>>,
+    principal: Option<Extension<Principal>>,
+    query: Result<Query<BudgetQuery>, QueryRejection>,
+) -> Response
+where
+    A: RunService,
+{
+    let answer = async {
+        let Query(query) = query?;
+        let Some(budget) = &server.config.budget else {
+            return Err(Rejection::new(
+                StatusCode::NOT_FOUND,
+                "no_budget",
+                "this server keeps no budget",
+            ));
+        };
+        let run = match &query.run_id {
+            Some(run_id) => Some(
+                visible_run(&server, principal.as_ref(), run_id)
+                    .await?
+                    .run_id,
+            ),
+            None => None,
+        };
+        let caller = caller(principal.as_ref());
+        let left = budget.left(caller, run.as_ref()).await.map_err(|error| {
+            tracing::error!(%error, "the budget's ledger failed");
+            Rejection::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                crate::runs::STORE_UNAVAILABLE,
+                "the budget's ledger is unavailable; try again",
+            )
+        })?;
+        let mut answer = json!({ "today": remaining(&left.day) });
+        if let Some(run) = &left.run {
+            answer["run"] = remaining(run);
+        }
+        Ok(Json(answer).into_response())
+    };
+    answer.await.unwrap_or_else(Rejection::into_response)
+}
+
+/// One budget, as `GET /budget` tells it.
+fn remaining(budget: &Remaining) -> Value {
+    let amount = |limit: Limit| match limit {
+        Limit::Tokens(tokens) => json!({ "tokens": tokens }),
+        Limit::Cost(cost) => json!({ "cost": cost }),
+    };
+    json!({
+        "spent": { "tokens": budget.spent.tokens, "cost": budget.spent.cost },
+        "limit": budget.limit.map(amount),
+        "left": budget.left().map(amount),
+    })
 }
 
 #[derive(Debug, Deserialize)]

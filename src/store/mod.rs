@@ -54,6 +54,7 @@
 mod chunk;
 mod conn;
 mod file;
+mod ledger;
 mod listen;
 mod retention;
 mod rows;

@@ -35,6 +35,8 @@ const MIGRATIONS: &[(&str, &str)] = embedded![
     "20261129000001_thread_names",
     "20261129000002_run_listing",
     "20261130000001_thread_forks",
+    "20261201000001_spending",
+    "20261201000002_principal_usage",
 ];
 
 /// The embedded migrations, as sqlx reads a directory of them (the same versions, descriptions

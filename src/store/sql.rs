@@ -25,7 +25,8 @@ use crate::{
     id::{RunId, ThreadId},
     runs::{
         DurableLog, InterruptRecord, Interrupts, Lease, LogError, LoggedEvent, LostRun, OnChange,
-        Page, Recovered, RunEnd, RunLog, RunRecord, SavedThread, Start, StartError, ThreadRecord,
+        Page, PrincipalUsage, Recovered, RunEnd, RunLog, RunRecord, SavedThread, Start, StartError,
+        ThreadRecord,
     },
 };
 
@@ -406,7 +407,7 @@ impl RunStore {
     }
 }
 
-fn closed<T>() -> Result<T, LogError> {
+pub(super) fn closed<T>() -> Result<T, LogError> {
     Err(LogError::unavailable("the store's writer stopped"))
 }
 
@@ -645,6 +646,42 @@ impl DurableLog for RunStore {
             rows.iter()
                 .map(|row| Ok(RunId::from(text(row, "run_id")?.as_str())))
                 .collect()
+        }
+        .boxed()
+    }
+
+    fn principal_usage<'a>(
+        &'a self,
+        principal: &'a str,
+        minute_ago: i64,
+        day_began: i64,
+    ) -> BoxFuture<'a, Result<PrincipalUsage, LogError>> {
+        async move {
+            // A run's `updated_at` is never before its `created_at`: the index of a principal's
+            // runs by `updated_at` finds those begun since a time.
+            let row = sqlx::query(
+                "SELECT \
+                 (SELECT COUNT(*) FROM runs WHERE principal = $1 AND status = 'running') AS live, \
+                 (SELECT COUNT(*) FROM runs WHERE principal = $1 AND updated_at >= $2 \
+                    AND created_at >= $2) AS minute, \
+                 (SELECT MIN(created_at) FROM runs WHERE principal = $1 AND updated_at >= $2 \
+                    AND created_at >= $2) AS first_of_minute, \
+                 (SELECT CAST(COALESCE(SUM(log_bytes), 0) AS BIGINT) FROM runs \
+                    WHERE principal = $1 AND updated_at >= $3 AND created_at >= $3) AS bytes",
+            )
+            .bind(principal)
+            .bind(minute_ago)
+            .bind(day_began)
+            .fetch_one(&self.0.reader)
+            .await?;
+            let count = |column| number(&row, column).map(seq);
+            let first: Option<i64> = row.try_get("first_of_minute")?;
+            Ok(PrincipalUsage::new(
+                usize::try_from(count("live")?).unwrap_or(usize::MAX),
+                u32::try_from(count("minute")?).unwrap_or(u32::MAX),
+                first,
+                count("bytes")?,
+            ))
         }
         .boxed()
     }

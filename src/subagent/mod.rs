@@ -19,7 +19,9 @@
 //!   shown them.
 //! - cancelling the parent's run cancels it; it shares the parent's [`TurnBudget`] (its turns
 //!   count against the parent's), its principal, its shared state and the decisions the parent
-//!   run brings.
+//!   run brings; what its model steps use is the parent run's (in the parent's usage, through
+//!   [`CallsUsage`], and against the parent run's budget, through
+//!   [`BilledRun`]).
 //!
 //! # Interrupts
 //!
@@ -82,7 +84,8 @@ use crate::{
     context::RunContext,
     id::{RunId, ToolCallId},
     message::Message,
-    run::{RunOutcome, RunRequest, StopReason},
+    model::budget::BilledRun,
+    run::{CallsUsage, RunOutcome, RunRequest, StopReason},
     tool::{
         Progress, SubagentRun, Suspended, Tool, ToolCall, ToolError, ToolErrorKind, ToolKind,
         ToolOutput, ToolResponse, ToolSpec,
@@ -244,18 +247,24 @@ where
         forwarder.forward(event).await;
     }
     let outcome = outcome.map_err(|e| ToolError::from_boxed(e.into()))?;
+    // What it used is the parent run's.
+    if let Some(calls) = call.run.extensions.get::<CallsUsage>() {
+        calls.add(&outcome.usage_by_model());
+    }
     answer(&spec.name, run_id, outcome)
 }
 
 /// The sub-agent's run: a run of its own on the parent's thread, under the parent's
-/// cancellation, principal, state and extensions (its turn budget, its decisions), its AG-UI
-/// events into `events`.
+/// cancellation, principal, state and extensions (its turn budget, its decisions), its steps
+/// billed to the parent's run, its AG-UI events into `events`.
 fn sub_run(parent: &RunContext, run_id: RunId, events: Channel<Event>) -> RunContext {
     let mut run = RunContext::new(parent.thread_id.clone(), run_id);
     run.cancel = parent.cancel.child_token();
     run.principal = parent.principal.clone();
     run.state = parent.state.clone();
     run.extensions = parent.extensions.clone();
+    // Its model steps count against the budget of the run that started it.
+    run.extensions.insert(BilledRun::of(parent));
     run.sinks.insert(events);
     run
 }

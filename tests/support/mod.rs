@@ -231,19 +231,25 @@ pub async fn python(script: &str, args: &[&str]) -> String {
 /// The events of a run of one user message `text` on `thread` (a run id of its own), posted to
 /// the AG-UI server at `base` and read to the end.
 pub async fn user_run(base: &str, thread: &str, text: &str) -> Vec<serde_json::Value> {
+    user_run_as(base, None, thread, text).await
+}
+
+/// [`user_run`] with the bearer token `token`.
+pub async fn user_run_as(
+    base: &str,
+    token: Option<&str>,
+    thread: &str,
+    text: &str,
+) -> Vec<serde_json::Value> {
     let body = serde_json::json!({
         "threadId": thread, "runId": format!("{thread}-run-{}", uuid::Uuid::now_v7()),
         "messages": [{"id": "m", "role": "user", "content": text}],
     });
-    let sse = reqwest::Client::new()
-        .post(format!("{base}/"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let mut request = reqwest::Client::new().post(format!("{base}/")).json(&body);
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let sse = request.send().await.unwrap().text().await.unwrap();
     sse.split("\n\n")
         .filter_map(|frame| frame.lines().find_map(|l| l.strip_prefix("data: ")))
         .map(|data| serde_json::from_str(data).unwrap())

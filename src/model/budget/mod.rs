@@ -1,23 +1,30 @@
 //! [`BudgetLayer`]: a cap on what a run, and a principal in a day, may spend on models.
 
+mod ledger;
+
 use std::{
-    collections::{HashMap, VecDeque},
     fmt,
+    future::Future,
     pin::Pin,
-    sync::{Arc, Mutex, MutexGuard},
+    sync::Arc,
     task::{Context, Poll, ready},
     time::{SystemTime, UNIX_EPOCH},
 };
 
 use futures_core::Stream;
+use futures_util::future::BoxFuture;
 use pin_project_lite::pin_project;
+use tokio::task::JoinHandle;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use super::{
-    Cost, ModelError, ModelErrorKind, ModelEvent, ModelRequest, ModelService, Usage, WrapEvents,
+pub use self::ledger::{Accounts, Balance, Ledger, MemoryLedger, Spent, Step};
+use super::{Cost, ModelError, ModelErrorKind, ModelEvent, ModelRequest, ModelService, Usage};
+use crate::{
+    BoxError,
+    context::{Principal, RunContext},
+    id::RunId,
 };
-use crate::{BoxError, id::RunId};
 
 /// How much may be spent: dollars (the usage's [cost](Usage::cost), from a
 /// [`CostLayer`](super::cost::CostLayer) inside this one) or tokens (input and output).
@@ -42,7 +49,9 @@ impl Limit {
         Self::Tokens(tokens)
     }
 
-    fn reached(self, spent: &Spent) -> bool {
+    /// Whether `spent` reached the limit.
+    #[must_use]
+    pub fn reached(self, spent: Spent) -> bool {
         match self {
             Self::Cost(limit) => spent.cost >= limit,
             Self::Tokens(limit) => spent.tokens >= limit,
@@ -59,72 +68,45 @@ impl fmt::Display for Limit {
     }
 }
 
-/// What was spent.
-#[derive(Debug, Clone, Copy, Default)]
-struct Spent {
-    tokens: u64,
-    cost: Cost,
-}
-
 impl Spent {
-    fn add(&mut self, usage: &Usage) {
-        self.tokens = self.tokens.saturating_add(usage.total_tokens());
-        self.cost = self.cost + usage.cost.unwrap_or_default();
+    /// What `usage` spent.
+    #[must_use]
+    pub fn of(usage: &Usage) -> Self {
+        Self::new(usage.total_tokens(), usage.cost.unwrap_or_default())
     }
 }
 
-/// The most runs, and principals' days, whose spending is remembered (the oldest forgotten
-/// first): memory stays bounded however many runs go through.
-const REMEMBERED: usize = 10_000;
+/// The run a sub-agent's model steps are charged to: the top-level run whose tool call started
+/// it (set by [`AgentTool`](crate::subagent::AgentTool) in the sub-agent's
+/// [extensions](RunContext::extensions)), so that a run's budget counts its sub-agents' steps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BilledRun(pub RunId);
 
-/// Spending by key, the oldest key forgotten past [`REMEMBERED`].
-#[derive(Debug)]
-struct Ledger<K> {
-    spent: HashMap<K, Spent>,
-    order: VecDeque<K>,
-}
-
-impl<K: std::hash::Hash + Eq + Clone> Ledger<K> {
-    fn new() -> Self {
-        Self {
-            spent: HashMap::new(),
-            order: VecDeque::new(),
-        }
+impl BilledRun {
+    /// The run the steps of a run started from `parent` are charged to: `parent`'s own.
+    #[must_use]
+    pub fn of(parent: &RunContext) -> Self {
+        parent
+            .extensions
+            .get::<Self>()
+            .cloned()
+            .unwrap_or_else(|| Self(parent.run_id.clone()))
     }
-
-    fn get(&self, key: &K) -> Spent {
-        self.spent.get(key).copied().unwrap_or_default()
-    }
-
-    fn add(&mut self, key: &K, usage: &Usage) -> Spent {
-        if !self.spent.contains_key(key) {
-            if self.order.len() >= REMEMBERED
-                && let Some(oldest) = self.order.pop_front()
-            {
-                self.spent.remove(&oldest);
-            }
-            self.order.push_back(key.clone());
-        }
-        let spent = self.spent.entry(key.clone()).or_default();
-        spent.add(usage);
-        *spent
-    }
-}
-
-#[derive(Debug)]
-struct Ledgers {
-    runs: Ledger<RunId>,
-    /// By principal and day (UTC, days since 1970).
-    days: Ledger<(Arc<str>, u64)>,
 }
 
 /// Ends a run with `RUN_ERROR` code `budget_exceeded` at the model step whose usage reaches its
-/// limit: per run, and per principal per day (UTC) for runs that have a principal. A run (or a
+/// limit: per run (its sub-agents' steps included), and per principal per day (UTC). Runs of no
+/// principal (a server that authenticates nobody) share one day's budget. A run (or a
 /// principal's day) already at its limit is refused before the model is called. The usage that
 /// crossed the limit still reaches the run's usage.
 ///
-/// Spending is kept in memory, per instance of the layer (its clones share it), for the last
-/// 10,000 runs and principals' days.
+/// Spending is counted in a [`Ledger`], each step once (by its run and turn), read before the
+/// model is called and charged when the step reports its usage. By default a [`MemoryLedger`]:
+/// each instance of the layer (its clones share it) counts for itself, until the process exits.
+/// With the store's ledger ([`ledger`](BudgetLayer::ledger) with a
+/// [`RunStore`](crate::store::RunStore)) budgets hold across instances and restarts, and a step
+/// redone by the instance that continued its run is not counted again. A ledger that fails
+/// refuses the step, or ends the run (it fails closed).
 ///
 /// ```
 /// use agent_tower::model::{
@@ -142,9 +124,29 @@ struct Ledgers {
 /// ```
 #[derive(Debug, Clone)]
 pub struct BudgetLayer {
+    limits: Limits,
+    ledger: Arc<dyn Ledger>,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Limits {
     per_run: Option<Limit>,
     per_principal_day: Option<Limit>,
-    ledgers: Arc<Mutex<Ledgers>>,
+}
+
+impl Limits {
+    fn is_none(self) -> bool {
+        self.per_run.is_none() && self.per_principal_day.is_none()
+    }
+
+    /// The limit `balance` reached, as the error that ends the run.
+    fn reached(self, balance: Balance) -> Option<ModelError> {
+        if let Some(limit) = self.per_run.filter(|l| l.reached(balance.run)) {
+            return Some(exceeded(format!("the run's budget of {limit} is spent")));
+        }
+        let limit = self.per_principal_day.filter(|l| l.reached(balance.day))?;
+        Some(exceeded(format!("today's budget of {limit} is spent")))
+    }
 }
 
 impl Default for BudgetLayer {
@@ -154,23 +156,19 @@ impl Default for BudgetLayer {
 }
 
 impl BudgetLayer {
-    /// No limit yet.
+    /// No limit yet, counted in a [`MemoryLedger`].
     #[must_use]
     pub fn new() -> Self {
         Self {
-            per_run: None,
-            per_principal_day: None,
-            ledgers: Arc::new(Mutex::new(Ledgers {
-                runs: Ledger::new(),
-                days: Ledger::new(),
-            })),
+            limits: Limits::default(),
+            ledger: Arc::new(MemoryLedger::new()),
         }
     }
 
-    /// What one run may spend.
+    /// What one run may spend, its sub-agents' steps included.
     #[must_use]
     pub fn per_run(mut self, limit: Limit) -> Self {
-        self.per_run = Some(limit);
+        self.limits.per_run = Some(limit);
         self
     }
 
@@ -178,25 +176,98 @@ impl BudgetLayer {
     /// authenticates nobody: one space shared by all) share one day's budget.
     #[must_use]
     pub fn per_principal_per_day(mut self, limit: Limit) -> Self {
-        self.per_principal_day = Some(limit);
+        self.limits.per_principal_day = Some(limit);
         self
     }
 
-    fn ledgers(&self) -> MutexGuard<'_, Ledgers> {
-        self.ledgers
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    /// Counts in `ledger` instead of this layer's own [`MemoryLedger`].
+    #[must_use]
+    pub fn ledger(mut self, ledger: impl Ledger) -> Self {
+        self.ledger = Arc::new(ledger);
+        self
     }
 
-    /// The budget a request is charged to.
+    /// What `principal` spent today (`None`: the runs of no principal) and, given `run`, what
+    /// that run spent (its sub-agents' steps included), each with its limit.
+    ///
+    /// # Errors
+    ///
+    /// The ledger could not be read.
+    pub async fn left(
+        &self,
+        principal: Option<&Principal>,
+        run: Option<&RunId>,
+    ) -> Result<Left, BoxError> {
+        // No run has an empty id: without one, the run's part is nothing.
+        let asked = run.cloned().unwrap_or_else(|| RunId::from(""));
+        let balance = self.ledger.balance(&accounts(principal, asked)).await?;
+        Ok(Left {
+            run: run.map(|_| Remaining::of(self.limits.per_run, balance.run)),
+            day: Remaining::of(self.limits.per_principal_day, balance.day),
+        })
+    }
+
+    /// What a request is charged to.
     fn account(&self, request: &ModelRequest) -> Account {
-        // No principal is named "": the runs of none share the space of that name.
-        let principal = request.run.principal.as_ref().map_or("", |p| p.name());
         Account {
-            budget: self.clone(),
-            run: request.run.run_id.clone(),
-            day: (Arc::from(principal), today()),
+            limits: self.limits,
+            ledger: self.ledger.clone(),
+            accounts: accounts(
+                request.run.principal.as_ref(),
+                BilledRun::of(&request.run).0,
+            ),
+            step: Step::new(request.run.run_id.clone(), request.run.turn),
         }
+    }
+}
+
+/// The accounts of `run` and of `principal`'s day, today.
+fn accounts(principal: Option<&Principal>, run: RunId) -> Accounts {
+    // No principal is named "": the runs of none share the space of that name.
+    let principal = principal.map_or("", Principal::name);
+    Accounts::new(run, principal, today())
+}
+
+/// What is left of a run's budget and of its principal's day's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Left {
+    /// Of the run's budget, when a run was asked about.
+    pub run: Option<Remaining>,
+    /// Of the principal's day's budget.
+    pub day: Remaining,
+}
+
+/// What was spent against one budget, and its limit, if there is one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Remaining {
+    /// Spent so far.
+    pub spent: Spent,
+    /// The limit (`None`: unlimited).
+    pub limit: Option<Limit>,
+}
+
+impl Remaining {
+    fn of(limit: Option<Limit>, spent: Spent) -> Self {
+        Self { spent, limit }
+    }
+
+    /// Whether the limit is reached: the next step is refused.
+    #[must_use]
+    pub fn is_spent(&self) -> bool {
+        self.limit.is_some_and(|limit| limit.reached(self.spent))
+    }
+
+    /// What may still be spent, in the limit's unit (`None`: no limit).
+    #[must_use]
+    pub fn left(&self) -> Option<Limit> {
+        self.limit.map(|limit| match limit {
+            Limit::Cost(cost) => Limit::Cost(Cost::from_nano_usd(
+                cost.nano_usd().saturating_sub(self.spent.cost.nano_usd()),
+            )),
+            Limit::Tokens(tokens) => Limit::Tokens(tokens.saturating_sub(self.spent.tokens)),
+        })
     }
 }
 
@@ -228,33 +299,40 @@ impl<S> Budget<S> {
     crate::inner_service!();
 }
 
-/// What one request is counted against: its run's budget and its principal's day's.
+/// What one request is counted against: its run's budget and its principal's day's, in the
+/// ledger, as its step.
 #[derive(Debug, Clone)]
-pub struct Account {
-    budget: BudgetLayer,
-    run: RunId,
-    /// The principal's name (`""`: no principal) and the day.
-    day: (Arc<str>, u64),
+struct Account {
+    limits: Limits,
+    ledger: Arc<dyn Ledger>,
+    accounts: Accounts,
+    step: Step,
 }
 
 impl Account {
-    /// The limit this account has reached, if any; with `usage` added first when given.
-    fn reached(&self, usage: Option<&Usage>) -> Option<ModelError> {
-        let mut ledgers = self.budget.ledgers();
-        let run = match usage {
-            Some(usage) => ledgers.runs.add(&self.run, usage),
-            None => ledgers.runs.get(&self.run),
-        };
-        let day = match usage {
-            Some(usage) => ledgers.days.add(&self.day, usage),
-            None => ledgers.days.get(&self.day),
-        };
-        drop(ledgers);
-        if let Some(limit) = self.budget.per_run.filter(|l| l.reached(&run)) {
-            return Some(exceeded(format!("the run's budget of {limit} is spent")));
+    /// The limit the accounts have reached, if any (a ledger that cannot be read refuses; with
+    /// no limit, nothing is read).
+    async fn refusal(self) -> Option<ModelError> {
+        if self.limits.is_none() {
+            return None;
         }
-        let limit = self.budget.per_principal_day.filter(|l| l.reached(&day))?;
-        Some(exceeded(format!("today's budget of {limit} is spent")))
+        match self.ledger.balance(&self.accounts).await {
+            Ok(balance) => self.limits.reached(balance),
+            Err(error) => Some(unreadable(&error)),
+        }
+    }
+
+    /// Charges `usage` for the step; the limit it reached, if any (a charge that fails ends the
+    /// run, unless there is no limit to keep).
+    async fn charge(self, usage: Spent) -> Option<ModelError> {
+        match self.ledger.charge(&self.step, &self.accounts, usage).await {
+            Ok(balance) => self.limits.reached(balance),
+            Err(error) if self.limits.is_none() => {
+                tracing::warn!(%error, "the budget's ledger failed: a step's spending was not recorded");
+                None
+            }
+            Err(error) => Some(unreadable(&error)),
+        }
     }
 }
 
@@ -262,47 +340,132 @@ fn exceeded(message: String) -> ModelError {
     ModelError::new(ModelErrorKind::BudgetExceeded, message)
 }
 
+/// The error of a step whose budget's ledger failed.
+fn unreadable(error: &BoxError) -> ModelError {
+    tracing::error!(error = %error, "the budget's ledger failed: the step is refused");
+    ModelError::new(
+        ModelErrorKind::Other,
+        format!("the budget's ledger failed: {error}"),
+    )
+}
+
 impl<S> Service<ModelRequest> for Budget<S>
 where
-    S: ModelService,
+    S: ModelService + Clone,
     S::Error: Into<BoxError>,
 {
     type Response = BudgetStream<S::Events>;
     type Error = BoxError;
-    type Future = future::ResponseFuture<S::Future>;
+    type Future = future::ResponseFuture<S>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx).map_err(Into::into)
     }
 
     fn call(&mut self, request: ModelRequest) -> Self::Future {
+        // The readied service goes with the request; a clone takes its place.
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
         let account = self.budget.account(&request);
-        // A spent budget is refused before the model sees the request.
-        if let Some(error) = account.reached(None) {
-            return future::ResponseFuture::refused(error);
-        }
-        future::ResponseFuture::admitted(self.inner.call(request), account)
+        future::ResponseFuture::new(inner, request, account)
     }
 }
 
 pub mod future {
-    //! The response future of [`Budget`](super::Budget).
+    //! The response future of [`Budget`].
 
-    /// The model's stream, followed against the budget; or the refusal of a request whose
-    /// budget is spent.
-    pub type ResponseFuture<F> = crate::model::AdmitFuture<F, super::Account>;
-}
+    use super::*;
 
-impl<St> WrapEvents<St> for Account {
-    type Stream = BudgetStream<St>;
-
-    fn wrap(self, events: St) -> Self::Stream {
-        BudgetStream {
-            inner: events,
-            account: Some(self),
-            over: None,
+    pin_project! {
+        /// Reads the budget's ledger, then calls the model (or refuses the request, the model
+        /// never seeing it) and follows its stream against the budget.
+        pub struct ResponseFuture<S: Service<ModelRequest>> {
+            #[pin]
+            state: State<S>,
         }
     }
+
+    pin_project! {
+        #[project = StateProj]
+        enum State<S: Service<ModelRequest>> {
+            Checking {
+                refusal: BoxFuture<'static, Option<ModelError>>,
+                call: Option<(S, ModelRequest, Account)>,
+            },
+            Calling { #[pin] inner: S::Future, account: Option<Account> },
+        }
+    }
+
+    impl<S: Service<ModelRequest>> ResponseFuture<S> {
+        pub(super) fn new(inner: S, request: ModelRequest, account: Account) -> Self {
+            let refusal = Box::pin(account.clone().refusal());
+            Self {
+                state: State::Checking {
+                    refusal,
+                    call: Some((inner, request, account)),
+                },
+            }
+        }
+    }
+
+    impl<S> Future for ResponseFuture<S>
+    where
+        S: ModelService,
+        S::Error: Into<BoxError>,
+    {
+        type Output = Result<BudgetStream<S::Events>, BoxError>;
+
+        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+            loop {
+                match self.as_mut().project().state.project() {
+                    StateProj::Checking { refusal, call } => {
+                        let refused = ready!(refusal.as_mut().poll(cx));
+                        let (mut inner, request, account) =
+                            call.take().expect("ResponseFuture polled after completion");
+                        if let Some(error) = refused {
+                            return Poll::Ready(Err(error.into()));
+                        }
+                        let inner = inner.call(request);
+                        self.as_mut().project().state.set(State::Calling {
+                            inner,
+                            account: Some(account),
+                        });
+                    }
+                    StateProj::Calling { inner, account } => {
+                        let events = ready!(inner.poll(cx)).map_err(Into::into)?;
+                        let account = account
+                            .take()
+                            .expect("ResponseFuture polled after completion");
+                        return Poll::Ready(Ok(BudgetStream {
+                            inner: events,
+                            account: Some(account),
+                            charging: None,
+                        }));
+                    }
+                }
+            }
+        }
+    }
+
+    impl<S: Service<ModelRequest>> fmt::Debug for ResponseFuture<S> {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            let state = match &self.state {
+                State::Checking { .. } => "checking",
+                State::Calling { .. } => "calling",
+            };
+            f.debug_struct("ResponseFuture")
+                .field("state", &state)
+                .finish_non_exhaustive()
+        }
+    }
+}
+
+/// A charge on its way to the ledger: answered at once (a ledger in memory), or a task of its
+/// own, so that it is recorded even if the stream is dropped meanwhile.
+#[derive(Debug)]
+enum Charging {
+    Done(Option<ModelError>),
+    Task(JoinHandle<Option<ModelError>>),
 }
 
 pin_project! {
@@ -313,7 +476,7 @@ pin_project! {
         #[pin]
         inner: St,
         account: Option<Account>,
-        over: Option<ModelError>,
+        charging: Option<Charging>,
     }
 }
 
@@ -326,7 +489,17 @@ where
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.project();
-        if let Some(error) = this.over.take() {
+        // The usage charged last is settled before anything else is let through.
+        let over = match this.charging {
+            Some(Charging::Done(over)) => over.take(),
+            Some(Charging::Task(task)) => match ready!(Pin::new(task).poll(cx)) {
+                Ok(over) => over,
+                Err(error) => Some(unreadable(&error.into())),
+            },
+            None => None,
+        };
+        *this.charging = None;
+        if let Some(error) = over {
             *this.account = None;
             return Poll::Ready(Some(Err(error.into())));
         }
@@ -335,7 +508,11 @@ where
         };
         let item = ready!(this.inner.poll_next(cx));
         if let Some(Ok(ModelEvent::Usage(usage))) = &item {
-            *this.over = account.reached(Some(usage));
+            let mut charge = Box::pin(account.clone().charge(Spent::of(usage)));
+            *this.charging = Some(match charge.as_mut().poll(cx) {
+                Poll::Ready(over) => Charging::Done(over),
+                Poll::Pending => Charging::Task(tokio::spawn(charge)),
+            });
         }
         Poll::Ready(item.map(|item| item.map_err(Into::into)))
     }
@@ -370,8 +547,14 @@ mod tests {
     }
 
     fn request(run: &str, principal: &str) -> ModelRequest {
+        turn(run, principal, 0)
+    }
+
+    /// The request of the `turn`th step of `run`.
+    fn turn(run: &str, principal: &str, turn: u32) -> ModelRequest {
         let mut request = test_request();
         request.run.run_id = RunId::from(run);
+        request.run.turn = turn;
         request.run.principal = Some(Principal::user(principal).unwrap());
         request
     }
@@ -397,11 +580,11 @@ mod tests {
         let budget = BudgetLayer::new()
             .per_run(Limit::tokens(250))
             .layer(model());
-        for _ in 0..2 {
-            let events = step(&budget, request("r1", "alice")).await.unwrap();
+        for n in 0..2 {
+            let events = step(&budget, turn("r1", "alice", n)).await.unwrap();
             assert!(events.iter().all(Result::is_ok), "200 of 250 tokens");
         }
-        let events = step(&budget, request("r1", "alice")).await.unwrap();
+        let events = step(&budget, turn("r1", "alice", 2)).await.unwrap();
         assert!(
             matches!(events[0], Ok(ModelEvent::Usage(_))),
             "the usage still counts"
@@ -411,7 +594,7 @@ mod tests {
             kind(events[1].as_ref().unwrap_err()),
             ModelErrorKind::BudgetExceeded
         );
-        let refused = step(&budget, request("r1", "alice")).await.unwrap_err();
+        let refused = step(&budget, turn("r1", "alice", 3)).await.unwrap_err();
         assert_eq!(kind(&refused), ModelErrorKind::BudgetExceeded);
         assert!(
             step(&budget, request("r2", "alice")).await.is_ok(),
@@ -458,18 +641,126 @@ mod tests {
         assert!(alice.iter().all(Result::is_ok), "alice's day is her own");
     }
 
-    #[test]
-    fn the_ledger_forgets_the_oldest_past_its_bound() {
-        let mut ledger = Ledger::new();
-        let usage = Usage {
-            output_tokens: 1,
-            ..Usage::default()
-        };
-        for run in 0..=REMEMBERED {
-            ledger.add(&run, &usage);
+    #[tokio::test]
+    async fn a_step_redone_is_charged_once() {
+        let budget = BudgetLayer::new()
+            .per_run(Limit::tokens(250))
+            .layer(model());
+        // The step in flight when its instance stopped, redone by the one that continued the
+        // run: the same turn of the same run.
+        for _ in 0..3 {
+            let events = step(&budget, turn("r1", "alice", 0)).await.unwrap();
+            assert!(events.iter().all(Result::is_ok), "100 of 250 tokens");
         }
-        assert_eq!(ledger.spent.len(), REMEMBERED);
-        assert_eq!(ledger.get(&0).tokens, 0, "the oldest is forgotten");
-        assert_eq!(ledger.get(&REMEMBERED).tokens, 1);
+        let events = step(&budget, turn("r1", "alice", 1)).await.unwrap();
+        assert!(events.iter().all(Result::is_ok), "200 of 250 tokens");
+    }
+
+    #[tokio::test]
+    async fn a_sub_agents_steps_count_against_the_run_that_started_it() {
+        let layer = BudgetLayer::new().per_run(Limit::tokens(150));
+        let budget = layer.clone().layer(model());
+        let parent = turn("lead", "alice", 0);
+        step(&budget, parent.clone()).await.unwrap();
+        let mut sub = turn("researcher", "alice", 0);
+        sub.run.extensions.insert(BilledRun::of(&parent.run));
+        let events = step(&budget, sub).await.unwrap();
+        let error = events.last().unwrap().as_ref().unwrap_err();
+        assert!(
+            error.to_string().contains("the run's budget of 150 tokens"),
+            "{error}"
+        );
+        let alice = parent.run.principal.as_ref();
+        let left = layer.left(alice, Some(&parent.run.run_id)).await.unwrap();
+        let run = left.run.unwrap();
+        assert_eq!(run.spent.tokens, 200);
+        assert!(run.is_spent());
+        assert_eq!(run.left(), Some(Limit::tokens(0)));
+        assert_eq!(left.day.spent.tokens, 200);
+        assert_eq!((left.day.limit, left.day.left()), (None, None));
+    }
+
+    /// A ledger that answers only after a turn of the runtime, or fails.
+    #[derive(Debug, Default)]
+    struct Remote {
+        books: MemoryLedger,
+        down: std::sync::atomic::AtomicBool,
+    }
+
+    impl Remote {
+        async fn answer<T>(
+            &self,
+            answer: BoxFuture<'_, Result<T, BoxError>>,
+        ) -> Result<T, BoxError> {
+            tokio::task::yield_now().await;
+            if self.down.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err("the store is down".into());
+            }
+            answer.await
+        }
+    }
+
+    impl Ledger for Remote {
+        fn balance<'a>(
+            &'a self,
+            accounts: &'a Accounts,
+        ) -> BoxFuture<'a, Result<Balance, BoxError>> {
+            Box::pin(self.answer(self.books.balance(accounts)))
+        }
+
+        fn charge<'a>(
+            &'a self,
+            step: &'a Step,
+            accounts: &'a Accounts,
+            spent: Spent,
+        ) -> BoxFuture<'a, Result<Balance, BoxError>> {
+            Box::pin(self.answer(self.books.charge(step, accounts, spent)))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_charge_is_recorded_even_if_the_stream_is_dropped_and_a_failing_ledger_refuses() {
+        let remote = Arc::new(Remote::default());
+        let layer = BudgetLayer::new()
+            .per_principal_per_day(Limit::tokens(150))
+            .ledger(remote.clone());
+        let budget = layer.clone().layer(model());
+        let mut events = budget
+            .clone()
+            .oneshot(request("r1", "alice"))
+            .await
+            .unwrap();
+        assert!(matches!(
+            events.next().await,
+            Some(Ok(ModelEvent::Usage(_)))
+        ));
+        drop(events);
+        // The charge goes on by itself.
+        let mut spent = 0;
+        while spent == 0 {
+            tokio::task::yield_now().await;
+            let alice = request("r2", "alice").run.principal;
+            spent = layer
+                .left(alice.as_ref(), None)
+                .await
+                .unwrap()
+                .day
+                .spent
+                .tokens;
+        }
+        assert_eq!(spent, 100);
+        let events = step(&budget, request("r2", "alice")).await.unwrap();
+        assert_eq!(
+            kind(events.last().unwrap().as_ref().unwrap_err()),
+            ModelErrorKind::BudgetExceeded,
+            "200 of 150 tokens"
+        );
+        remote.down.store(true, std::sync::atomic::Ordering::SeqCst);
+        let refused = step(&budget, request("r3", "bob")).await.unwrap_err();
+        assert_eq!(kind(&refused), ModelErrorKind::Other);
+        assert!(
+            refused.to_string().contains("the store is down"),
+            "{refused}"
+        );
     }
 }

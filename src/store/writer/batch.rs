@@ -19,7 +19,8 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use super::{
-    Done, Effects, Job, THREADS, ThreadRow, Writer, insert_interrupts, split, values::Values,
+    Done, Effects, Job, THREADS, ThreadRow, Writer, insert_interrupts, logged_bytes, split,
+    values::Values,
 };
 use crate::{
     runs::{
@@ -37,13 +38,14 @@ static WRITES: LazyLock<Values> = LazyLock::new(|| {
     Values::new(
         "UPDATE runs SET status = v.status, last_seq = COALESCE(v.last_seq, runs.last_seq), \
          updated_at = $1, \
-         request = CASE WHEN v.status = 'running' THEN runs.request ELSE v.request END \
-         FROM (VALUES {rows}) AS v (run_id, status, last_seq, request, previous) \
+         request = CASE WHEN v.status = 'running' THEN runs.request ELSE v.request END, \
+         log_bytes = runs.log_bytes + v.log_bytes \
+         FROM (VALUES {rows}) AS v (run_id, status, last_seq, request, previous, log_bytes) \
          WHERE runs.run_id = v.run_id AND runs.owner = $2 AND runs.status = 'running' \
          AND (v.previous IS NULL OR runs.last_seq = v.previous) \
          RETURNING runs.run_id",
         2,
-        5,
+        6,
     )
 });
 
@@ -160,7 +162,7 @@ impl Writer {
             .iter()
             .map(|w| w.end.as_ref()?.request.as_ref().map(Value::to_string))
             .collect();
-        let mut rows = Vec::with_capacity(5 * writes.len());
+        let mut rows = Vec::with_capacity(6 * writes.len());
         for (write, request) in writes.iter().zip(&requests) {
             let status = write
                 .end
@@ -172,6 +174,7 @@ impl Writer {
                 Arg::from(write.events.last().map(|e| signed(e.seq))),
                 Arg::from(request.as_deref()),
                 Arg::from(write.events.first().map(|e| signed(e.seq - 1))),
+                Arg::from(logged_bytes(&write.events)),
             ]);
         }
         let shared = [Arg::from(millis(now)), Arg::from(&self.owner)];

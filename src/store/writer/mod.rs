@@ -24,11 +24,13 @@ use super::{
     Backend, CANCEL, CHANNEL, COMMIT_TIMEOUT, Deleted, LISTED, Observers, RELEASED, THREAD,
     chunk::{self, Chunk},
     conn::{Arg, Columns, Conn, DbError, Row, Sqlite},
+    ledger,
     rows::{INTERRUPT_COLUMNS, decision_text, interrupt_record, millis, number, seq, signed, text},
 };
 use crate::{
     id::{MessageId, RunId, ThreadId},
     message::Message,
+    model::budget::{Accounts, Balance, Spent, Step},
     runs::{
         ForkedFrom, InterruptRecord, Lease, LogError, LoggedEvent, LostRun, Recovered, RunEnd,
         RunStatus, SavedThread, Start, StartError, ThreadChange, args_hash,
@@ -119,6 +121,13 @@ pub(super) enum Job {
         events: Vec<LoggedEvent>,
         take: bool,
         reply: oneshot::Sender<Result<Option<Recovered>, LogError>>,
+    },
+    /// Charges a model step's spending to its accounts, once: the balance after.
+    Charge {
+        step: Step,
+        accounts: Accounts,
+        spent: Spent,
+        reply: oneshot::Sender<Result<Balance, LogError>>,
     },
 }
 
@@ -215,6 +224,10 @@ enum Done {
         oneshot::Sender<Result<Option<Recovered>, LogError>>,
         Result<Option<Recovered>, LogError>,
     ),
+    Balance(
+        oneshot::Sender<Result<Balance, LogError>>,
+        Result<Balance, LogError>,
+    ),
 }
 
 impl Done {
@@ -266,6 +279,12 @@ impl Done {
             (Self::Recover(reply, result), _) => {
                 let _ = reply.send(result);
             }
+            (Self::Balance(reply, Ok(_)), Some(why)) => {
+                let _ = reply.send(Err(fail(why)));
+            }
+            (Self::Balance(reply, result), _) => {
+                let _ = reply.send(result);
+            }
         }
     }
 
@@ -278,6 +297,7 @@ impl Done {
             Self::Count(_, r) => r.is_ok(),
             Self::Refuse(_, r) => r.is_ok(),
             Self::Recover(_, r) => r.is_ok(),
+            Self::Balance(_, r) => r.is_ok(),
         }
     }
 }
@@ -526,6 +546,18 @@ impl Writer {
                     let (result, error) = split(recovered);
                     (Done::Recover(reply, result.map_err(log_error)), error)
                 }
+                Job::Charge {
+                    step,
+                    accounts,
+                    spent,
+                    reply,
+                } => match ledger::charge(tx, &step, &accounts, spent).await {
+                    Ok(balance) => (Done::Balance(reply, balance), None),
+                    Err(error) => {
+                        let failed = Err(LogError::unavailable(error.to_string()));
+                        (Done::Balance(reply, failed), Some(error))
+                    }
+                },
             };
             done.push(answer);
             if let Some(error) = error {
@@ -846,7 +878,8 @@ impl Writer {
         let fenced = tx
             .execute(
                 "UPDATE runs SET status = $1, last_seq = COALESCE($2, last_seq), updated_at = $3, \
-             request = CASE WHEN $1 = 'running' THEN request ELSE $4 END \
+             request = CASE WHEN $1 = 'running' THEN request ELSE $4 END, \
+             log_bytes = log_bytes + $8 \
              WHERE run_id = $5 AND owner = $6 \
              AND status = 'running' AND ($7 IS NULL OR last_seq = $7)",
                 &[
@@ -857,6 +890,7 @@ impl Writer {
                     Arg::from(lease.run_id.as_str()),
                     Arg::from(&self.owner),
                     Arg::from(events.first().map(|e| signed(e.seq - 1))),
+                    Arg::from(logged_bytes(events)),
                 ],
             )
             .await?;
@@ -1072,6 +1106,12 @@ fn log_error(error: StartError) -> LogError {
         StartError::Log(error) => error,
         other => LogError::unavailable(other.to_string()),
     }
+}
+
+/// The bytes `events` log, as a principal's day counts them
+/// ([`PrincipalLimits::log_bytes_per_day`](crate::runs::PrincipalLimits::log_bytes_per_day)).
+pub(super) fn logged_bytes(events: &[LoggedEvent]) -> i64 {
+    signed(events.iter().map(|e| e.json().len() as u64).sum())
 }
 
 /// Opens the savepoint of one job.
@@ -1291,13 +1331,20 @@ async fn prune(
     let prunable = what.query(&numbers.join(", "));
     let mut args = vec![Arg::from(before)];
     args.extend(ids.iter().map(|id| Arg::from(id.as_str())));
+    // What was spent counts for its day's budget, whatever is pruned: a day gone by no more.
+    let day_pruned = before.div_euclid(86_400_000);
     let statements = match what {
         Prunable::Runs => vec![
+            format!("DELETE FROM spending WHERE day < {day_pruned} AND billed_run IN ({prunable})"),
             format!("DELETE FROM run_chunks WHERE run_id IN ({prunable})"),
             format!("DELETE FROM interrupts WHERE run_id IN ({prunable})"),
             format!("DELETE FROM runs WHERE run_id IN ({prunable})"),
         ],
         Prunable::Threads => vec![
+            format!(
+                "DELETE FROM spending WHERE day < {day_pruned} AND billed_run IN \
+                 (SELECT run_id FROM runs WHERE thread_id IN ({prunable}))"
+            ),
             format!(
                 "DELETE FROM run_chunks WHERE run_id IN \
                  (SELECT run_id FROM runs WHERE thread_id IN ({prunable}))"
