@@ -56,11 +56,27 @@ fn raw_agent_with(
     std::process::ChildStdin,
     std::io::BufReader<std::process::ChildStdout>,
 ) {
+    raw_agent_of(flags, None)
+}
+
+/// [`raw_agent_with`] `flags`, as the machine's user `user` when given.
+fn raw_agent_of(
+    flags: &[&str],
+    user: Option<&str>,
+) -> (
+    std::process::Child,
+    std::process::ChildStdin,
+    std::io::BufReader<std::process::ChildStdout>,
+) {
     let mut flags = flags.to_vec();
     if !flags.contains(&"--store") {
         flags.extend(["--store", "none"]);
     }
-    let mut agent = std::process::Command::new(AGENT)
+    let mut command = std::process::Command::new(AGENT);
+    if let Some(user) = user {
+        command.env("USER", user).env("LOGNAME", user);
+    }
+    let mut agent = command
         .arg("acp")
         .args(flags)
         .stdin(std::process::Stdio::piped())
@@ -255,7 +271,19 @@ fn initialized(
     std::process::ChildStdin,
     std::io::BufReader<std::process::ChildStdout>,
 ) {
-    let (agent, mut stdin, mut stdout) = raw_agent_with(flags);
+    initialized_as(flags, None)
+}
+
+/// [`initialized`], as the machine's user `user` when given.
+fn initialized_as(
+    flags: &[&str],
+    user: Option<&str>,
+) -> (
+    std::process::Child,
+    std::process::ChildStdin,
+    std::io::BufReader<std::process::ChildStdout>,
+) {
+    let (agent, mut stdin, mut stdout) = raw_agent_of(flags, user);
     let initialize = serde_json::json!({
         "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1},
     });
@@ -386,4 +414,60 @@ async fn a_turn_cut_by_kill_9_is_continued_on_its_store_and_loaded_whole() {
     assert_eq!(agent_text(&replayed), answer);
     agent.kill().unwrap();
     agent.wait().unwrap();
+}
+
+/// An editor's sessions in a shared store are its principal's: the machine's user as
+/// `local:{user}` (never the token of that name), or the principal it names on purpose; with no
+/// user to name, `acp --store` is refused at start.
+#[tokio::test]
+async fn an_editors_sessions_in_a_shared_store_belong_to_its_principal() {
+    use serde_json::json;
+    let store = stores::sqlite("acp-principal");
+    let refused = std::process::Command::new(AGENT)
+        .args(["acp", "--store", &store])
+        .env_remove("USER")
+        .env_remove("LOGNAME")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(stderr.contains("--principal"), "{stderr}");
+
+    let web = support::process::Process::serve_for_alice_and_bob(&store, &[]).await;
+    for (flags, seen_by_the_web_alice) in [
+        (vec!["--store", store.as_str()], false),
+        (
+            vec!["--store", store.as_str(), "--principal", "alice"],
+            true,
+        ),
+    ] {
+        let (mut agent, mut stdin, mut stdout) = initialized_as(&flags, Some("alice"));
+        send(
+            &mut stdin,
+            &json!({"jsonrpc": "2.0", "id": 2, "method": "session/new",
+                    "params": {"cwd": "/tmp", "mcpServers": []}}),
+        );
+        let (_, created) = until_answer(&mut stdout, 2);
+        let session = created["result"]["sessionId"].as_str().unwrap().to_owned();
+        send(
+            &mut stdin,
+            &json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": {
+                "sessionId": session, "prompt": [{"type": "text", "text": "hello"}],
+            }}),
+        );
+        let (_, answered) = until_answer(&mut stdout, 3);
+        assert_eq!(answered["result"]["stopReason"], "end_turn", "{answered}");
+        drop(stdin);
+        agent.wait().unwrap();
+        let status = reqwest::Client::new()
+            .get(format!("{}/threads/{session}", web.base))
+            .bearer_auth(support::process::ALICE)
+            .send()
+            .await
+            .unwrap()
+            .status();
+        let expected = if seen_by_the_web_alice { 200 } else { 404 };
+        assert_eq!(status, expected, "{flags:?}");
+    }
 }

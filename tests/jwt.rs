@@ -296,6 +296,71 @@ async fn a_new_key_of_the_issuer_is_fetched_when_a_token_names_it() {
     );
 }
 
+/// An issuer whose key set, after the first fetch, is served only once `gate` lets it; `asked`
+/// hears of each such fetch as it arrives.
+async fn slow_issuer(
+    keys: Value,
+) -> (
+    String,
+    tokio::sync::mpsc::UnboundedReceiver<()>,
+    Arc<tokio::sync::Semaphore>,
+) {
+    let (tell, asked) = tokio::sync::mpsc::unbounded_channel();
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let fetches = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let held = gate.clone();
+    let app = Router::new().route(
+        "/jwks",
+        get(move || {
+            let (keys, tell, gate, fetches) =
+                (keys.clone(), tell.clone(), held.clone(), fetches.clone());
+            async move {
+                if fetches.fetch_add(1, std::sync::atomic::Ordering::SeqCst) > 0 {
+                    let _ = tell.send(());
+                    gate.acquire().await.unwrap().forget();
+                }
+                Json(keys)
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/jwks", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, asked, gate)
+}
+
+#[tokio::test]
+async fn a_token_naming_an_unknown_key_does_not_hold_up_the_others_while_the_keys_are_fetched() {
+    let (jwks, mut asked, gate) = slow_issuer(json!({"keys": [jwk("first")]})).await;
+    let server = Arc::new(Server::start(&jwks).await);
+    // A token signed by a key the issuer has not published: the keys are fetched again, slowly.
+    let unknown = tokio::spawn({
+        let server = server.clone();
+        async move {
+            server
+                .run(&token("second", "second", json!({})), "t-2")
+                .await
+        }
+    });
+    asked.recv().await.expect("the keys are fetched again");
+    // Meanwhile, a token of a known key is let in at once: while the fetch still hangs (it
+    // would give up after 5 s, and let the waiting logins through then).
+    let known = tokio::time::timeout(
+        Duration::from_secs(3),
+        server.run(&token("first", "first", json!({})), "t-1"),
+    )
+    .await
+    .expect("a login of a known key waited for the fetch of another");
+    assert_eq!(known.0, 200, "{}", known.1);
+    assert!(!unknown.is_finished(), "the fetch is still under way");
+    gate.add_permits(1);
+    let (status, message) = unknown.await.unwrap();
+    assert_eq!(
+        (status, message.as_str()),
+        (401, "the token's key is not one of the issuer's")
+    );
+}
+
 #[tokio::test]
 async fn an_issuer_whose_keys_cannot_be_had_or_an_hmac_algorithm_is_refused_at_start() {
     let error = Jwt::new("http://127.0.0.1:9/jwks", ISSUER, AUDIENCE)

@@ -219,9 +219,19 @@ struct Acp {
     /// Where sessions are kept, so that `session/load` finds them after a restart:
     /// `sqlite://path`, `postgres://…`, or `none` (this process only). Default:
     /// `sessions.db` in `$XDG_DATA_HOME/agent-tower` (`~/.local/share/agent-tower`). In a store
-    /// given here, sessions belong to the machine's user (`$USER`): another user's are unknown.
+    /// given here, sessions belong to a principal (`--principal`): another's are unknown.
     #[arg(help_heading = "Store", long, env = "AGENT_TOWER_ACP_STORE")]
     store: Option<String>,
+    /// Whom sessions in a `--store` belong to. Default: the machine's user, `local:{user}`
+    /// (`$USER`, else `$LOGNAME`; refused at start when neither is set). Naming the principal of
+    /// another way in (a token's name, `jwt:{sub}@{issuer}`) shares its threads on purpose.
+    #[arg(
+        help_heading = "Store",
+        long,
+        env = "AGENT_TOWER_ACP_PRINCIPAL",
+        value_name = "NAME"
+    )]
+    principal: Option<String>,
     /// How long this process may stay silent before its turns count as lost and the next process
     /// on the store (an `acp` or a `serve`) continues them (e.g. `30s`).
     #[arg(help_heading = "Store", long, default_value = "30s", value_parser = parse_lease, value_name = "DURATION")]
@@ -1672,16 +1682,15 @@ async fn run_acp(args: Acp) -> Result<(), BoxError> {
     };
     // The store first: budgets count in it.
     let (store, user) = match args.store.clone() {
-        // A store given may be shared with other users: an editor on stdio is the user of this
-        // machine, its sessions are theirs. The default one is this user's own file.
-        Some(store) => {
-            let user = std::env::var("USER")
-                .or_else(|_| std::env::var("LOGNAME"))
-                .ok()
-                .and_then(|name| agent_tower::context::Principal::user(name).ok());
-            (store, user)
+        // A store given may be shared with other users: an editor on stdio is a principal, the
+        // machine's user unless named. The default one is this user's own file.
+        Some(store) => (store, Some(acp_principal(args.principal.as_deref())?)),
+        None => {
+            if args.principal.is_some() {
+                tracing::warn!("--principal is ignored: the sessions are in this user's own file");
+            }
+            (default_session_store()?, None)
         }
-        None => (default_session_store()?, None),
     };
     let store = if store == "none" {
         None
@@ -1741,6 +1750,27 @@ fn budget_of(store: Option<&agent_tower::store::RunStore>, model: &ModelArgs) ->
             model.budget(MemoryLedger::new())
         }
     }
+}
+
+/// Whom an editor's sessions in a shared store belong to: `named`, else the machine's user
+/// (`local:{user}`, a name no other way in gives).
+fn acp_principal(named: Option<&str>) -> Result<agent_tower::context::Principal, BoxError> {
+    let name = match named {
+        Some(name) => name.to_owned(),
+        None => {
+            let user = std::env::var("USER")
+                .or_else(|_| std::env::var("LOGNAME"))
+                .ok()
+                .filter(|user| !user.is_empty())
+                .ok_or(
+                    "--store may be shared: name whose sessions these are with --principal \
+                     (neither $USER nor $LOGNAME is set)",
+                )?;
+            format!("local:{user}")
+        }
+    };
+    agent_tower::context::Principal::user(&name)
+        .map_err(|e| format!("--principal `{name}`: {e}").into())
 }
 
 /// `sessions.db` in the user's data directory (created if missing).

@@ -193,16 +193,24 @@ impl Jwt {
     }
 
     /// Fetches the keys again if they are older than allowed, or if a token names one not known
-    /// and the last try is not too recent; a failure is logged, the keys known stay.
+    /// and the last try is not too recent; a failure is logged, the keys known stay. Only a
+    /// token naming an unknown key waits for a fetch under way: the others go on with the keys
+    /// known meanwhile.
     async fn refresh_if_due(&self, unknown_key: bool) {
-        let mut fetching = self.fetching.lock().await;
-        let fetched = self
-            .keys
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .fetched;
-        let stale = fetched.elapsed() >= self.refresh_after;
-        let due = stale || (unknown_key && fetching.elapsed() >= UNKNOWN_KEY_REFRESH);
+        let stale = || {
+            let keys = self.keys.read().unwrap_or_else(PoisonError::into_inner);
+            keys.fetched.elapsed() >= self.refresh_after
+        };
+        let mut fetching = if unknown_key {
+            self.fetching.lock().await
+        } else if !stale() {
+            return;
+        } else if let Ok(fetching) = self.fetching.try_lock() {
+            fetching
+        } else {
+            return;
+        };
+        let due = stale() || (unknown_key && fetching.elapsed() >= UNKNOWN_KEY_REFRESH);
         if !due {
             return;
         }
