@@ -105,6 +105,16 @@ async fn a_store_that_dies_mid_run_ends_the_stream_and_refuses_new_runs() {
     assert_eq!(health.status(), 200);
 }
 
+/// A server on `store`: the URL of its `/ready`.
+async fn served(store: RunStore) -> String {
+    let router =
+        AguiServer::with_runs(Runs::new(demo::scripted().build()).log(store)).into_router();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let ready = format!("http://{}/ready", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    ready
+}
+
 #[tokio::test]
 async fn readiness_is_a_write_a_file_another_process_holds_is_not_ready() {
     let dir = std::env::temp_dir().join(format!("agent-tower-ready-{}", uuid::Uuid::now_v7()));
@@ -113,11 +123,7 @@ async fn readiness_is_a_write_a_file_another_process_holds_is_not_ready() {
     let store = RunStore::open(&format!("sqlite://{}", path.display()))
         .await
         .unwrap();
-    let router =
-        AguiServer::with_runs(Runs::new(demo::scripted().build()).log(store)).into_router();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let ready = format!("http://{}/ready", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, router).await });
+    let ready = served(store).await;
     let http = reqwest::Client::new();
     let status = || async { http.get(&ready).send().await.unwrap().status().as_u16() };
     assert_eq!(status().await, 200);
@@ -129,6 +135,38 @@ async fn readiness_is_a_write_a_file_another_process_holds_is_not_ready() {
     assert_eq!(status().await, 503, "not ready while writes cannot be made");
     other.execute_batch("ROLLBACK").unwrap();
     assert_eq!(status().await, 200, "ready again once they can");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A disk nearly full takes writes that change nothing (a probe's) while runs' writes fail:
+/// readiness reads the room the disk has left (for the store's user) against what the store
+/// keeps free. Asked to keep more than any disk has, it is not ready; asked for nothing, it is.
+#[tokio::test]
+async fn a_disk_with_less_room_than_the_store_keeps_free_is_not_ready() {
+    let dir = std::env::temp_dir().join(format!("agent-tower-room-{}", uuid::Uuid::now_v7()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let store = RunStore::open(&format!("sqlite://{}", dir.join("runs.db").display()))
+        .await
+        .unwrap();
+    let ready = served(store.clone()).await;
+    let http = reqwest::Client::new();
+    let answer = || async {
+        let answer = http.get(&ready).send().await.unwrap();
+        (
+            answer.status().as_u16(),
+            answer.json::<Value>().await.unwrap(),
+        )
+    };
+    assert_eq!(answer().await.0, 200, "64 MiB free by default");
+    store.min_free_disk(u64::MAX);
+    let (status, body) = answer().await;
+    assert_eq!(
+        (status, &body["status"]),
+        (503, &json!("store_unavailable")),
+        "{body}"
+    );
+    store.min_free_disk(0);
+    assert_eq!(answer().await.0, 200);
     std::fs::remove_dir_all(&dir).ok();
 }
 

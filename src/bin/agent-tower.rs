@@ -442,6 +442,10 @@ struct Serve {
     /// room; a live run past it stops with `run_too_large`).
     #[arg(help_heading = "Store", long, default_value = "256MiB", value_parser = parse_bytes::<usize>, value_name = "BYTES")]
     memory_bytes: usize,
+    /// With a SQLite `--store`: the free space its disk must keep for `/ready` to answer `200`
+    /// (below it, `503` before the disk is full and writes fail).
+    #[arg(help_heading = "Store", long, default_value = "64MiB", value_parser = parse_bytes::<u64>, value_name = "BYTES")]
+    store_min_free: u64,
     /// How long runs are kept once they ended (e.g. `30d`): older ones (their events, their
     /// decided interrupts) are deleted every hour, a few at a time. Threads keep their latest
     /// conversation; runs waiting for a decision are kept. Unset: every run is kept.
@@ -2037,6 +2041,7 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         }
         tracing::info!(store = %store_name(&args.store), "runs are kept in the store");
         store.on_commit(metrics.store_commits());
+        store.min_free_disk(args.store_min_free);
         kept = Some(store.clone());
         if args.retain_runs.is_some() || args.retain_threads.is_some() {
             let ages = (args.retain_runs, args.retain_threads);

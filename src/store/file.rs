@@ -1,5 +1,5 @@
-//! The SQLite file: its write-ahead log folded into it ([`RunStore::checkpoint`]), and a copy
-//! taken while it is in use ([`backup`]).
+//! The SQLite file: its write-ahead log folded into it ([`RunStore::checkpoint`]), a copy
+//! taken while it is in use ([`backup`]), and the room left on its disk.
 
 use std::{path::Path, str::FromStr};
 
@@ -97,4 +97,26 @@ pub async fn backup(url: &str, to: &Path) -> Result<u64, StoreError> {
         return Err(error);
     }
     Ok(std::fs::metadata(to).map_err(|e| failed(e.into()))?.len())
+}
+
+/// Whether the disk holding `file` has `min` bytes free (for the store's user: what is kept for
+/// the superuser does not count); an error saying how little it has otherwise. Where free space
+/// cannot be read (not a Unix), there is room.
+pub(super) fn has_room(file: &Path, min: u64) -> Result<(), crate::runs::LogError> {
+    #[cfg(unix)]
+    {
+        let dir = file.parent().filter(|d| !d.as_os_str().is_empty());
+        let stats = rustix::fs::statvfs(dir.unwrap_or(Path::new(".")))
+            .map_err(|e| crate::runs::LogError::unavailable(format!("the store's disk: {e}")))?;
+        let free = stats.f_bavail.saturating_mul(stats.f_frsize);
+        if free < min {
+            return Err(crate::runs::LogError::unavailable(format!(
+                "the disk holding the store has {free} bytes free, less than the {min} it keeps \
+                 free"
+            )));
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (file, min);
+    Ok(())
 }

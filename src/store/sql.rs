@@ -39,7 +39,13 @@ pub(super) struct Inner {
     pub(super) file: Option<std::path::PathBuf>,
     owner: String,
     observers: Arc<Observers>,
+    /// The least free space of the disk holding a SQLite file for the store to be ready.
+    min_free: std::sync::atomic::AtomicU64,
 }
+
+/// The least free space of the disk holding a SQLite file, by default, for the store to be
+/// [ready](RunLog::ready).
+const MIN_FREE: u64 = 64 * 1024 * 1024;
 
 /// The run log on SQLite or PostgreSQL; see the [module docs](super). Clones share the
 /// connections and the writer.
@@ -203,6 +209,7 @@ impl RunStore {
             file,
             owner,
             observers,
+            min_free: MIN_FREE.into(),
         }));
         store
             .heartbeat(Duration::from_secs(30))
@@ -226,6 +233,16 @@ impl RunStore {
     #[must_use]
     pub fn owner(&self) -> &str {
         &self.0.owner
+    }
+
+    /// How much free space the disk holding a SQLite store must have for the store to be
+    /// [ready](RunLog::ready) (64 MiB by default): below it, `/ready` answers `503` before the
+    /// disk is full and writes fail (a write that changes nothing, as readiness probes, may still
+    /// succeed on a full disk). No effect on PostgreSQL, whose server refuses writes itself.
+    pub fn min_free_disk(&self, bytes: u64) {
+        self.0
+            .min_free
+            .store(bytes, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Calls `callback` with the time each group commit took (a group carries the writes of many
@@ -555,10 +572,16 @@ impl RunLog for RunStore {
     }
 
     fn ready(&self) -> BoxFuture<'_, Result<(), LogError>> {
-        // A write, not a read: a full disk or a write lock another process holds refuse runs
-        // while reads still answer.
-        self.ask(|reply| writer::Job::Probe { reply }, closed)
-            .boxed()
+        async move {
+            if let Some(file) = self.file() {
+                let min = self.0.min_free.load(std::sync::atomic::Ordering::Relaxed);
+                super::file::has_room(file, min)?;
+            }
+            // A write, not a read: a write lock another process holds refuses runs while reads
+            // still answer.
+            self.ask(|reply| writer::Job::Probe { reply }, closed).await
+        }
+        .boxed()
     }
 
     fn durable(&self) -> Option<&dyn DurableLog> {
