@@ -374,6 +374,24 @@ async fn an_overloaded_model_falls_back_and_the_usage_names_who_answered_with_it
     assert_eq!(cost["value"]["models"][0]["model"], "smollm2", "{cost}");
     overloaded.recv().await.expect("the first model was asked");
     answered.recv().await.expect("then the fallback");
+    // An operator sees the fallback taken, and what was spent by the model that answered.
+    let metrics = agent.get("/metrics").await.text().await.unwrap();
+    let line = |prefix: &str| {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .map(str::to_owned)
+    };
+    assert_eq!(
+        line("agent_tower_model_fallbacks_total ").as_deref(),
+        Some("1"),
+        "{metrics}"
+    );
+    let spent = line("agent_tower_model_cost_usd_total{model=\"smollm2\"} ");
+    let spent: f64 = spent
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{metrics}"));
+    assert!((spent - amount).abs() < 1e-9, "{metrics}");
     agent.kill().await;
 }
 

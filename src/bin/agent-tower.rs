@@ -223,8 +223,8 @@ struct Acp {
     #[arg(help_heading = "Store", long, env = "AGENT_TOWER_ACP_STORE")]
     store: Option<String>,
     /// Whom sessions in a `--store` belong to. Default: the machine's user, `local:{user}`
-    /// (`$USER`, else `$LOGNAME`; refused at start when neither is set). Naming the principal of
-    /// another way in (a token's name, `jwt:{sub}@{issuer}`) shares its threads on purpose.
+    /// (`$USER`, else `$LOGNAME`, else `uid-{uid}`). Naming the principal of another way in (a
+    /// token's name, `jwt:{sub}@{issuer}`) shares its threads on purpose.
     #[arg(
         help_heading = "Store",
         long,
@@ -993,7 +993,7 @@ impl ModelArgs {
     /// The model service: the scripted model, or the provider (and its fallbacks), each
     /// behind a first-token timeout, a rate limit and retries before the first token, priced,
     /// within the budgets, with an idle timeout on the stream.
-    fn service(&self, budget: &BudgetLayer) -> BoxModel {
+    fn service(&self, books: &ModelBooks) -> BoxModel {
         let thinks = |choice: &ModelChoice| {
             matches!(choice, ModelChoice::Anthropic(_) | ModelChoice::Gemini(_))
         };
@@ -1036,26 +1036,31 @@ impl ModelArgs {
                         );
                     }
                 }
-                return self.within_budgets(self.bounded(scripted), budget);
+                return self.within_budgets(self.bounded(scripted, books), books);
             }
         } else if self.scripted_knobs {
             tracing::warn!("--scripted-knobs is ignored: the model is not the scripted one");
         }
-        let primary = self.bounded(self.provider(
+        let primary = self.provider(
             &self.model,
             self.base_url.as_deref(),
             self.api_key_env.as_deref(),
-        ));
+        );
+        let primary = self.bounded(primary, books);
         let model = if self.fallback.is_empty() {
             primary
         } else {
             let fallbacks = self
                 .fallback
                 .iter()
-                .map(|f| self.bounded(self.provider(&f.model, f.base_url.as_deref(), None)));
-            boxed(Fallback::new(std::iter::once(primary).chain(fallbacks)))
+                .map(|f| self.bounded(self.provider(&f.model, f.base_url.as_deref(), None), books));
+            let mut fallback = Fallback::new(std::iter::once(primary).chain(fallbacks));
+            if let Some(metrics) = &books.metrics {
+                fallback = fallback.observer(metrics.clone());
+            }
+            boxed(fallback)
         };
-        self.within_budgets(model, budget)
+        self.within_budgets(model, books)
     }
 
     /// The budgets of `--run-budget` and `--daily-budget`, counted in `ledger`.
@@ -1070,9 +1075,9 @@ impl ModelArgs {
         budget
     }
 
-    /// `model` priced, within `budget`, with an idle timeout on its stream.
-    fn within_budgets(&self, model: BoxModel, budget: &BudgetLayer) -> BoxModel {
-        let budget = budget.clone();
+    /// `model` priced, within the budgets of `books`, with an idle timeout on its stream.
+    fn within_budgets(&self, model: BoxModel, books: &ModelBooks) -> BoxModel {
+        let budget = books.budget.clone();
         boxed(
             tower::ServiceBuilder::new()
                 .layer(IdleTimeoutLayer::new(self.idle_timeout))
@@ -1133,7 +1138,7 @@ impl ModelArgs {
     }
 
     /// The `--title-model`, reached as `--model` is when of its provider, behind the same limits.
-    fn titles(&self, budget: &BudgetLayer) -> Option<BoxModel> {
+    fn titles(&self, books: &ModelBooks) -> Option<BoxModel> {
         let title = self.title_model.as_ref()?;
         let same = std::mem::discriminant(&title.model) == std::mem::discriminant(&self.model);
         let base_url = title
@@ -1142,11 +1147,12 @@ impl ModelArgs {
             .or(self.base_url.as_deref().filter(|_| same));
         let key_env = self.api_key_env.as_deref().filter(|_| same);
         let model = self.provider(&title.model, base_url, key_env);
-        Some(self.within_budgets(self.bounded(model), budget))
+        Some(self.within_budgets(self.bounded(model, books), books))
     }
 
-    /// `model` behind its rate limit and a first-token timeout, retried before its first token.
-    fn bounded(&self, model: BoxModel) -> BoxModel {
+    /// `model` behind its rate limit and a first-token timeout, retried before its first token,
+    /// what it holds back and tries again counted in `books`' metrics.
+    fn bounded(&self, model: BoxModel, books: &ModelBooks) -> BoxModel {
         let mut limit = RateLimitLayer::new();
         if let Some(requests) = self.requests_per_minute {
             limit = limit.requests_per_minute(requests);
@@ -1154,9 +1160,14 @@ impl ModelArgs {
         if let Some(tokens) = self.tokens_per_minute {
             limit = limit.tokens_per_minute(tokens);
         }
+        let mut retry = RetryPolicy::new(self.retries);
+        if let Some(metrics) = &books.metrics {
+            limit = limit.observer(metrics.clone());
+            retry = retry.observer(metrics.clone());
+        }
         boxed(
             tower::ServiceBuilder::new()
-                .retry(RetryPolicy::new(self.retries))
+                .retry(retry)
                 .layer(limit)
                 .timeout(self.model_timeout)
                 .service(model),
@@ -1686,6 +1697,7 @@ async fn run_acp(args: Acp) -> Result<(), BoxError> {
     };
     // The store first: budgets count in it.
     let (store, user) = match args.store.clone() {
+        Some(none) if none == "none" => (none, None),
         // A store given may be shared with other users: an editor on stdio is a principal, the
         // machine's user unless named. The default one is this user's own file.
         Some(store) => (store, Some(acp_principal(args.principal.as_deref())?)),
@@ -1702,9 +1714,12 @@ async fn run_acp(args: Acp) -> Result<(), BoxError> {
         tracing::info!(store = %store_name(&store), "sessions are kept in the store");
         Some(agent_tower::store::RunStore::open(&store).await?)
     };
-    let budget = budget_of(store.as_ref(), &args.model);
+    let books = ModelBooks {
+        budget: budget_of(store.as_ref(), &args.model),
+        metrics: None,
+    };
     // An editor's session may bring MCP servers of its own, whose tools the rules may name.
-    let agent = agent_stack(bridge, &args.model, &args.settings, true, &budget)
+    let agent = agent_stack(bridge, &args.model, &args.settings, true, &books)
         .await?
         .max_turns(max_turns)
         .detail(args.error_detail)
@@ -1729,7 +1744,7 @@ async fn run_acp(args: Acp) -> Result<(), BoxError> {
     if let Some(store) = store {
         agent = agent.engine(|runs| runs.log(store).lease(args.lease));
     }
-    if let Some(titles) = args.model.titles(&budget) {
+    if let Some(titles) = args.model.titles(&books) {
         agent = agent.engine(|runs| runs.title_model(titles));
     }
     tracing::info!("serving ACP on stdio");
@@ -1737,6 +1752,14 @@ async fn run_acp(args: Acp) -> Result<(), BoxError> {
         .serve_io(tokio::io::stdin(), tokio::io::stdout())
         .await?;
     Ok(())
+}
+
+/// Where a command's model calls are accounted for: the budgets they spend against, and the
+/// metrics of the calls held by a rate limit, tried again or sent to a fallback (none without a
+/// server to serve them).
+struct ModelBooks {
+    budget: BudgetLayer,
+    metrics: Option<agent_tower::metrics::Metrics>,
 }
 
 /// The budgets of `model`'s flags, counted in `store`, shared by its instances and kept across
@@ -1757,19 +1780,20 @@ fn budget_of(store: Option<&agent_tower::store::RunStore>, model: &ModelArgs) ->
 }
 
 /// Whom an editor's sessions in a shared store belong to: `named`, else the machine's user
-/// (`local:{user}`, a name no other way in gives).
+/// (`local:{user}`, a name no other way in gives: `$USER`, else `$LOGNAME`, else the user id).
 fn acp_principal(named: Option<&str>) -> Result<agent_tower::context::Principal, BoxError> {
     let name = match named {
         Some(name) => name.to_owned(),
         None => {
-            let user = std::env::var("USER")
-                .or_else(|_| std::env::var("LOGNAME"))
-                .ok()
-                .filter(|user| !user.is_empty())
-                .ok_or(
-                    "--store may be shared: name whose sessions these are with --principal \
-                     (neither $USER nor $LOGNAME is set)",
-                )?;
+            let user = ["USER", "LOGNAME"]
+                .iter()
+                .find_map(|variable| std::env::var(variable).ok().filter(|u| !u.is_empty()));
+            #[cfg(unix)]
+            let user = user.or_else(|| Some(format!("uid-{}", rustix::process::getuid().as_raw())));
+            let user = user.ok_or(
+                "--store may be shared: name whose sessions these are with --principal (neither \
+                 $USER nor $LOGNAME is set)",
+            )?;
             format!("local:{user}")
         }
     };
@@ -1846,20 +1870,20 @@ where
 }
 
 /// The stack a command runs: the bridged agent `bridged`, or the agent the flags define (its
-/// model, instructions, tools and rules; `lent`: sessions may bring tools of their own), within
-/// `budget`.
+/// model, instructions, tools and rules; `lent`: sessions may bring tools of their own), its
+/// calls accounted for in `books`.
 async fn agent_stack(
     bridged: Option<Backend>,
     model: &ModelArgs,
     settings: &AgentSettings,
     lent: bool,
-    budget: &BudgetLayer,
+    books: &ModelBooks,
 ) -> Result<DemoStack<BoxModel>, BoxError> {
     let (service, tools, policy, trace, demo) = match bridged {
         Some((service, tools, policy, trace)) => (service, tools, policy, trace, false),
         None => {
             let (tools, policy, demo) = model.tools(settings, lent).await?;
-            (model.service(budget), tools, policy, model.trace(), demo)
+            (model.service(books), tools, policy, model.trace(), demo)
         }
     };
     let stack = if demo {
@@ -1986,8 +2010,12 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
     } else {
         Some(agent_tower::store::RunStore::open(&args.store).await?)
     };
-    let budget = budget_of(store.as_ref(), &args.model);
-    let stack = agent_stack(bridge, &args.model, &args.settings, false, &budget)
+    let metrics = agent_tower::metrics::Metrics::with_groups(metrics_groups(&args.metrics_groups)?);
+    let books = ModelBooks {
+        budget: budget_of(store.as_ref(), &args.model),
+        metrics: Some(metrics.clone()),
+    };
+    let stack = agent_stack(bridge, &args.model, &args.settings, false, &books)
         .await?
         .approver(InterruptApprover::new(args.interrupt_ttl))
         .max_turns(max_turns)
@@ -1995,7 +2023,6 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
     let capabilities = command_capabilities(stack.capabilities(), bridged, &args.settings);
     let agent = stack.build();
     let runs = CancellationToken::new();
-    let metrics = agent_tower::metrics::Metrics::with_groups(metrics_groups(&args.metrics_groups)?);
     let mut engine = Runs::new(agent)
         .busy_thread(match args.busy_thread {
             BusyChoice::Reject => BusyThread::Reject,
@@ -2008,7 +2035,7 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         .per_principal(principal_limits(&args))
         .shutdown_token(runs.clone())
         .lease(args.lease);
-    if let Some(titles) = args.model.titles(&budget) {
+    if let Some(titles) = args.model.titles(&books) {
         engine = engine.title_model(titles);
     }
     // Every setting is checked, and the store opened, before the address is taken.
@@ -2068,7 +2095,7 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
     }
     let draining = engine.clone();
     let mut server = AguiServer::with_runs(engine)
-        .budget(budget)
+        .budget(books.budget)
         .path(args.path.clone())
         .keep_alive(args.keep_alive.max(Duration::from_secs(1)))
         .body_limit(args.body_limit)

@@ -21,8 +21,11 @@
 //! | `agent_tower_run_events_total` | counter | |
 //! | `agent_tower_run_first_event_seconds` | histogram | |
 //! | `agent_tower_run_duration_seconds` | histogram | `outcome` |
-//! | `agent_tower_model_tokens_total` | counter | `type` (`input`, `output`) |
-//! | `agent_tower_model_cost_usd_total` | counter | (what the models cost, in US dollars, given a [`CostLayer`](crate::model::cost::CostLayer)) |
+//! | `agent_tower_model_tokens_total` | counter | `type` (`input`, `output`), `model` (as the provider named it; empty when it did not) |
+//! | `agent_tower_model_cost_usd_total` | counter | `model` (what the models cost, in US dollars, given a [`CostLayer`](crate::model::cost::CostLayer)) |
+//! | `agent_tower_model_calls_held_total`, `agent_tower_model_held_seconds_total` | counter | (calls a rate limit held for room, and how long; given as a [`ModelObserver`](crate::model::ModelObserver)) |
+//! | `agent_tower_model_retries_total` | counter | `reason` (`rate_limited`, `overloaded`, `transport`, `timeout`: calls tried again before their first token) |
+//! | `agent_tower_model_fallbacks_total` | counter | (models that failed before their first token, the next one asked) |
 //! | `agent_tower_tool_calls_total` | counter | `tool`, `outcome` (`ok`, `error`: a result marked as an error, `failed`: no result, `interrupted`: waits for a decision) (counted by [`MetricsLayer`]) |
 //! | `agent_tower_followers` | gauge | |
 //! | `agent_tower_interrupts_pending` | gauge | (read from the run log when scraped) |
@@ -123,6 +126,17 @@ struct OutcomeLabel {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct TokenLabel {
     r#type: &'static str,
+    model: Arc<str>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ModelLabel {
+    model: Arc<str>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabel {
+    reason: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -166,6 +180,10 @@ struct RouteLabel {
 /// name any tool: the label set must stay bounded).
 const MAX_TOOLS: usize = 256;
 
+/// The most distinct model names counted; others count under `other` (a provider names its
+/// model in each answer: the label set must stay bounded).
+const MAX_MODELS: usize = 64;
+
 struct Inner {
     registry: Registry,
     started: Counter,
@@ -176,7 +194,13 @@ struct Inner {
     first_event: Histogram,
     duration: Family<OutcomeLabel, Histogram>,
     tokens: Family<TokenLabel, Counter>,
-    cost: Counter<f64, std::sync::atomic::AtomicU64>,
+    cost: Family<ModelLabel, Counter<f64, std::sync::atomic::AtomicU64>>,
+    /// The model names with a label of their own (at most [`MAX_MODELS`]).
+    models: std::sync::Mutex<std::collections::HashSet<Arc<str>>>,
+    held: Counter,
+    held_seconds: Counter<f64, std::sync::atomic::AtomicU64>,
+    retries: Family<ReasonLabel, Counter>,
+    fallbacks: Counter,
     tools: Family<ToolLabel, Counter>,
     /// Distinct tool names seen (at most [`MAX_TOOLS`] get a label of their own).
     tool_names: AtomicUsize,
@@ -249,7 +273,11 @@ impl Metrics {
         let duration =
             Family::<OutcomeLabel, Histogram>::new_with_constructor(seconds as fn() -> Histogram);
         let tokens = Family::<TokenLabel, Counter>::default();
-        let cost = Counter::<f64, std::sync::atomic::AtomicU64>::default();
+        let cost = Family::<ModelLabel, Counter<f64, std::sync::atomic::AtomicU64>>::default();
+        let held = Counter::default();
+        let held_seconds = Counter::<f64, std::sync::atomic::AtomicU64>::default();
+        let retries = Family::<ReasonLabel, Counter>::default();
+        let fallbacks = Counter::default();
         let tools = Family::<ToolLabel, Counter>::default();
         let followers = Gauge::default();
         let pending = Gauge::default();
@@ -277,11 +305,35 @@ impl Metrics {
             "Run duration, by outcome",
             duration.clone(),
         );
-        registry.register("model_tokens", "Model tokens used, by type", tokens.clone());
+        registry.register(
+            "model_tokens",
+            "Model tokens used, by type and model",
+            tokens.clone(),
+        );
         registry.register(
             "model_cost_usd",
-            "What the models cost, in US dollars",
+            "What the models cost, in US dollars, by model",
             cost.clone(),
+        );
+        registry.register(
+            "model_calls_held",
+            "Model calls a rate limit held for room",
+            held.clone(),
+        );
+        registry.register(
+            "model_held_seconds",
+            "Time model calls waited for room under a rate limit",
+            held_seconds.clone(),
+        );
+        registry.register(
+            "model_retries",
+            "Model calls tried again before their first token, by reason",
+            retries.clone(),
+        );
+        registry.register(
+            "model_fallbacks",
+            "Models that failed before their first token, the next one asked",
+            fallbacks.clone(),
         );
         registry.register(
             "tool_calls",
@@ -353,6 +405,11 @@ impl Metrics {
             duration,
             tokens,
             cost,
+            models: std::sync::Mutex::default(),
+            held,
+            held_seconds,
+            retries,
+            fallbacks,
             tools,
             tool_names: AtomicUsize::new(0),
             followers,
@@ -410,11 +467,34 @@ impl Metrics {
         self.0.tools.get_or_create(&label).inc();
     }
 
+    /// The label of `model`: its name while fewer than [`MAX_MODELS`] have one, else `other`.
+    fn model_label(&self, model: Option<&str>) -> Arc<str> {
+        let name = model.unwrap_or_default();
+        let mut models = self
+            .0
+            .models
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(known) = models.get(name) {
+            return known.clone();
+        }
+        if models.len() >= MAX_MODELS {
+            return Arc::from("other");
+        }
+        let label: Arc<str> = Arc::from(name);
+        models.insert(label.clone());
+        label
+    }
+
     fn usage(&self, usage: Option<&[crate::agui::event::TokenUsage]>, principal: Option<&str>) {
         let group = (!self.0.groups.is_empty()).then(|| self.0.groups.of(principal));
         for usage in usage.unwrap_or_default() {
+            let model = self.model_label(usage.model.as_deref());
             if let Some(cost) = usage.cost {
-                self.0.cost.inc_by(cost.usd());
+                let label = ModelLabel {
+                    model: model.clone(),
+                };
+                self.0.cost.get_or_create(&label).inc_by(cost.usd());
                 if let Some(group) = &group {
                     let label = GroupLabel {
                         group: group.clone(),
@@ -427,10 +507,11 @@ impl Metrics {
                 ("output", usage.output_tokens),
             ] {
                 let Some(tokens) = tokens else { continue };
-                self.0
-                    .tokens
-                    .get_or_create(&TokenLabel { r#type: kind })
-                    .inc_by(tokens);
+                let label = TokenLabel {
+                    r#type: kind,
+                    model: model.clone(),
+                };
+                self.0.tokens.get_or_create(&label).inc_by(tokens);
                 if let Some(group) = &group {
                     let labels = GroupTokenLabels {
                         group: group.clone(),
@@ -611,6 +692,24 @@ response_future! {
     { type Output = Result<R, E>; }
 }
 
+/// Counts what the model layers tell: calls held by a rate limit, tried again, or sent to the
+/// next model (give it to `RateLimitLayer::observer`, `RetryPolicy::observer`,
+/// `Fallback::observer`).
+impl crate::model::ModelObserver for Metrics {
+    fn held(&self, waited: Duration) {
+        self.0.held.inc();
+        self.0.held_seconds.inc_by(waited.as_secs_f64());
+    }
+
+    fn retried(&self, reason: &'static str) {
+        self.0.retries.get_or_create(&ReasonLabel { reason }).inc();
+    }
+
+    fn fell_back(&self) {
+        self.0.fallbacks.inc();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -628,6 +727,7 @@ mod tests {
         let usage = [TokenUsage {
             output_tokens: Some(7),
             cost: Some(crate::model::Cost::from_usd(0.25)),
+            model: Some("m1".to_owned()),
             ..TokenUsage::default()
         }];
         metrics.on_start();
@@ -674,7 +774,7 @@ mod tests {
         );
         let cost = text
             .lines()
-            .find_map(|line| line.strip_prefix("agent_tower_model_cost_usd_total "))
+            .find_map(|line| line.strip_prefix("agent_tower_model_cost_usd_total{model=\"m1\"} "))
             .and_then(|value| value.parse::<f64>().ok());
         assert_eq!(cost, Some(1.0), "four runs of $0.25: {text}");
         let support = text
@@ -687,6 +787,56 @@ mod tests {
         let tokens = "agent_tower_group_model_tokens_total{group=\"support\",type=\"output\"}";
         assert_eq!(value(&text, tokens), Some(14), "{text}");
         assert!(!text.contains("alice"), "principals are not labels: {text}");
+    }
+
+    #[test]
+    fn held_retried_and_fallen_back_calls_are_counted_and_models_are_labels_up_to_a_bound() {
+        use crate::model::ModelObserver;
+        let metrics = Metrics::new();
+        metrics.held(Duration::from_millis(1500));
+        metrics.held(Duration::from_millis(500));
+        metrics.retried("timeout");
+        metrics.retried("rate_limited");
+        metrics.retried("timeout");
+        metrics.fell_back();
+        let text = metrics.encode();
+        assert_eq!(
+            value(&text, "agent_tower_model_calls_held_total "),
+            Some(2),
+            "{text}"
+        );
+        assert!(
+            text.contains("agent_tower_model_held_seconds_total 2.0"),
+            "{text}"
+        );
+        let retries = |reason| format!("agent_tower_model_retries_total{{reason=\"{reason}\"}} ");
+        assert_eq!(value(&text, &retries("timeout")), Some(2), "{text}");
+        assert_eq!(value(&text, &retries("rate_limited")), Some(1), "{text}");
+        assert_eq!(
+            value(&text, "agent_tower_model_fallbacks_total "),
+            Some(1),
+            "{text}"
+        );
+
+        for n in 0..=MAX_MODELS {
+            let usage = [TokenUsage {
+                input_tokens: Some(1),
+                model: Some(format!("model-{n}")),
+                ..TokenUsage::default()
+            }];
+            metrics.usage(Some(&usage), None);
+        }
+        let text = metrics.encode();
+        let input = |model: &str| {
+            format!("agent_tower_model_tokens_total{{type=\"input\",model=\"{model}\"}} ")
+        };
+        assert_eq!(value(&text, &input("model-0")), Some(1), "{text}");
+        assert_eq!(
+            value(&text, &input("other")),
+            Some(1),
+            "past the bound: {text}"
+        );
+        assert_eq!(value(&text, &input(&format!("model-{MAX_MODELS}"))), None);
     }
 
     #[test]

@@ -38,6 +38,7 @@ pub mod gemini;
 #[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
 mod http;
 mod idle;
+mod observe;
 #[cfg(feature = "openai")]
 #[cfg_attr(docsrs, doc(cfg(feature = "openai")))]
 pub mod openai;
@@ -48,6 +49,8 @@ pub mod scripted;
 pub use admit::{AdmitFuture, WrapEvents};
 pub use cost::Cost;
 pub use idle::{IdleFuture, IdleStream, IdleTimeout, IdleTimeoutLayer};
+pub use observe::ModelObserver;
+pub(crate) use observe::Observer;
 pub use retry::{ModelCallError, RetryPolicy};
 
 use std::{error::Error as StdError, fmt, time::Duration};

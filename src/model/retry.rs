@@ -5,7 +5,7 @@ use std::{error::Error as StdError, time::Duration};
 use futures_util::future::BoxFuture;
 use tower::retry::Policy;
 
-use super::{ModelError, ModelRequest};
+use super::{ModelError, ModelObserver, ModelRequest, Observer};
 use crate::BoxError;
 
 /// Retries a model call that failed with a retryable [`ModelError`] (rate limited, transport) or
@@ -32,6 +32,7 @@ pub struct RetryPolicy {
     retries_left: u32,
     backoff: Duration,
     max_wait: Duration,
+    observer: Observer,
 }
 
 impl RetryPolicy {
@@ -42,7 +43,15 @@ impl RetryPolicy {
             retries_left: retries,
             backoff: Duration::from_millis(250),
             max_wait: Duration::from_secs(30),
+            observer: Observer::default(),
         }
+    }
+
+    /// Tells `observer` of each call tried again.
+    #[must_use]
+    pub fn observer(mut self, observer: impl ModelObserver) -> Self {
+        self.observer = Observer::new(observer);
+        self
     }
 
     /// The longest wait before a retry, whatever the provider asks.
@@ -57,19 +66,26 @@ impl RetryPolicy {
         if self.retries_left == 0 {
             return None;
         }
-        let hint = if let Some(error) = error.downcast_ref::<ModelError>() {
+        let (reason, hint) = if let Some(error) = error.downcast_ref::<ModelError>() {
             if !error.kind().is_retryable() {
                 return None;
             }
-            error.retry_after()
+            (error.kind().as_str(), error.retry_after())
         } else if error.is::<tower::timeout::error::Elapsed>() {
-            None
+            ("timeout", None)
         } else {
             return None;
         };
         self.retries_left -= 1;
         let wait = hint.unwrap_or(self.backoff).min(self.max_wait);
         self.backoff = (self.backoff * 2).min(self.max_wait);
+        tracing::warn!(
+            reason,
+            %error,
+            wait_ms = wait.as_millis(),
+            "the model call failed before its first token; it is tried again"
+        );
+        self.observer.retried(reason);
         Some(wait)
     }
 }

@@ -12,7 +12,7 @@ use pin_project_lite::pin_project;
 use tower::{ServiceExt, util::Oneshot};
 use tower_service::Service;
 
-use super::{ModelRequest, ModelService, worth_another_try};
+use super::{ModelObserver, ModelRequest, ModelService, Observer, worth_another_try};
 use crate::BoxError;
 
 /// Tries its model services in order: when one fails before its first token with an error worth
@@ -51,6 +51,7 @@ use crate::BoxError;
 #[derive(Debug, Clone)]
 pub struct Fallback<S> {
     models: Vec<S>,
+    observer: Observer,
 }
 
 impl<S> Fallback<S> {
@@ -62,7 +63,17 @@ impl<S> Fallback<S> {
     pub fn new(models: impl IntoIterator<Item = S>) -> Self {
         let models: Vec<S> = models.into_iter().collect();
         assert!(!models.is_empty(), "a fallback needs at least one model");
-        Self { models }
+        Self {
+            models,
+            observer: Observer::default(),
+        }
+    }
+
+    /// Tells `observer` of each model it falls back from.
+    #[must_use]
+    pub fn observer(mut self, observer: impl ModelObserver) -> Self {
+        self.observer = Observer::new(observer);
+        self
     }
 
     /// The models, in order.
@@ -94,6 +105,7 @@ where
             request,
             next: models,
             at: 0,
+            observer: self.observer.clone(),
         }
     }
 }
@@ -110,6 +122,7 @@ pin_project! {
         request: ModelRequest,
         next: std::vec::IntoIter<S>,
         at: usize,
+        observer: Observer,
     }
 }
 
@@ -139,6 +152,7 @@ where
                 error = %error,
                 "the model failed before its first token; the next one is asked"
             );
+            this.observer.fell_back();
             *this.at += 1;
             this.asking.set(model.oneshot(this.request.clone()));
         }

@@ -15,7 +15,10 @@ use tokio::time::{Instant, Sleep};
 use tower_layer::Layer;
 use tower_service::Service;
 
-use super::{ModelError, ModelErrorKind, ModelEvent, ModelRequest, ModelService, WrapEvents};
+use super::{
+    ModelError, ModelErrorKind, ModelEvent, ModelObserver, ModelRequest, ModelService, Observer,
+    WrapEvents,
+};
 use crate::BoxError;
 
 const MINUTE: Duration = Duration::from_secs(60);
@@ -112,6 +115,7 @@ struct Limits {
 pub struct RateLimitLayer {
     limits: Limits,
     window: Arc<Mutex<Window>>,
+    observer: Observer,
 }
 
 impl Default for RateLimitLayer {
@@ -131,7 +135,15 @@ impl RateLimitLayer {
                 max_wait: Duration::from_secs(10),
             },
             window: Arc::default(),
+            observer: Observer::default(),
         }
+    }
+
+    /// Tells `observer` of each call held for room (and how long).
+    #[must_use]
+    pub fn observer(mut self, observer: impl ModelObserver) -> Self {
+        self.observer = Observer::new(observer);
+        self
     }
 
     /// At most `requests` calls in any minute.
@@ -197,8 +209,8 @@ impl<S> Layer<S> for RateLimitLayer {
 enum State {
     /// Its next request is not counted yet.
     Waiting,
-    /// Waiting for room, until the deadline.
-    Sleeping(Pin<Box<Sleep>>),
+    /// Waiting for room, until the deadline; since when it waits.
+    Sleeping(Pin<Box<Sleep>>, Instant),
     /// Its next request is counted: the inner service is being readied for it.
     Admitted,
     /// Its next request would wait longer than allowed: it fails at once.
@@ -252,12 +264,29 @@ where
                         Err(wait) if wait > self.limit.limits.max_wait => {
                             State::Refused(rate_limited(wait))
                         }
-                        Err(wait) => State::Sleeping(Box::pin(tokio::time::sleep(wait))),
+                        Err(wait) => {
+                            State::Sleeping(Box::pin(tokio::time::sleep(wait)), Instant::now())
+                        }
                     };
                 }
-                State::Sleeping(sleep) => {
+                State::Sleeping(sleep, since) => {
                     ready!(sleep.as_mut().poll(cx));
-                    self.state = State::Waiting;
+                    let since = *since;
+                    self.state = match self.limit.try_admit() {
+                        Ok(()) => {
+                            let waited = since.elapsed();
+                            tracing::info!(
+                                waited_ms = waited.as_millis(),
+                                "a model call waited for room under its rate limit"
+                            );
+                            self.limit.observer.held(waited);
+                            State::Admitted
+                        }
+                        Err(wait) if since.elapsed() + wait > self.limit.limits.max_wait => {
+                            State::Refused(rate_limited(wait))
+                        }
+                        Err(wait) => State::Sleeping(Box::pin(tokio::time::sleep(wait)), since),
+                    };
                 }
                 State::Admitted => return self.inner.poll_ready(cx).map_err(Into::into),
                 State::Refused(_) => return Poll::Ready(Ok(())),
@@ -271,7 +300,7 @@ where
                 future::ResponseFuture::admitted(self.inner.call(request), self.limit.clone())
             }
             State::Refused(error) => future::ResponseFuture::refused(error),
-            State::Waiting | State::Sleeping(_) => {
+            State::Waiting | State::Sleeping(..) => {
                 future::ResponseFuture::refused(ModelError::new(
                     ModelErrorKind::Other,
                     "the rate-limited model was called before it was ready",
