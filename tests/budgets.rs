@@ -255,3 +255,27 @@ async fn two_instances_on_postgresql_hold_a_principals_live_runs_and_runs_a_minu
         "{refused}"
     );
 }
+
+#[tokio::test]
+async fn the_bytes_a_principal_logged_today_on_one_instance_count_on_the_other() {
+    let Some(url) = stores::postgres("log_bytes_pair").await else {
+        return;
+    };
+    // Less than one run logs: the first run ends (its bytes are counted by slices), the next
+    // is refused wherever it begins.
+    let flags = ["--principal-log-bytes-per-day", "1000"];
+    let pair = [
+        Process::serve_for_alice_and_bob(&url, &flags).await,
+        Process::serve_for_alice_and_bob(&url, &flags).await,
+    ];
+    let first = support::user_run_as(&pair[0].base, Some(ALICE), "first", "Hello.").await;
+    assert_eq!(first.last().unwrap()["type"], "RUN_FINISHED");
+    let (status, refused) = begin(&pair[1].base, ALICE, "second", "Hello.").await;
+    assert_eq!(
+        (status, &refused["error"]["code"]),
+        (429, &Value::from("quota_exceeded")),
+        "{refused}"
+    );
+    let (status, _) = begin(&pair[1].base, BOB, "bobs", "Hello.").await;
+    assert_eq!(status, 202, "bob's bytes are his own");
+}
