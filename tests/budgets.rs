@@ -1,5 +1,5 @@
-//! Budgets counted in the store: each model step once, the same for every instance on the store,
-//! and the same after a restart.
+//! Budgets, principals' limits and models' rate limits counted in the store: each model step
+//! once, the same for every instance on the store, and the same after a restart.
 
 use crate::support::{
     self,
@@ -12,6 +12,7 @@ use agent_tower::{
     model::{
         Cost,
         budget::{Accounts, Ledger, Spent, Step},
+        rate_limit::{CallWindow, MinuteLimits},
     },
     store::RunStore,
 };
@@ -278,4 +279,70 @@ async fn the_bytes_a_principal_logged_today_on_one_instance_count_on_the_other()
     );
     let (status, _) = begin(&pair[1].base, BOB, "bobs", "Hello.").await;
     assert_eq!(status, 202, "bob's bytes are his own");
+}
+
+#[tokio::test]
+async fn a_models_calls_and_tokens_of_the_minute_count_for_every_instance_on_the_store() {
+    for (name, url) in stores::store_urls("calls").await {
+        let (one, two) = (
+            RunStore::open(&url).await.unwrap(),
+            RunStore::open(&url).await.unwrap(),
+        );
+        let two_calls = MinuteLimits::new(Some(2), None);
+        assert_eq!(
+            one.admit("openai:m", two_calls).await.unwrap(),
+            None,
+            "{name}"
+        );
+        assert_eq!(
+            two.admit("openai:m", two_calls).await.unwrap(),
+            None,
+            "{name}"
+        );
+        let wait = one.admit("openai:m", two_calls).await.unwrap();
+        let wait = wait.unwrap_or_else(|| panic!("{name}: a third call in the minute"));
+        assert!(
+            wait <= std::time::Duration::from_secs(60),
+            "{name}: {wait:?}"
+        );
+        assert_eq!(
+            two.admit("anthropic:m", two_calls).await.unwrap(),
+            None,
+            "{name}: another model's minute"
+        );
+        let thousand = MinuteLimits::new(None, Some(1_000));
+        one.used("gemini:m", 600).await.unwrap();
+        assert_eq!(
+            two.admit("gemini:m", thousand).await.unwrap(),
+            None,
+            "{name}"
+        );
+        two.used("gemini:m", 600).await.unwrap();
+        assert!(
+            one.admit("gemini:m", thousand).await.unwrap().is_some(),
+            "{name}: 1,200 of 1,000 tokens"
+        );
+    }
+}
+
+#[tokio::test]
+async fn two_instances_on_postgresql_hold_a_models_calls_a_minute_together() {
+    let Some(url) = stores::postgres("calls_pair").await else {
+        return;
+    };
+    let flags = [
+        "--store",
+        url.as_str(),
+        "--requests-per-minute",
+        "1",
+        "--retries",
+        "0",
+    ];
+    let pair = [Process::serve(&flags).await, Process::serve(&flags).await];
+    let first = support::user_run(&pair[0].base, "first", "Hello.").await;
+    assert_eq!(outcome(&first), ("RUN_FINISHED".to_owned(), true));
+    // The minute's one call is spent on the other instance: refused at once (a minute's wait
+    // is more than a call may wait), the model never asked.
+    let second = support::user_run(&pair[1].base, "second", "Hello.").await;
+    assert_eq!(outcome(&second), ("rate_limited".to_owned(), false));
 }

@@ -771,6 +771,23 @@ enum ModelChoice {
     Gemini(String),
 }
 
+impl ModelChoice {
+    /// The name its calls are counted under in a rate limit that instances share: the same
+    /// `--model` (and URL) on every instance.
+    fn counted_as(&self, base_url: Option<&str>) -> String {
+        let named = match self {
+            Self::Scripted => "scripted".to_owned(),
+            Self::OpenAi(name) => format!("openai:{name}"),
+            Self::Anthropic(name) => format!("anthropic:{name}"),
+            Self::Gemini(name) => format!("gemini:{name}"),
+        };
+        match base_url {
+            Some(url) => format!("{named}@{url}"),
+            None => named,
+        }
+    }
+}
+
 /// The agent `serve` serves instead of its own (`--agent`).
 #[derive(Debug, Clone)]
 enum WebAgent {
@@ -1036,7 +1053,8 @@ impl ModelArgs {
                         );
                     }
                 }
-                return self.within_budgets(self.bounded(scripted, books), books);
+                let counted = ModelChoice::Scripted.counted_as(None);
+                return self.within_budgets(self.bounded(scripted, &counted, books), books);
             }
         } else if self.scripted_knobs {
             tracing::warn!("--scripted-knobs is ignored: the model is not the scripted one");
@@ -1046,14 +1064,15 @@ impl ModelArgs {
             self.base_url.as_deref(),
             self.api_key_env.as_deref(),
         );
-        let primary = self.bounded(primary, books);
+        let counted = self.model.counted_as(self.base_url.as_deref());
+        let primary = self.bounded(primary, &counted, books);
         let model = if self.fallback.is_empty() {
             primary
         } else {
-            let fallbacks = self
-                .fallback
-                .iter()
-                .map(|f| self.bounded(self.provider(&f.model, f.base_url.as_deref(), None), books));
+            let fallbacks = self.fallback.iter().map(|f| {
+                let model = self.provider(&f.model, f.base_url.as_deref(), None);
+                self.bounded(model, &f.model.counted_as(f.base_url.as_deref()), books)
+            });
             let mut fallback = Fallback::new(std::iter::once(primary).chain(fallbacks));
             if let Some(metrics) = &books.metrics {
                 fallback = fallback.observer(metrics.clone());
@@ -1147,13 +1166,18 @@ impl ModelArgs {
             .or(self.base_url.as_deref().filter(|_| same));
         let key_env = self.api_key_env.as_deref().filter(|_| same);
         let model = self.provider(&title.model, base_url, key_env);
-        Some(self.within_budgets(self.bounded(model, books), books))
+        let counted = title.model.counted_as(base_url);
+        Some(self.within_budgets(self.bounded(model, &counted, books), books))
     }
 
-    /// `model` behind its rate limit and a first-token timeout, retried before its first token,
-    /// what it holds back and tries again counted in `books`' metrics.
-    fn bounded(&self, model: BoxModel, books: &ModelBooks) -> BoxModel {
+    /// `model` behind its rate limit (its calls counted as `counted` in the store, when there is
+    /// one) and a first-token timeout, retried before its first token, what it holds back and
+    /// tries again counted in `books`' metrics.
+    fn bounded(&self, model: BoxModel, counted: &str, books: &ModelBooks) -> BoxModel {
         let mut limit = RateLimitLayer::new();
+        if let Some(store) = &books.store {
+            limit = limit.shared(store.clone(), counted);
+        }
         if let Some(requests) = self.requests_per_minute {
             limit = limit.requests_per_minute(requests);
         }
@@ -1717,6 +1741,7 @@ async fn run_acp(args: Acp) -> Result<(), BoxError> {
     let books = ModelBooks {
         budget: budget_of(store.as_ref(), &args.model),
         metrics: None,
+        store: store.clone(),
     };
     // An editor's session may bring MCP servers of its own, whose tools the rules may name.
     let agent = agent_stack(bridge, &args.model, &args.settings, true, &books)
@@ -1754,12 +1779,15 @@ async fn run_acp(args: Acp) -> Result<(), BoxError> {
     Ok(())
 }
 
-/// Where a command's model calls are accounted for: the budgets they spend against, and the
+/// Where a command's model calls are accounted for: the budgets they spend against, the
 /// metrics of the calls held by a rate limit, tried again or sent to a fallback (none without a
-/// server to serve them).
+/// server to serve them), and the store their rate limits count in (none: each process counts
+/// for itself).
 struct ModelBooks {
     budget: BudgetLayer,
     metrics: Option<agent_tower::metrics::Metrics>,
+    /// Where the rate limits count, when instances share them.
+    store: Option<agent_tower::store::RunStore>,
 }
 
 /// The budgets of `model`'s flags, counted in `store`, shared by its instances and kept across
@@ -2014,6 +2042,7 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
     let books = ModelBooks {
         budget: budget_of(store.as_ref(), &args.model),
         metrics: Some(metrics.clone()),
+        store: store.clone(),
     };
     let stack = agent_stack(bridge, &args.model, &args.settings, false, &books)
         .await?

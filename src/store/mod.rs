@@ -51,6 +51,7 @@
 //!   store that does not answer fails the writes (and the runs' followers end with
 //!   `store_unavailable`) instead of hanging.
 
+mod calls;
 mod chunk;
 mod conn;
 mod file;

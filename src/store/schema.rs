@@ -37,6 +37,7 @@ const MIGRATIONS: &[(&str, &str)] = embedded![
     "20261130000001_thread_forks",
     "20261201000001_spending",
     "20261201000002_principal_usage",
+    "20261201000003_model_calls",
 ];
 
 /// The embedded migrations, as sqlx reads a directory of them (the same versions, descriptions

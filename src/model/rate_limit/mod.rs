@@ -2,6 +2,7 @@
 
 use std::{
     collections::VecDeque,
+    fmt,
     future::Future,
     pin::Pin,
     sync::{Arc, Mutex, MutexGuard},
@@ -10,7 +11,9 @@ use std::{
 };
 
 use futures_core::Stream;
+use futures_util::future::BoxFuture;
 use pin_project_lite::pin_project;
+use sync_wrapper::SyncWrapper;
 use tokio::time::{Instant, Sleep};
 use tower_layer::Layer;
 use tower_service::Service;
@@ -78,11 +81,86 @@ impl Window {
     }
 }
 
+/// What a model may be sent in any minute.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MinuteLimits {
+    /// Calls.
+    pub requests: Option<u32>,
+    /// Tokens, input and output.
+    pub tokens: Option<u64>,
+}
+
+impl MinuteLimits {
+    /// At most `requests` calls and `tokens` tokens a minute (`None`: no limit).
+    #[must_use]
+    pub fn new(requests: Option<u32>, tokens: Option<u64>) -> Self {
+        Self { requests, tokens }
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Limits {
     requests: Option<u32>,
     tokens: Option<u64>,
     max_wait: Duration,
+}
+
+impl Limits {
+    fn minute(self) -> MinuteLimits {
+        MinuteLimits {
+            requests: self.requests,
+            tokens: self.tokens,
+        }
+    }
+}
+
+/// Where a [`RateLimitLayer`] counts a model's calls and tokens of the last minute when
+/// instances share them: a [`RunStore`](crate::store::RunStore) is one
+/// ([`RateLimitLayer::shared`]). Without one, the layer counts in memory, for itself.
+pub trait CallWindow: fmt::Debug + Send + Sync + 'static {
+    /// Counts a call to `model` now if the calls and tokens of the last minute leave room under
+    /// `limits`: `None`; else how long until there may be room (the call is not counted).
+    ///
+    /// # Errors
+    ///
+    /// The window could not be read or written; the call is refused (it fails closed).
+    fn admit<'a>(
+        &'a self,
+        model: &'a str,
+        limits: MinuteLimits,
+    ) -> BoxFuture<'a, Result<Option<Duration>, BoxError>>;
+
+    /// Counts `tokens` that a call to `model` used, now.
+    ///
+    /// # Errors
+    ///
+    /// The window could not be written (the tokens are not counted; the layer logs it).
+    fn used<'a>(&'a self, model: &'a str, tokens: u64) -> BoxFuture<'a, Result<(), BoxError>>;
+}
+
+impl<W: CallWindow + ?Sized> CallWindow for Arc<W> {
+    fn admit<'a>(
+        &'a self,
+        model: &'a str,
+        limits: MinuteLimits,
+    ) -> BoxFuture<'a, Result<Option<Duration>, BoxError>> {
+        (**self).admit(model, limits)
+    }
+
+    fn used<'a>(&'a self, model: &'a str, tokens: u64) -> BoxFuture<'a, Result<(), BoxError>> {
+        (**self).used(model, tokens)
+    }
+}
+
+/// Where a layer counts: in memory, or in a window instances share, under the model's name.
+#[derive(Debug, Clone)]
+enum Counted {
+    Here(Arc<Mutex<Window>>),
+    Shared {
+        window: Arc<dyn CallWindow>,
+        model: Arc<str>,
+    },
 }
 
 /// At most so many requests, and tokens (input and output, counted from the usage each step
@@ -114,7 +192,7 @@ struct Limits {
 #[derive(Debug, Clone)]
 pub struct RateLimitLayer {
     limits: Limits,
-    window: Arc<Mutex<Window>>,
+    counted: Counted,
     observer: Observer,
 }
 
@@ -134,9 +212,22 @@ impl RateLimitLayer {
                 tokens: None,
                 max_wait: Duration::from_secs(10),
             },
-            window: Arc::default(),
+            counted: Counted::Here(Arc::default()),
             observer: Observer::default(),
         }
+    }
+
+    /// Counts in `window`, which instances share (a [`RunStore`](crate::store::RunStore)),
+    /// under `model`'s name (the same name on every instance: `openai:gpt-4.1`), instead of in
+    /// this layer's memory: the limits then hold for all of them together. A window that fails
+    /// refuses the call.
+    #[must_use]
+    pub fn shared(mut self, window: impl CallWindow, model: impl Into<Arc<str>>) -> Self {
+        self.counted = Counted::Shared {
+            window: Arc::new(window),
+            model: model.into(),
+        };
+        self
     }
 
     /// Tells `observer` of each call held for room (and how long).
@@ -167,28 +258,60 @@ impl RateLimitLayer {
         self
     }
 
-    fn window(&self) -> MutexGuard<'_, Window> {
-        self.window
+    fn here(window: &Mutex<Window>) -> MutexGuard<'_, Window> {
+        window
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Counts a request if it fits now; else how long until it does.
-    fn try_admit(&self) -> Result<(), Duration> {
-        let now = Instant::now();
-        let mut window = self.window();
-        window.forget_before(now);
-        let wait = window.wait(now, &self.limits);
-        if wait.is_zero() {
-            window.push(now, 1, 0);
-            Ok(())
-        } else {
-            Err(wait)
+    /// Counts a request if it fits now: `Ready(Ok(()))`; else how long until it does; or the
+    /// shared window's answer on its way.
+    fn try_admit(&self) -> Admission {
+        if self.is_unlimited() {
+            return Admission::Now(Ok(()));
+        }
+        match &self.counted {
+            Counted::Here(window) => {
+                let now = Instant::now();
+                let mut window = Self::here(window);
+                window.forget_before(now);
+                let wait = window.wait(now, &self.limits);
+                if wait.is_zero() {
+                    window.push(now, 1, 0);
+                    Admission::Now(Ok(()))
+                } else {
+                    Admission::Now(Err(wait))
+                }
+            }
+            Counted::Shared { window, model } => {
+                let (window, model) = (window.clone(), model.clone());
+                let limits = self.limits.minute();
+                Admission::Asked(Box::pin(async move { window.admit(&model, limits).await }))
+            }
         }
     }
 
+    /// No limit: nothing is counted.
+    fn is_unlimited(&self) -> bool {
+        self.limits.requests.is_none() && self.limits.tokens.is_none()
+    }
+
     fn count_tokens(&self, tokens: u64) {
-        self.window().push(Instant::now(), 0, tokens);
+        if self.is_unlimited() {
+            return;
+        }
+        match &self.counted {
+            Counted::Here(window) => Self::here(window).push(Instant::now(), 0, tokens),
+            Counted::Shared { window, model } => {
+                let (window, model) = (window.clone(), model.clone());
+                // Counted whether or not the stream is still read.
+                tokio::spawn(async move {
+                    if let Err(error) = window.used(&model, tokens).await {
+                        tracing::warn!(%error, %model, tokens, "a call's tokens were not counted against its rate limit");
+                    }
+                });
+            }
+        }
     }
 }
 
@@ -204,17 +327,39 @@ impl<S> Layer<S> for RateLimitLayer {
     }
 }
 
+/// Whether a request fits: known now (a window in memory), or asked of a shared window.
+enum Admission {
+    Now(Result<(), Duration>),
+    Asked(BoxFuture<'static, Result<Option<Duration>, BoxError>>),
+}
+
 /// Where a [`RateLimit`] is in readying its next request.
-#[derive(Debug)]
 enum State {
     /// Its next request is not counted yet.
     Waiting,
+    /// A shared window is asked whether it fits; since when it waits, if it waited already.
+    Asking(
+        SyncWrapper<BoxFuture<'static, Result<Option<Duration>, BoxError>>>,
+        Option<Instant>,
+    ),
     /// Waiting for room, until the deadline; since when it waits.
     Sleeping(Pin<Box<Sleep>>, Instant),
     /// Its next request is counted: the inner service is being readied for it.
     Admitted,
     /// Its next request would wait longer than allowed: it fails at once.
     Refused(ModelError),
+}
+
+impl fmt::Debug for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Waiting => "Waiting",
+            Self::Asking(..) => "Asking",
+            Self::Sleeping(..) => "Sleeping",
+            Self::Admitted => "Admitted",
+            Self::Refused(_) => "Refused",
+        })
+    }
 }
 
 /// The service of [`RateLimitLayer`].
@@ -260,32 +405,25 @@ where
             match &mut self.state {
                 State::Waiting => {
                     self.state = match self.limit.try_admit() {
-                        Ok(()) => State::Admitted,
-                        Err(wait) if wait > self.limit.limits.max_wait => {
-                            State::Refused(rate_limited(wait))
-                        }
-                        Err(wait) => {
-                            State::Sleeping(Box::pin(tokio::time::sleep(wait)), Instant::now())
-                        }
+                        Admission::Now(fits) => self.limit.after(fits, None),
+                        Admission::Asked(asked) => State::Asking(SyncWrapper::new(asked), None),
+                    };
+                }
+                State::Asking(asked, since) => {
+                    let since = *since;
+                    self.state = match ready!(asked.get_mut().as_mut().poll(cx)) {
+                        Ok(wait) => self.limit.after(wait.map_or(Ok(()), Err), since),
+                        Err(error) => State::Refused(unwindowed(&error)),
                     };
                 }
                 State::Sleeping(sleep, since) => {
                     ready!(sleep.as_mut().poll(cx));
                     let since = *since;
                     self.state = match self.limit.try_admit() {
-                        Ok(()) => {
-                            let waited = since.elapsed();
-                            tracing::info!(
-                                waited_ms = waited.as_millis(),
-                                "a model call waited for room under its rate limit"
-                            );
-                            self.limit.observer.held(waited);
-                            State::Admitted
+                        Admission::Now(fits) => self.limit.after(fits, Some(since)),
+                        Admission::Asked(asked) => {
+                            State::Asking(SyncWrapper::new(asked), Some(since))
                         }
-                        Err(wait) if since.elapsed() + wait > self.limit.limits.max_wait => {
-                            State::Refused(rate_limited(wait))
-                        }
-                        Err(wait) => State::Sleeping(Box::pin(tokio::time::sleep(wait)), since),
                     };
                 }
                 State::Admitted => return self.inner.poll_ready(cx).map_err(Into::into),
@@ -300,7 +438,7 @@ where
                 future::ResponseFuture::admitted(self.inner.call(request), self.limit.clone())
             }
             State::Refused(error) => future::ResponseFuture::refused(error),
-            State::Waiting | State::Sleeping(..) => {
+            State::Waiting | State::Asking(..) | State::Sleeping(..) => {
                 future::ResponseFuture::refused(ModelError::new(
                     ModelErrorKind::Other,
                     "the rate-limited model was called before it was ready",
@@ -308,6 +446,41 @@ where
             }
         }
     }
+}
+
+impl RateLimitLayer {
+    /// Where a request goes once it is known whether it `fits` (else how long until it may),
+    /// having waited since `since`, if it waited.
+    fn after(&self, fits: Result<(), Duration>, since: Option<Instant>) -> State {
+        let waited = since.map_or(Duration::ZERO, |since| since.elapsed());
+        match fits {
+            Ok(()) => {
+                if let Some(since) = since {
+                    let waited = since.elapsed();
+                    tracing::info!(
+                        waited_ms = waited.as_millis(),
+                        "a model call waited for room under its rate limit"
+                    );
+                    self.observer.held(waited);
+                }
+                State::Admitted
+            }
+            Err(wait) if waited + wait > self.limits.max_wait => State::Refused(rate_limited(wait)),
+            Err(wait) => State::Sleeping(
+                Box::pin(tokio::time::sleep(wait)),
+                since.unwrap_or_else(Instant::now),
+            ),
+        }
+    }
+}
+
+/// The error of a request whose shared window failed: refused (it fails closed).
+fn unwindowed(error: &BoxError) -> ModelError {
+    tracing::error!(%error, "a rate limit's shared window failed: the call is refused");
+    ModelError::new(
+        ModelErrorKind::Other,
+        format!("the rate limit's window failed: {error}"),
+    )
 }
 
 /// The error of a request that would wait `wait` for room.
@@ -484,5 +657,70 @@ mod tests {
         assert_eq!(error.retry_after(), Some(MINUTE), "1,200 of 1,000 tokens");
         tokio::time::advance(MINUTE).await;
         assert_eq!(step(&limited).await.unwrap(), Duration::ZERO);
+    }
+
+    /// A window in memory that instances would share, answering after a turn of the runtime,
+    /// or failing.
+    #[derive(Debug, Default)]
+    struct Shared {
+        calls: Mutex<Vec<(Instant, u32, u64)>>,
+        down: std::sync::atomic::AtomicBool,
+    }
+
+    impl CallWindow for Shared {
+        fn admit<'a>(
+            &'a self,
+            _model: &'a str,
+            limits: MinuteLimits,
+        ) -> BoxFuture<'a, Result<Option<Duration>, BoxError>> {
+            Box::pin(async move {
+                tokio::task::yield_now().await;
+                if self.down.load(std::sync::atomic::Ordering::SeqCst) {
+                    return Err("the store is down".into());
+                }
+                let mut calls = self.calls.lock().unwrap();
+                let requests: u32 = calls.iter().map(|c| c.1).sum();
+                if limits.requests.is_some_and(|limit| requests >= limit) {
+                    return Ok(Some(MINUTE));
+                }
+                calls.push((Instant::now(), 1, 0));
+                Ok(None)
+            })
+        }
+
+        fn used<'a>(&'a self, _model: &'a str, tokens: u64) -> BoxFuture<'a, Result<(), BoxError>> {
+            Box::pin(async move {
+                self.calls.lock().unwrap().push((Instant::now(), 0, tokens));
+                Ok(())
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn layers_sharing_a_window_count_together_and_a_failing_window_refuses() {
+        let shared = Arc::new(Shared::default());
+        let instance = || {
+            RateLimitLayer::new()
+                .requests_per_minute(2)
+                .shared(shared.clone(), "openai:m")
+                .layer(model(10))
+        };
+        let (one, two) = (instance(), instance());
+        step(&one).await.unwrap();
+        step(&two).await.unwrap();
+        let error = step(&one).await.unwrap_err();
+        let error = error.downcast_ref::<ModelError>().unwrap();
+        assert_eq!(
+            error.kind(),
+            ModelErrorKind::RateLimited,
+            "the third of the minute"
+        );
+        let used: u64 = shared.calls.lock().unwrap().iter().map(|c| c.2).sum();
+        assert_eq!(used, 20, "both calls' tokens counted");
+
+        shared.calls.lock().unwrap().clear();
+        shared.down.store(true, std::sync::atomic::Ordering::SeqCst);
+        let error = step(&two).await.unwrap_err();
+        assert!(error.to_string().contains("the store is down"), "{error}");
     }
 }

@@ -21,7 +21,7 @@ mod values;
 use values::Values;
 
 use super::{
-    Backend, CANCEL, CHANNEL, COMMIT_TIMEOUT, Deleted, LISTED, Observers, RELEASED, THREAD,
+    Backend, CANCEL, CHANNEL, COMMIT_TIMEOUT, Deleted, LISTED, Observers, RELEASED, THREAD, calls,
     chunk::{self, Chunk},
     conn::{Arg, Columns, Conn, DbError, Row, Sqlite},
     ledger,
@@ -30,7 +30,10 @@ use super::{
 use crate::{
     id::{MessageId, RunId, ThreadId},
     message::Message,
-    model::budget::{Accounts, Balance, Spent, Step},
+    model::{
+        budget::{Accounts, Balance, Spent, Step},
+        rate_limit::MinuteLimits,
+    },
     runs::{
         ForkedFrom, InterruptRecord, Lease, LogError, LoggedEvent, LostRun, Recovered, RunEnd,
         RunStatus, SavedThread, Start, StartError, ThreadChange, args_hash,
@@ -121,6 +124,18 @@ pub(super) enum Job {
         events: Vec<LoggedEvent>,
         take: bool,
         reply: oneshot::Sender<Result<Option<Recovered>, LogError>>,
+    },
+    /// Counts a call to a model if its last minute leaves room: else how long until it may.
+    AdmitCall {
+        model: String,
+        limits: MinuteLimits,
+        reply: oneshot::Sender<Result<Option<Duration>, LogError>>,
+    },
+    /// Counts the tokens a call to a model used.
+    UsedTokens {
+        model: String,
+        tokens: u64,
+        reply: oneshot::Sender<Result<(), LogError>>,
     },
     /// Charges a model step's spending to its accounts, once: the balance after.
     Charge {
@@ -228,6 +243,10 @@ enum Done {
         oneshot::Sender<Result<Balance, LogError>>,
         Result<Balance, LogError>,
     ),
+    Wait(
+        oneshot::Sender<Result<Option<Duration>, LogError>>,
+        Result<Option<Duration>, LogError>,
+    ),
 }
 
 impl Done {
@@ -285,6 +304,12 @@ impl Done {
             (Self::Balance(reply, result), _) => {
                 let _ = reply.send(result);
             }
+            (Self::Wait(reply, Ok(_)), Some(why)) => {
+                let _ = reply.send(Err(fail(why)));
+            }
+            (Self::Wait(reply, result), _) => {
+                let _ = reply.send(result);
+            }
         }
     }
 
@@ -298,6 +323,7 @@ impl Done {
             Self::Refuse(_, r) => r.is_ok(),
             Self::Recover(_, r) => r.is_ok(),
             Self::Balance(_, r) => r.is_ok(),
+            Self::Wait(_, r) => r.is_ok(),
         }
     }
 }
@@ -546,6 +572,28 @@ impl Writer {
                     let (result, error) = split(recovered);
                     (Done::Recover(reply, result.map_err(log_error)), error)
                 }
+                Job::AdmitCall {
+                    model,
+                    limits,
+                    reply,
+                } => match calls::admit(tx, &model, limits, now).await {
+                    Ok(answer) => (Done::Wait(reply, answer), None),
+                    Err(error) => {
+                        let failed = Err(LogError::unavailable(error.to_string()));
+                        (Done::Wait(reply, failed), Some(error))
+                    }
+                },
+                Job::UsedTokens {
+                    model,
+                    tokens,
+                    reply,
+                } => match calls::used(tx, &model, tokens, now).await {
+                    Ok(()) => (Done::Unit(reply, Ok(())), None),
+                    Err(error) => {
+                        let failed = Err(LogError::unavailable(error.to_string()));
+                        (Done::Unit(reply, failed), Some(error))
+                    }
+                },
                 Job::Charge {
                     step,
                     accounts,
