@@ -344,6 +344,16 @@ impl Setup {
         for run in watched {
             takeovers += check_run(server, run, &asked, &ledger).await;
         }
+        // The budget's ledger counted each step once, whichever attempt did it: today's
+        // spending is the runs' steps, not the calls made (a cut step is asked again).
+        let spent: Value = server.get("/budget").await.json().await.unwrap();
+        let per_run: u64 = (0..=STEPS).map(step_usage).map(|(i, o)| i + o).sum();
+        assert_eq!(
+            spent["today"]["spent"]["tokens"].as_u64(),
+            Some(per_run * watched.len() as u64),
+            "{spent}, {} model requests",
+            asked.len()
+        );
         eprintln!(
             "{} runs, {takeovers} taken over, {} model requests, {} tool calls started",
             watched.len(),
