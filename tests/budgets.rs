@@ -150,6 +150,27 @@ async fn two_instances_on_postgresql_hold_a_principals_daily_budget_across_resta
     assert_eq!(today["spent"]["tokens"], 3 * run, "{told}");
     assert_eq!(today["limit"]["tokens"], 2 * run + run / 2, "{told}");
     assert_eq!(today["left"]["tokens"], 0, "{told}");
+    // And each run's answer says what was left when it began.
+    let bobs = reqwest::Client::new()
+        .post(format!("{}/", pair[0].base))
+        .bearer_auth(BOB)
+        .json(&serde_json::json!({
+            "threadId": "bob-first", "runId": "bob-first-run",
+            "messages": [{"id": "m", "role": "user", "content": PROMPT}],
+        }))
+        .send()
+        .await
+        .unwrap();
+    let left = bobs.headers()["agent-tower-budget-left"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        left,
+        format!("tokens={}", 2 * run + run / 2),
+        "bob's whole day"
+    );
+    bobs.text().await.unwrap();
     for instance in pair {
         instance.kill().await;
     }
@@ -163,7 +184,11 @@ async fn two_instances_on_postgresql_hold_a_principals_daily_budget_across_resta
         assert_eq!(outcome(&events), refused, "after a restart, instance {n}");
     }
     let bobs = support::user_run_as(&restarted[1].base, Some(BOB), "bob", PROMPT).await;
-    assert_eq!(outcome(&bobs), finished, "bob's day is his own");
+    assert_eq!(
+        outcome(&bobs),
+        finished,
+        "bob's day is his own: his second run"
+    );
 }
 
 /// Begins a run of `text` on a new thread `thread` as `token`, in the background

@@ -142,7 +142,7 @@ use std::{fmt, future::Future, sync::Arc, time::Duration};
 use axum::{
     Router,
     extract::{Request, State},
-    http::{HeaderValue, StatusCode, header},
+    http::{HeaderName, HeaderValue, StatusCode, header},
     response::{IntoResponse, Response},
     routing::{get, post},
 };
@@ -772,7 +772,7 @@ fn cors(origins: &[HeaderValue]) -> Option<tower_http::cors::CorsLayer> {
                 axum::http::HeaderName::from_static("last-event-id"),
                 PREFER,
             ])
-            .expose_headers([PREFERENCE_APPLIED])
+            .expose_headers([PREFERENCE_APPLIED, BUDGET_LEFT])
             .allow_credentials(false)
     })
 }
@@ -1109,6 +1109,7 @@ where
     let principal = request.extensions().get::<Principal>().cloned();
     let body = server.read_body(request.into_body()).await?;
     let input = server.parse_input(&body)?;
+    let left = server.budget_left(principal.as_ref()).await;
     let mut response = if prefer.background {
         let thread_id = input.thread_id.clone();
         background(server.start(principal, input, prefer).await?, &thread_id)?
@@ -1117,7 +1118,32 @@ where
         respond::events(events, format, server.config.keep_alive)
     };
     prefer.applied(&mut response);
+    if let Some(left) = left {
+        response.headers_mut().insert(BUDGET_LEFT, left);
+    }
     Ok(response)
+}
+
+/// The header of a run's answer saying what was left of its principal's day's budget when it
+/// began: `tokens=N` or `usd=X` (with [`AguiServer::budget`] and a daily limit).
+const BUDGET_LEFT: HeaderName = HeaderName::from_static("agent-tower-budget-left");
+
+impl<A> Server<A> {
+    /// What is left of `principal`'s day's budget, as [`BUDGET_LEFT`] says it; `None` without a
+    /// daily limit, or when the ledger cannot be read (the run's model step will say why).
+    async fn budget_left(&self, principal: Option<&Principal>) -> Option<HeaderValue> {
+        let budget = self
+            .config
+            .budget
+            .as_ref()
+            .filter(|b| b.has_daily_limit())?;
+        let left = budget.left(principal, None).await.ok()?.day.left()?;
+        let value = match left {
+            crate::model::budget::Limit::Tokens(tokens) => format!("tokens={tokens}"),
+            crate::model::budget::Limit::Cost(cost) => format!("usd={:.6}", cost.usd()),
+        };
+        HeaderValue::from_str(&value).ok()
+    }
 }
 
 /// The answer to a run begun in the background (`Prefer: respond-async`): `202` at once, with

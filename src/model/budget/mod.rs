@@ -187,6 +187,12 @@ impl BudgetLayer {
         self
     }
 
+    /// Whether a principal's day has a limit.
+    #[must_use]
+    pub fn has_daily_limit(&self) -> bool {
+        self.limits.per_principal_day.is_some()
+    }
+
     /// What `principal` spent today (`None`: the runs of no principal) and, given `run`, what
     /// that run spent (its sub-agents' steps included), each with its limit.
     ///
