@@ -302,3 +302,11 @@ async fn sizes_take_units_and_a_bad_one_is_refused() {
     assert_eq!(post(900).await.unwrap().status(), 200, "under 1,024 bytes");
     server.kill().await;
 }
+
+#[test]
+fn an_alias_without_principals_or_of_no_two_names_is_refused() {
+    let stderr = refused(&["--principal-alias", "jwt:alice@https://id.example/=alice"]);
+    assert!(stderr.contains("no principals to alias"), "{stderr}");
+    let stderr = refused(&["--principal-alias", "alice"]);
+    assert!(stderr.contains("is not `FROM=TO`"), "{stderr}");
+}

@@ -72,6 +72,15 @@ impl Server {
 
     /// A server taking the issuer's tokens, and `tokens` before them.
     async fn start_with(jwks: &str, tokens: Option<BearerTokens>) -> Self {
+        Self::start_aliased(jwks, tokens, &[]).await
+    }
+
+    /// [`start_with`](Self::start_with), each principal of `aliases` taken as another.
+    async fn start_aliased(
+        jwks: &str,
+        tokens: Option<BearerTokens>,
+        aliases: &[(&str, &str)],
+    ) -> Self {
         let agent = demo::scripted()
             .max_turns(std::num::NonZeroU32::new(4).unwrap())
             .build();
@@ -80,7 +89,11 @@ impl Server {
         if let Some(tokens) = tokens {
             server = server.auth(tokens);
         }
-        let router = server.authenticate(jwt).into_router();
+        let mut server = server.authenticate(jwt);
+        for (from, to) in aliases {
+            server = server.principal_alias(from, to).unwrap();
+        }
+        let router = server.into_router();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(listener, router).await });
@@ -153,6 +166,39 @@ async fn a_subject_is_a_principal_of_its_issuer_not_the_token_or_the_front_user_
     for theirs in [ALICES, subject.as_str()] {
         assert_eq!(server.run(theirs, "the-users").await.0, 404);
     }
+}
+
+#[tokio::test]
+async fn an_operator_may_take_a_subject_as_the_token_of_another_name_on_purpose() {
+    const ALICES: &str = "alices-bearer-token-0123";
+    let keys = Arc::new(Mutex::new(json!({"keys": [jwk("first")]})));
+    let tokens = || {
+        BearerTokens::new()
+            .add_named("alice", Scope::Run, ALICES)
+            .unwrap()
+    };
+    let subject = format!("jwt:alice@{ISSUER}");
+    let aliases = [(subject.as_str(), "alice")];
+    let server = Server::start_aliased(&issuer(keys).await, Some(tokens()), &aliases).await;
+    let jwt = token("first", "first", json!({}));
+    // Each sees the other's thread: one principal, reached two ways.
+    assert_eq!(server.run(ALICES, "begun-with-the-token").await.0, 200);
+    assert_eq!(server.run(&jwt, "begun-with-the-token").await.0, 200);
+    assert_eq!(server.run(&jwt, "begun-with-the-jwt").await.0, 200);
+    assert_eq!(server.run(ALICES, "begun-with-the-jwt").await.0, 200);
+    // An alias of an alias, or of itself, is refused; so is one without authentication.
+    let aliased = AguiServer::new(demo::scripted().build())
+        .auth(tokens())
+        .principal_alias(&subject, "alice")
+        .unwrap();
+    assert!(aliased.principal_alias("alice", "bob").is_err(), "a chain");
+    let alone = AguiServer::new(demo::scripted().build()).auth(tokens());
+    assert!(alone.principal_alias("alice", "alice").is_err(), "itself");
+    let open = AguiServer::new(demo::scripted().build());
+    assert!(
+        open.principal_alias(&subject, "alice").is_err(),
+        "no principals"
+    );
 }
 
 #[tokio::test]

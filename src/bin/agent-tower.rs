@@ -406,6 +406,11 @@ struct Serve {
     /// with `quota_exceeded`, new ones get `429`. Unlimited when absent.
     #[arg(help_heading = "Limits", long, value_parser = parse_bytes::<u64>, value_name = "BYTES")]
     principal_log_bytes_per_day: Option<u64>,
+    /// Takes the principal FROM, named by one way in, as TO, named by another, on purpose
+    /// (`jwt:alice@https://id.example/=alice`: alice's JWT sees the threads of her token); repeat
+    /// for several. Without it, no two ways in name the same principal.
+    #[arg(help_heading = "Security", long = "principal-alias", value_name = "FROM=TO", value_parser = parse_alias)]
+    principal_aliases: Vec<(String, String)>,
     /// A group of principals the metrics count runs and tokens by, as `GROUP=NAME,NAME…`;
     /// repeat for several. Principals in none count under `other`.
     #[arg(help_heading = "Logs, traces, metrics", long = "metrics-group", value_parser = parse_metrics_group)]
@@ -1796,10 +1801,14 @@ fn budget_of(store: Option<&agent_tower::store::RunStore>, model: &ModelArgs) ->
     match store {
         Some(store) => model.budget(store.clone()),
         None => {
-            if model.run_budget.is_some() || model.daily_budget.is_some() {
+            let limited = model.run_budget.is_some()
+                || model.daily_budget.is_some()
+                || model.requests_per_minute.is_some()
+                || model.tokens_per_minute.is_some();
+            if limited {
                 tracing::info!(
-                    "budgets are counted by this process alone (no store): a restart starts them \
-                     again"
+                    "budgets and rate limits are counted by this process alone (no store): \
+                     other instances count their own, and a restart starts them again"
                 );
             }
             model.budget(MemoryLedger::new())
@@ -2150,10 +2159,6 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         .dev_page(!args.no_ui)
         .mcp(!args.no_mcp)
         .a2a(!args.no_a2a);
-    let listener = tokio::net::TcpListener::bind(args.addr.as_str())
-        .await
-        .map_err(|e| format!("cannot listen on {}: {e}", args.addr))?;
-    let bound = listener.local_addr()?;
     let authenticated = tokens.is_some() || jwt.is_some();
     if let Some(tokens) = tokens {
         server = server.auth(tokens);
@@ -2161,6 +2166,15 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
     if let Some(jwt) = jwt {
         server = server.authenticate(jwt);
     }
+    for (from, to) in &args.principal_aliases {
+        server = server
+            .principal_alias(from, to)
+            .map_err(|e| format!("--principal-alias {from}={to}: {e}"))?;
+    }
+    let listener = tokio::net::TcpListener::bind(args.addr.as_str())
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", args.addr))?;
+    let bound = listener.local_addr()?;
     if !authenticated && !bound.ip().is_loopback() {
         tracing::warn!(
             addr = %bound,
@@ -2343,6 +2357,12 @@ fn principal_limits(args: &Serve) -> PrincipalLimits {
     limits.live_runs = args.principal_live_runs;
     limits.runs_per_minute = args.principal_runs_per_minute;
     limits.log_bytes_per_day = args.principal_log_bytes_per_day;
+    if limits != PrincipalLimits::new() && matches!(args.store.as_str(), "none" | "memory") {
+        tracing::info!(
+            "principals' limits are counted by this process alone (no store): other instances \
+             count their own, and a restart starts them again"
+        );
+    }
     limits
 }
 
@@ -2368,6 +2388,18 @@ impl TokenKind {
             (Self::Operator, Some(name)) => tokens.add_named(name, Scope::Operator, token),
             (Self::Front, name) => tokens.add_front(name.unwrap_or("front"), token),
         }
+    }
+}
+
+/// `FROM=TO`, split at the last `=` (a JWT's issuer may hold one; a principal's name does not).
+fn parse_alias(value: &str) -> Result<(String, String), String> {
+    match value.rsplit_once('=') {
+        Some((from, to)) if !from.is_empty() && !to.is_empty() => {
+            Ok((from.to_owned(), to.to_owned()))
+        }
+        _ => Err(format!(
+            "`{value}` is not `FROM=TO` (two principals' names)"
+        )),
     }
 }
 

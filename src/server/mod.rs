@@ -450,6 +450,22 @@ where
         self
     }
 
+    /// Takes the principal `from` (named by one way in) as `to` (named by another), on purpose;
+    /// see [`BearerAuthLayer::alias`]. After [`auth`](Self::auth) or
+    /// [`authenticate`](Self::authenticate).
+    ///
+    /// # Errors
+    ///
+    /// As [`BearerAuthLayer::alias`]; and without authentication (no principal to alias).
+    pub fn principal_alias(mut self, from: &str, to: &str) -> Result<Self, BoxError> {
+        let layer = self.config.auth.take().ok_or(
+            "no authentication yet: there are no principals to alias (call `auth` or \
+             `authenticate` first)",
+        )?;
+        self.config.auth = Some(layer.alias(from, to)?);
+        Ok(self)
+    }
+
     /// Logs one line per request ([`AccessLogLayer`]): method, path (never the query), status and
     /// duration in ms, refusals by the guard and the auth included (off by default).
     pub fn access_log(mut self, on: bool) -> Self {

@@ -161,6 +161,8 @@ type ScopeOf = dyn Fn(&Request) -> Option<Scope> + Send + Sync;
 pub struct BearerAuthLayer {
     schemes: Arc<[Arc<dyn Authenticate>]>,
     scope_of: Arc<ScopeOf>,
+    /// Principals taken as others, on purpose ([`alias`](Self::alias)).
+    aliases: Arc<std::collections::HashMap<String, String>>,
 }
 
 impl fmt::Debug for BearerAuthLayer {
@@ -178,7 +180,48 @@ impl BearerAuthLayer {
         Self {
             schemes: Arc::new([Arc::new(tokens) as Arc<dyn Authenticate>]),
             scope_of: Arc::new(|_| Some(Scope::Run)),
+            aliases: Arc::default(),
         }
+    }
+
+    /// Takes the principal `from` (named by one way in) as `to` (named by another), on purpose:
+    /// a JWT's `jwt:alice@https://id.example/` as the token named `alice`, so that both see the
+    /// same threads. Without it, no two ways in name the same principal.
+    ///
+    /// # Errors
+    ///
+    /// When a name is not a principal's, the two are the same, or either is already aliased
+    /// (an alias leads to a principal, never to another alias).
+    pub fn alias(mut self, from: &str, to: &str) -> Result<Self, crate::BoxError> {
+        Principal::user(from).map_err(|e| format!("the alias `{from}`: {e}"))?;
+        Principal::user(to).map_err(|e| format!("the alias's principal `{to}`: {e}"))?;
+        if from == to {
+            return Err(format!("`{from}` is aliased to itself").into());
+        }
+        if self.aliases.contains_key(from) || self.aliases.contains_key(to) {
+            return Err(format!("`{from}` or `{to}` is aliased already").into());
+        }
+        if self.aliases.values().any(|target| target == from) {
+            return Err(format!("`{from}` is the principal of another alias").into());
+        }
+        let mut aliases = (*self.aliases).clone();
+        aliases.insert(from.to_owned(), to.to_owned());
+        self.aliases = Arc::new(aliases);
+        Ok(self)
+    }
+
+    /// `principal`, or the one it is [aliased](Self::alias) to (of the same kind).
+    fn aliased(&self, principal: Principal) -> Principal {
+        let Some(to) = self.aliases.get(principal.name()) else {
+            return principal;
+        };
+        let aliased = if principal.is_operator() {
+            Principal::operator(to)
+        } else {
+            Principal::user(to)
+        };
+        // Checked when the alias was made.
+        aliased.unwrap_or(principal)
     }
 
     /// Also accepts the tokens `scheme` knows (asked after those before it).
@@ -196,6 +239,7 @@ impl BearerAuthLayer {
         let mut schemes = self.schemes.to_vec();
         schemes.extend(other.schemes.iter().skip(1).cloned());
         self.schemes = schemes.into();
+        self.aliases = other.aliases;
         self
     }
 
@@ -286,7 +330,7 @@ impl BearerAuthLayer {
             )),
         }?;
         Ok(Some(Authenticated {
-            principal,
+            principal: self.aliased(principal),
             expires_at,
         }))
     }
