@@ -4,6 +4,7 @@
 use crate::support::{
     self,
     process::{ALICE, BOB, Process},
+    replay::{Fixture, serve},
     stores,
 };
 
@@ -370,4 +371,47 @@ async fn two_instances_on_postgresql_hold_a_models_calls_a_minute_together() {
     // is more than a call may wait), the model never asked.
     let second = support::user_run(&pair[1].base, "second", "Hello.").await;
     assert_eq!(outcome(&second), ("rate_limited".to_owned(), false));
+}
+
+#[tokio::test]
+async fn two_instances_on_postgresql_hold_a_principals_daily_budget_in_dollars() {
+    let Some(url) = stores::postgres("dollars_pair").await else {
+        return;
+    };
+    // A provider's recorded answer, priced at a tenth of a cent a token.
+    let (provider, _) = serve(vec![Fixture::of("openai", "plain.sse")], usize::MAX).await;
+    let price = ["--price", "smollm2=1000,1000"];
+    let measure = Process::serve_model("openai:smollm2", &provider, &price, &[]).await;
+    let events = support::user_run(&measure.base, "measure", "Hello.").await;
+    measure.kill().await;
+    let cost = events
+        .iter()
+        .find(|e| e["name"] == "agent_tower.cost")
+        .and_then(|e| e["value"]["total"]["amount"].as_f64())
+        .unwrap_or_else(|| panic!("{events:?}"));
+    // One run fits; the second crosses.
+    let budget = format!("{:.6}usd", 1.5 * cost);
+    let model = ["--model", "openai:smollm2", "--base-url", provider.as_str()];
+    let mut flags = vec!["--daily-budget", budget.as_str()];
+    flags.extend(price);
+    flags.extend(model);
+    let pair = [
+        Process::serve_for_alice_and_bob(&url, &flags).await,
+        Process::serve_for_alice_and_bob(&url, &flags).await,
+    ];
+    let mut outcomes = Vec::new();
+    for n in 0..3 {
+        let thread = format!("d{n}");
+        let events = support::user_run_as(&pair[n % 2].base, Some(ALICE), &thread, "Hello.").await;
+        outcomes.push(outcome(&events));
+    }
+    assert_eq!(
+        outcomes,
+        [
+            ("RUN_FINISHED".to_owned(), true),
+            ("budget_exceeded".to_owned(), true),
+            ("budget_exceeded".to_owned(), false),
+        ],
+        "alternating instances, ${cost} a run, a budget of {budget}"
+    );
 }

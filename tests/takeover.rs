@@ -235,6 +235,9 @@ impl Setup {
             "1s",
             "--on-disconnect",
             "continue",
+            // A dollar a million input tokens, two a million output tokens.
+            "--price",
+            "scripted=1,2",
         ]
         .map(str::to_owned)
         .to_vec();
@@ -415,7 +418,7 @@ async fn check_run(
         .iter()
         .filter(|(_, e)| e["name"] == "agent_tower.takeover")
         .count();
-    // What the run used is every step's, once, whichever attempt did it.
+    // What the run used, and what it cost, is every step's, once, whichever attempt did it.
     let usage = &log.last().unwrap().1["usage"][0];
     let (input, output) = (0..=STEPS)
         .map(step_usage)
@@ -427,6 +430,18 @@ async fn check_run(
         ),
         (Some(input), Some(output)),
         "{name}, taken over {takeovers} times: {usage}"
+    );
+    // And what it cost.
+    let cost = log
+        .iter()
+        .rev()
+        .find(|(_, e)| e["name"] == "agent_tower.cost")
+        .map(|(_, e)| e["value"]["total"]["amount"].as_f64().unwrap())
+        .unwrap_or_else(|| panic!("{name}: no cost"));
+    let priced = (input + 2 * output) as f64 / 1e6;
+    assert!(
+        (cost - priced).abs() < 1e-9,
+        "{name}: {cost} against {priced}"
     );
 
     // A complete conversation: each step's calls answered once, then the answer.
