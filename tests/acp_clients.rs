@@ -39,35 +39,25 @@ async fn the_python_client_drives_every_scenario() {
     assert_eq!(passed, SCENARIOS, "{out}");
 }
 
-/// `agent-tower acp` in memory, its stdin and its stdout, to read and write raw lines.
-fn raw_agent() -> (
+/// A running `agent-tower acp`, its stdin, and its stdout to read lines from.
+type RawAgent = (
     std::process::Child,
     std::process::ChildStdin,
     std::io::BufReader<std::process::ChildStdout>,
-) {
+);
+
+/// `agent-tower acp` in memory, its stdin and its stdout, to read and write raw lines.
+fn raw_agent() -> RawAgent {
     raw_agent_with(&[])
 }
 
 /// [`raw_agent`] with more flags.
-fn raw_agent_with(
-    flags: &[&str],
-) -> (
-    std::process::Child,
-    std::process::ChildStdin,
-    std::io::BufReader<std::process::ChildStdout>,
-) {
+fn raw_agent_with(flags: &[&str]) -> RawAgent {
     raw_agent_of(flags, None)
 }
 
 /// [`raw_agent_with`] `flags`, as the machine's user `user` when given.
-fn raw_agent_of(
-    flags: &[&str],
-    user: Option<&str>,
-) -> (
-    std::process::Child,
-    std::process::ChildStdin,
-    std::io::BufReader<std::process::ChildStdout>,
-) {
+fn raw_agent_of(flags: &[&str], user: Option<&str>) -> RawAgent {
     let mut flags = flags.to_vec();
     if !flags.contains(&"--store") {
         flags.extend(["--store", "none"]);
@@ -264,25 +254,12 @@ fn send(stdin: &mut std::process::ChildStdin, message: &serde_json::Value) {
 }
 
 /// [`raw_agent_with`] `flags`, initialized (request 1).
-fn initialized(
-    flags: &[&str],
-) -> (
-    std::process::Child,
-    std::process::ChildStdin,
-    std::io::BufReader<std::process::ChildStdout>,
-) {
+fn initialized(flags: &[&str]) -> RawAgent {
     initialized_as(flags, None)
 }
 
 /// [`initialized`], as the machine's user `user` when given.
-fn initialized_as(
-    flags: &[&str],
-    user: Option<&str>,
-) -> (
-    std::process::Child,
-    std::process::ChildStdin,
-    std::io::BufReader<std::process::ChildStdout>,
-) {
+fn initialized_as(flags: &[&str], user: Option<&str>) -> RawAgent {
     let (agent, mut stdin, mut stdout) = raw_agent_of(flags, user);
     let initialize = serde_json::json!({
         "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1},

@@ -211,6 +211,11 @@ async fn begin(base: &str, token: &str, thread: &str, text: &str) -> (u16, Value
     (status, answer.json().await.unwrap_or_default())
 }
 
+/// The status of an answer of [`begin`], and its error's code.
+fn refusal((status, body): &(u16, Value)) -> (u16, &str) {
+    (*status, body["error"]["code"].as_str().unwrap_or_default())
+}
+
 #[tokio::test]
 async fn two_instances_on_postgresql_hold_a_principals_live_runs_and_runs_a_minute() {
     let Some(url) = stores::postgres("limits_pair").await else {
@@ -229,11 +234,11 @@ async fn two_instances_on_postgresql_hold_a_principals_live_runs_and_runs_a_minu
     // A long run of alice's on the first instance holds her one place on both.
     let (status, _) = begin(&pair[0].base, ALICE, "long", "Answer slowly.").await;
     assert_eq!(status, 202);
-    let (status, refused) = begin(&pair[1].base, ALICE, "second", "Hello.").await;
+    let refused = begin(&pair[1].base, ALICE, "second", "Hello.").await;
     assert_eq!(
-        (status, &refused["error"]["code"]),
-        (429, &Value::from("too_many_live_runs")),
-        "{refused}"
+        refusal(&refused),
+        (429, "too_many_live_runs"),
+        "{refused:?}"
     );
     let (status, _) = begin(&pair[1].base, BOB, "bobs", "Hello.").await;
     assert_eq!(status, 202, "bob's place is his own");
@@ -265,22 +270,14 @@ async fn two_instances_on_postgresql_hold_a_principals_live_runs_and_runs_a_minu
     // restart of both.
     let fourth = support::user_run_as(&pair[0].base, Some(ALICE), "fourth", "Hi.").await;
     assert_eq!(fourth.last().unwrap()["type"], "RUN_FINISHED");
-    let (status, refused) = begin(&pair[1].base, ALICE, "too-many", "Hello.").await;
-    assert_eq!(
-        (status, &refused["error"]["code"]),
-        (429, &Value::from("rate_limited")),
-        "{refused}"
-    );
+    let refused = begin(&pair[1].base, ALICE, "too-many", "Hello.").await;
+    assert_eq!(refusal(&refused), (429, "rate_limited"), "{refused:?}");
     for instance in pair {
         instance.kill().await;
     }
     let restarted = Process::serve_for_alice_and_bob(&url, &flags).await;
-    let (status, refused) = begin(&restarted.base, ALICE, "fifth", "Hello.").await;
-    assert_eq!(
-        (status, &refused["error"]["code"]),
-        (429, &Value::from("rate_limited")),
-        "{refused}"
-    );
+    let refused = begin(&restarted.base, ALICE, "fifth", "Hello.").await;
+    assert_eq!(refusal(&refused), (429, "rate_limited"), "{refused:?}");
 }
 
 #[tokio::test]
@@ -297,12 +294,8 @@ async fn the_bytes_a_principal_logged_today_on_one_instance_count_on_the_other()
     ];
     let first = support::user_run_as(&pair[0].base, Some(ALICE), "first", "Hello.").await;
     assert_eq!(first.last().unwrap()["type"], "RUN_FINISHED");
-    let (status, refused) = begin(&pair[1].base, ALICE, "second", "Hello.").await;
-    assert_eq!(
-        (status, &refused["error"]["code"]),
-        (429, &Value::from("quota_exceeded")),
-        "{refused}"
-    );
+    let refused = begin(&pair[1].base, ALICE, "second", "Hello.").await;
+    assert_eq!(refusal(&refused), (429, "quota_exceeded"), "{refused:?}");
     let (status, _) = begin(&pair[1].base, BOB, "bobs", "Hello.").await;
     assert_eq!(status, 202, "bob's bytes are his own");
 }
