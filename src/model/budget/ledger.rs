@@ -36,7 +36,7 @@ impl Spent {
         Self { tokens, cost }
     }
 
-    fn add(&mut self, other: Self) {
+    pub(super) fn add(&mut self, other: Self) {
         self.tokens = self.tokens.saturating_add(other.tokens);
         self.cost = self.cost + other.cost;
     }

@@ -223,6 +223,7 @@ impl BudgetLayer {
                 BilledRun::of(&request.run).0,
             ),
             step: Step::new(request.run.run_id.clone(), request.run.turn),
+            known: None,
         }
     }
 }
@@ -313,19 +314,42 @@ struct Account {
     ledger: Arc<dyn Ledger>,
     accounts: Accounts,
     step: Step,
+    /// The balance read before the step, with what the step reported since (`None`: not read,
+    /// there is no limit).
+    known: Option<Balance>,
 }
 
 impl Account {
-    /// The limit the accounts have reached, if any (a ledger that cannot be read refuses; with
-    /// no limit, nothing is read).
-    async fn refusal(self) -> Option<ModelError> {
+    /// The balance of the accounts, read before the step: an error when they reached a limit
+    /// (or the ledger cannot be read: it fails closed); `None` with no limit (nothing is read).
+    async fn check(self) -> Result<Option<Balance>, ModelError> {
         if self.limits.is_none() {
-            return None;
+            return Ok(None);
         }
-        match self.ledger.balance(&self.accounts).await {
-            Ok(balance) => self.limits.reached(balance),
-            Err(error) => Some(unreadable(&error)),
+        let balance = self
+            .ledger
+            .balance(&self.accounts)
+            .await
+            .map_err(|error| unreadable(&error))?;
+        match self.limits.reached(balance) {
+            Some(refused) => Err(refused),
+            None => Ok(Some(balance)),
         }
+    }
+
+    /// Whether the step's `usage` may take the accounts to a limit: then the run waits for the
+    /// ledger's word (the charge's balance counts every instance's steps); else the charge is
+    /// recorded while the stream goes on. Counts `usage` in what is known.
+    fn may_reach_a_limit(&mut self, usage: Spent) -> bool {
+        if self.limits.is_none() {
+            return false;
+        }
+        let Some(known) = &mut self.known else {
+            return true;
+        };
+        known.run.add(usage);
+        known.day.add(usage);
+        self.limits.reached(*known).is_some()
     }
 
     /// Charges `usage` for the step; the limit it reached, if any (a charge that fails ends the
@@ -348,7 +372,7 @@ fn exceeded(message: String) -> ModelError {
 
 /// The error of a step whose budget's ledger failed.
 fn unreadable(error: &BoxError) -> ModelError {
-    tracing::error!(error = %error, "the budget's ledger failed: the step is refused");
+    tracing::error!(error = %error, "the budget's ledger failed");
     ModelError::new(
         ModelErrorKind::Other,
         format!("the budget's ledger failed: {error}"),
@@ -395,7 +419,7 @@ pub mod future {
         #[project = StateProj]
         enum State<S: Service<ModelRequest>> {
             Checking {
-                refusal: BoxFuture<'static, Option<ModelError>>,
+                checked: BoxFuture<'static, Result<Option<Balance>, ModelError>>,
                 call: Option<(S, ModelRequest, Account)>,
             },
             Calling { #[pin] inner: S::Future, account: Option<Account> },
@@ -404,10 +428,10 @@ pub mod future {
 
     impl<S: Service<ModelRequest>> ResponseFuture<S> {
         pub(super) fn new(inner: S, request: ModelRequest, account: Account) -> Self {
-            let refusal = Box::pin(account.clone().refusal());
+            let checked = Box::pin(account.clone().check());
             Self {
                 state: State::Checking {
-                    refusal,
+                    checked,
                     call: Some((inner, request, account)),
                 },
             }
@@ -424,13 +448,11 @@ pub mod future {
         fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
             loop {
                 match self.as_mut().project().state.project() {
-                    StateProj::Checking { refusal, call } => {
-                        let refused = ready!(refusal.as_mut().poll(cx));
-                        let (mut inner, request, account) =
+                    StateProj::Checking { checked, call } => {
+                        let checked = ready!(checked.as_mut().poll(cx));
+                        let (mut inner, request, mut account) =
                             call.take().expect("ResponseFuture polled after completion");
-                        if let Some(error) = refused {
-                            return Poll::Ready(Err(error.into()));
-                        }
+                        account.known = checked?;
                         let inner = inner.call(request);
                         self.as_mut().project().state.set(State::Calling {
                             inner,
@@ -509,16 +531,23 @@ where
             *this.account = None;
             return Poll::Ready(Some(Err(error.into())));
         }
-        let Some(account) = this.account.as_ref() else {
+        let Some(account) = this.account.as_mut() else {
             return Poll::Ready(None);
         };
         let item = ready!(this.inner.poll_next(cx));
         if let Some(Ok(ModelEvent::Usage(usage))) = &item {
-            let mut charge = Box::pin(account.clone().charge(Spent::of(usage)));
-            *this.charging = Some(match charge.as_mut().poll(cx) {
-                Poll::Ready(over) => Charging::Done(over),
-                Poll::Pending => Charging::Task(tokio::spawn(charge)),
-            });
+            let spent = Spent::of(usage);
+            let settled_first = account.may_reach_a_limit(spent);
+            let mut charge = Box::pin(account.clone().charge(spent));
+            *this.charging = match (charge.as_mut().poll(cx), settled_first) {
+                (Poll::Ready(over), _) => Some(Charging::Done(over)),
+                (Poll::Pending, true) => Some(Charging::Task(tokio::spawn(charge))),
+                // Far from every limit: recorded while the stream goes on.
+                (Poll::Pending, false) => {
+                    tokio::spawn(charge);
+                    None
+                }
+            };
         }
         Poll::Ready(item.map(|item| item.map_err(Into::into)))
     }
