@@ -105,8 +105,10 @@ impl BilledRun {
 /// each instance of the layer (its clones share it) counts for itself, until the process exits.
 /// With the store's ledger ([`ledger`](BudgetLayer::ledger) with a
 /// [`RunStore`](crate::store::RunStore)) budgets hold across instances and restarts, and a step
-/// redone by the instance that continued its run is not counted again. A ledger that fails
-/// refuses the step, or ends the run (it fails closed).
+/// redone by the instance that continued its run is not counted again. A ledger that cannot be
+/// read refuses the step (it fails closed). A step whose usage may reach a limit waits for its
+/// charge (one that fails ends the run); a step far from every limit goes on while its charge is
+/// recorded (one that fails is logged).
 ///
 /// ```
 /// use agent_tower::model::{
