@@ -46,10 +46,8 @@ mod process;
 pub use groups::{InvalidGroup, PrincipalGroups};
 
 use std::{
-    sync::{
-        Arc,
-        atomic::{AtomicUsize, Ordering},
-    },
+    collections::HashSet,
+    sync::{Arc, Mutex, PoisonError},
     time::Duration,
 };
 
@@ -158,7 +156,7 @@ struct GroupLabel {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ToolLabel {
-    tool: String,
+    tool: Arc<str>,
     outcome: &'static str,
 }
 
@@ -184,6 +182,36 @@ const MAX_TOOLS: usize = 256;
 /// model in each answer: the label set must stay bounded).
 const MAX_MODELS: usize = 64;
 
+/// Label values named by others (a model names tools, a provider its model): each its own until
+/// `max` have one, the rest `other`, so that the label set stays bounded.
+struct BoundedNames {
+    max: usize,
+    names: Mutex<HashSet<Arc<str>>>,
+}
+
+impl BoundedNames {
+    fn new(max: usize) -> Self {
+        Self {
+            max,
+            names: Mutex::default(),
+        }
+    }
+
+    /// The label of `name`.
+    fn label(&self, name: &str) -> Arc<str> {
+        let mut names = self.names.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(known) = names.get(name) {
+            return known.clone();
+        }
+        if names.len() >= self.max {
+            return Arc::from("other");
+        }
+        let label: Arc<str> = Arc::from(name);
+        names.insert(label.clone());
+        label
+    }
+}
+
 struct Inner {
     registry: Registry,
     started: Counter,
@@ -195,15 +223,13 @@ struct Inner {
     duration: Family<OutcomeLabel, Histogram>,
     tokens: Family<TokenLabel, Counter>,
     cost: Family<ModelLabel, Counter<f64, std::sync::atomic::AtomicU64>>,
-    /// The model names with a label of their own (at most [`MAX_MODELS`]).
-    models: std::sync::Mutex<std::collections::HashSet<Arc<str>>>,
+    models: BoundedNames,
     held: Counter,
     held_seconds: Counter<f64, std::sync::atomic::AtomicU64>,
     retries: Family<ReasonLabel, Counter>,
     fallbacks: Counter,
     tools: Family<ToolLabel, Counter>,
-    /// Distinct tool names seen (at most [`MAX_TOOLS`] get a label of their own).
-    tool_names: AtomicUsize,
+    tool_names: BoundedNames,
     followers: Gauge,
     #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pending: Gauge,
@@ -405,13 +431,13 @@ impl Metrics {
             duration,
             tokens,
             cost,
-            models: std::sync::Mutex::default(),
+            models: BoundedNames::new(MAX_MODELS),
             held,
             held_seconds,
             retries,
             fallbacks,
             tools,
-            tool_names: AtomicUsize::new(0),
+            tool_names: BoundedNames::new(MAX_TOOLS),
             followers,
             pending,
             commits,
@@ -455,41 +481,20 @@ impl Metrics {
     }
 
     fn tool_call(&self, tool: &str, outcome: &'static str) {
-        let mut label = ToolLabel {
-            tool: tool.to_owned(),
+        let label = ToolLabel {
+            tool: self.0.tool_names.label(tool),
             outcome,
         };
-        if self.0.tools.get(&label).is_none()
-            && self.0.tool_names.fetch_add(1, Ordering::Relaxed) >= MAX_TOOLS
-        {
-            label.tool = "other".to_owned();
-        }
         self.0.tools.get_or_create(&label).inc();
-    }
-
-    /// The label of `model`: its name while fewer than [`MAX_MODELS`] have one, else `other`.
-    fn model_label(&self, model: Option<&str>) -> Arc<str> {
-        let name = model.unwrap_or_default();
-        let mut models = self
-            .0
-            .models
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(known) = models.get(name) {
-            return known.clone();
-        }
-        if models.len() >= MAX_MODELS {
-            return Arc::from("other");
-        }
-        let label: Arc<str> = Arc::from(name);
-        models.insert(label.clone());
-        label
     }
 
     fn usage(&self, usage: Option<&[crate::agui::event::TokenUsage]>, principal: Option<&str>) {
         let group = (!self.0.groups.is_empty()).then(|| self.0.groups.of(principal));
         for usage in usage.unwrap_or_default() {
-            let model = self.model_label(usage.model.as_deref());
+            let model = self
+                .0
+                .models
+                .label(usage.model.as_deref().unwrap_or_default());
             if let Some(cost) = usage.cost {
                 let label = ModelLabel {
                     model: model.clone(),

@@ -9,7 +9,8 @@ use super::{
     RunStore,
     conn::{Arg, Columns, Conn, DbError},
     rows::millis,
-    sql, writer,
+    sql,
+    writer::{self, Failure},
 };
 use crate::{
     BoxError,
@@ -27,7 +28,7 @@ pub(super) async fn admit(
     model: &str,
     limits: MinuteLimits,
     now: SystemTime,
-) -> Result<Result<Option<Duration>, LogError>, DbError> {
+) -> Result<Option<Duration>, Failure> {
     let now = millis(now);
     tx.execute(
         "DELETE FROM model_calls WHERE model = $1 AND at <= $2",
@@ -43,20 +44,14 @@ pub(super) async fn admit(
             &[Arg::from(model)],
         )
         .await?;
-    let Some(row) = rows.first() else {
-        return Ok(Err(LogError::Corrupt("no sums of model_calls".to_owned())));
-    };
-    let read = (|| {
-        Ok::<_, LogError>((
-            row.number("requests")?,
-            row.number("tokens")?,
-            row.number("oldest")?,
-        ))
-    })();
-    let (requests, tokens, oldest) = match read {
-        Ok(read) => read,
-        Err(error) => return Ok(Err(error)),
-    };
+    let row = rows
+        .first()
+        .ok_or_else(|| LogError::Corrupt("no sums of model_calls".to_owned()))?;
+    let (requests, tokens, oldest) = (
+        row.number("requests")?,
+        row.number("tokens")?,
+        row.number("oldest")?,
+    );
     let full = limits
         .requests
         .is_some_and(|limit| requests >= i64::from(limit))
@@ -65,14 +60,14 @@ pub(super) async fn admit(
             .is_some_and(|limit| tokens >= i64::try_from(limit).unwrap_or(i64::MAX));
     if full {
         let left = (oldest + MINUTE_MS - now).max(1);
-        return Ok(Ok(Some(Duration::from_millis(left.unsigned_abs()))));
+        return Ok(Some(Duration::from_millis(left.unsigned_abs())));
     }
     tx.execute(
         "INSERT INTO model_calls (model, at, requests, tokens) VALUES ($1, $2, 1, 0)",
         &[Arg::from(model), Arg::from(now)],
     )
     .await?;
-    Ok(Ok(None))
+    Ok(None)
 }
 
 /// Counts `tokens` a call to `model` used at `now`. In the writer's transaction.

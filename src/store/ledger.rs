@@ -5,9 +5,10 @@ use futures_util::future::BoxFuture;
 
 use super::{
     RunStore,
-    conn::{Arg, Columns, Conn, DbError},
+    conn::{Arg, Columns, Conn},
     rows::signed,
-    sql, writer,
+    sql,
+    writer::{self, Failure},
 };
 use crate::{
     BoxError,
@@ -54,7 +55,7 @@ pub(super) async fn charge(
     step: &Step,
     accounts: &Accounts,
     spent: Spent,
-) -> Result<Result<Balance, LogError>, DbError> {
+) -> Result<Balance, Failure> {
     let day = signed(accounts.day);
     tx.execute(
         CHARGE,
@@ -79,7 +80,7 @@ pub(super) async fn charge(
             ],
         )
         .await?;
-    Ok(rows.first().map_or_else(|| Ok(Balance::default()), balance))
+    Ok(rows.first().map_or(Ok(Balance::default()), balance)?)
 }
 
 /// Budgets that hold across every instance on the store and across restarts; see

@@ -455,8 +455,7 @@ impl RateLimitLayer {
         let waited = since.map_or(Duration::ZERO, |since| since.elapsed());
         match fits {
             Ok(()) => {
-                if let Some(since) = since {
-                    let waited = since.elapsed();
+                if since.is_some() {
                     tracing::info!(
                         waited_ms = waited.as_millis(),
                         "a model call waited for room under its rate limit"

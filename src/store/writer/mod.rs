@@ -576,36 +576,29 @@ impl Writer {
                     model,
                     limits,
                     reply,
-                } => match calls::admit(tx, &model, limits, now).await {
-                    Ok(answer) => (Done::Wait(reply, answer), None),
-                    Err(error) => {
-                        let failed = Err(LogError::unavailable(error.to_string()));
-                        (Done::Wait(reply, failed), Some(error))
-                    }
-                },
+                } => {
+                    let (result, error) = split(calls::admit(tx, &model, limits, now).await);
+                    (Done::Wait(reply, result.map_err(log_error)), error)
+                }
                 Job::UsedTokens {
                     model,
                     tokens,
                     reply,
-                } => match calls::used(tx, &model, tokens, now).await {
-                    Ok(()) => (Done::Unit(reply, Ok(())), None),
-                    Err(error) => {
-                        let failed = Err(LogError::unavailable(error.to_string()));
-                        (Done::Unit(reply, failed), Some(error))
-                    }
-                },
+                } => {
+                    let used = calls::used(tx, &model, tokens, now).await;
+                    let (result, error) = split(used.map_err(Failure::Store));
+                    (Done::Unit(reply, result.map_err(log_error)), error)
+                }
                 Job::Charge {
                     step,
                     accounts,
                     spent,
                     reply,
-                } => match ledger::charge(tx, &step, &accounts, spent).await {
-                    Ok(balance) => (Done::Balance(reply, balance), None),
-                    Err(error) => {
-                        let failed = Err(LogError::unavailable(error.to_string()));
-                        (Done::Balance(reply, failed), Some(error))
-                    }
-                },
+                } => {
+                    let charged = ledger::charge(tx, &step, &accounts, spent).await;
+                    let (result, error) = split(charged);
+                    (Done::Balance(reply, result.map_err(log_error)), error)
+                }
             };
             done.push(answer);
             if let Some(error) = error {
@@ -1114,7 +1107,7 @@ impl Writer {
 /// A job's failure inside the group: a refusal of the job alone, or an error of the store that
 /// fails the whole group.
 #[derive(Debug)]
-enum Failure {
+pub(super) enum Failure {
     Refused(StartError),
     Store(DbError),
 }
