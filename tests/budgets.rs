@@ -96,6 +96,14 @@ async fn tokens_of_a_run(text: &str) -> u64 {
     usage["inputTokens"].as_u64().unwrap() + usage["outputTokens"].as_u64().unwrap()
 }
 
+/// Two `serve` instances on the store at `url` for alice and bob, with `flags`.
+async fn alice_and_bobs_pair(url: &str, flags: &[&str]) -> [Process; 2] {
+    [
+        Process::serve_for_alice_and_bob(url, flags).await,
+        Process::serve_for_alice_and_bob(url, flags).await,
+    ]
+}
+
 /// How a run ended, and whether the model was asked (its answer streamed).
 fn outcome(events: &[Value]) -> (String, bool) {
     let end = events.last().unwrap();
@@ -119,10 +127,7 @@ async fn two_instances_on_postgresql_hold_a_principals_daily_budget_across_resta
     // Two runs fit; the third crosses.
     let budget = format!("{}tokens", 2 * run + run / 2);
     let flags = ["--daily-budget", budget.as_str()];
-    let pair = [
-        Process::serve_for_alice_and_bob(&url, &flags).await,
-        Process::serve_for_alice_and_bob(&url, &flags).await,
-    ];
+    let pair = alice_and_bobs_pair(&url, &flags).await;
     let mut outcomes = Vec::new();
     for n in 0..4 {
         let thread = format!("a{n}");
@@ -175,10 +180,7 @@ async fn two_instances_on_postgresql_hold_a_principals_daily_budget_across_resta
     for instance in pair {
         instance.kill().await;
     }
-    let restarted = [
-        Process::serve_for_alice_and_bob(&url, &flags).await,
-        Process::serve_for_alice_and_bob(&url, &flags).await,
-    ];
+    let restarted = alice_and_bobs_pair(&url, &flags).await;
     for (n, instance) in restarted.iter().enumerate() {
         let thread = format!("b{n}");
         let events = support::user_run_as(&instance.base, Some(ALICE), &thread, PROMPT).await;
@@ -227,10 +229,7 @@ async fn two_instances_on_postgresql_hold_a_principals_live_runs_and_runs_a_minu
         "--principal-runs-per-minute",
         "3",
     ];
-    let pair = [
-        Process::serve_for_alice_and_bob(&url, &flags).await,
-        Process::serve_for_alice_and_bob(&url, &flags).await,
-    ];
+    let pair = alice_and_bobs_pair(&url, &flags).await;
     // A long run of alice's on the first instance holds her one place on both.
     let (status, _) = begin(&pair[0].base, ALICE, "long", "Answer slowly.").await;
     assert_eq!(status, 202);
@@ -288,10 +287,7 @@ async fn the_bytes_a_principal_logged_today_on_one_instance_count_on_the_other()
     // Less than one run logs: the first run ends (its bytes are counted by slices), the next
     // is refused wherever it begins.
     let flags = ["--principal-log-bytes-per-day", "1000"];
-    let pair = [
-        Process::serve_for_alice_and_bob(&url, &flags).await,
-        Process::serve_for_alice_and_bob(&url, &flags).await,
-    ];
+    let pair = alice_and_bobs_pair(&url, &flags).await;
     let first = support::user_run_as(&pair[0].base, Some(ALICE), "first", "Hello.").await;
     assert_eq!(first.last().unwrap()["type"], "RUN_FINISHED");
     let refused = begin(&pair[1].base, ALICE, "second", "Hello.").await;
@@ -388,10 +384,7 @@ async fn two_instances_on_postgresql_hold_a_principals_daily_budget_in_dollars()
     let mut flags = vec!["--daily-budget", budget.as_str()];
     flags.extend(price);
     flags.extend(model);
-    let pair = [
-        Process::serve_for_alice_and_bob(&url, &flags).await,
-        Process::serve_for_alice_and_bob(&url, &flags).await,
-    ];
+    let pair = alice_and_bobs_pair(&url, &flags).await;
     let mut outcomes = Vec::new();
     for n in 0..3 {
         let thread = format!("d{n}");
