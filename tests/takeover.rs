@@ -413,7 +413,12 @@ async fn check_run(
         );
     }
     let types = verified::one_run(&log, name);
-    assert_eq!(types.last(), Some(&"RUN_FINISHED"), "{name}: {types:?}");
+    assert_eq!(
+        types.last(),
+        Some(&"RUN_FINISHED"),
+        "{name}: {types:?}, ending {}",
+        log.last().map_or(Value::Null, |(_, end)| end.clone())
+    );
     let takeovers = log
         .iter()
         .filter(|(_, e)| e["name"] == "agent_tower.takeover")

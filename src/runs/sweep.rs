@@ -21,27 +21,36 @@ where
     /// third of the lease, and the recovery of lost runs (other instances' that stopped beating),
     /// until the shutdown token fires or the engine is dropped. [`begin`](Runs::begin) starts it
     /// (so does the server's router); outside a tokio runtime this does nothing.
+    ///
+    /// The heartbeat has a task of its own: recovering other instances' runs (a drained
+    /// instance hands over all of its at once) never delays it, lest this instance's own runs
+    /// look lost meanwhile.
     pub fn sweep(&self) {
         if tokio::runtime::Handle::try_current().is_err()
             || self.inner.sweeping.swap(true, Ordering::AcqRel)
         {
             return;
         }
+        tokio::spawn(beat(Arc::downgrade(&self.inner)));
         tokio::spawn(sweep(Arc::downgrade(&self.inner)));
     }
 }
 
-async fn sweep<A>(inner: Weak<Inner<A>>)
-where
+/// A third of the lease, until the engine shuts down, hands its runs over or is dropped: each
+/// tick, the engine as it is then (or also, with `now`, when it is notified).
+async fn every_third_of_the_lease<A, F>(
+    inner: Weak<Inner<A>>,
+    now: Option<Arc<tokio::sync::Notify>>,
+    mut each: impl FnMut(Arc<Inner<A>>) -> F,
+) where
     A: RunService,
+    F: Future<Output = ()>,
 {
-    let Some((lease, shutdown, handing_over, draining, now)) = inner.upgrade().map(|inner| {
+    let Some((lease, shutdown, handing_over)) = inner.upgrade().map(|inner| {
         (
             inner.config.lease,
             inner.config.shutdown.clone(),
             inner.handing_over.clone(),
-            inner.draining.clone(),
-            inner.sweep_now.clone(),
         )
     }) else {
         return;
@@ -54,23 +63,45 @@ where
             // Its runs are released: no heartbeat may claim them again.
             () = handing_over.cancelled() => return,
             _ = tick.tick() => {}
-            // Another instance released its runs: they are continued at once.
-            () = now.notified() => {}
+            () = async { now.as_ref().expect("guarded").notified().await }, if now.is_some() => {}
         }
         let Some(inner) = inner.upgrade() else {
             return;
         };
+        each(inner).await;
+    }
+}
+
+/// Keeps this instance's runs its own: the heartbeat, and the runs followed here that another
+/// instance drives (it must not cancel them as abandoned).
+async fn beat<A>(inner: Weak<Inner<A>>)
+where
+    A: RunService,
+{
+    every_third_of_the_lease(inner, None, |inner| async move {
+        let lease = inner.config.lease;
         if let Err(error) = inner.log.heartbeat(lease).await {
             tracing::warn!(%error, "the heartbeat of this instance's runs failed");
         }
-        // Runs followed here that another instance drives: it must not cancel them as
-        // abandoned.
         if let Some(durable) = inner.log.durable() {
             let followed = inner.hub.followed_not_driven();
             if let Err(error) = durable.followed(&followed, lease).await {
                 tracing::warn!(%error, "could not record the runs followed here");
             }
-            // Cancellations asked of another instance whose notification did not arrive.
+        }
+    })
+    .await;
+}
+
+/// Reads the cancellations asked of another instance whose notification did not arrive, and
+/// continues the runs other instances lost (at once when one released its runs).
+async fn sweep<A>(inner: Weak<Inner<A>>)
+where
+    A: RunService,
+{
+    let now = inner.upgrade().map(|inner| inner.sweep_now.clone());
+    every_third_of_the_lease(inner, now, |inner| async move {
+        if let Some(durable) = inner.log.durable() {
             match durable.cancels_requested().await {
                 Ok(runs) => {
                     for run in runs {
@@ -82,9 +113,9 @@ where
                 }
             }
         }
-        if draining.is_cancelled() {
+        if inner.draining.is_cancelled() {
             // A draining instance takes no run over.
-            continue;
+            return;
         }
         match inner.log.lost().await {
             Ok(lost) => {
@@ -96,7 +127,8 @@ where
             }
             Err(error) => tracing::warn!(%error, "could not look for lost runs"),
         }
-    }
+    })
+    .await;
 }
 
 impl<A> Inner<A>
@@ -238,5 +270,158 @@ where
                 return Ok(Some((events, last)));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use futures_util::{FutureExt, future::BoxFuture};
+
+    use super::*;
+    use crate::{
+        agent::Agent,
+        id::ThreadId,
+        model::scripted::ScriptedModel,
+        runs::{
+            Deleted, InterruptRecord, Lease, MemoryLog, Page, Recovered, RunEnd, RunLog, RunPage,
+            RunQuery, SavedThread, Start, StartError, ThreadChange, ThreadPage, ThreadQuery,
+            ThreadRecord, ThreadSummary,
+        },
+        tool::ToolRouter,
+    };
+
+    /// A memory log that counts its heartbeats and takes forever to say which runs are lost,
+    /// as a store busy recovering another instance's runs does.
+    #[derive(Debug, Default)]
+    struct SlowToRecover {
+        log: MemoryLog,
+        beats: Arc<AtomicUsize>,
+    }
+
+    impl RunLog for SlowToRecover {
+        fn start<'a>(&'a self, start: &'a Start) -> BoxFuture<'a, Result<Lease, StartError>> {
+            self.log.start(start)
+        }
+
+        fn write<'a>(
+            &'a self,
+            lease: &'a Lease,
+            events: &'a [LoggedEvent],
+            end: Option<&'a RunEnd>,
+        ) -> BoxFuture<'a, Result<(), LogError>> {
+            self.log.write(lease, events, end)
+        }
+
+        fn refuse<'a>(
+            &'a self,
+            start: &'a Start,
+            events: &'a [LoggedEvent],
+        ) -> BoxFuture<'a, Result<(), StartError>> {
+            self.log.refuse(start, events)
+        }
+
+        fn read<'a>(
+            &'a self,
+            run: &'a RunId,
+            after: u64,
+            limit: usize,
+        ) -> BoxFuture<'a, Result<Option<Page>, LogError>> {
+            self.log.read(run, after, limit)
+        }
+
+        fn owner(&self) -> &str {
+            self.log.owner()
+        }
+
+        fn run<'a>(&'a self, run: &'a RunId) -> BoxFuture<'a, Result<Option<RunRecord>, LogError>> {
+            self.log.run(run)
+        }
+
+        fn thread<'a>(
+            &'a self,
+            thread: &'a ThreadId,
+        ) -> BoxFuture<'a, Result<Option<ThreadRecord>, LogError>> {
+            self.log.thread(thread)
+        }
+
+        fn save_thread<'a>(
+            &'a self,
+            saved: SavedThread<'a>,
+        ) -> BoxFuture<'a, Result<(), LogError>> {
+            self.log.save_thread(saved)
+        }
+
+        fn threads<'a>(
+            &'a self,
+            query: &'a ThreadQuery<'a>,
+        ) -> BoxFuture<'a, Result<ThreadPage, LogError>> {
+            self.log.threads(query)
+        }
+
+        fn runs<'a>(&'a self, query: &'a RunQuery<'a>) -> BoxFuture<'a, Result<RunPage, LogError>> {
+            self.log.runs(query)
+        }
+
+        fn change_thread<'a>(
+            &'a self,
+            thread: &'a ThreadId,
+            change: &'a ThreadChange,
+        ) -> BoxFuture<'a, Result<Option<ThreadSummary>, LogError>> {
+            self.log.change_thread(thread, change)
+        }
+
+        fn delete_thread<'a>(
+            &'a self,
+            thread: &'a ThreadId,
+        ) -> BoxFuture<'a, Result<Deleted, LogError>> {
+            self.log.delete_thread(thread)
+        }
+
+        fn interrupts<'a>(
+            &'a self,
+            filter: Interrupts<'a>,
+        ) -> BoxFuture<'a, Result<Vec<InterruptRecord>, LogError>> {
+            self.log.interrupts(filter)
+        }
+
+        fn heartbeat(&self, lease: Duration) -> BoxFuture<'_, Result<(), LogError>> {
+            self.beats.fetch_add(1, Ordering::Relaxed);
+            self.log.heartbeat(lease)
+        }
+
+        fn durable(&self) -> Option<&dyn super::super::DurableLog> {
+            None
+        }
+
+        fn lost(&self) -> BoxFuture<'_, Result<Vec<LostRun>, LogError>> {
+            std::future::pending().boxed()
+        }
+
+        fn recover<'a>(
+            &'a self,
+            lost: &'a LostRun,
+            events: &'a [LoggedEvent],
+            take: bool,
+        ) -> BoxFuture<'a, Result<Option<Recovered>, LogError>> {
+            self.log.recover(lost, events, take)
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_heartbeat_keeps_its_pace_while_lost_runs_are_recovered() {
+        let log = SlowToRecover::default();
+        let beats = log.beats.clone();
+        let runs = Runs::new(Agent::new(ScriptedModel::new(), ToolRouter::new()))
+            .lease(Duration::from_secs(3))
+            .log(log);
+        runs.sweep();
+        // Ten leases: a beat every second, whatever the search for lost runs waits on.
+        for _ in 0..30 {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        let beats = beats.load(Ordering::Relaxed);
+        assert!((30..=31).contains(&beats), "{beats} heartbeats in 30 s");
     }
 }
