@@ -269,6 +269,9 @@ pub mod stack;
 #[cfg(feature = "subagent")]
 #[cfg_attr(docsrs, doc(cfg(feature = "subagent")))]
 pub mod subagent;
+#[cfg(feature = "webhooks")]
+#[cfg_attr(docsrs, doc(cfg(feature = "webhooks")))]
+pub mod webhook;
 
 #[cfg(feature = "state")]
 #[cfg_attr(docsrs, doc(cfg(feature = "state")))]

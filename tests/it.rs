@@ -121,3 +121,5 @@ mod trace;
 mod truncate;
 #[cfg(all(feature = "stack", feature = "typed-tools", feature = "test-util"))]
 mod typed_tools;
+#[cfg(feature = "cli")]
+mod webhooks;

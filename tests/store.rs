@@ -16,8 +16,8 @@ use agent_tower::{
     permission::Decision,
     run::Interrupt,
     runs::{
-        DurableLog, InterruptStatus, Interrupts, LogError, LoggedEvent, LostRun, MemoryLog, RunEnd,
-        RunLog, RunRecord, RunStatus, SavedThread, Start, StartError,
+        DurableLog, InterruptStatus, Interrupts, LogError, LoggedEvent, LostRun, MemoryLog,
+        Recovery, RunEnd, RunLog, RunRecord, RunStatus, SavedThread, Start, StartError,
     },
     store::{Deleted, RunStore, ThreadChange, ThreadCursor, ThreadQuery},
 };
@@ -698,6 +698,7 @@ async fn a_dead_instances_runs_are_recovered_once_and_it_is_fenced() {
             0,
             r#"{"type":"RUN_ERROR","code":"run_lost"}"#,
         )];
+        let failed = RunEnd::new(RunStatus::Failed);
         let stale = LostRun {
             record: RunRecord {
                 last_seq: 1,
@@ -707,21 +708,21 @@ async fn a_dead_instances_runs_are_recovered_once_and_it_is_fenced() {
         };
         assert!(
             alive
-                .recover(&stale, &terminal, false)
+                .recover(&stale, &terminal, Recovery::End(&failed))
                 .await
                 .unwrap()
                 .is_none(),
             "{name}: a log that grew since it was read is not recovered"
         );
         let closed = alive
-            .recover(&lost_run, &terminal, false)
+            .recover(&lost_run, &terminal, Recovery::End(&failed))
             .await
             .unwrap()
             .expect("recovered");
         assert_eq!((closed.events[0].seq, closed.lease), (3, None), "{name}");
         assert!(
             alive
-                .recover(&lost_run, &terminal, false)
+                .recover(&lost_run, &terminal, Recovery::End(&failed))
                 .await
                 .unwrap()
                 .is_none(),
@@ -751,7 +752,7 @@ async fn a_dead_instances_runs_are_recovered_once_and_it_is_fenced() {
             LoggedEvent::from_json(0, r#"{"type":"STEP_FINISHED","stepName":"s"}"#),
         ];
         let taken = alive
-            .recover(&lost_other, &bridge, true)
+            .recover(&lost_other, &bridge, Recovery::Take)
             .await
             .unwrap()
             .expect("taken");

@@ -479,6 +479,76 @@ struct Serve {
     /// How long an interrupt (a call of `remember` waiting for approval) can be resumed.
     #[arg(help_heading = "Agent", long, default_value = "24h", value_parser = parse_interrupt_ttl, value_name = "DURATION")]
     interrupt_ttl: Duration,
+    #[command(flatten)]
+    webhooks: WebhookArgs,
+}
+
+/// Where runs' ends are told (`serve`).
+#[derive(Debug, clap::Args)]
+struct WebhookArgs {
+    /// A URL told of every run's end and of every run that waits for a person (`POST`, signed
+    /// after the Standard Webhooks specification with the secret of `--webhook-secret-env`,
+    /// at least once); repeat for several.
+    #[arg(help_heading = "Webhooks", long = "webhook", value_name = "URL", value_parser = parse_webhook_url)]
+    webhook_urls: Vec<agent_tower::webhook::Url>,
+    /// A prefix under which a run may name its own webhook (`forwardedProps.webhook.url`):
+    /// the same scheme, host and port, a path that begins with the prefix's; repeat for
+    /// several. A run naming another is refused. None when absent.
+    #[arg(help_heading = "Webhooks", long = "webhook-allow", value_name = "URL", value_parser = parse_webhook_url)]
+    webhook_allowed: Vec<agent_tower::webhook::Url>,
+    /// The environment variable holding the secret webhooks are signed with (`whsec_` and
+    /// base64, as the Standard Webhooks libraries take it; never logged).
+    #[arg(
+        help_heading = "Webhooks",
+        long = "webhook-secret-env",
+        default_value = "AGENT_TOWER_WEBHOOK_SECRET",
+        value_name = "NAME"
+    )]
+    webhook_secret_env: String,
+    /// The waits after each failed attempt, comma-separated: one attempt more than waits, then
+    /// the webhook is given up.
+    #[arg(help_heading = "Webhooks", long = "webhook-retries", value_delimiter = ',', default_value = "5s,5m,30m,2h,5h,10h,10h", value_parser = humantime::parse_duration, value_name = "DURATIONS")]
+    webhook_retries: Vec<Duration>,
+}
+
+impl WebhookArgs {
+    /// What the engine tells, and who delivers it; `None` when no webhook is set.
+    fn webhooks(
+        &self,
+    ) -> Result<Option<(agent_tower::webhook::Webhooks, agent_tower::webhook::Secret)>, BoxError>
+    {
+        if self.webhook_urls.is_empty() && self.webhook_allowed.is_empty() {
+            return Ok(None);
+        }
+        let secret = std::env::var(&self.webhook_secret_env).map_err(|_| {
+            format!(
+                "--webhook and --webhook-allow sign with the secret in ${}, which is not set \
+                 (`whsec_` and base64, as the Standard Webhooks libraries take it)",
+                self.webhook_secret_env
+            )
+        })?;
+        let secret = secret
+            .parse()
+            .map_err(|error| format!("${}: {error}", self.webhook_secret_env))?;
+        let webhooks = self
+            .webhook_urls
+            .iter()
+            .fold(agent_tower::webhook::Webhooks::new(), |webhooks, url| {
+                webhooks.url(url.clone())
+            });
+        let webhooks = self
+            .webhook_allowed
+            .iter()
+            .fold(webhooks, |webhooks, prefix| webhooks.allow(prefix.clone()));
+        Ok(Some((webhooks, secret)))
+    }
+}
+
+/// A webhook's URL (or prefix): `http://` or `https://` with a host.
+fn parse_webhook_url(text: &str) -> Result<agent_tower::webhook::Url, String> {
+    let url: agent_tower::webhook::Url = text.parse().map_err(|e| format!("`{text}`: {e}"))?;
+    agent_tower::webhook::check_url(&url).map_err(|e| e.to_string())?;
+    Ok(url)
 }
 
 /// What the agent is besides its model: its instructions, the tools it is offered and the rules
@@ -2130,6 +2200,18 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
                  gone when the process exits"
             );
         }
+    }
+    if let Some((webhooks, secret)) = args.webhooks.webhooks()? {
+        if kept.is_none() {
+            tracing::warn!(
+                "webhooks not delivered when the process exits are lost with --store memory"
+            );
+        }
+        engine = engine.notify(webhooks);
+        let deliverer = agent_tower::webhook::Deliverer::new(engine.run_log().clone(), secret)
+            .schedule(args.webhooks.webhook_retries.clone())
+            .observer(metrics.webhooks());
+        tokio::spawn(deliverer.run(runs.clone()));
     }
     let draining = engine.clone();
     let mut server = AguiServer::with_runs(engine)

@@ -29,6 +29,7 @@
 //! | `agent_tower_tool_calls_total` | counter | `tool`, `outcome` (`ok`, `error`: a result marked as an error, `failed`: no result, `interrupted`: waits for a decision) (counted by [`MetricsLayer`]) |
 //! | `agent_tower_followers` | gauge | |
 //! | `agent_tower_interrupts_pending` | gauge | (read from the run log when scraped) |
+//! | `agent_tower_webhook_attempts_total` | counter | `outcome` (`delivered`, `retried`, `failed`: attempts to deliver a webhook, given as a [`Deliverer::observer`](crate::webhook::Deliverer::observer)) |
 //! | `agent_tower_store_commit_seconds` | histogram | (a `RunStore`'s group commits, given [`store_commits`](Metrics::store_commits)) |
 //! | `agent_tower_group_runs_ended_total` | counter | `group`, `outcome` (given [`PrincipalGroups`]) |
 //! | `agent_tower_group_model_tokens_total` | counter | `group`, `type` (given [`PrincipalGroups`]) |
@@ -234,6 +235,7 @@ struct Inner {
     #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pending: Gauge,
     commits: Histogram,
+    webhooks: Family<OutcomeLabel, Counter>,
     groups: PrincipalGroups,
     group_ended: Family<GroupEndLabels, Counter>,
     group_tokens: Family<GroupTokenLabels, Counter>,
@@ -308,6 +310,7 @@ impl Metrics {
         let followers = Gauge::default();
         let pending = Gauge::default();
         let commits = seconds();
+        let webhooks = Family::<OutcomeLabel, Counter>::default();
         registry.register("runs_started", "Runs started", started.clone());
         registry.register(
             "runs_ended",
@@ -377,6 +380,11 @@ impl Metrics {
             commits.clone(),
         );
         registry.register(
+            "webhook_attempts",
+            "Attempts to deliver a webhook, by outcome",
+            webhooks.clone(),
+        );
+        registry.register(
             "interrupts_pending",
             "Interrupts waiting for an answer (read from the run log when scraped)",
             pending.clone(),
@@ -441,6 +449,7 @@ impl Metrics {
             followers,
             pending,
             commits,
+            webhooks,
             groups,
             group_ended,
             group_tokens,
@@ -533,6 +542,21 @@ impl Metrics {
     pub fn store_commits(&self) -> impl Fn(Duration) + Send + Sync + 'static {
         let metrics = self.clone();
         move |took| metrics.0.commits.observe(took.as_secs_f64())
+    }
+
+    /// A callback for [`Deliverer::observer`](crate::webhook::Deliverer::observer): webhook
+    /// attempts counted in `agent_tower_webhook_attempts_total` by outcome.
+    #[cfg(feature = "webhooks")]
+    pub fn webhooks(&self) -> impl Fn(crate::webhook::Attempt) + Send + Sync + 'static {
+        let metrics = self.clone();
+        move |attempt| {
+            let outcome = attempt.as_str();
+            metrics
+                .0
+                .webhooks
+                .get_or_create(&OutcomeLabel { outcome })
+                .inc();
+        }
     }
 
     #[cfg_attr(not(feature = "server"), allow(dead_code))]

@@ -12,8 +12,8 @@ use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
 use super::{
-    Inner, Lease, LogError, Logged, LoggedEvent, LostRun, OnRunEnd, RunEnd, RunRecord, RunStatus,
-    SavedThread,
+    Inner, Lease, LogError, Logged, LoggedEvent, LostRun, OnRunEnd, RunEnd, RunEnding, RunRecord,
+    RunStatus, SavedThread,
     hub::Topic,
     quota::{Admitted, Limit},
     record::stamp,
@@ -24,6 +24,7 @@ use crate::{
     BoxError,
     agui::{
         AguiOptions, Event, RunAgentInput,
+        error::ConfigError,
         event::{BaseEvent, RunError},
         framing::{Framing, invalid_options},
     },
@@ -302,18 +303,25 @@ type Write = BoxFuture<'static, (Vec<LoggedEvent>, Result<(), LogError>)>;
 /// What a run's terminal event says that the driver reports once it is logged.
 struct Ending {
     code: Option<String>,
+    /// A `RUN_ERROR`'s message.
+    message: Option<String>,
     usage: Option<Vec<crate::agui::event::TokenUsage>>,
 }
 
 impl Ending {
     fn of(event: &Event) -> Option<Self> {
-        let (code, usage) = match event {
-            Event::RunFinished(finished) => (None, &finished.usage),
-            Event::RunError(error) => (error.code.clone(), &error.usage),
+        let (code, message, usage) = match event {
+            Event::RunFinished(finished) => (None, None, &finished.usage),
+            Event::RunError(error) => (
+                error.code.clone(),
+                Some(error.message.clone()),
+                &error.usage,
+            ),
             _ => return None,
         };
         Some(Self {
             code,
+            message,
             usage: usage.as_deref().map(<[_]>::to_vec),
         })
     }
@@ -358,7 +366,15 @@ where
             self.inner.config.observer.on_request(&mut req);
             // The engine writes the run's own events for an agent that writes none; a request
             // for options they cannot have is refused before the agent runs.
-            match Framing::of(&AguiOptions::default(), &req.run) {
+            let framing = Framing::of(&AguiOptions::default(), &req.run).and_then(|framing| {
+                // What its end is to tell (a webhook) is asked before it runs.
+                match &self.inner.config.notify {
+                    Some(notify) => notify.check(&self.launch.input).map_err(ConfigError::new),
+                    None => Ok(()),
+                }
+                .map(|()| framing)
+            });
+            match framing {
                 Ok(framing) => {
                     if let Some(progress) = self.launch.takeover.take() {
                         self.continue_from(&mut req, progress);
@@ -494,6 +510,7 @@ where
                 }
             }
         }
+        self.notices(&mut end);
         let (events, written) = self.write(batch.take(), Some(end)).await;
         match written {
             Ok(()) => {
@@ -682,6 +699,31 @@ where
         self.next_seq += 1;
     }
 
+    /// The notices `end` leaves, by the engine's [`Notify`](super::Notify); the terminal
+    /// event is the last one taken.
+    fn notices(&self, end: &mut RunEnd) {
+        let Some(notify) = &self.inner.config.notify else {
+            return;
+        };
+        let ending = self.ending.as_ref();
+        let error = ending.and_then(|ending| {
+            Some((
+                ending.code.as_deref().unwrap_or("run_failed"),
+                ending.message.as_deref()?,
+            ))
+        });
+        end.notices = notify.notices(&RunEnding {
+            run_id: &self.lease.run_id,
+            thread_id: &self.lease.thread_id,
+            principal: self.lease.principal.as_deref(),
+            status: end.status,
+            seq: self.next_seq - 1,
+            input: Some(&self.launch.input),
+            error,
+            interrupts: &end.interrupts,
+        });
+    }
+
     fn write(&self, events: Vec<LoggedEvent>, end: Option<RunEnd>) -> Write {
         let (log, lease) = (self.inner.log.clone(), self.lease.clone());
         async move {
@@ -697,15 +739,15 @@ where
         let ending = events
             .last()
             .filter(|last| last.is_terminal())
-            .and_then(|_| self.ending.take());
+            .and(self.ending.as_ref());
         self.inner.config.observer.on_logged(&Logged {
             events: events.len() as u64,
             first: (self.logged == 0).then(|| self.started.elapsed()),
-            usage: ending.as_ref().and_then(|ending| ending.usage.as_deref()),
+            usage: ending.and_then(|ending| ending.usage.as_deref()),
             principal: self.launch.principal.as_ref().map(Principal::name),
         });
         if let Some(ending) = ending {
-            self.code = ending.code;
+            self.code.clone_from(&ending.code);
         }
         self.logged += events.len() as u64;
         self.topic.logged(events);

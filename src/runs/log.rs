@@ -5,7 +5,7 @@ use std::{fmt, sync::Arc, time::Duration};
 use futures_util::future::BoxFuture;
 
 use super::{
-    Deleted, InterruptRecord, InterruptStatus, Lease, LogError, LoggedEvent, LostRun, Page,
+    Deleted, InterruptRecord, InterruptStatus, Lease, LogError, LoggedEvent, LostRun, Outbox, Page,
     PrincipalUsage, Recovered, RunEnd, RunPage, RunQuery, RunRecord, SavedThread, Start,
     StartError, ThreadChange, ThreadPage, ThreadQuery, ThreadRecord, ThreadSummary,
 };
@@ -103,7 +103,8 @@ pub(crate) async fn last_event(
 /// A log that outlives its process says so with [`durable`](RunLog::durable), and answers then
 /// what the instances sharing it need of one another ([`DurableLog`]): none of it has a
 /// default, so that a backend cannot forget a part and silently lose cross-instance cancel or
-/// re-join. Only [`ready`](RunLog::ready) has one (a log in this process is always ready).
+/// re-join. Only [`ready`](RunLog::ready) (a log in this process is always ready) and
+/// [`outbox`](RunLog::outbox) (a log may keep no notices) have one.
 pub trait RunLog: fmt::Debug + Send + Sync + 'static {
     /// Starts the run `start` asks for (or continues an interrupted one: see [`Start`]).
     ///
@@ -261,9 +262,10 @@ pub trait RunLog: fmt::Debug + Send + Sync + 'static {
     /// `lost.record.last_seq`; `None` otherwise (another instance recovered it first, or its
     /// owner was not dead and wrote more).
     ///
-    /// With `take`, this instance takes the run over: it stays running in the same segment (the
-    /// events continue it), its attempts count one more, and this instance gets its lease.
-    /// Without, the run fails: `events` end with its terminal event.
+    /// With [`Recovery::Take`], this instance takes the run over: it stays running in the same
+    /// segment (the events continue it), its attempts count one more, and this instance gets
+    /// its lease. With [`Recovery::End`], the run ends as that end says (its notices kept with
+    /// it): `events` end with its terminal event.
     ///
     /// # Errors
     ///
@@ -272,8 +274,15 @@ pub trait RunLog: fmt::Debug + Send + Sync + 'static {
         &'a self,
         lost: &'a LostRun,
         events: &'a [LoggedEvent],
-        take: bool,
+        recovery: Recovery<'a>,
     ) -> BoxFuture<'a, Result<Option<Recovered>, LogError>>;
+
+    /// Where the notices of its runs' ends wait for delivery (see [`Outbox`]); `None` (the
+    /// default) for a log that keeps none: an engine that [notifies](super::Runs::notify) then
+    /// refuses to start.
+    fn outbox(&self) -> Option<&dyn Outbox> {
+        None
+    }
 
     /// What this log does as one that outlives this process and that other processes may share
     /// (a store: SQLite, PostgreSQL): `None` for a log that ends with this process and that no
@@ -281,6 +290,15 @@ pub trait RunLog: fmt::Debug + Send + Sync + 'static {
     /// runs, so that another instance, or this one restarted, can continue it; a drain hands runs
     /// over; cancel and re-join reach runs another instance drives.
     fn durable(&self) -> Option<&dyn DurableLog>;
+}
+
+/// What [`RunLog::recover`] does with a lost run.
+#[derive(Debug, Clone, Copy)]
+pub enum Recovery<'a> {
+    /// This instance continues it.
+    Take,
+    /// It ends so (a run that cannot be continued).
+    End(&'a RunEnd),
 }
 
 /// What a [`RunLog`] that outlives its process, and that several instances may share, must

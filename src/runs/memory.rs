@@ -60,6 +60,8 @@ struct State {
     ended: VecDeque<RunId>,
     /// The bytes of every kept event.
     bytes: usize,
+    /// The notices of ended runs.
+    notices: super::notice::KeptNotices,
 }
 
 #[derive(Default)]
@@ -336,6 +338,7 @@ impl State {
             thread.saved = true;
             thread.updated_at = Some(now);
         }
+        self.notices.keep(&end.notices, now);
         for interrupt in &end.interrupts {
             self.interrupts.insert(
                 interrupt.id.clone(),
@@ -632,10 +635,44 @@ impl RunLog for MemoryLog {
         &'a self,
         _lost: &'a LostRun,
         _events: &'a [LoggedEvent],
-        _take: bool,
+        _recovery: super::Recovery<'a>,
     ) -> BoxFuture<'a, Result<Option<Recovered>, LogError>> {
         // Its runs end with this process: there is never another instance to continue them.
         std::future::ready(Ok(None)).boxed()
+    }
+
+    fn outbox(&self) -> Option<&dyn super::Outbox> {
+        Some(self)
+    }
+}
+
+/// Notices kept in memory: delivered while this process lives (it gives up those pending when
+/// it exits, as it does its runs).
+impl super::Outbox for MemoryLog {
+    fn claim(
+        &self,
+        max: usize,
+        hold: Duration,
+    ) -> BoxFuture<'_, Result<Vec<super::Claimed>, LogError>> {
+        let claimed = self.lock().notices.claim(max, hold, SystemTime::now());
+        std::future::ready(Ok(claimed)).boxed()
+    }
+
+    fn settle<'a>(
+        &'a self,
+        id: &'a str,
+        settle: &'a super::Settle,
+    ) -> BoxFuture<'a, Result<(), LogError>> {
+        self.lock().notices.settle(id, settle, SystemTime::now());
+        std::future::ready(Ok(())).boxed()
+    }
+
+    fn notices<'a>(
+        &'a self,
+        run: Option<&'a RunId>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<super::NoticeRecord>, LogError>> {
+        std::future::ready(Ok(self.lock().notices.list(run, limit))).boxed()
     }
 }
 

@@ -115,6 +115,7 @@ mod fork;
 mod hub;
 mod log;
 mod memory;
+mod notice;
 mod observe;
 mod pages;
 mod quota;
@@ -147,8 +148,9 @@ pub use self::{
     error::{LogError, StartError},
     follow::{Follow, REJOIN, STORE_UNAVAILABLE},
     fork::{Fork, ForkAt, ForkError, ForkedFrom},
-    log::{Changed, DurableLog, Interrupts, OnChange, RunLog},
+    log::{Changed, DurableLog, Interrupts, OnChange, Recovery, RunLog},
     memory::MemoryLog,
+    notice::{Claimed, Notice, NoticeRecord, NoticeStatus, Notify, Outbox, RunEnding, Settle},
     observe::{Logged, RunObserver},
     pages::{Cursor, InvalidCursor, RunCursor, RunPage, RunQuery, ThreadCursor},
     quota::{Limit, PrincipalLimits, PrincipalUsage},
@@ -234,6 +236,8 @@ struct Config {
     observer: Arc<dyn RunObserver>,
     /// The model that names new threads, if one does.
     titles: Option<titles::TitleModel>,
+    /// Which notices runs' ends leave, if any.
+    notify: Option<Arc<dyn Notify>>,
 }
 
 /// How many runs may be live at once by default.
@@ -272,6 +276,7 @@ impl<A> Runs<A> {
                     quotas: Arc::default(),
                     observer: Arc::new(()),
                     titles: None,
+                    notify: None,
                 },
                 sweeping: Arc::new(AtomicBool::new(false)),
                 drivers: TaskTracker::new(),
@@ -292,11 +297,19 @@ impl<A> Runs<A> {
     /// Keeps runs in `log` (a `RunStore` for SQLite or PostgreSQL, your own [`RunLog`]); the
     /// followers of runs other instances write to it are woken by its
     /// [changes](DurableLog::on_change).
+    ///
+    /// # Panics
+    ///
+    /// When the engine [notifies](Self::notify) and `log` keeps no notices.
     #[must_use]
     pub fn log(mut self, log: impl RunLog) -> Self
     where
         A: Clone,
     {
+        assert!(
+            self.inner.config.notify.is_none() || log.outbox().is_some(),
+            "Runs::log: the engine notifies, and this log keeps no notices"
+        );
         let (hub, sweep_now) = (self.inner.hub.clone(), self.inner.sweep_now.clone());
         let listing = self.inner.listing.clone();
         if let Some(durable) = log.durable() {
@@ -337,6 +350,28 @@ impl<A> Runs<A> {
         A: Clone,
     {
         self.inner_mut().config.titles = Some(titles::TitleModel::new(model));
+        self
+    }
+
+    /// Which notices runs' ends leave (a webhook's messages: see
+    /// `agent_tower::webhook::Webhooks`, feature `webhooks`), kept with each end in the log and
+    /// delivered from its [`Outbox`]. A request that `notify` refuses (a webhook it does not
+    /// allow, say) ends at once with `RUN_ERROR{code: "invalid_options"}`.
+    ///
+    /// # Panics
+    ///
+    /// When the log keeps no notices ([`RunLog::outbox`]; a [`MemoryLog`] and a `RunStore`
+    /// do): set such a log first.
+    #[must_use]
+    pub fn notify(mut self, notify: impl Notify) -> Self
+    where
+        A: Clone,
+    {
+        assert!(
+            self.inner.log.outbox().is_some(),
+            "Runs::notify: the run log keeps no notices"
+        );
+        self.inner_mut().config.notify = Some(Arc::new(notify));
         self
     }
 

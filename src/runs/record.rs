@@ -490,6 +490,9 @@ pub struct RunEnd {
     pub interrupts: Vec<Interrupt>,
     /// What the run was asked (see [`RunRecord::request`]), to keep with it.
     pub request: Option<Value>,
+    /// What its end tells beyond its followers (a webhook's messages), kept with it for its
+    /// log's [`Outbox`](super::Outbox) to deliver.
+    pub notices: Vec<super::Notice>,
 }
 
 impl RunEnd {
@@ -502,6 +505,7 @@ impl RunEnd {
             state: None,
             interrupts: Vec::new(),
             request: None,
+            notices: Vec::new(),
         }
     }
 }

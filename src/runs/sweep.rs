@@ -6,7 +6,8 @@ use std::{
 };
 
 use super::{
-    Inner, Interrupts, LogError, LoggedEvent, LostRun, RunRecord, Runs,
+    Inner, Interrupts, LogError, LoggedEvent, LostRun, Recovery, RunEnd, RunEnding, RunRecord,
+    RunStatus, Runs,
     driver::{Launch, run_error},
     request::run_request,
     takeover::Progress,
@@ -205,7 +206,7 @@ where
             .into_iter()
             .map(|event| LoggedEvent::stamped(0, event))
             .collect();
-        let Some(recovered) = self.log.recover(&lost, &bridge, true).await? else {
+        let Some(recovered) = self.log.recover(&lost, &bridge, Recovery::Take).await? else {
             return Ok(());
         };
         self.hub.wake(run);
@@ -245,8 +246,28 @@ where
         let run = &lost.record.run_id;
         let message =
             format!("run `{run}` ended without its owner (the server stopped while it ran)");
+        let mut end = RunEnd::new(RunStatus::Failed);
+        if let Some(notify) = &self.config.notify {
+            let input = (lost.record.request.as_ref())
+                .and_then(|request| serde_json::from_value::<RunAgentInput>(request.clone()).ok());
+            end.notices = notify.notices(&RunEnding {
+                run_id: run,
+                thread_id: &lost.record.thread_id,
+                principal: lost.record.principal.as_deref(),
+                status: RunStatus::Failed,
+                seq: lost.record.last_seq + 1,
+                input: input.as_ref(),
+                error: Some(("run_lost", &message)),
+                interrupts: &[],
+            });
+        }
         let terminal = [LoggedEvent::stamped(0, run_error("run_lost", message))];
-        if self.log.recover(lost, &terminal, false).await?.is_some() {
+        if self
+            .log
+            .recover(lost, &terminal, Recovery::End(&end))
+            .await?
+            .is_some()
+        {
             self.hub.wake(run);
             self.config.observer.on_recovered(false);
             tracing::warn!(run_id = %run, thread_id = %lost.record.thread_id, "closed a run whose owner died");
@@ -403,9 +424,9 @@ mod tests {
             &'a self,
             lost: &'a LostRun,
             events: &'a [LoggedEvent],
-            take: bool,
+            recovery: Recovery<'a>,
         ) -> BoxFuture<'a, Result<Option<Recovered>, LogError>> {
-            self.log.recover(lost, events, take)
+            self.log.recover(lost, events, recovery)
         }
     }
 

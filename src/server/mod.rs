@@ -35,6 +35,7 @@
 //! - `GET /budget` (with [`AguiServer::budget`]): what the caller spent today and may still
 //!   spend; with `?runId=`, what one of its runs spent.
 //! - `GET /interrupts?status=pending|resolved|all`: the review queue.
+//! - `GET /webhooks?runId=…&limit=…`: the webhooks of runs' ends, delivered or not (operators).
 //! - `POST /interrupts/{id}/resolve` (`{"status"?, "payload"}`) and
 //!   `POST /threads/{threadId}/resume` (`{"resume": [...]}`): answers out of band; the thread is
 //!   resumed in a run nobody watches (`202` with its events URL).
@@ -639,6 +640,7 @@ fn route_scope(request: &Request) -> Option<Scope> {
     if path == "/health" || path == "/ready" || page || card {
         None
     } else if path == "/interrupts"
+        || path == "/webhooks"
         || path == "/metrics"
         || path.starts_with("/interrupts/")
         || (path.starts_with("/threads/") && path.ends_with("/resume"))

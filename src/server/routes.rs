@@ -31,7 +31,8 @@ use crate::{
 
 /// `GET /runs/{runId}`, `GET /runs/{runId}/events`, `POST /runs/{runId}/cancel`,
 /// `GET /threads/{threadId}`, `GET /budget`,
-/// `POST /threads/{threadId}/resume`, `GET /interrupts`, `POST /interrupts/{id}/resolve`.
+/// `POST /threads/{threadId}/resume`, `GET /interrupts`, `POST /interrupts/{id}/resolve`,
+/// `GET /webhooks`.
 pub(super) fn routes<A>() -> Router<Arc<Server<A>>>
 where
     A: RunService,
@@ -46,6 +47,7 @@ where
         .route("/budget", get(budget::<A>))
         .route("/interrupts", get(interrupts::<A>))
         .route("/interrupts/{interrupt_id}/resolve", post(resolve::<A>))
+        .route("/webhooks", get(webhooks::<A>))
 }
 
 /// The principal a request was authenticated as, if the server authenticates.
@@ -516,6 +518,60 @@ where
         _ => None,
     };
     Ok(hydrate::ended(thread, last_end.as_ref(), &pending))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct WebhookQuery {
+    run_id: Option<RunId>,
+    limit: Option<usize>,
+}
+
+/// `GET /webhooks` (operators): the newest notices of runs' ends, delivered or not (`?runId=`
+/// one run's, `?limit=` at most 1,000, 100 by default); their URLs without their query, which
+/// may carry a token.
+async fn webhooks<A>(
+    State(server): State<Arc<Server<A>>>,
+    query: Result<Query<WebhookQuery>, QueryRejection>,
+) -> Response
+where
+    A: RunService,
+{
+    let answer = async {
+        let Query(query) = query?;
+        let Some(outbox) = server.runs.run_log().outbox() else {
+            return Err(Rejection::new(
+                StatusCode::NOT_FOUND,
+                "no_webhooks",
+                "this server's run log keeps no webhooks",
+            ));
+        };
+        let limit = query.limit.unwrap_or(100).min(1_000);
+        let list = outbox
+            .notices(query.run_id.as_ref(), limit)
+            .await
+            .map_err(|e| unavailable(&e))?;
+        let list: Vec<Value> = list
+            .iter()
+            .map(|record| {
+                let notice = &record.notice;
+                let url = notice.url.split(['?', '#']).next().unwrap_or_default();
+                json!({
+                    "id": notice.id,
+                    "runId": notice.run_id,
+                    "type": notice.kind,
+                    "url": url,
+                    "status": record.status.as_str(),
+                    "attempts": record.attempts,
+                    "createdAt": humantime::format_rfc3339_millis(record.created_at).to_string(),
+                    "updatedAt": humantime::format_rfc3339_millis(record.updated_at).to_string(),
+                    "lastError": record.last_error,
+                })
+            })
+            .collect();
+        Ok(Json(json!({ "webhooks": list })).into_response())
+    };
+    answer.await.unwrap_or_else(Rejection::into_response)
 }
 
 #[derive(Debug, Deserialize)]

@@ -57,6 +57,7 @@ mod conn;
 mod file;
 mod ledger;
 mod listen;
+mod outbox;
 mod retention;
 mod rows;
 mod schema;

@@ -25,8 +25,8 @@ use crate::{
     id::{RunId, ThreadId},
     runs::{
         DurableLog, InterruptRecord, Interrupts, Lease, LogError, LoggedEvent, LostRun, OnChange,
-        Page, PrincipalUsage, Recovered, RunEnd, RunLog, RunRecord, SavedThread, Start, StartError,
-        ThreadRecord,
+        Page, PrincipalUsage, Recovered, Recovery, RunEnd, RunLog, RunRecord, SavedThread, Start,
+        StartError, ThreadRecord,
     },
 };
 
@@ -592,18 +592,26 @@ impl RunLog for RunStore {
         &'a self,
         lost: &'a LostRun,
         events: &'a [LoggedEvent],
-        take: bool,
+        recovery: Recovery<'a>,
     ) -> BoxFuture<'a, Result<Option<Recovered>, LogError>> {
+        let end = match recovery {
+            Recovery::Take => None,
+            Recovery::End(end) => Some(end.clone()),
+        };
         self.ask(
             move |reply| writer::Job::Recover {
                 lost: lost.clone(),
                 events: events.to_vec(),
-                take,
+                end,
                 reply,
             },
             closed,
         )
         .boxed()
+    }
+
+    fn outbox(&self) -> Option<&dyn crate::runs::Outbox> {
+        Some(self)
     }
 }
 

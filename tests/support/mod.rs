@@ -35,6 +35,7 @@ async fn install_client(dir: &Path) {
                     "@modelcontextprotocol/server",
                     "@modelcontextprotocol/server-everything",
                     "playwright-core",
+                    "standardwebhooks",
                 ],
             )
         })

@@ -19,8 +19,7 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use super::{
-    Done, Effects, Job, THREADS, ThreadRow, Writer, insert_interrupts, logged_bytes, split,
-    values::Values,
+    Done, Effects, Job, THREADS, ThreadRow, Writer, keep_end, logged_bytes, split, values::Values,
 };
 use crate::{
     runs::{
@@ -208,7 +207,7 @@ impl Writer {
                 Err(unkept.swap_remove(at).1)
             } else if fenced.contains(run.as_str()) {
                 if let Some(end) = &write.end {
-                    insert_interrupts(tx, &write.lease, end, now).await?;
+                    keep_end(tx, &write.lease, end, now).await?;
                 }
                 effects.logged(&write.lease, &write.events, write.end.is_some());
                 Ok(())

@@ -24,7 +24,7 @@ use super::{
     Backend, CANCEL, CHANNEL, COMMIT_TIMEOUT, Deleted, LISTED, Observers, RELEASED, THREAD, calls,
     chunk::{self, Chunk},
     conn::{Arg, Columns, Conn, DbError, Row, Sqlite},
-    ledger,
+    ledger, outbox,
     rows::{INTERRUPT_COLUMNS, decision_text, interrupt_record, millis, number, seq, signed, text},
 };
 use crate::{
@@ -35,8 +35,8 @@ use crate::{
         rate_limit::MinuteLimits,
     },
     runs::{
-        ForkedFrom, InterruptRecord, Lease, LogError, LoggedEvent, LostRun, Recovered, RunEnd,
-        RunStatus, SavedThread, Start, StartError, ThreadChange, args_hash,
+        Claimed, ForkedFrom, InterruptRecord, Lease, LogError, LoggedEvent, LostRun, Recovered,
+        RunEnd, RunStatus, SavedThread, Settle, Start, StartError, ThreadChange, args_hash,
         rules::{self, Begins, ExistingRun, Thread, ThreadView},
     },
 };
@@ -119,11 +119,24 @@ pub(super) enum Job {
     Release {
         reply: oneshot::Sender<Result<(), LogError>>,
     },
+    /// Continues a lost run here (no end), or ends it so.
     Recover {
         lost: LostRun,
         events: Vec<LoggedEvent>,
-        take: bool,
+        end: Option<RunEnd>,
         reply: oneshot::Sender<Result<Option<Recovered>, LogError>>,
+    },
+    /// Claims notices that are due, for a while.
+    ClaimNotices {
+        max: usize,
+        hold: Duration,
+        reply: oneshot::Sender<Result<Vec<Claimed>, LogError>>,
+    },
+    /// What became of an attempt at a notice.
+    SettleNotice {
+        id: String,
+        settle: Settle,
+        reply: oneshot::Sender<Result<(), LogError>>,
     },
     /// Counts a call to a model if its last minute leaves room: else how long until it may.
     AdmitCall {
@@ -247,6 +260,10 @@ enum Done {
         oneshot::Sender<Result<Option<Duration>, LogError>>,
         Result<Option<Duration>, LogError>,
     ),
+    Claimed(
+        oneshot::Sender<Result<Vec<Claimed>, LogError>>,
+        Result<Vec<Claimed>, LogError>,
+    ),
 }
 
 impl Done {
@@ -310,6 +327,12 @@ impl Done {
             (Self::Wait(reply, result), _) => {
                 let _ = reply.send(result);
             }
+            (Self::Claimed(reply, Ok(_)), Some(why)) => {
+                let _ = reply.send(Err(fail(why)));
+            }
+            (Self::Claimed(reply, result), _) => {
+                let _ = reply.send(result);
+            }
         }
     }
 
@@ -324,6 +347,7 @@ impl Done {
             Self::Recover(_, r) => r.is_ok(),
             Self::Balance(_, r) => r.is_ok(),
             Self::Wait(_, r) => r.is_ok(),
+            Self::Claimed(_, r) => r.is_ok(),
         }
     }
 }
@@ -557,10 +581,10 @@ impl Writer {
                 Job::Recover {
                     lost,
                     events,
-                    take,
+                    end,
                     reply,
                 } => {
-                    let recovered = self.recover(tx, &lost, &events, take, now).await;
+                    let recovered = self.recover(tx, &lost, &events, end.as_ref(), now).await;
                     if let Ok(Some(recovered)) = &recovered
                         && let Some(last) = recovered.events.last()
                     {
@@ -598,6 +622,15 @@ impl Writer {
                     let charged = ledger::charge(tx, &step, &accounts, spent).await;
                     let (result, error) = split(charged);
                     (Done::Balance(reply, result.map_err(log_error)), error)
+                }
+                Job::ClaimNotices { max, hold, reply } => {
+                    let (result, error) = split(outbox::claim(tx, max, hold, now).await);
+                    (Done::Claimed(reply, result.map_err(log_error)), error)
+                }
+                Job::SettleNotice { id, settle, reply } => {
+                    let settled = outbox::settle(tx, &id, &settle, now).await;
+                    let (result, error) = split(settled.map_err(Failure::Store));
+                    (Done::Unit(reply, result.map_err(log_error)), error)
                 }
             };
             done.push(answer);
@@ -946,7 +979,7 @@ impl Writer {
                     .state(end.state.as_ref());
                 save_thread(tx, &thread, now).await?;
             }
-            insert_interrupts(tx, lease, end, now).await?;
+            keep_end(tx, lease, end, now).await?;
         }
         Ok(())
     }
@@ -1001,36 +1034,35 @@ impl Writer {
         tx: &mut impl Conn,
         lost: &LostRun,
         events: &[LoggedEvent],
-        take: bool,
+        end: Option<&RunEnd>,
         now: SystemTime,
     ) -> Result<Option<Recovered>, Failure> {
         let run = &lost.record.run_id;
-        let sql = if take {
-            "UPDATE runs SET owner = $1, last_seq = last_seq + $5, attempts = attempts + 1, \
-             lease_expires_at = 0, updated_at = $2 \
-             WHERE run_id = $3 AND status = 'running' AND owner = $4 AND last_seq = $6 \
-             RETURNING last_seq, principal"
-        } else {
-            "UPDATE runs SET status = 'failed', owner = $1, last_seq = last_seq + $5, \
-             request = NULL, updated_at = $2 \
-             WHERE run_id = $3 AND status = 'running' AND owner = $4 AND last_seq = $6 \
-             RETURNING last_seq, principal"
-        };
         let count = events.len() as u64;
-        let taken = first(
-            tx.fetch(
-                sql,
-                &[
-                    Arg::from(&self.owner),
-                    Arg::from(millis(now)),
-                    Arg::from(run.as_str()),
-                    Arg::from(&lost.record.owner),
-                    Arg::from(signed(count)),
-                    Arg::from(signed(lost.record.last_seq)),
-                ],
-            )
-            .await?,
-        );
+        let mut args = vec![
+            Arg::from(&self.owner),
+            Arg::from(millis(now)),
+            Arg::from(run.as_str()),
+            Arg::from(&lost.record.owner),
+            Arg::from(signed(count)),
+            Arg::from(signed(lost.record.last_seq)),
+        ];
+        let sql = match end {
+            None => {
+                "UPDATE runs SET owner = $1, last_seq = last_seq + $5, \
+                 attempts = attempts + 1, lease_expires_at = 0, updated_at = $2 \
+                 WHERE run_id = $3 AND status = 'running' AND owner = $4 AND last_seq = $6 \
+                 RETURNING last_seq, principal"
+            }
+            Some(end) => {
+                args.push(Arg::from(end.status.as_str()));
+                "UPDATE runs SET status = $7, owner = $1, last_seq = last_seq + $5, \
+                 request = NULL, updated_at = $2 \
+                 WHERE run_id = $3 AND status = 'running' AND owner = $4 AND last_seq = $6 \
+                 RETURNING last_seq, principal"
+            }
+        };
+        let taken = first(tx.fetch(sql, &args).await?);
         let Some(row) = taken else {
             return Ok(None);
         };
@@ -1044,9 +1076,12 @@ impl Writer {
         let mut chunks = Vec::new();
         chunk::cut(run, &events, &mut chunks);
         insert_chunks(tx, &chunks).await?;
+        if let Some(end) = end {
+            outbox::keep(tx, &end.notices, now).await?;
+        }
         Ok(Some(Recovered {
             events,
-            lease: take.then(|| Lease {
+            lease: end.is_none().then(|| Lease {
                 run_id: run.clone(),
                 thread_id: lost.record.thread_id.clone(),
                 principal,
@@ -1206,13 +1241,15 @@ async fn insert_chunks(tx: &mut impl Conn, chunks: &[Chunk]) -> Result<(), DbErr
     CHUNKS.execute(tx, &[], &rows).await.map(drop)
 }
 
-/// Inserts the interrupts `end` of `lease`'s run waits on.
-async fn insert_interrupts(
+/// Keeps what `end` of `lease`'s run leaves beside its row: the notices it tells, the
+/// interrupts it waits on.
+async fn keep_end(
     tx: &mut impl Conn,
     lease: &Lease,
     end: &RunEnd,
     now: SystemTime,
 ) -> Result<(), DbError> {
+    outbox::keep(tx, &end.notices, now).await?;
     for interrupt in &end.interrupts {
         tx.execute(
             "INSERT INTO interrupts (interrupt_id, thread_id, run_id, tool_call_id, \

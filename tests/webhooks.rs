@@ -1,0 +1,199 @@
+//! Webhooks: `agent-tower serve --webhook` tells a receiver written on the Standard Webhooks
+//! specification's own library (`standardwebhooks`, which checks every signature) of each
+//! run's end and of each run that waits for a person, at least once, on SQLite and PostgreSQL.
+//! The built binary, the official AG-UI client for the runs.
+
+use crate::support;
+use crate::support::process::Process;
+use crate::support::stores;
+
+use std::{process::Stdio, time::Duration};
+
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, BufReader, Lines};
+
+/// The secret the server signs with and the receiver checks with.
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+/// `tests/conformance/webhook-sink.mjs`: what it was sent, a line each.
+struct Sink {
+    url: String,
+    lines: Lines<BufReader<tokio::process::ChildStdout>>,
+    _child: tokio::process::Child,
+}
+
+impl Sink {
+    /// A receiver that answers the first `fail` deliveries `500`.
+    async fn start(fail: usize) -> Self {
+        let modules = support::node_modules().await;
+        let mut child = tokio::process::Command::new("node")
+            .arg(modules.join("../webhook-sink.mjs"))
+            .current_dir(modules.join(".."))
+            .env("SECRET", SECRET)
+            .env("FAIL", fail.to_string())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("node starts");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.next_line().await.unwrap().expect("the sink listens");
+        let port = first.strip_prefix("listening ").expect("its port");
+        Self {
+            url: format!("http://127.0.0.1:{port}/hook"),
+            lines,
+            _child: child,
+        }
+    }
+
+    /// The next delivery: `{id, verified, error, failed, body}`.
+    async fn next(&mut self) -> Value {
+        let line = tokio::time::timeout(Duration::from_secs(30), self.lines.next_line())
+            .await
+            .expect("a webhook within 30 s")
+            .unwrap()
+            .expect("the sink runs");
+        serde_json::from_str(&line).unwrap()
+    }
+}
+
+#[tokio::test]
+async fn a_background_run_tells_its_webhook_when_it_waits_for_a_person_and_when_it_ends() {
+    for (name, store) in stores::store_urls("webhooks-background").await {
+        // The receiver fails the first delivery: it is sent again, under the same id.
+        let mut sink = Sink::start(1).await;
+        let server = Process::serve_with_env(
+            &[
+                "--store",
+                &store,
+                "--webhook",
+                &sink.url,
+                "--webhook-retries",
+                "100ms,100ms",
+            ],
+            &[("AGENT_TOWER_WEBHOOK_SECRET", SECRET)],
+        )
+        .await;
+        let output =
+            support::node("agui-background.mjs", &[&format!("{}/", server.base)], None).await;
+        assert!(output.contains("followed to its end"), "{name}: {output}");
+
+        let mut seen = Vec::new();
+        for _ in 0..3 {
+            seen.push(sink.next().await);
+        }
+        for delivery in &seen {
+            assert_eq!(delivery["verified"], true, "{name}: {delivery}");
+        }
+        let interrupted: Vec<&Value> = seen
+            .iter()
+            .filter(|d| d["body"]["type"] == "run.interrupted")
+            .collect();
+        let finished: Vec<&Value> = seen
+            .iter()
+            .filter(|d| d["body"]["type"] == "run.finished")
+            .collect();
+        assert_eq!(
+            (interrupted.len(), finished.len()),
+            (2, 1),
+            "{name}: {seen:?}"
+        );
+        // The first attempt failed; the second is the same message.
+        assert_eq!(interrupted[0]["failed"], true, "{name}");
+        assert_eq!(interrupted[1]["failed"], false, "{name}");
+        assert_eq!(interrupted[0]["id"], interrupted[1]["id"], "{name}");
+        assert_eq!(interrupted[0]["body"], interrupted[1]["body"], "{name}");
+        assert_ne!(interrupted[0]["id"], finished[0]["id"], "{name}");
+
+        // What each says: the run that waits, for what; the run that carried the answer out.
+        let waiting = &interrupted[0]["body"]["data"];
+        let ended = &finished[0]["body"]["data"];
+        assert_eq!(waiting["status"], "interrupted", "{name}");
+        assert_eq!(waiting["interrupts"][0]["toolName"], "remember", "{name}");
+        assert_eq!(ended["status"], "finished", "{name}");
+        assert_eq!(ended["threadId"], waiting["threadId"], "{name}");
+        assert_ne!(ended["runId"], waiting["runId"], "{name}");
+        let run: Value = server
+            .get(ended["run"].as_str().unwrap())
+            .await
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(run["status"], "finished", "{name}: {run}");
+
+        // An operator sees both delivered, the first after two attempts.
+        let listed: Value = server.get("/webhooks").await.json().await.unwrap();
+        let listed = listed["webhooks"].as_array().unwrap();
+        let attempts = |id: &Value| {
+            let webhook = listed.iter().find(|w| &w["id"] == id).unwrap();
+            (
+                webhook["status"].clone(),
+                webhook["attempts"].as_u64().unwrap(),
+            )
+        };
+        assert_eq!(listed.len(), 2, "{name}: {listed:?}");
+        assert_eq!(
+            attempts(&interrupted[0]["id"]),
+            ("delivered".into(), 2),
+            "{name}"
+        );
+        assert_eq!(
+            attempts(&finished[0]["id"]),
+            ("delivered".into(), 1),
+            "{name}"
+        );
+        assert_eq!(listed[0]["url"], sink.url.as_str(), "{name}");
+    }
+}
+
+#[tokio::test]
+async fn a_run_naming_a_webhook_the_server_does_not_allow_is_refused_before_it_runs() {
+    let sink = Sink::start(0).await;
+    let allowed = format!("{}/runs/", sink.url);
+    let server = Process::serve_with_env(
+        &["--store", "none", "--webhook-allow", &allowed],
+        &[("AGENT_TOWER_WEBHOOK_SECRET", SECRET)],
+    )
+    .await;
+    let run = |run: &str, url: &str| {
+        serde_json::json!({
+            "threadId": format!("t-{run}"), "runId": run,
+            "messages": [{"id": "m", "role": "user", "content": "hello"}],
+            "tools": [], "context": [], "state": {},
+            "forwardedProps": {"webhook": {"url": url}},
+        })
+    };
+    let refused = support::frames::frames(
+        &server
+            .post(&run("elsewhere", "http://127.0.0.1:9/steal"))
+            .await
+            .text()
+            .await
+            .unwrap(),
+    );
+    let end = &refused.last().unwrap().1;
+    assert_eq!(end["type"], "RUN_ERROR", "{refused:?}");
+    assert_eq!(end["code"], "invalid_options");
+    assert!(
+        end["message"]
+            .as_str()
+            .unwrap()
+            .contains("is not allowed here"),
+        "{end}"
+    );
+    let listed: Value = server.get("/webhooks").await.json().await.unwrap();
+    assert_eq!(
+        listed["webhooks"],
+        serde_json::json!([]),
+        "a refused run tells nothing"
+    );
+
+    // Under the prefix, the run's own webhook hears of its end.
+    let own = format!("{allowed}7");
+    let mut sink = sink;
+    let answered = server.post(&run("own", &own)).await.text().await.unwrap();
+    assert!(answered.contains("RUN_FINISHED"), "{answered}");
+    let delivery = sink.next().await;
+    assert_eq!(delivery["verified"], true, "{delivery}");
+    assert_eq!(delivery["body"]["data"]["runId"], "own");
+    assert_eq!(delivery["body"]["type"], "run.finished");
+}
