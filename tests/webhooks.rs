@@ -23,13 +23,15 @@ struct Sink {
 }
 
 impl Sink {
-    /// A receiver that answers the first `fail` deliveries `500`.
-    async fn start(fail: usize) -> Self {
+    /// A receiver that never answers the first `hold` deliveries, then answers `fail` ones
+    /// `500`.
+    async fn start(hold: usize, fail: usize) -> Self {
         let modules = support::node_modules().await;
         let mut child = tokio::process::Command::new("node")
             .arg(modules.join("../webhook-sink.mjs"))
             .current_dir(modules.join(".."))
             .env("SECRET", SECRET)
+            .env("HOLD", hold.to_string())
             .env("FAIL", fail.to_string())
             .stdout(Stdio::piped())
             .kill_on_drop(true)
@@ -45,7 +47,7 @@ impl Sink {
         }
     }
 
-    /// The next delivery: `{id, verified, error, failed, body}`.
+    /// The next delivery: `{id, verified, error, failed, held, body}`.
     async fn next(&mut self) -> Value {
         let line = tokio::time::timeout(Duration::from_secs(30), self.lines.next_line())
             .await
@@ -60,7 +62,7 @@ impl Sink {
 async fn a_background_run_tells_its_webhook_when_it_waits_for_a_person_and_when_it_ends() {
     for (name, store) in stores::store_urls("webhooks-background").await {
         // The receiver fails the first delivery: it is sent again, under the same id.
-        let mut sink = Sink::start(1).await;
+        let mut sink = Sink::start(0, 1).await;
         let server = Process::serve_with_env(
             &[
                 "--store",
@@ -147,7 +149,7 @@ async fn a_background_run_tells_its_webhook_when_it_waits_for_a_person_and_when_
 
 #[tokio::test]
 async fn a_run_naming_a_webhook_the_server_does_not_allow_is_refused_before_it_runs() {
-    let sink = Sink::start(0).await;
+    let sink = Sink::start(0, 0).await;
     let allowed = format!("{}/runs/", sink.url);
     let server = Process::serve_with_env(
         &["--store", "none", "--webhook-allow", &allowed],
@@ -196,4 +198,103 @@ async fn a_run_naming_a_webhook_the_server_does_not_allow_is_refused_before_it_r
     assert_eq!(delivery["verified"], true, "{delivery}");
     assert_eq!(delivery["body"]["data"]["runId"], "own");
     assert_eq!(delivery["body"]["type"], "run.finished");
+}
+
+/// A run of one short answer.
+fn hello(run: &str) -> Value {
+    serde_json::json!({
+        "threadId": format!("t-{run}"), "runId": run,
+        "messages": [{"id": "m", "role": "user", "content": "hello"}],
+        "tools": [], "context": [], "state": {}, "forwardedProps": {},
+    })
+}
+
+#[tokio::test]
+async fn what_a_killed_sender_was_sending_is_sent_again_by_the_next_under_the_same_ids() {
+    for (name, store) in stores::store_urls("webhooks-kill").await {
+        // The receiver never answers the first three deliveries: their sender is killed then.
+        let mut sink = Sink::start(3, 0).await;
+        let url = sink.url.clone();
+        let args = [
+            "--store",
+            &store,
+            "--webhook",
+            &url,
+            "--webhook-timeout",
+            "1s",
+        ];
+        let env = [("AGENT_TOWER_WEBHOOK_SECRET", SECRET)];
+        let first = Process::serve_with_env(&args, &env).await;
+        let runs: Vec<String> = (0..6)
+            .map(|n| format!("{name}-{n}-{}", uuid::Uuid::now_v7()))
+            .collect();
+        for run in &runs {
+            let answered = first.post(&hello(run)).await.text().await.unwrap();
+            assert!(answered.contains("RUN_FINISHED"), "{name}: {answered}");
+        }
+        let mut deliveries = Vec::new();
+        while deliveries
+            .iter()
+            .filter(|d: &&Value| d["held"] == true)
+            .count()
+            < 3
+        {
+            deliveries.push(sink.next().await);
+        }
+        first.kill().await;
+
+        // The next instance on the store (on PostgreSQL, two) sends the rest, and again what
+        // the killed one was sending, once its hold ran out.
+        let mut next = vec![Process::serve_with_env(&args, &env).await];
+        if name == "postgres" {
+            next.push(Process::serve_with_env(&args, &env).await);
+        }
+        let answered = |deliveries: &[Value]| {
+            deliveries
+                .iter()
+                .filter(|d| d["held"] == false)
+                .map(|d| d["body"]["data"]["runId"].as_str().unwrap().to_owned())
+                .collect::<std::collections::HashSet<_>>()
+        };
+        while answered(&deliveries).len() < runs.len() {
+            deliveries.push(sink.next().await);
+        }
+        // Every end was delivered, checked by the receiver; each held one again under its id.
+        assert_eq!(
+            answered(&deliveries),
+            runs.iter().cloned().collect(),
+            "{name}"
+        );
+        for delivery in &deliveries {
+            assert_eq!(delivery["verified"], true, "{name}: {delivery}");
+            assert_eq!(delivery["body"]["type"], "run.finished", "{name}");
+        }
+        let mut ids = std::collections::HashMap::new();
+        for delivery in &deliveries {
+            let run = delivery["body"]["data"]["runId"].as_str().unwrap();
+            let id = delivery["id"].as_str().unwrap();
+            assert_eq!(ids.entry(run).or_insert(id), &id, "{name}: one id per end");
+        }
+        // Sent again once: on PostgreSQL, one of the two instances claimed each.
+        for held in deliveries.iter().filter(|d| d["held"] == true) {
+            let again = deliveries
+                .iter()
+                .filter(|d| d["held"] == false && d["id"] == held["id"])
+                .count();
+            assert_eq!(again, 1, "{name}: {held} sent again, once");
+        }
+        let listed: Value = next[0].get("/webhooks").await.json().await.unwrap();
+        let listed = listed["webhooks"].as_array().unwrap();
+        assert_eq!(listed.len(), runs.len(), "{name}: {listed:?}");
+        assert!(
+            listed.iter().all(|w| w["status"] == "delivered"),
+            "{name}: {listed:?}"
+        );
+        eprintln!(
+            "{name}: {} ends, {} deliveries ({} held by the killed sender)",
+            runs.len(),
+            deliveries.len(),
+            3
+        );
+    }
 }

@@ -509,6 +509,11 @@ struct WebhookArgs {
     /// the webhook is given up.
     #[arg(help_heading = "Webhooks", long = "webhook-retries", value_delimiter = ',', default_value = "5s,5m,30m,2h,5h,10h,10h", value_parser = humantime::parse_duration, value_name = "DURATIONS")]
     webhook_retries: Vec<Duration>,
+    /// How long a webhook's receiver has to answer an attempt. A webhook an instance was
+    /// sending when it died is sent again (by any instance on the store) three times as long
+    /// after that attempt began.
+    #[arg(help_heading = "Webhooks", long = "webhook-timeout", default_value = "10s", value_parser = parse_timeout, value_name = "DURATION")]
+    webhook_timeout: Duration,
 }
 
 impl WebhookArgs {
@@ -2210,6 +2215,7 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         engine = engine.notify(webhooks);
         let deliverer = agent_tower::webhook::Deliverer::new(engine.run_log().clone(), secret)
             .schedule(args.webhooks.webhook_retries.clone())
+            .timeout(args.webhooks.webhook_timeout)
             .observer(metrics.webhooks());
         tokio::spawn(deliverer.run(runs.clone()));
     }

@@ -23,8 +23,9 @@
 //! delivery is known by it), `webhook-timestamp` (this attempt's, in seconds) and
 //! `webhook-signature` (`v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` with the
 //! secret), which the specification's libraries check. An answer other than 2xx, or none within
-//! 10 seconds, is tried again on the [schedule](Deliverer::schedule); after its last attempt
-//! the notice is given up (and listed as `failed`).
+//! the [timeout](Deliverer::timeout), is tried again on the [schedule](Deliverer::schedule);
+//! after its last attempt the notice is given up (and listed as `failed`). A notice is sent
+//! within a second of its run's end.
 //!
 //! ```
 //! use agent_tower::{
@@ -293,10 +294,8 @@ pub const SCHEDULE: [Duration; 7] = [
     Duration::from_secs(10 * 3600),
 ];
 
-/// How long one attempt may take.
+/// How long one attempt may take, by default.
 const ATTEMPT: Duration = Duration::from_secs(10);
-/// How long a claimed notice is this instance's: past it, another may send it again.
-const HOLD: Duration = Duration::from_secs(30);
 /// The most notices claimed at once.
 const CLAIMED: usize = 16;
 /// How often the outbox is looked at when nothing wakes the deliverer.
@@ -333,6 +332,7 @@ pub struct Deliverer {
     log: Arc<dyn RunLog>,
     secret: Secret,
     client: reqwest::Client,
+    timeout: Duration,
     schedule: Vec<Duration>,
     observer: Observer,
     wake: Arc<tokio::sync::Notify>,
@@ -341,6 +341,7 @@ pub struct Deliverer {
 impl fmt::Debug for Deliverer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Deliverer")
+            .field("timeout", &self.timeout)
             .field("schedule", &self.schedule)
             .finish_non_exhaustive()
     }
@@ -359,7 +360,6 @@ impl Deliverer {
             "Deliverer::new: the log keeps no notices"
         );
         let client = reqwest::Client::builder()
-            .timeout(ATTEMPT)
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("agent-tower/", env!("CARGO_PKG_VERSION")))
             .build()
@@ -368,6 +368,7 @@ impl Deliverer {
             log,
             secret,
             client,
+            timeout: ATTEMPT,
             schedule: SCHEDULE.to_vec(),
             observer: Arc::new(|_| {}),
             wake: Arc::default(),
@@ -380,6 +381,20 @@ impl Deliverer {
     pub fn schedule(mut self, waits: Vec<Duration>) -> Self {
         self.schedule = waits;
         self
+    }
+
+    /// How long one attempt may take (default 10 s): past it, the attempt failed. A notice is
+    /// this instance's for three times as long from its claim: when the instance dies meanwhile,
+    /// another sends it again after that.
+    #[must_use]
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// How long a claimed notice is this instance's: past it, another may send it again.
+    fn hold(&self) -> Duration {
+        self.timeout * 3
     }
 
     /// Told what each attempt came to (metrics count them).
@@ -398,7 +413,7 @@ impl Deliverer {
     pub async fn run(self, stop: CancellationToken) {
         let outbox = self.outbox();
         loop {
-            let claimed = match outbox.claim(CLAIMED, HOLD).await {
+            let claimed = match outbox.claim(CLAIMED, self.hold()).await {
                 Ok(claimed) => claimed,
                 Err(error) => {
                     tracing::warn!(%error, "could not claim the webhooks due");
@@ -426,7 +441,10 @@ impl Deliverer {
     /// One attempt at `claimed`, and what became of it, recorded.
     async fn send(&self, claimed: Claimed) {
         let Claimed { notice, attempt } = claimed;
-        let settle = match (self.post(&notice).await.err(), self.schedule.get(attempt as usize - 1)) {
+        let settle = match (
+            self.post(&notice).await.err(),
+            self.schedule.get(attempt as usize - 1),
+        ) {
             (None, _) => Settle::Delivered,
             (Some(error), Some(wait)) => Settle::Retry {
                 at: std::time::SystemTime::now() + *wait,
@@ -461,6 +479,7 @@ impl Deliverer {
         let response = self
             .client
             .post(&notice.url)
+            .timeout(self.timeout)
             .header(http::header::CONTENT_TYPE, "application/json")
             .header("webhook-id", &notice.id)
             .header("webhook-timestamp", timestamp.to_string())
