@@ -16,8 +16,9 @@ use agent_tower::{
     permission::Decision,
     run::Interrupt,
     runs::{
-        DurableLog, InterruptStatus, Interrupts, LogError, LoggedEvent, LostRun, MemoryLog,
-        Recovery, RunEnd, RunLog, RunRecord, RunStatus, SavedThread, Start, StartError,
+        DurableLog, InterruptStatus, Interrupts, LogError, LoggedEvent, LostRun, MemoryLog, Notice,
+        NoticeStatus, Recovery, RunEnd, RunLog, RunRecord, RunStatus, SavedThread, Settle, Start,
+        StartError,
     },
     store::{Deleted, RunStore, ThreadChange, ThreadCursor, ThreadQuery},
 };
@@ -1243,6 +1244,103 @@ async fn runs_are_listed_per_principal_newest_first_in_pages() {
                 .await
                 .is_empty(),
             "{name}: changed after"
+        );
+    }
+}
+
+#[tokio::test]
+async fn notices_kept_with_an_end_are_held_by_one_instance_at_a_time_and_go_with_their_run() {
+    for (name, url) in each_store("notices").await {
+        let (store, other) = (
+            RunStore::open(&url).await.unwrap(),
+            RunStore::open(&url).await.unwrap(),
+        );
+        let log: &dyn RunLog = &store;
+        let (thread, run) = ids();
+        let lease = log.start(&start(&thread, &run, vec![])).await.unwrap();
+        let notice = |id: &str| Notice {
+            id: format!("{id}-{run}"),
+            run_id: run.clone(),
+            url: "http://127.0.0.1:9/hook".to_owned(),
+            kind: "run.finished".to_owned(),
+            body: format!(r#"{{"say":"{id}"}}"#),
+        };
+        let mut end = RunEnd::new(RunStatus::Finished);
+        end.notices = vec![notice("a"), notice("b")];
+        log.write(&lease, &events(1..=1), Some(&end)).await.unwrap();
+
+        // Claimed here, each a first attempt; held meanwhile, the other instance gets none.
+        let mine = store.outbox().unwrap();
+        let theirs = other.outbox().unwrap();
+        let hold = Duration::from_secs(60);
+        let claimed = mine.claim(10, hold).await.unwrap();
+        let attempts: Vec<(String, u32)> = claimed
+            .iter()
+            .map(|c| (c.notice.id.clone(), c.attempt))
+            .collect();
+        assert_eq!(
+            attempts,
+            [(notice("a").id, 1), (notice("b").id, 1)],
+            "{name}"
+        );
+        assert_eq!(claimed[1].notice, notice("b"), "{name}: kept as it was");
+        assert!(theirs.claim(10, hold).await.unwrap().is_empty(), "{name}");
+
+        // One delivered; the other due again at once, taken by the other instance, given up.
+        mine.settle(&notice("a").id, &Settle::Delivered)
+            .await
+            .unwrap();
+        let again = Settle::Retry {
+            at: SystemTime::now(),
+            error: "answered 503".to_owned(),
+        };
+        mine.settle(&notice("b").id, &again).await.unwrap();
+        let retried = theirs.claim(10, hold).await.unwrap();
+        assert_eq!(retried.len(), 1, "{name}");
+        assert_eq!(
+            (retried[0].notice.id.clone(), retried[0].attempt),
+            (notice("b").id, 2)
+        );
+        let given_up = Settle::Failed {
+            error: "answered 410".to_owned(),
+        };
+        theirs.settle(&notice("b").id, &given_up).await.unwrap();
+        assert!(mine.claim(10, hold).await.unwrap().is_empty(), "{name}");
+
+        let listed = mine.notices(Some(&run), 10).await.unwrap();
+        let seen: Vec<(String, NoticeStatus, u32, Option<String>)> = listed
+            .iter()
+            .map(|n| {
+                (
+                    n.notice.id.clone(),
+                    n.status,
+                    n.attempts,
+                    n.last_error.clone(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (
+                    notice("b").id,
+                    NoticeStatus::Failed,
+                    2,
+                    Some("answered 410".to_owned())
+                ),
+                (notice("a").id, NoticeStatus::Delivered, 1, None),
+            ],
+            "{name}: the newest first"
+        );
+
+        // Pruned with their run.
+        store
+            .prune(SystemTime::now() + Duration::from_secs(1))
+            .await
+            .unwrap();
+        assert!(
+            mine.notices(Some(&run), 10).await.unwrap().is_empty(),
+            "{name}"
         );
     }
 }

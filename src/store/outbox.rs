@@ -45,8 +45,8 @@ pub(super) async fn keep(
     Ok(())
 }
 
-/// Claims up to `max` notices due at `now` that nobody holds, for `hold`, in the writer's
-/// transaction. On PostgreSQL, an instance whose claim meets another's committed first skips
+/// Claims up to `max` notices due at `now` that nobody holds (the longest due first; a run's
+/// in the order its end left them), for `hold`, in the writer's transaction. On PostgreSQL, an instance whose claim meets another's committed first skips
 /// the rows it took: the update's conditions are checked again on the rows as they are then.
 pub(super) async fn claim(
     tx: &mut impl Conn,
@@ -60,7 +60,7 @@ pub(super) async fn claim(
             &format!(
                 "UPDATE notices SET held_until = $2, attempts = attempts + 1 \
                  WHERE notice_id IN (SELECT notice_id FROM notices WHERE status = 'pending' \
-                 AND next_at <= $1 AND held_until <= $1 ORDER BY next_at LIMIT $3) \
+                 AND next_at <= $1 AND held_until <= $1 ORDER BY next_at, notice_id LIMIT $3) \
                  AND status = 'pending' AND held_until <= $1 RETURNING {COLUMNS}, next_at"
             ),
             &[
@@ -75,7 +75,7 @@ pub(super) async fn claim(
         .map(|row| {
             let record = record(row)?;
             Ok((
-                row.number("next_at")?,
+                (row.number("next_at")?, record.notice.id.clone()),
                 Claimed {
                     notice: record.notice,
                     attempt: record.attempts,
@@ -83,7 +83,7 @@ pub(super) async fn claim(
             ))
         })
         .collect::<Result<Vec<_>, LogError>>()?;
-    claimed.sort_by_key(|(next_at, _)| *next_at);
+    claimed.sort_by(|(a, _), (b, _)| a.cmp(b));
     Ok(claimed.into_iter().map(|(_, claimed)| claimed).collect())
 }
 

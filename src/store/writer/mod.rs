@@ -1307,6 +1307,11 @@ async fn delete_thread(
     .await?;
     tx.execute("DELETE FROM interrupts WHERE thread_id = $1", &id)
         .await?;
+    tx.execute(
+        "DELETE FROM notices WHERE run_id IN (SELECT run_id FROM runs WHERE thread_id = $1)",
+        &id,
+    )
+    .await?;
     let runs = tx
         .execute("DELETE FROM runs WHERE thread_id = $1", &id)
         .await?;
@@ -1416,6 +1421,7 @@ async fn prune(
             format!("DELETE FROM spending WHERE day < {day_pruned} AND billed_run IN ({prunable})"),
             format!("DELETE FROM run_chunks WHERE run_id IN ({prunable})"),
             format!("DELETE FROM interrupts WHERE run_id IN ({prunable})"),
+            format!("DELETE FROM notices WHERE run_id IN ({prunable})"),
             format!("DELETE FROM runs WHERE run_id IN ({prunable})"),
         ],
         Prunable::Threads => vec![
@@ -1428,6 +1434,10 @@ async fn prune(
                  (SELECT run_id FROM runs WHERE thread_id IN ({prunable}))"
             ),
             format!("DELETE FROM interrupts WHERE thread_id IN ({prunable})"),
+            format!(
+                "DELETE FROM notices WHERE run_id IN \
+                 (SELECT run_id FROM runs WHERE thread_id IN ({prunable}))"
+            ),
             format!("DELETE FROM runs WHERE thread_id IN ({prunable})"),
             format!("DELETE FROM threads WHERE thread_id IN ({prunable})"),
         ],
