@@ -247,6 +247,9 @@ pub mod permission;
 #[cfg_attr(docsrs, doc(cfg(feature = "runs")))]
 pub mod runs;
 
+#[cfg(feature = "schedules")]
+#[cfg_attr(docsrs, doc(cfg(feature = "schedules")))]
+pub mod schedule;
 #[cfg(feature = "server")]
 #[cfg_attr(docsrs, doc(cfg(feature = "server")))]
 pub mod server;

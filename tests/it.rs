@@ -93,6 +93,8 @@ mod restart;
 #[cfg(all(feature = "runs", feature = "test-util"))]
 mod runs;
 #[cfg(feature = "cli")]
+mod schedules;
+#[cfg(feature = "cli")]
 mod serve_openai;
 #[cfg(feature = "cli")]
 mod serve_providers;

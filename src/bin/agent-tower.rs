@@ -481,6 +481,19 @@ struct Serve {
     interrupt_ttl: Duration,
     #[command(flatten)]
     webhooks: WebhookArgs,
+    /// A schedule, as `NAME={JSON}`: `{"cron": "0 9 * * MON-FRI", "timeZone": "Europe/Paris",
+    /// "prompt": "…"}` (or `"at"`, an RFC 3339 instant, for once; `"threadId"` to continue one
+    /// thread; `"principal"`; `"missed"`: `skip` or `makeUp`; `"grace"`, `1m` by default).
+    /// Repeat for several. Each occurrence is begun once by the instances on the store.
+    #[arg(help_heading = "Schedules", long = "schedule", value_name = "NAME={JSON}", value_parser = parse_schedule)]
+    schedules: Vec<agent_tower::schedule::Schedule>,
+}
+
+/// A `--schedule`: `NAME={JSON}`.
+fn parse_schedule(text: &str) -> Result<agent_tower::schedule::Schedule, String> {
+    let (name, spec) = text.split_once('=').ok_or("a schedule is `NAME={JSON}`")?;
+    let spec = serde_json::from_str(spec).map_err(|e| format!("schedule `{name}`: {e}"))?;
+    agent_tower::schedule::Schedule::new(name, spec).map_err(|e| e.to_string())
 }
 
 /// Where runs' ends are told (`serve`).
@@ -2218,6 +2231,14 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
             .timeout(args.webhooks.webhook_timeout)
             .observer(metrics.webhooks());
         tokio::spawn(deliverer.run(runs.clone()));
+    }
+    if !args.schedules.is_empty() {
+        let scheduler = agent_tower::schedule::Scheduler::new(engine.clone());
+        for schedule in &args.schedules {
+            scheduler.put(schedule).await?;
+        }
+        tracing::info!(schedules = args.schedules.len(), "runs begun on schedule");
+        tokio::spawn(scheduler.run(runs.clone()));
     }
     let draining = engine.clone();
     let mut server = AguiServer::with_runs(engine)

@@ -6,8 +6,8 @@ use futures_util::future::BoxFuture;
 
 use super::{
     Deleted, InterruptRecord, InterruptStatus, Lease, LogError, LoggedEvent, LostRun, Outbox, Page,
-    PrincipalUsage, Recovered, RunEnd, RunPage, RunQuery, RunRecord, SavedThread, Start,
-    StartError, ThreadChange, ThreadPage, ThreadQuery, ThreadRecord, ThreadSummary,
+    PrincipalUsage, Recovered, RunEnd, RunPage, RunQuery, RunRecord, SavedThread, ScheduleBook,
+    Start, StartError, ThreadChange, ThreadPage, ThreadQuery, ThreadRecord, ThreadSummary,
 };
 use crate::id::{InterruptId, RunId, ThreadId};
 
@@ -103,8 +103,9 @@ pub(crate) async fn last_event(
 /// A log that outlives its process says so with [`durable`](RunLog::durable), and answers then
 /// what the instances sharing it need of one another ([`DurableLog`]): none of it has a
 /// default, so that a backend cannot forget a part and silently lose cross-instance cancel or
-/// re-join. Only [`ready`](RunLog::ready) (a log in this process is always ready) and
-/// [`outbox`](RunLog::outbox) (a log may keep no notices) have one.
+/// re-join. Only [`ready`](RunLog::ready) (a log in this process is always ready),
+/// [`outbox`](RunLog::outbox) and [`schedules`](RunLog::schedules) (a log may keep no notices
+/// and no schedules) have one.
 pub trait RunLog: fmt::Debug + Send + Sync + 'static {
     /// Starts the run `start` asks for (or continues an interrupted one: see [`Start`]).
     ///
@@ -281,6 +282,12 @@ pub trait RunLog: fmt::Debug + Send + Sync + 'static {
     /// default) for a log that keeps none: an engine that [notifies](super::Runs::notify) then
     /// refuses to start.
     fn outbox(&self) -> Option<&dyn Outbox> {
+        None
+    }
+
+    /// Where the log keeps schedules (see [`ScheduleBook`]); `None` (the default) for a log that
+    /// keeps none.
+    fn schedules(&self) -> Option<&dyn ScheduleBook> {
         None
     }
 

@@ -62,6 +62,7 @@ struct State {
     bytes: usize,
     /// The notices of ended runs.
     notices: super::notice::KeptNotices,
+    schedules: super::book::KeptSchedules,
 }
 
 #[derive(Default)]
@@ -643,6 +644,48 @@ impl RunLog for MemoryLog {
 
     fn outbox(&self) -> Option<&dyn super::Outbox> {
         Some(self)
+    }
+
+    fn schedules(&self) -> Option<&dyn super::ScheduleBook> {
+        Some(self)
+    }
+}
+
+/// Schedules kept in memory, for this process alone.
+impl super::ScheduleBook for MemoryLog {
+    fn put<'a>(
+        &'a self,
+        schedule: &'a super::ScheduleRecord,
+    ) -> BoxFuture<'a, Result<(), LogError>> {
+        self.lock().schedules.put(schedule);
+        std::future::ready(Ok(())).boxed()
+    }
+
+    fn due(
+        &self,
+        now: SystemTime,
+        max: usize,
+    ) -> BoxFuture<'_, Result<Vec<super::ScheduleRecord>, LogError>> {
+        std::future::ready(Ok(self.lock().schedules.due(now, max))).boxed()
+    }
+
+    fn advance<'a>(
+        &'a self,
+        name: &'a str,
+        from: SystemTime,
+        to: Option<SystemTime>,
+        run: Option<&'a RunId>,
+    ) -> BoxFuture<'a, Result<bool, LogError>> {
+        let moved = self.lock().schedules.advance(name, from, to, run);
+        std::future::ready(Ok(moved)).boxed()
+    }
+
+    fn list(&self) -> BoxFuture<'_, Result<Vec<super::ScheduleRecord>, LogError>> {
+        std::future::ready(Ok(self.lock().schedules.list())).boxed()
+    }
+
+    fn remove<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<bool, LogError>> {
+        std::future::ready(Ok(self.lock().schedules.remove(name))).boxed()
     }
 }
 

@@ -108,6 +108,7 @@
 //! recovers the runs of instances that stopped beating. Followers wait for wake-ups, never poll.
 
 mod begin;
+mod book;
 mod driver;
 mod error;
 mod follow;
@@ -144,6 +145,7 @@ pub(crate) use self::log::{last_event, pending_of};
 pub(crate) use self::pages::page_end;
 pub use self::{
     begin::{ANSWERED_BY, Attach, BeginError, Begun, ResumeError, Resumed},
+    book::{ScheduleBook, ScheduleRecord},
     driver::{Ended, RunSummary},
     error::{LogError, StartError},
     follow::{Follow, REJOIN, STORE_UNAVAILABLE},

@@ -89,6 +89,9 @@ pub(super) trait Columns {
 
     /// An integer column that is never `NULL`.
     fn number(&self, column: &str) -> Result<i64, LogError>;
+
+    /// An integer column.
+    fn optional_number(&self, column: &str) -> Result<Option<i64>, LogError>;
 }
 
 impl Columns for Row {
@@ -101,9 +104,15 @@ impl Columns for Row {
     }
 
     fn number(&self, column: &str) -> Result<i64, LogError> {
+        self.optional_number(column)?
+            .ok_or_else(|| LogError::Corrupt(format!("`{column}` is not an integer")))
+    }
+
+    fn optional_number(&self, column: &str) -> Result<Option<i64>, LogError> {
         match self.value(column)? {
-            Value::Int(n) => Ok(*n),
-            _ => Err(LogError::Corrupt(format!("`{column}` is not an integer"))),
+            Value::Int(n) => Ok(Some(*n)),
+            Value::Null => Ok(None),
+            Value::Text(_) => Err(LogError::Corrupt(format!("`{column}` is not an integer"))),
         }
     }
 }
@@ -115,6 +124,10 @@ impl Columns for AnyRow {
 
     fn number(&self, column: &str) -> Result<i64, LogError> {
         Ok(self.try_get::<i64, _>(column)?)
+    }
+
+    fn optional_number(&self, column: &str) -> Result<Option<i64>, LogError> {
+        Ok(self.try_get::<Option<i64>, _>(column)?)
     }
 }
 

@@ -60,6 +60,7 @@ mod listen;
 mod outbox;
 mod retention;
 mod rows;
+mod schedules;
 mod schema;
 mod sql;
 mod threads;

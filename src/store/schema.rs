@@ -39,6 +39,7 @@ const MIGRATIONS: &[(&str, &str)] = embedded![
     "20261201000002_principal_usage",
     "20261201000003_model_calls",
     "20261202000001_notices",
+    "20261202000002_schedules",
 ];
 
 /// The embedded migrations, as sqlx reads a directory of them (the same versions, descriptions

@@ -613,6 +613,10 @@ impl RunLog for RunStore {
     fn outbox(&self) -> Option<&dyn crate::runs::Outbox> {
         Some(self)
     }
+
+    fn schedules(&self) -> Option<&dyn crate::runs::ScheduleBook> {
+        Some(self)
+    }
 }
 
 impl DurableLog for RunStore {

@@ -16,6 +16,7 @@ pub mod replay;
 pub mod stores;
 #[cfg(feature = "test-util")]
 pub mod verified;
+pub mod webhook_sink;
 
 use std::{path::Path, process::Stdio};
 

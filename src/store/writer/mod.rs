@@ -26,6 +26,7 @@ use super::{
     conn::{Arg, Columns, Conn, DbError, Row, Sqlite},
     ledger, outbox,
     rows::{INTERRUPT_COLUMNS, decision_text, interrupt_record, millis, number, seq, signed, text},
+    schedules,
 };
 use crate::{
     id::{MessageId, RunId, ThreadId},
@@ -131,6 +132,11 @@ pub(super) enum Job {
         max: usize,
         hold: Duration,
         reply: oneshot::Sender<Result<Vec<Claimed>, LogError>>,
+    },
+    /// A schedule kept, moved on or forgotten: whether one changed.
+    Schedule {
+        change: schedules::Change,
+        reply: oneshot::Sender<Result<bool, LogError>>,
     },
     /// What became of an attempt at a notice.
     SettleNotice {
@@ -626,6 +632,11 @@ impl Writer {
                 Job::ClaimNotices { max, hold, reply } => {
                     let (result, error) = split(outbox::claim(tx, max, hold, now).await);
                     (Done::Claimed(reply, result.map_err(log_error)), error)
+                }
+                Job::Schedule { change, reply } => {
+                    let changed = schedules::change(tx, &change, now).await;
+                    let (result, error) = split(changed.map_err(Failure::Store));
+                    (Done::Flag(reply, result.map_err(log_error)), error)
                 }
                 Job::SettleNotice { id, settle, reply } => {
                     let settled = outbox::settle(tx, &id, &settle, now).await;

@@ -1,0 +1,114 @@
+//! Schedules: `agent-tower serve --schedule` begins a run for each occurrence, once across the
+//! instances on a store (two on PostgreSQL), and makes up for, or skips, what fell while no
+//! instance was up. Each scheduled run's end is heard through a webhook, as an operator would.
+
+use crate::support::process::Process;
+use crate::support::stores;
+use crate::support::webhook_sink::{SECRET, Sink};
+
+use std::{collections::BTreeSet, time::Duration};
+
+/// The occurrences (ms since the epoch) of the runs `schedule` ended, as webhooks told them,
+/// read from `sink` until there are `count` of them; checks each was told as finished.
+async fn occurrences(sink: &mut Sink, schedule: &str, count: usize) -> BTreeSet<u64> {
+    let mut seen = BTreeSet::new();
+    while seen.len() < count {
+        let delivery = sink.next().await;
+        assert_eq!(delivery["verified"], true, "{delivery}");
+        assert_eq!(delivery["body"]["type"], "run.finished", "{delivery}");
+        let run = delivery["body"]["data"]["runId"].as_str().unwrap();
+        let at = run
+            .strip_prefix(&format!("{schedule}-"))
+            .expect("a scheduled run");
+        seen.insert(at.parse().unwrap());
+    }
+    seen
+}
+
+/// Whether `occurrences` are every second from the first to the last.
+fn every_second(occurrences: &BTreeSet<u64>) -> bool {
+    let (first, last) = (occurrences.first().unwrap(), occurrences.last().unwrap());
+    occurrences.iter().all(|at| at % 1000 == 0)
+        && (last - first) / 1000 + 1 == occurrences.len() as u64
+}
+
+async fn serve(store: &str, sink: &Sink, schedule: &str, spec: &str) -> Process {
+    let schedule = format!("{schedule}={spec}");
+    Process::serve_with_env(
+        &[
+            "--store",
+            store,
+            "--webhook",
+            &sink.url,
+            "--schedule",
+            &schedule,
+        ],
+        &[("AGENT_TOWER_WEBHOOK_SECRET", SECRET)],
+    )
+    .await
+}
+
+#[tokio::test]
+async fn two_instances_begin_each_occurrence_of_a_schedule_once() {
+    let Some(store) = stores::postgres("schedules-two").await else {
+        return;
+    };
+    let mut sink = Sink::start(0, 0).await;
+    let spec = r#"{"cron": "* * * * * *", "prompt": "hello"}"#;
+    let (a, b) = (
+        serve(&store, &sink, "tick", spec).await,
+        serve(&store, &sink, "tick", spec).await,
+    );
+    // Six occurrences in a row, none missing: the second instance took none of them twice
+    // (a run per occurrence, under the occurrence's id), and neither left one out.
+    let seen = occurrences(&mut sink, "tick", 6).await;
+    assert!(every_second(&seen), "{seen:?}");
+    let listed: serde_json::Value = a.get("/webhooks").await.json().await.unwrap();
+    let told = listed["webhooks"].as_array().unwrap();
+    let runs: BTreeSet<&str> = told.iter().map(|w| w["runId"].as_str().unwrap()).collect();
+    assert_eq!(runs.len(), told.len(), "one end per run: {told:?}");
+    a.kill().await;
+    b.kill().await;
+}
+
+#[tokio::test]
+async fn what_fell_while_no_instance_was_up_is_made_up_for_or_skipped_as_the_schedule_says() {
+    for (missed, makes_up) in [("makeUp", true), ("skip", false)] {
+        let store = stores::sqlite(&format!("schedules-{missed}"));
+        let mut sink = Sink::start(0, 0).await;
+        let spec = format!(
+            r#"{{"cron": "* * * * * *", "prompt": "hello", "missed": "{missed}", "grace": "500ms"}}"#
+        );
+        let first = serve(&store, &sink, "tick", &spec).await;
+        let before = occurrences(&mut sink, "tick", 2).await;
+        first.kill().await;
+        // Down for three seconds: three occurrences or more fall meanwhile.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let restarted = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        let next = serve(&store, &sink, "tick", &spec).await;
+        let mut all = before.clone();
+        // Until the next instance began an occurrence of its own time (and, to make up, until
+        // nothing is missing: each missed one comes before).
+        while all.last().is_none_or(|last| *last <= restarted) || (makes_up && !every_second(&all))
+        {
+            all.extend(occurrences(&mut sink, "tick", 1).await);
+        }
+        let widest = all
+            .iter()
+            .zip(all.iter().skip(1))
+            .map(|(a, b)| b - a)
+            .max()
+            .unwrap();
+        if makes_up {
+            // The next instance began each one it missed, the oldest first, then went on.
+            assert!(every_second(&all), "{missed}: {all:?}");
+        } else {
+            // None of those it missed, more than their grace late.
+            assert!(widest >= 3000, "{missed}: {all:?}");
+        }
+        next.kill().await;
+    }
+}
