@@ -2,11 +2,16 @@
 //! instances on a store (two on PostgreSQL), and makes up for, or skips, what fell while no
 //! instance was up. Each scheduled run's end is heard through a webhook, as an operator would.
 
-use crate::support::process::Process;
+use crate::support::process::{ALICE, BOB, Process};
 use crate::support::stores;
 use crate::support::webhook_sink::{SECRET, Sink};
 
 use std::{collections::BTreeSet, time::Duration};
+
+/// An operator's token.
+const OPERATOR: &str = "ops:operator-token-0123456789";
+/// What the operator sends.
+const OPERATOR_BEARER: &str = "operator-token-0123456789";
 
 /// The occurrences (ms since the epoch) of the runs `schedule` ended, as webhooks told them,
 /// read from `sink` until there are `count` of them; checks each was told as finished.
@@ -111,4 +116,95 @@ async fn what_fell_while_no_instance_was_up_is_made_up_for_or_skipped_as_the_sch
         }
         next.kill().await;
     }
+}
+
+#[tokio::test]
+async fn an_operator_puts_lists_and_removes_schedules_each_owned_by_its_principal() {
+    let mut sink = Sink::start(0, 0).await;
+    let store = stores::sqlite("schedules-routes");
+    let tokens = format!("alice:{ALICE},bob:{BOB}");
+    let server = Process::serve_with_env(
+        &[
+            "--store",
+            &store,
+            "--auth-token-env",
+            "ALICE_AND_BOB",
+            "--operator-token-env",
+            "OPERATOR_TOKEN",
+            "--webhook",
+            &sink.url,
+        ],
+        &[
+            ("ALICE_AND_BOB", &tokens),
+            ("OPERATOR_TOKEN", OPERATOR),
+            ("AGENT_TOWER_WEBHOOK_SECRET", SECRET),
+        ],
+    )
+    .await;
+    let http = reqwest::Client::new();
+    let put = |name: &str, token: &str, spec: serde_json::Value| {
+        http.put(format!("{}/schedules/{name}", server.base))
+            .bearer_auth(token)
+            .json(&spec)
+            .send()
+    };
+    let spec = serde_json::json!({"cron": "* * * * * *", "prompt": "hello", "principal": "alice"});
+    // A principal's token may not; an operator's may; a spec that cannot be is refused.
+    let refused = put("tick", ALICE, spec.clone()).await.unwrap();
+    assert_eq!(refused.status(), 403);
+    let kept = put("tick", OPERATOR_BEARER, spec.clone()).await.unwrap();
+    assert_eq!(kept.status(), 200);
+    let kept: serde_json::Value = kept.json().await.unwrap();
+    let mut shown = spec.clone();
+    shown["missed"] = "skip".into();
+    assert_eq!(kept["spec"], shown, "with its defaults");
+    assert!(kept["nextAt"].is_string(), "{kept}");
+    let bad = put(
+        "bad",
+        OPERATOR_BEARER,
+        serde_json::json!({"cron": "61 * * * *", "prompt": "x"}),
+    );
+    let bad = bad.await.unwrap();
+    assert_eq!(bad.status(), 422);
+    let bad: serde_json::Value = bad.json().await.unwrap();
+    assert!(
+        bad["error"]["message"].as_str().unwrap().contains("61 * * * *"),
+        "{bad}"
+    );
+
+    // Its runs are Alice's: hers to read, not Bob's.
+    let seen = occurrences(&mut sink, "tick", 1).await;
+    let run = format!("/runs/tick-{}", seen.first().unwrap());
+    let read = |token: &str| {
+        http.get(format!("{}{run}", server.base))
+            .bearer_auth(token)
+            .send()
+    };
+    assert_eq!(read(ALICE).await.unwrap().status(), 200);
+    assert_eq!(read(BOB).await.unwrap().status(), 404);
+    let listed: serde_json::Value = http
+        .get(format!("{}/schedules", server.base))
+        .bearer_auth(OPERATOR_BEARER)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let listed = listed["schedules"].as_array().unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert!(
+        listed[0]["lastRunId"]
+            .as_str()
+            .unwrap()
+            .starts_with("tick-")
+    );
+
+    let delete = |name: &str| {
+        http.delete(format!("{}/schedules/{name}", server.base))
+            .bearer_auth(OPERATOR_BEARER)
+            .send()
+    };
+    assert_eq!(delete("tick").await.unwrap().status(), 204);
+    assert_eq!(delete("tick").await.unwrap().status(), 404);
 }

@@ -2232,14 +2232,13 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
             .observer(metrics.webhooks());
         tokio::spawn(deliverer.run(runs.clone()));
     }
-    if !args.schedules.is_empty() {
-        let scheduler = agent_tower::schedule::Scheduler::new(engine.clone());
-        for schedule in &args.schedules {
-            scheduler.put(schedule).await?;
-        }
-        tracing::info!(schedules = args.schedules.len(), "runs begun on schedule");
-        tokio::spawn(scheduler.run(runs.clone()));
+    // The schedules of the store (`--schedule`'s and those put through `/schedules`) are begun
+    // by every instance, each occurrence once.
+    let scheduler = agent_tower::schedule::Scheduler::new(engine.clone());
+    for schedule in &args.schedules {
+        scheduler.put(schedule).await?;
     }
+    tokio::spawn(scheduler.run(runs.clone()));
     let draining = engine.clone();
     let mut server = AguiServer::with_runs(engine)
         .budget(books.budget)

@@ -36,6 +36,8 @@
 //!   spend; with `?runId=`, what one of its runs spent.
 //! - `GET /interrupts?status=pending|resolved|all`: the review queue.
 //! - `GET /webhooks?runId=…&limit=…`: the webhooks of runs' ends, delivered or not (operators).
+//! - `GET /schedules`, `GET`/`PUT`/`DELETE /schedules/{name}` (feature `schedules`; operators):
+//!   runs begun on schedule, where a `Scheduler` runs.
 //! - `POST /interrupts/{id}/resolve` (`{"status"?, "payload"}`) and
 //!   `POST /threads/{threadId}/resume` (`{"resume": [...]}`): answers out of band; the thread is
 //!   resumed in a run nobody watches (`202` with its events URL).
@@ -131,6 +133,8 @@ mod respond;
 #[cfg(feature = "metrics")]
 mod route_metrics;
 mod routes;
+#[cfg(feature = "schedules")]
+mod schedules;
 mod threads;
 #[cfg(feature = "fuzzing")]
 pub(crate) use routes::parse_answers;
@@ -572,6 +576,8 @@ where
             .route("/capabilities", get(capabilities::<A>))
             .merge(routes::routes::<A>())
             .merge(threads::routes::<A>());
+        #[cfg(feature = "schedules")]
+        let router = router.merge(schedules::routes::<A>());
         let router = if state.config.dev_page {
             router.merge(page::routes(&state.config.path))
         } else {
@@ -641,6 +647,8 @@ fn route_scope(request: &Request) -> Option<Scope> {
         None
     } else if path == "/interrupts"
         || path == "/webhooks"
+        || path == "/schedules"
+        || path.starts_with("/schedules/")
         || path == "/metrics"
         || path.starts_with("/interrupts/")
         || (path.starts_with("/threads/") && path.ends_with("/resume"))

@@ -1,0 +1,137 @@
+//! `GET /schedules`, `PUT /schedules/{name}`, `DELETE /schedules/{name}` (operators): the
+//! schedules of the run log, begun by the instances that run a
+//! [`Scheduler`](crate::schedule::Scheduler) (`agent-tower serve` does).
+
+use std::sync::Arc;
+
+use axum::{
+    Json, Router,
+    extract::{Path, State, rejection::PathRejection},
+    http::{HeaderMap, StatusCode},
+    response::{IntoResponse, Response},
+    routing::get,
+};
+use serde_json::{Value, json};
+
+use super::{
+    Rejection, Server,
+    routes::{json_body, unavailable},
+};
+use crate::{
+    run::RunService,
+    runs::{ScheduleBook, ScheduleRecord},
+    schedule::{Schedule, Scheduler, Spec},
+};
+
+pub(super) fn routes<A>() -> Router<Arc<Server<A>>>
+where
+    A: RunService,
+{
+    Router::new().route("/schedules", get(list::<A>)).route(
+        "/schedules/{name}",
+        get(one::<A>).put(put::<A>).delete(remove::<A>),
+    )
+}
+
+fn book<A>(server: &Server<A>) -> Result<&dyn ScheduleBook, Rejection> {
+    server.runs.run_log().schedules().ok_or_else(|| {
+        Rejection::new(
+            StatusCode::NOT_FOUND,
+            "no_schedules",
+            "this server's run log keeps no schedules",
+        )
+    })
+}
+
+fn unknown(name: &str) -> Rejection {
+    Rejection::new(
+        StatusCode::NOT_FOUND,
+        "unknown_schedule",
+        format!("no schedule `{name}`"),
+    )
+}
+
+/// How a schedule is shown: its spec, its next occurrence, its last one and the run begun.
+fn view(record: &ScheduleRecord) -> Value {
+    let time = |at| humantime::format_rfc3339_millis(at).to_string();
+    json!({
+        "name": record.name,
+        "spec": record.spec,
+        "nextAt": record.next_at.map(time),
+        "lastAt": record.last.as_ref().map(|(at, _)| time(*at)),
+        "lastRunId": record.last.as_ref().and_then(|(_, run)| run.as_ref()),
+    })
+}
+
+async fn list<A>(State(server): State<Arc<Server<A>>>) -> Result<Response, Rejection>
+where
+    A: RunService,
+{
+    let listed = book(&server)?.list().await.map_err(|e| unavailable(&e))?;
+    let listed: Vec<Value> = listed.iter().map(view).collect();
+    Ok(Json(json!({ "schedules": listed })).into_response())
+}
+
+async fn one<A>(
+    State(server): State<Arc<Server<A>>>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Response, Rejection>
+where
+    A: RunService,
+{
+    let Path(name) = path?;
+    let listed = book(&server)?.list().await.map_err(|e| unavailable(&e))?;
+    let found = listed
+        .iter()
+        .find(|s| s.name == name)
+        .ok_or_else(|| unknown(&name))?;
+    Ok(Json(view(found)).into_response())
+}
+
+/// `PUT /schedules/{name}` with a [`Spec`]: kept (a new schedule due at its next occurrence, a
+/// known one with the same spec left as it was), answered as `GET` shows it.
+async fn put<A>(
+    State(server): State<Arc<Server<A>>>,
+    path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: axum::body::Body,
+) -> Result<Response, Rejection>
+where
+    A: RunService,
+{
+    let Path(name) = path?;
+    let spec = json_body::<A, Spec>(&server, &headers, body).await?;
+    let schedule = Schedule::new(name.clone(), spec).map_err(|error| {
+        Rejection::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_schedule",
+            error.to_string(),
+        )
+    })?;
+    book(&server)?;
+    Scheduler::new(server.runs.clone())
+        .put(&schedule)
+        .await
+        .map_err(|e| unavailable(&e))?;
+    tracing::info!(schedule = name, "a schedule was kept");
+    one(State(server), Ok(Path(name))).await
+}
+
+async fn remove<A>(
+    State(server): State<Arc<Server<A>>>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Response, Rejection>
+where
+    A: RunService,
+{
+    let Path(name) = path?;
+    let removed = book(&server)?
+        .remove(&name)
+        .await
+        .map_err(|e| unavailable(&e))?;
+    if !removed {
+        return Err(unknown(&name));
+    }
+    tracing::info!(schedule = name, "a schedule was removed");
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
