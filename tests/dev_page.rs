@@ -68,6 +68,35 @@ async fn the_console_draws_the_runs_and_answers_what_waits_in_every_thread() {
 }
 
 #[tokio::test]
+async fn the_console_lists_the_schedules_and_the_webhooks() {
+    let store = stores::sqlite("dev-page-operations");
+    // A receiver that is not there: the webhooks wait, with why.
+    let server = Process::serve_with_env(
+        &[
+            "--store",
+            &store,
+            "--schedule",
+            r#"tick={"cron": "* * * * * *", "prompt": "hello"}"#,
+            "--webhook",
+            "http://127.0.0.1:9/hook",
+        ],
+        &[(
+            "AGENT_TOWER_WEBHOOK_SECRET",
+            "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+        )],
+    )
+    .await;
+    let out = browser(&["operations", &server.base]).await;
+    for step in [
+        "ok a schedule with its next occurrence and the run its last one began",
+        "ok the webhook of its end, not delivered, with why",
+        "operations: passed",
+    ] {
+        assert!(out.contains(step), "{step} missing from:\n{out}");
+    }
+}
+
+#[tokio::test]
 async fn a_reload_rejoins_the_run_and_stop_cancels_it() {
     // The default settings: a run whose page went away waits for it to come back.
     let store = stores::sqlite("dev-page-rejoin");

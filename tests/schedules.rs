@@ -74,6 +74,36 @@ async fn two_instances_begin_each_occurrence_of_a_schedule_once() {
     assert_eq!(runs.len(), told.len(), "one end per run: {told:?}");
     a.kill().await;
     b.kill().await;
+
+    // The command lists them from the store, as the routes do.
+    let lines = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_agent-tower"))
+            .args(args)
+            .args(["--store", &store])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+            .collect::<Vec<_>>()
+    };
+    let schedules = lines(&["schedules"]);
+    assert_eq!(schedules.len(), 1, "{schedules:?}");
+    assert_eq!(schedules[0]["name"], "tick");
+    let last = schedules[0]["lastRunId"].as_str().unwrap();
+    let at: u64 = last.strip_prefix("tick-").unwrap().parse().unwrap();
+    assert!(at >= *seen.last().unwrap(), "{last} after {seen:?}");
+    let first = format!("tick-{}", seen.first().unwrap());
+    let webhooks = lines(&["webhooks", "--run", &first]);
+    assert_eq!(webhooks.len(), 1, "{webhooks:?}");
+    assert_eq!(webhooks[0]["type"], "run.finished");
+    assert_eq!(webhooks[0]["status"], "delivered");
 }
 
 #[tokio::test]
@@ -168,7 +198,10 @@ async fn an_operator_puts_lists_and_removes_schedules_each_owned_by_its_principa
     assert_eq!(bad.status(), 422);
     let bad: serde_json::Value = bad.json().await.unwrap();
     assert!(
-        bad["error"]["message"].as_str().unwrap().contains("61 * * * *"),
+        bad["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("61 * * * *"),
         "{bad}"
     );
 

@@ -146,6 +146,24 @@ enum Command {
     /// Write a thread to stdout as JSON lines: first the thread (its principal, conversation and
     /// state), then every event of its runs, oldest first, each as `{"runId", "seq", "event"}`.
     Export(Export),
+    /// Write the schedules of a store to stdout as JSON lines, by name: each with its spec, its
+    /// next occurrence and the run its last one began.
+    Schedules(StoreUrl),
+    /// Write the webhooks of a store to stdout as JSON lines, the newest first: what each told,
+    /// where (without its query), delivered or not, its attempts and last error.
+    Webhooks(WebhookList),
+}
+
+#[derive(Debug, clap::Args)]
+struct WebhookList {
+    #[command(flatten)]
+    store: StoreUrl,
+    /// Only this run's.
+    #[arg(long = "run", value_name = "RUN_ID")]
+    run: Option<String>,
+    /// The most listed.
+    #[arg(long, default_value_t = 100)]
+    limit: usize,
 }
 
 /// The store an operator's command works on.
@@ -1766,6 +1784,8 @@ async fn run() -> Result<(), BoxError> {
             Ok(())
         }
         Command::Export(export) => export_thread(&export).await,
+        Command::Schedules(store) => list_operations(&store, None).await,
+        Command::Webhooks(list) => list_operations(&list.store, Some(&list)).await,
         Command::Backup(backup) => {
             let bytes = agent_tower::store::backup(&backup.store.url, &backup.to).await?;
             tracing::info!(
@@ -2367,6 +2387,30 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
 }
 
 /// `agent-tower export`: the thread, then its runs' events, as JSON lines on stdout.
+/// `agent-tower schedules` (no `webhooks`) or `agent-tower webhooks`: their JSON lines.
+async fn list_operations(store: &StoreUrl, webhooks: Option<&WebhookList>) -> Result<(), BoxError> {
+    use agent_tower::runs::{Outbox, ScheduleBook};
+    use std::io::Write;
+    let opened = agent_tower::store::RunStore::open(&store.url).await?;
+    let lines: Vec<serde_json::Value> = match webhooks {
+        None => (opened.list().await?.iter())
+            .map(agent_tower::runs::ScheduleRecord::json)
+            .collect(),
+        Some(list) => {
+            let run = list.run.as_deref().map(agent_tower::id::RunId::from);
+            (opened.notices(run.as_ref(), list.limit).await?.iter())
+                .map(agent_tower::runs::NoticeRecord::json)
+                .collect()
+        }
+    };
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    for line in lines {
+        writeln!(out, "{line}")?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
 async fn export_thread(export: &Export) -> Result<(), BoxError> {
     use agent_tower::runs::RunLog;
     use std::io::Write;

@@ -27,6 +27,26 @@ pub struct ScheduleRecord {
     pub last: Option<(SystemTime, Option<RunId>)>,
 }
 
+impl ScheduleRecord {
+    /// How operators are shown it (`GET /schedules`, `agent-tower schedules`): `{"name", "spec",
+    /// "nextAt", "lastAt", "lastRunId"}`, times in RFC 3339.
+    #[must_use]
+    pub fn json(&self) -> Value {
+        serde_json::json!({
+            "name": self.name,
+            "spec": self.spec,
+            "nextAt": self.next_at.map(rfc3339),
+            "lastAt": self.last.as_ref().map(|(at, _)| rfc3339(*at)),
+            "lastRunId": self.last.as_ref().and_then(|(_, run)| run.as_ref()),
+        })
+    }
+}
+
+/// `time` in RFC 3339, to the millisecond, in UTC.
+pub(super) fn rfc3339(time: SystemTime) -> String {
+    humantime::format_rfc3339_millis(time).to_string()
+}
+
 /// Where a log keeps schedules; see [`RunLog::schedules`](super::RunLog::schedules).
 pub trait ScheduleBook: Send + Sync {
     /// Keeps `schedule`: a new one as it is; one known by its name with its spec replaced and,

@@ -117,6 +117,28 @@ pub struct NoticeRecord {
     pub last_error: Option<String>,
 }
 
+impl NoticeRecord {
+    /// How operators are shown it (`GET /webhooks`, `agent-tower webhooks`): `{"id", "runId",
+    /// "type", "url", "status", "attempts", "createdAt", "updatedAt", "lastError"}`, its URL
+    /// without its query (which may carry a token), times in RFC 3339.
+    #[must_use]
+    pub fn json(&self) -> serde_json::Value {
+        let notice = &self.notice;
+        let url = notice.url.split(['?', '#']).next().unwrap_or_default();
+        serde_json::json!({
+            "id": notice.id,
+            "runId": notice.run_id,
+            "type": notice.kind,
+            "url": url,
+            "status": self.status.as_str(),
+            "attempts": self.attempts,
+            "createdAt": super::book::rfc3339(self.created_at),
+            "updatedAt": super::book::rfc3339(self.updated_at),
+            "lastError": self.last_error,
+        })
+    }
+}
+
 /// The notices of a log: claimed for delivery, settled, listed. A log that keeps notices says
 /// so with [`RunLog::outbox`](super::RunLog::outbox).
 pub trait Outbox: Send + Sync {

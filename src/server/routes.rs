@@ -24,8 +24,8 @@ use crate::{
     model::budget::{Limit, Remaining},
     run::RunService,
     runs::{
-        Cancel, InterruptRecord, InterruptStatus, Interrupts, LogError, ResumeError, Resumed,
-        RunRecord, RunStatus, ThreadRecord, rules::may_use,
+        Cancel, InterruptRecord, InterruptStatus, Interrupts, LogError, NoticeRecord, ResumeError,
+        Resumed, RunRecord, RunStatus, ThreadRecord, rules::may_use,
     },
 };
 
@@ -551,24 +551,7 @@ where
             .notices(query.run_id.as_ref(), limit)
             .await
             .map_err(|e| unavailable(&e))?;
-        let list: Vec<Value> = list
-            .iter()
-            .map(|record| {
-                let notice = &record.notice;
-                let url = notice.url.split(['?', '#']).next().unwrap_or_default();
-                json!({
-                    "id": notice.id,
-                    "runId": notice.run_id,
-                    "type": notice.kind,
-                    "url": url,
-                    "status": record.status.as_str(),
-                    "attempts": record.attempts,
-                    "createdAt": humantime::format_rfc3339_millis(record.created_at).to_string(),
-                    "updatedAt": humantime::format_rfc3339_millis(record.updated_at).to_string(),
-                    "lastError": record.last_error,
-                })
-            })
-            .collect();
+        let list: Vec<Value> = list.iter().map(NoticeRecord::json).collect();
         Ok(Json(json!({ "webhooks": list })).into_response())
     };
     answer.await.unwrap_or_else(Rejection::into_response)

@@ -51,24 +51,12 @@ fn unknown(name: &str) -> Rejection {
     )
 }
 
-/// How a schedule is shown: its spec, its next occurrence, its last one and the run begun.
-fn view(record: &ScheduleRecord) -> Value {
-    let time = |at| humantime::format_rfc3339_millis(at).to_string();
-    json!({
-        "name": record.name,
-        "spec": record.spec,
-        "nextAt": record.next_at.map(time),
-        "lastAt": record.last.as_ref().map(|(at, _)| time(*at)),
-        "lastRunId": record.last.as_ref().and_then(|(_, run)| run.as_ref()),
-    })
-}
-
 async fn list<A>(State(server): State<Arc<Server<A>>>) -> Result<Response, Rejection>
 where
     A: RunService,
 {
     let listed = book(&server)?.list().await.map_err(|e| unavailable(&e))?;
-    let listed: Vec<Value> = listed.iter().map(view).collect();
+    let listed: Vec<Value> = listed.iter().map(ScheduleRecord::json).collect();
     Ok(Json(json!({ "schedules": listed })).into_response())
 }
 
@@ -85,7 +73,7 @@ where
         .iter()
         .find(|s| s.name == name)
         .ok_or_else(|| unknown(&name))?;
-    Ok(Json(view(found)).into_response())
+    Ok(Json(found.json()).into_response())
 }
 
 /// `PUT /schedules/{name}` with a [`Spec`]: kept (a new schedule due at its next occurrence, a

@@ -17,7 +17,7 @@ import { chromium } from "playwright-core";
 import { logged as loggedBy, text } from "./runs.mjs";
 
 const [scenario, base, ...rest] = process.argv.slice(2);
-assert.ok(scenario && base, "usage: node dev-page.mjs chat|rejoin|console|cors <base url> …");
+assert.ok(scenario && base, "usage: node dev-page.mjs chat|rejoin|console|operations|cors <base url> …");
 const artifacts = join(dirname(fileURLToPath(import.meta.url)), "../../target/browser-artifacts");
 
 const browser = await chromium.launch({
@@ -491,8 +491,37 @@ async function consoleScenario(screenshot) {
   console.log("ok rejected in the inbox");
 }
 
+/** The schedules and the webhooks, as an operator's console lists them: a schedule every second
+ * whose runs' ends go to a receiver that is not there. */
+async function operations() {
+  await page.goto(`${base}/`);
+  // Read again (the inbox's refresh reads both lists) until `done`, a response at a time.
+  const refreshUntil = async (done, route) => {
+    while (!(await done())) {
+      const read = page.waitForResponse((response) => response.url().includes(route));
+      await page.click("#refresh-inbox");
+      await read;
+    }
+  };
+  // A schedule that began a run says so; its run's end is a webhook not delivered yet.
+  const ran = page.locator('#schedules li[data-schedule="tick"] .last[data-run-id]');
+  await refreshUntil(async () => (await ran.count()) > 0, "/schedules");
+  const runId = await ran.getAttribute("data-run-id");
+  assert.match(runId, /^tick-\d+000$/, "the run of an occurrence, on its second");
+  assert.match(await page.textContent('#schedules li[data-schedule="tick"] code'), /\* \* \* \* \* \*/);
+  assert.match(await page.textContent('#schedules li[data-schedule="tick"] .next'), /^next in /);
+  console.log("ok a schedule with its next occurrence and the run its last one began");
+  const told = page.locator(`#webhooks li[data-run-id="${runId}"]`);
+  await refreshUntil(async () => (await told.count()) > 0 && (await told.locator(".error").count()) > 0, "/webhooks?");
+  assert.match(await told.locator("strong").textContent(), /^run\.finished (pending|failed)$/);
+  assert.match(await told.textContent(), /1 attempt|attempts/);
+  assert.ok((await told.locator(".error").textContent()).length > 0, "why it was not delivered");
+  console.log("ok the webhook of its end, not delivered, with why");
+}
+
 try {
   if (scenario === "chat") await chat(rest[0]);
+  else if (scenario === "operations") await operations();
   else if (scenario === "console") await consoleScenario(rest[0]);
   else if (scenario === "rejoin") await rejoin();
   else if (scenario === "cors") await cors(rest);

@@ -9,6 +9,9 @@
 // - Waiting for a person: the pending interrupts of every thread the caller may see
 //   (`GET /interrupts?status=pending`, an operator's route when the server has tokens), answered
 //   there (`POST /interrupts/{id}/resolve`): the thread goes on in a run of its own.
+// - Schedules (`GET /schedules`: each with its next occurrence and the run its last one began)
+//   and the latest webhooks (`GET /webhooks`: what each told, delivered or not, its attempts),
+//   both operators' routes, read again with the inbox.
 //
 // It reads only the routes any client has. Nothing a model or a tool wrote is read as markup:
 // every text goes in as a text node (SVG included). Loaded before app.js, whose helpers (`$`,
@@ -373,7 +376,10 @@ async function loadRun(record, signal) {
 /** What the page saw of its thread: a run that ended may have stopped to ask (the inbox is
  * read again); a run not drawn yet is loaded with the others. */
 function consoleSaw(event) {
-  if (["RUN_FINISHED", "RUN_ERROR"].includes(event.type)) loadInbox();
+  if (["RUN_FINISHED", "RUN_ERROR"].includes(event.type)) {
+    loadInbox();
+    loadOperations();
+  }
   if (!consoleShown() || event.type !== "RUN_STARTED") return;
   if (drawn.threadId !== chat.threadId || !drawn.runs.some((run) => run.runId === event.runId)) loadRuns();
 }
@@ -446,10 +452,71 @@ async function resolveInterrupt(item, interrupt, payload) {
   loadInbox();
 }
 
+// ---------------------------------------------------------------------------------------------
+// Schedules and webhooks
+
+/** Reads an operator's list at `route` into the list `id`, each item made by `item`; says why
+ * when the caller may not, or the server keeps none. */
+async function loadList(id, route, key, item, none) {
+  const list = $(id);
+  let response;
+  try {
+    response = await fetch(route, { headers: headers({ Accept: "application/json" }) });
+  } catch {
+    return;
+  }
+  if (!response.ok) {
+    const why = response.status === 403 ? "an operator token shows them" : response.status === 404 ? none : await refusal(response);
+    list.replaceChildren(el("li", "empty", why));
+    return;
+  }
+  const entries = (await response.json())[key];
+  list.replaceChildren(...(entries.length ? entries.map(item) : [el("li", "empty", none)]));
+}
+
+/** When an RFC 3339 time falls, from now: `in 3s`, `2m ago`. */
+function fromNow(time) {
+  const ms = Date.parse(time) - Date.now();
+  return ms >= 0 ? `in ${duration(ms)}` : `${duration(-ms)} ago`;
+}
+
+function scheduleItem(schedule) {
+  const item = el("li");
+  item.dataset.schedule = schedule.name;
+  const when = schedule.spec.cron ? `${schedule.spec.cron}${schedule.spec.timeZone ? ` (${schedule.spec.timeZone})` : ""}` : `at ${schedule.spec.at}`;
+  item.append(el("strong", "", schedule.name), el("code", "", when));
+  item.append(el("span", "next", schedule.nextAt ? `next ${fromNow(schedule.nextAt)}` : "no occurrence left"));
+  if (schedule.lastAt) {
+    const last = el("span", "last", `last ${fromNow(schedule.lastAt)}${schedule.lastRunId ? `: ${schedule.lastRunId}` : " (skipped)"}`);
+    if (schedule.lastRunId) last.dataset.runId = schedule.lastRunId;
+    item.append(last);
+  }
+  return item;
+}
+
+function webhookItem(webhook) {
+  const item = el("li", webhook.status);
+  item.dataset.webhookId = webhook.id;
+  item.dataset.runId = webhook.runId;
+  const attempts = `${webhook.attempts} attempt${webhook.attempts === 1 ? "" : "s"}`;
+  item.append(el("strong", "", `${webhook.type} ${webhook.status}`), el("span", "", `${webhook.runId} · ${attempts} · ${fromNow(webhook.updatedAt)}`));
+  if (webhook.lastError && webhook.status !== "delivered") item.append(el("span", "error", webhook.lastError));
+  return item;
+}
+
+function loadOperations() {
+  loadList("schedules", "/schedules", "schedules", scheduleItem, "no schedule");
+  loadList("webhooks", "/webhooks?limit=20", "webhooks", webhookItem, "no webhook");
+}
+
 /** Wires the console; called last by app.js. */
 function startConsole() {
   $("view-chat").addEventListener("click", () => showRuns(false));
   $("view-runs").addEventListener("click", () => showRuns(true));
-  $("refresh-inbox").addEventListener("click", loadInbox);
+  $("refresh-inbox").addEventListener("click", () => {
+    loadInbox();
+    loadOperations();
+  });
   loadInbox();
+  loadOperations();
 }
