@@ -818,6 +818,28 @@ mod tests {
         assert!(!text.contains("alice"), "principals are not labels: {text}");
     }
 
+    #[cfg(feature = "webhooks")]
+    #[test]
+    fn webhook_attempts_are_counted_by_outcome() {
+        use crate::webhook::Attempt;
+        let metrics = Metrics::new();
+        let observe = metrics.webhooks();
+        for attempt in [
+            Attempt::Retried,
+            Attempt::Retried,
+            Attempt::Delivered,
+            Attempt::Failed,
+        ] {
+            observe(attempt);
+        }
+        let text = metrics.encode();
+        let attempts =
+            |outcome| format!("agent_tower_webhook_attempts_total{{outcome=\"{outcome}\"}} ");
+        assert_eq!(value(&text, &attempts("retried")), Some(2), "{text}");
+        assert_eq!(value(&text, &attempts("delivered")), Some(1), "{text}");
+        assert_eq!(value(&text, &attempts("failed")), Some(1), "{text}");
+    }
+
     #[test]
     fn held_retried_and_fallen_back_calls_are_counted_and_models_are_labels_up_to_a_bound() {
         use crate::model::ModelObserver;
