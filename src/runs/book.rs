@@ -106,7 +106,16 @@ pub(super) struct KeptSchedules {
 }
 
 impl KeptSchedules {
-    pub(super) fn put(&mut self, schedule: &ScheduleRecord) {
+    /// The most schedules kept.
+    const KEPT: usize = 10_000;
+
+    pub(super) fn put(&mut self, schedule: &ScheduleRecord) -> Result<(), LogError> {
+        if self.schedules.len() >= Self::KEPT && !self.schedules.contains_key(&schedule.name) {
+            return Err(LogError::Full(format!(
+                "the memory log keeps at most {} schedules",
+                Self::KEPT
+            )));
+        }
         match self.schedules.get_mut(&schedule.name) {
             Some(kept) if kept.spec == schedule.spec => {}
             Some(kept) => {
@@ -118,6 +127,7 @@ impl KeptSchedules {
                     .insert(schedule.name.clone(), schedule.clone());
             }
         }
+        Ok(())
     }
 
     pub(super) fn due(&self, now: SystemTime, max: usize) -> Vec<ScheduleRecord> {

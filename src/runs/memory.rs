@@ -657,8 +657,7 @@ impl super::ScheduleBook for MemoryLog {
         &'a self,
         schedule: &'a super::ScheduleRecord,
     ) -> BoxFuture<'a, Result<(), LogError>> {
-        self.lock().schedules.put(schedule);
-        std::future::ready(Ok(())).boxed()
+        std::future::ready(self.lock().schedules.put(schedule)).boxed()
     }
 
     fn due(

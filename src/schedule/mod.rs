@@ -317,7 +317,10 @@ where
     /// Begins the occurrences that fall due until `stop` fires.
     pub async fn run(self, stop: CancellationToken) {
         loop {
-            if let Err(error) = self.look(SystemTime::now()).await {
+            // A draining instance begins nothing: the others do.
+            if !self.runs.is_stopping()
+                && let Err(error) = self.look(SystemTime::now()).await
+            {
                 tracing::warn!(%error, "could not read the schedules due");
             }
             tokio::select! {

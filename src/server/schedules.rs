@@ -19,7 +19,7 @@ use super::{
 };
 use crate::{
     run::RunService,
-    runs::{ScheduleBook, ScheduleRecord},
+    runs::{LogError, ScheduleBook, ScheduleRecord},
     schedule::{Schedule, Scheduler, Spec},
 };
 
@@ -100,7 +100,12 @@ where
     Scheduler::new(server.runs.clone())
         .put(&schedule)
         .await
-        .map_err(|e| unavailable(&e))?;
+        .map_err(|error| match error {
+            LogError::Full(why) => {
+                Rejection::new(StatusCode::INSUFFICIENT_STORAGE, "log_full", why)
+            }
+            error => unavailable(&error),
+        })?;
     tracing::info!(schedule = name, "a schedule was kept");
     one(State(server), Ok(Path(name))).await
 }
