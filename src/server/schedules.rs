@@ -43,6 +43,11 @@ fn book<A>(server: &Server<A>) -> Result<&dyn ScheduleBook, Rejection> {
     })
 }
 
+/// Every schedule, by name.
+async fn listed<A>(server: &Server<A>) -> Result<Vec<ScheduleRecord>, Rejection> {
+    book(server)?.list().await.map_err(|e| unavailable(&e))
+}
+
 fn unknown(name: &str) -> Rejection {
     Rejection::new(
         StatusCode::NOT_FOUND,
@@ -55,8 +60,9 @@ async fn list<A>(State(server): State<Arc<Server<A>>>) -> Result<Response, Rejec
 where
     A: RunService,
 {
-    let listed = book(&server)?.list().await.map_err(|e| unavailable(&e))?;
-    let listed: Vec<Value> = listed.iter().map(ScheduleRecord::json).collect();
+    let listed: Vec<Value> = (listed(&server).await?.iter())
+        .map(ScheduleRecord::json)
+        .collect();
     Ok(Json(json!({ "schedules": listed })).into_response())
 }
 
@@ -68,7 +74,7 @@ where
     A: RunService,
 {
     let Path(name) = path?;
-    let listed = book(&server)?.list().await.map_err(|e| unavailable(&e))?;
+    let listed = listed(&server).await?;
     let found = listed
         .iter()
         .find(|s| s.name == name)
