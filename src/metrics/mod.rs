@@ -235,6 +235,7 @@ struct Inner {
     #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pending: Gauge,
     commits: Histogram,
+    #[cfg_attr(not(feature = "webhooks"), allow(dead_code))]
     webhooks: Family<OutcomeLabel, Counter>,
     groups: PrincipalGroups,
     group_ended: Family<GroupEndLabels, Counter>,

@@ -485,7 +485,8 @@ function scheduleItem(schedule) {
   item.dataset.schedule = schedule.name;
   const when = schedule.spec.cron ? `${schedule.spec.cron}${schedule.spec.timeZone ? ` (${schedule.spec.timeZone})` : ""}` : `at ${schedule.spec.at}`;
   item.append(el("strong", "", schedule.name), el("code", "", when));
-  item.append(el("span", "next", schedule.nextAt ? `next ${fromNow(schedule.nextAt)}` : "no occurrence left"));
+  const next = !schedule.nextAt ? "no occurrence left" : Date.parse(schedule.nextAt) <= Date.now() ? "next due now" : `next ${fromNow(schedule.nextAt)}`;
+  item.append(el("span", "next", next));
   if (schedule.lastAt) {
     const last = el("span", "last", `last ${fromNow(schedule.lastAt)}${schedule.lastRunId ? `: ${schedule.lastRunId}` : " (skipped)"}`);
     if (schedule.lastRunId) last.dataset.runId = schedule.lastRunId;
