@@ -232,6 +232,16 @@ impl Schedule {
         }
     }
 
+    /// Its first occurrence for a schedule kept at `now`: a pattern's next, or its instant, even
+    /// past (then it is due at once, and begun or skipped as [`Missed`] says of it).
+    #[must_use]
+    pub fn first(&self, now: SystemTime) -> Option<SystemTime> {
+        match &self.when {
+            When::Once(at) => Some(*at),
+            When::Cron(..) => self.next_after(now),
+        }
+    }
+
     /// The schedule a log kept.
     ///
     /// # Errors
@@ -308,7 +318,7 @@ where
             .put(&ScheduleRecord {
                 name: schedule.name.clone(),
                 spec,
-                next_at: schedule.next_after(SystemTime::now()),
+                next_at: schedule.first(SystemTime::now()),
                 last: None,
             })
             .await
@@ -464,6 +474,10 @@ mod tests {
         .unwrap();
         assert_eq!(once.next_after(friday), Some(at("2026-12-24T17:00:00Z")));
         assert_eq!(once.next_after(at("2026-12-25T00:00:00Z")), None);
+        // Kept after its instant, it is due at once (to run or be skipped as missed).
+        let christmas = at("2026-12-25T00:00:00Z");
+        assert_eq!(once.first(christmas), Some(at("2026-12-24T17:00:00Z")));
+        assert_eq!(weekdays.first(friday), weekdays.next_after(friday));
     }
 
     #[test]
