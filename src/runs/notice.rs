@@ -38,6 +38,15 @@ pub struct Notice {
     pub body: String,
 }
 
+impl Notice {
+    /// Its URL as operators and logs are shown it: without its query (or fragment), which may
+    /// carry a token.
+    #[must_use]
+    pub fn shown_url(&self) -> &str {
+        self.url.split(['?', '#']).next().unwrap_or_default()
+    }
+}
+
 /// Where a notice stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum NoticeStatus {
@@ -124,12 +133,11 @@ impl NoticeRecord {
     #[must_use]
     pub fn json(&self) -> serde_json::Value {
         let notice = &self.notice;
-        let url = notice.url.split(['?', '#']).next().unwrap_or_default();
         serde_json::json!({
             "id": notice.id,
             "runId": notice.run_id,
             "type": notice.kind,
-            "url": url,
+            "url": notice.shown_url(),
             "status": self.status.as_str(),
             "attempts": self.attempts,
             "createdAt": super::book::rfc3339(self.created_at),

@@ -358,8 +358,7 @@ where
                     break;
                 };
                 match self.occur(&schedule, at, now).await {
-                    Ok(Some(next)) => due = next,
-                    Ok(None) => break,
+                    Ok(next) => due = next,
                     Err(error) => {
                         tracing::warn!(schedule = schedule.name, %error, "a scheduled run was not begun; it is tried again");
                         break;
@@ -371,14 +370,14 @@ where
     }
 
     /// The occurrence of `schedule` at `at`, seen at `now`: begun (or skipped as missed), and the
-    /// schedule moved on: its next occurrence, when this instance moved it (`None`: another
-    /// did).
+    /// schedule moved on: its next occurrence when this instance moved it (`None`: another did,
+    /// or there is none).
     async fn occur(
         &self,
         schedule: &Schedule,
         at: SystemTime,
         now: SystemTime,
-    ) -> Result<Option<Option<SystemTime>>, BeginError> {
+    ) -> Result<Option<SystemTime>, BeginError> {
         let late = now.duration_since(at).unwrap_or_default();
         if late > schedule.grace && schedule.spec.missed == Missed::Skip {
             let next = schedule.next_after(now);
@@ -393,7 +392,7 @@ where
                     "skipped what a schedule missed while no instance was up"
                 );
             }
-            return Ok(moved.then_some(next));
+            return Ok(next.filter(|_| moved));
         }
         let run = schedule.run_id(at);
         let principal = match schedule.spec.principal.as_deref().map(Principal::user) {
@@ -427,7 +426,7 @@ where
         if moved {
             tracing::info!(schedule = schedule.name, run_id = %run, "began a scheduled run");
         }
-        Ok(moved.then_some(next))
+        Ok(next.filter(|_| moved))
     }
 }
 

@@ -16,6 +16,9 @@ use super::{
 use crate::id::RunId;
 use crate::runs::{Claimed, LogError, Notice, NoticeRecord, NoticeStatus, Outbox, Settle};
 
+/// A notice due at `$1` that nobody holds.
+const DUE: &str = "status = 'pending' AND next_at <= $1 AND held_until <= $1";
+
 /// The columns a notice is read back from.
 const COLUMNS: &str = "notice_id, run_id, url, kind, body, status, attempts, created_at, \
     updated_at, last_error";
@@ -59,9 +62,8 @@ pub(super) async fn claim(
         .fetch(
             &format!(
                 "UPDATE notices SET held_until = $2, attempts = attempts + 1 \
-                 WHERE notice_id IN (SELECT notice_id FROM notices WHERE status = 'pending' \
-                 AND next_at <= $1 AND held_until <= $1 ORDER BY next_at, notice_id LIMIT $3) \
-                 AND status = 'pending' AND held_until <= $1 RETURNING {COLUMNS}, next_at"
+                 WHERE notice_id IN (SELECT notice_id FROM notices WHERE {DUE} \
+                 ORDER BY next_at, notice_id LIMIT $3) AND {DUE} RETURNING {COLUMNS}, next_at"
             ),
             &[
                 Arg::from(now),
@@ -139,13 +141,11 @@ impl Outbox for RunStore {
     fn claim(&self, max: usize, hold: Duration) -> BoxFuture<'_, Result<Vec<Claimed>, LogError>> {
         Box::pin(async move {
             // Read first: a claim is a write, and an idle outbox is looked at every second.
-            let due = sqlx::query(
-                "SELECT notice_id FROM notices WHERE status = 'pending' AND next_at <= $1 \
-                 AND held_until <= $1 LIMIT 1",
-            )
-            .bind(millis(SystemTime::now()))
-            .fetch_optional(self.reader())
-            .await?;
+            let sql = format!("SELECT notice_id FROM notices WHERE {DUE} LIMIT 1");
+            let due = sqlx::query(&sql)
+                .bind(millis(SystemTime::now()))
+                .fetch_optional(self.reader())
+                .await?;
             if due.is_none() {
                 return Ok(Vec::new());
             }

@@ -455,11 +455,11 @@ impl Deliverer {
         let attempted = match &settle {
             Settle::Delivered => Attempt::Delivered,
             Settle::Retry { error, .. } => {
-                tracing::info!(notice = %notice.id, url = shown(&notice.url), attempt, %error, "a webhook was not delivered: it is tried again");
+                tracing::info!(notice = %notice.id, url = notice.shown_url(), attempt, %error, "a webhook was not delivered: it is tried again");
                 Attempt::Retried
             }
             Settle::Failed { error } => {
-                tracing::warn!(notice = %notice.id, url = shown(&notice.url), attempt, %error, "a webhook was not delivered: given up");
+                tracing::warn!(notice = %notice.id, url = notice.shown_url(), attempt, %error, "a webhook was not delivered: given up");
                 Attempt::Failed
             }
         };
@@ -495,11 +495,6 @@ impl Deliverer {
             Err(format!("answered {status}"))
         }
     }
-}
-
-/// `url` as logs show it: without its query, which may carry a token.
-fn shown(url: &str) -> &str {
-    url.split(['?', '#']).next().unwrap_or_default()
 }
 
 /// What went wrong with a request (its URL taken out: a webhook's URL may carry a token), with
