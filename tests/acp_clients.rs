@@ -246,6 +246,68 @@ fn the_rules_flags_apply_in_the_editor() {
     let _ = agent.wait();
 }
 
+#[test]
+fn a_subagents_call_is_asked_of_the_editor_in_the_session() {
+    use std::io::BufRead;
+    let researcher = r#"researcher={"description": "Finds facts.", "tools": ["get_time"]}"#;
+    let flags = [
+        "--mode",
+        "auto",
+        "--tool",
+        "researcher",
+        "--ask",
+        "get_time",
+    ];
+    let (mut agent, mut stdin, mut stdout) =
+        initialized(&[&flags[..], &["--subagent", researcher]].concat());
+    let new = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "session/new",
+        "params": {"cwd": "/tmp", "mcpServers": []}});
+    send(&mut stdin, &new);
+    let session = until_answer(&mut stdout, 2).1["result"]["sessionId"].clone();
+    let task = r#"researcher {"task": "What time is it? get_time"}"#;
+    let prompt = serde_json::json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+        "params": {"sessionId": session, "prompt": [{"type": "text", "text": task}]}});
+    send(&mut stdin, &prompt);
+    // The researcher's call of `get_time`, asked of the editor in the session it prompted.
+    let asked = loop {
+        let mut line = String::new();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "the agent ended");
+        let message: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_ne!(message["id"], 3, "the turn ended without asking: {message}");
+        if message["method"] == "session/request_permission" {
+            break message;
+        }
+    };
+    assert_eq!(asked["params"]["sessionId"], session, "{asked}");
+    assert_eq!(
+        asked["params"]["toolCall"]["rawInput"],
+        serde_json::json!({}),
+        "{asked}"
+    );
+    let allow = serde_json::json!({"jsonrpc": "2.0", "id": asked["id"],
+        "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}}});
+    send(&mut stdin, &allow);
+    let (updates, answer) = until_answer(&mut stdout, 3);
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    // The researcher's answer is the content of the agent's call, and the agent's answer quotes
+    // it: what the researcher found with the tool it was allowed.
+    let found = updates
+        .iter()
+        .map(|m| &m["params"]["update"])
+        .filter(|u| u["sessionUpdate"] == "tool_call_update" && u["status"] == "completed")
+        .find_map(|u| u["content"][0]["content"]["text"].as_str())
+        .unwrap_or_else(|| panic!("no completed call: {updates:?}"));
+    assert!(
+        found.starts_with("The `get_time` tool returned 20"),
+        "{found}"
+    );
+    let text = agent_text(&updates);
+    assert!(text.contains(found), "{text}");
+    drop(stdin);
+    let _ = agent.kill();
+    let _ = agent.wait();
+}
+
 /// One JSON-RPC line to the agent.
 fn send(stdin: &mut std::process::ChildStdin, message: &serde_json::Value) {
     use std::io::Write;

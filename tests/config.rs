@@ -74,6 +74,11 @@ fn a_bad_file_is_refused_with_a_sentence() {
         ("broken.toml", "[serve\naddr =", "not valid TOML"),
         ("table.toml", "[serve]\naddr = { a = 1 }", "`addr` must be"),
         (
+            "subagent.toml",
+            "[agent.subagent]\nresearcher = \"finds facts\"",
+            "`subagent.researcher` must be a table (it is string)",
+        ),
+        (
             "unknown.toml",
             "[serve]\nno-such-flag = 1",
             "unknown.toml: unknown setting `no-such-flag` in [serve]",

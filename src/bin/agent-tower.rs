@@ -20,10 +20,11 @@ use agent_tower::{
         rate_limit::RateLimitLayer,
         scripted::ScriptedModel,
     },
-    permission::{Action, Glob, InterruptApprover, Mode, Policy},
+    permission::{Action, Approve, Glob, InterruptApprover, Mode, Policy},
     runs::{PrincipalLimits, Runs},
     server::{AguiServer, BearerTokens, BusyThread, Connections, Scope},
     stack::Stack,
+    subagent::AgentTool,
     tool::{
         ToolCall, ToolKind, ToolRouter,
         demo::demo_tools,
@@ -502,10 +503,15 @@ struct Serve {
     /// A schedule, as `NAME={JSON}`: `{"cron": "0 9 * * MON-FRI", "timeZone": "Europe/Paris",
     /// "prompt": "…"}` (or `"at"`, an RFC 3339 instant, for once; `"threadId"` to continue one
     /// thread; `"principal"`; `"missed"`: `skip` or `makeUp`; `"grace"`, `1m` by default).
-    /// Repeat for several. Each occurrence is begun once by the instances on the store.
-    #[arg(help_heading = "Schedules", long = "schedule", value_name = "NAME={JSON}", value_parser = parse_schedule)]
+    /// Repeat for several. Each occurrence is begun once by the instances on the store. In the
+    /// config file, a table `[serve.schedule.NAME]`.
+    #[arg(help_heading = "Schedules", long = "schedule", value_name = NAMED_JSON, value_parser = parse_schedule)]
     schedules: Vec<agent_tower::schedule::Schedule>,
 }
+
+/// The value of a flag of named JSON settings (`--schedule`, `--subagent`), which the config file
+/// also takes as a table of tables.
+const NAMED_JSON: &str = "NAME={JSON}";
 
 /// A `--schedule`: `NAME={JSON}`.
 fn parse_schedule(text: &str) -> Result<agent_tower::schedule::Schedule, String> {
@@ -632,6 +638,14 @@ struct AgentSettings {
     /// servers lend a session).
     #[arg(help_heading = "Agent", long, value_name = "GLOB")]
     deny: Vec<String>,
+    /// A sub-agent the agent may hand a task to, offered to its model as a tool of that name:
+    /// `NAME={"description": …, "instructions": …, "tools": [GLOB, …]}` (`instructions-file`
+    /// instead of `instructions` reads them from a file). It runs on the same model, with the
+    /// tools its globs select among the agent's (none when absent), under the same rules; it
+    /// sees only the task it is given, and clients see its run inside the agent's. In the config
+    /// file, a table `[agent.subagent.NAME]`. Repeat for several.
+    #[arg(help_heading = "Agent", long = "subagent", value_name = NAMED_JSON, value_parser = parse_subagent)]
+    subagents: Vec<Subagent>,
 }
 
 impl AgentSettings {
@@ -654,6 +668,7 @@ impl AgentSettings {
             ("--instructions-file", self.instructions_file.is_some()),
             ("--demo-tools", self.demo_tools),
             ("--tool", !self.tools.is_empty()),
+            ("--subagent", !self.subagents.is_empty()),
         ];
         match own.iter().find(|(_, given)| *given) {
             Some((flag, _)) => Err(format!(
@@ -664,29 +679,26 @@ impl AgentSettings {
         }
     }
 
-    /// The tools `--tool` selects among `tools`.
+    /// The tools `--tool` selects among `tools` (the agent's own and its sub-agents).
     fn offered(&self, tools: ToolRouter) -> Result<ToolRouter, BoxError> {
         if self.tools.is_empty() {
             return Ok(tools);
         }
-        let names: Vec<String> = tools.specs().into_iter().map(|spec| spec.name).collect();
-        unmatched("--tool", &self.tools, &names)?;
-        let globs: Vec<Glob> = self.tools.iter().map(Glob::new).collect();
-        Ok(tools.retain(|spec| globs.iter().any(|glob| glob.matches(&spec.name))))
+        select("--tool", &self.tools, tools)
     }
 
-    /// Refuses a rule (`--deny`, `--ask`, `--allow`) that names none of `tools`: a typo would
-    /// leave the tool it meant on its default. Where an editor's MCP servers may lend a session
-    /// more tools (`lent`), such a rule may be for one of theirs: it is kept, with a warning.
-    fn check_rules(&self, tools: &ToolRouter, lent: bool) -> Result<(), BoxError> {
-        let names: Vec<String> = tools.specs().into_iter().map(|spec| spec.name).collect();
+    /// Refuses a rule (`--deny`, `--ask`, `--allow`) that names none of the tools `names`: a
+    /// typo would leave the tool it meant on its default. Where an editor's MCP servers may lend
+    /// a session more tools (`lent`), such a rule may be for one of theirs: it is kept, with a
+    /// warning.
+    fn check_rules(&self, names: &[String], lent: bool) -> Result<(), BoxError> {
         let rules = [
             ("--deny", &self.deny),
             ("--ask", &self.ask),
             ("--allow", &self.allow),
         ];
         for (flag, patterns) in rules {
-            match unmatched(flag, patterns, &names) {
+            match unmatched(flag, patterns, names) {
                 Err(refused) if lent => {
                     tracing::warn!("{refused} (kept for the tools an editor's MCP servers lend)");
                 }
@@ -716,6 +728,75 @@ impl AgentSettings {
     }
 }
 
+/// The tools of `tools` that one of `globs` matches, refusing a glob that matches none (`flag`
+/// names where it was given).
+fn select(flag: &str, globs: &[String], tools: ToolRouter) -> Result<ToolRouter, BoxError> {
+    let names: Vec<String> = tools.specs().into_iter().map(|spec| spec.name).collect();
+    unmatched(flag, globs, &names)?;
+    let globs: Vec<Glob> = globs.iter().map(Glob::new).collect();
+    Ok(tools.retain(|spec| globs.iter().any(|glob| glob.matches(&spec.name))))
+}
+
+/// A sub-agent of the command's agent (`--subagent NAME={JSON}`).
+#[derive(Clone, Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Subagent {
+    /// The tool's name, given before `=`.
+    #[serde(skip)]
+    name: String,
+    /// What it is for, as the agent's model is told (the tool's description).
+    description: String,
+    /// Its instructions.
+    instructions: Option<String>,
+    /// A file holding its instructions.
+    #[serde(rename = "instructions-file")]
+    instructions_file: Option<std::path::PathBuf>,
+    /// Globs selecting its tools among the agent's.
+    #[serde(default)]
+    tools: Vec<String>,
+}
+
+impl Subagent {
+    /// Its instructions, read from their file if given as one.
+    fn instructions(&self) -> Result<Option<String>, BoxError> {
+        match (&self.instructions, &self.instructions_file) {
+            (Some(text), _) => Ok(Some(text.clone())),
+            (None, Some(path)) => std::fs::read_to_string(path)
+                .map(Some)
+                .map_err(|e| format!("--subagent {}: {}: {e}", self.name, path.display()).into()),
+            (None, None) => Ok(None),
+        }
+    }
+}
+
+/// A `--subagent`: `NAME={JSON}`, its name one every model takes as a tool's.
+fn parse_subagent(text: &str) -> Result<Subagent, String> {
+    let (name, spec) = text
+        .split_once('=')
+        .ok_or(r#"a sub-agent is `NAME={"description": …}`"#)?;
+    let allowed = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-');
+    if !((1..=64).contains(&name.len()) && name.bytes().all(allowed)) {
+        return Err(format!(
+            "sub-agent `{name}`: a name is 1 to 64 letters, digits, `_` or `-` (models call it as \
+             a tool)"
+        ));
+    }
+    let mut subagent: Subagent =
+        serde_json::from_str(spec).map_err(|e| format!("sub-agent `{name}`: {e}"))?;
+    if subagent.description.trim().is_empty() {
+        return Err(format!(
+            "sub-agent `{name}`: its description tells the agent's model what it is for; it is empty"
+        ));
+    }
+    if subagent.instructions.is_some() && subagent.instructions_file.is_some() {
+        return Err(format!(
+            "sub-agent `{name}`: `instructions` or `instructions-file`, not both"
+        ));
+    }
+    subagent.name = name.to_owned();
+    Ok(subagent)
+}
+
 /// Refuses the first glob of `flag` among `patterns` that matches none of `names`, naming them.
 fn unmatched(flag: &str, patterns: &[String], names: &[String]) -> Result<(), BoxError> {
     let matches_none = |pattern: &&String| {
@@ -723,6 +804,9 @@ fn unmatched(flag: &str, patterns: &[String], names: &[String]) -> Result<(), Bo
         !names.iter().any(|name| glob.matches(name))
     };
     match patterns.iter().find(matches_none) {
+        Some(pattern) if names.is_empty() => {
+            Err(format!("{flag} {pattern}: no tool matches; there are none").into())
+        }
         Some(pattern) => Err(format!(
             "{flag} {pattern}: no tool matches; the tools are {}",
             names.join(", ")
@@ -1013,15 +1097,14 @@ fn parse_model(value: &str) -> Result<ModelChoice, String> {
 }
 
 impl ModelArgs {
-    /// The agent's own tools as `settings` select them (the demo tools with the scripted model
-    /// or `--demo-tools`, every `--mcp` server's), the rules of their calls, and whether the
-    /// demo tools are among them.
+    /// Every tool of the command (the demo tools with the scripted model or `--demo-tools`,
+    /// every `--mcp` server's), the rules that apply to them when no rule given names them, and
+    /// whether the demo tools are among them.
     async fn tools(
         &self,
-        settings: &AgentSettings,
-        lent: bool,
-    ) -> Result<(ToolRouter, Policy, bool), BoxError> {
-        let demo = settings.demo_tools || matches!(self.model, ModelChoice::Scripted);
+        demo: bool,
+    ) -> Result<(ToolRouter, Vec<(String, Action)>, bool), BoxError> {
+        let demo = demo || matches!(self.model, ModelChoice::Scripted);
         let mut tools = if demo {
             demo_tools()
         } else {
@@ -1048,9 +1131,7 @@ impl ModelArgs {
         if demo {
             defaults.push(("remember".to_owned(), Action::Ask));
         }
-        let tools = settings.offered(tools)?;
-        settings.check_rules(&tools, lent)?;
-        Ok((tools, settings.policy(&defaults), demo))
+        Ok((tools, defaults, demo))
     }
 
     /// The `--mcp` servers with their `--mcp-env` and `--mcp-header-env` settings.
@@ -1627,9 +1708,9 @@ fn with_config(args: Vec<std::ffi::OsString>) -> Result<Vec<std::ffi::OsString>,
                 &mut commands
             }
             value => {
-                known(&cli, key, None, &path)?;
+                let arg = known(&cli, key, None, &path)?;
                 if !from_env(&cli, key) {
-                    push_flag(&mut global, key, value, &path)?;
+                    push_flag(&mut global, arg, value, &path)?;
                 }
                 continue;
             }
@@ -1641,9 +1722,9 @@ fn with_config(args: Vec<std::ffi::OsString>) -> Result<Vec<std::ffi::OsString>,
             if key == "agent" {
                 shared(&cli, flag, &path)?;
             }
-            known(subcommand, flag, Some(key), &path)?;
+            let arg = known(subcommand, flag, Some(key), &path)?;
             if !from_env(subcommand, flag) {
-                push_flag(out, flag, value, &path)?;
+                push_flag(out, arg, value, &path)?;
             }
         }
     }
@@ -1684,16 +1765,16 @@ fn shared(cli: &clap::Command, flag: &str, path: &std::path::Path) -> Result<(),
     }
 }
 
-/// Refuses a setting of the config file (in `table`, or at the top) that `command` has no flag
-/// for, naming the file and the setting.
-fn known(
-    command: &clap::Command,
+/// The flag of `command` a setting of the config file (in `table`, or at the top) is, refused
+/// when `command` has none (naming the file and the setting).
+fn known<'a>(
+    command: &'a clap::Command,
     flag: &str,
     table: Option<&str>,
     path: &std::path::Path,
-) -> Result<(), BoxError> {
-    if long_flag(command, flag).is_some() {
-        return Ok(());
+) -> Result<&'a clap::Arg, BoxError> {
+    if let Some(arg) = long_flag(command, flag) {
+        return Ok(arg);
     }
     let place = table.map(|t| format!(" in [{t}]")).unwrap_or_default();
     let name = match command.get_name() {
@@ -1708,14 +1789,16 @@ fn known(
     .into())
 }
 
-/// `--flag value` (a value per element for an array; `--flag` alone for `true`, nothing for
-/// `false`).
+/// `--flag value` for the flag `arg` (a value per element for an array; `--flag` alone for
+/// `true`, nothing for `false`; for a flag of named JSON settings, `--flag NAME={JSON}` per table
+/// of a table, as `[agent.subagent.NAME]` and `[serve.schedule.NAME]` give them).
 fn push_flag(
     out: &mut Vec<std::ffi::OsString>,
-    flag: &str,
+    arg: &clap::Arg,
     value: &toml::Value,
     path: &std::path::Path,
 ) -> Result<(), BoxError> {
+    let flag = arg.get_long().unwrap_or_default();
     let text = |value: &toml::Value| match value {
         toml::Value::String(s) => Ok(s.clone()),
         toml::Value::Integer(i) => Ok(i.to_string()),
@@ -1726,7 +1809,24 @@ fn push_flag(
             other.type_str()
         )),
     };
+    let named = arg
+        .get_value_names()
+        .is_some_and(|names| names.iter().any(|name| name == NAMED_JSON));
     match value {
+        toml::Value::Table(settings) if named => {
+            for (name, setting) in settings {
+                if !setting.is_table() {
+                    return Err(format!(
+                        "the config file {}: `{flag}.{name}` must be a table (it is {})",
+                        path.display(),
+                        setting.type_str()
+                    )
+                    .into());
+                }
+                out.push(format!("--{flag}").into());
+                out.push(format!("{name}={}", json_of(setting)).into());
+            }
+        }
         toml::Value::Boolean(true) => out.push(format!("--{flag}").into()),
         toml::Value::Boolean(false) => {}
         toml::Value::Array(items) => {
@@ -1741,6 +1841,23 @@ fn push_flag(
         }
     }
     Ok(())
+}
+
+/// A value of the config file as JSON (a date and time as its RFC 3339 text).
+fn json_of(value: &toml::Value) -> serde_json::Value {
+    use serde_json::Value as Json;
+    match value {
+        toml::Value::String(s) => Json::from(s.as_str()),
+        toml::Value::Integer(i) => Json::from(*i),
+        toml::Value::Float(f) => Json::from(*f),
+        toml::Value::Boolean(b) => Json::from(*b),
+        toml::Value::Datetime(at) => Json::from(at.to_string()),
+        toml::Value::Array(items) => items.iter().map(json_of).collect(),
+        toml::Value::Table(entries) => entries
+            .iter()
+            .map(|(key, value)| (key.clone(), json_of(value)))
+            .collect(),
+    }
 }
 
 async fn run() -> Result<(), BoxError> {
@@ -1857,11 +1974,23 @@ async fn run_acp(args: Acp) -> Result<(), BoxError> {
         store: store.clone(),
     };
     // An editor's session may bring MCP servers of its own, whose tools the rules may name.
-    let agent = agent_stack(bridge, &args.model, &args.settings, true, &books)
-        .await?
-        .max_turns(max_turns)
-        .detail(args.error_detail)
-        .acp_agent();
+    // The editor is asked what the rules ask about, the sub-agents' calls included.
+    let approver = agent_tower::acp::AcpApprover::new();
+    let stack = agent_stack(
+        bridge,
+        &args.model,
+        &args.settings,
+        true,
+        &books,
+        approver.clone(),
+    )
+    .await?
+    .max_turns(max_turns)
+    .detail(args.error_detail);
+    let tools = stack.tools().specs();
+    let agent = agent_tower::acp::AcpAgent::new(stack.build())
+        .approver(approver)
+        .tools(&tools);
     let default_mode = if args.agent.is_some() {
         ModeChoice::Auto
     } else {
@@ -2015,39 +2144,98 @@ where
 }
 
 /// The stack a command runs: the bridged agent `bridged`, or the agent the flags define (its
-/// model, instructions, tools and rules; `lent`: sessions may bring tools of their own), its
-/// calls accounted for in `books`.
-async fn agent_stack(
+/// model, instructions, tools, sub-agents and rules; `lent`: sessions may bring tools of their
+/// own), its calls accounted for in `books`, what its rules ask about (its sub-agents' included)
+/// asked of `approver`.
+async fn agent_stack<A>(
     bridged: Option<Backend>,
     model: &ModelArgs,
     settings: &AgentSettings,
     lent: bool,
     books: &ModelBooks,
-) -> Result<DemoStack<BoxModel>, BoxError> {
-    let (service, tools, policy, trace, demo) = match bridged {
-        Some((service, tools, policy, trace)) => (service, tools, policy, trace, false),
-        None => {
-            let (tools, policy, demo) = model.tools(settings, lent).await?;
-            (model.service(books), tools, policy, model.trace(), demo)
-        }
-    };
-    let stack = if demo {
-        demo::stack(service, tools)
-    } else {
-        Stack::new(service, tools).model_layer(demo::citations())
-    };
+    approver: A,
+) -> Result<DemoStack<BoxModel, A>, BoxError>
+where
+    A: Approve + Clone + Send + Sync + 'static,
+    A::Error: Into<BoxError>,
+    A::Future: Send + 'static,
+{
     let mut options = agent_tower::model::ModelOptions::default();
     options.temperature = model.temperature;
     options.max_output_tokens = model.max_tokens;
-    let stack = stack
-        .policy(policy)
-        .trace(trace)
-        .model_options(options)
-        .acp(agent_tower::acp::AcpLayer::new().context_window(model.context_window));
-    Ok(match settings.instructions()? {
-        Some(instructions) => stack.instructions(instructions),
-        None => stack,
-    })
+    // One agent of the command (the agent, or one of its sub-agents) with every layer.
+    let stack = |service, tools, demo, policy, trace, instructions: Option<String>| {
+        let stack = if demo {
+            demo::stack(service, tools)
+        } else {
+            Stack::new(service, tools).model_layer(demo::citations())
+        };
+        let stack = stack
+            .policy(policy)
+            .trace(trace)
+            .model_options(options.clone())
+            .acp(agent_tower::acp::AcpLayer::new().context_window(model.context_window))
+            .approver(approver.clone());
+        match instructions {
+            Some(instructions) => stack.instructions(instructions),
+            None => stack,
+        }
+    };
+    if let Some((service, tools, policy, trace)) = bridged {
+        return Ok(stack(
+            service,
+            tools,
+            false,
+            policy,
+            trace,
+            settings.instructions()?,
+        ));
+    }
+    let (all, defaults, demo) = model.tools(settings.demo_tools).await?;
+    let (service, policy, trace) = (
+        model.service(books),
+        settings.policy(&defaults),
+        model.trace(),
+    );
+    let names = |tools: &ToolRouter| tools.specs().into_iter().map(|spec| spec.name);
+    let mut offered = all.clone();
+    let mut named = Vec::new();
+    for subagent in &settings.subagents {
+        let name = &subagent.name;
+        if offered.specs().iter().any(|spec| &spec.name == name) {
+            return Err(format!("--subagent {name}: the agent has a tool of that name").into());
+        }
+        let tools = select(
+            &format!("--subagent {name}: tool"),
+            &subagent.tools,
+            all.clone(),
+        )?;
+        named.extend(names(&tools));
+        let instructions = subagent.instructions()?;
+        let agent = stack(
+            service.clone(),
+            tools,
+            demo,
+            policy.clone(),
+            trace.clone(),
+            instructions,
+        )
+        .build();
+        offered = offered.tool(AgentTool::new(name, &subagent.description, agent));
+    }
+    let offered = settings.offered(offered)?;
+    named.extend(names(&offered));
+    named.sort();
+    named.dedup();
+    settings.check_rules(&named, lent)?;
+    Ok(stack(
+        service,
+        offered,
+        demo,
+        policy,
+        trace,
+        settings.instructions()?,
+    ))
 }
 
 /// A name MCP takes as a tool's (`--name`).
@@ -2161,9 +2349,9 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         metrics: Some(metrics.clone()),
         store: store.clone(),
     };
-    let stack = agent_stack(bridge, &args.model, &args.settings, false, &books)
+    let approver = InterruptApprover::new(args.interrupt_ttl);
+    let stack = agent_stack(bridge, &args.model, &args.settings, false, &books, approver)
         .await?
-        .approver(InterruptApprover::new(args.interrupt_ttl))
         .max_turns(max_turns)
         .detail(args.error_detail);
     let capabilities = command_capabilities(stack.capabilities(), bridged, &args.settings);

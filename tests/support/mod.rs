@@ -247,7 +247,17 @@ pub async fn user_run_as(
         "threadId": thread, "runId": format!("{thread}-run-{}", uuid::Uuid::now_v7()),
         "messages": [{"id": "m", "role": "user", "content": text}],
     });
-    let mut request = reqwest::Client::new().post(format!("{base}/")).json(&body);
+    run_of(base, token, &body).await
+}
+
+/// The events of the run `body` (a `RunAgentInput`) posted as `token` to the AG-UI server at
+/// `base`, read to the end.
+pub async fn run_of(
+    base: &str,
+    token: Option<&str>,
+    body: &serde_json::Value,
+) -> Vec<serde_json::Value> {
+    let mut request = reqwest::Client::new().post(format!("{base}/")).json(body);
     if let Some(token) = token {
         request = request.bearer_auth(token);
     }
