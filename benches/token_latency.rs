@@ -19,7 +19,8 @@
 //! says what `serve` *adds*: to each token's latency (p50, p99, over the direct column's) and to
 //! the first token's (from the request to the first token read).
 //!
-//! Environment: `LATENCY_STORES` (`none,sqlite`; a `postgres://…` URL adds PostgreSQL),
+//! Environment: `LATENCY_STORES` (`none,sqlite`; a `postgres://…` URL adds PostgreSQL; `+relaxed`
+//! after one adds it at `--durability relaxed`, as `sqlite+relaxed`),
 //! `LATENCY_RUNS` (runs × tokens, `10x200`), `LATENCY_EVERY_MS` (time between two tokens, `5`),
 //! `LATENCY_BIN` (another build of `agent-tower`, to compare two side by side).
 
@@ -275,10 +276,17 @@ async fn bench() {
         .map(str::trim)
         .filter(|s| !s.is_empty())
     {
-        let (url, dir) = match store {
+        // `+relaxed` after a store: the same store at `--durability relaxed`.
+        let (backend, durability) = match store.strip_suffix("+relaxed") {
+            Some(backend) => (backend, "relaxed"),
+            None => (store, "full"),
+        };
+        let (url, dir) = match backend {
             "sqlite" => {
-                let dir = std::env::temp_dir()
-                    .join(format!("agent-tower-latency-{}", std::process::id()));
+                let dir = std::env::temp_dir().join(format!(
+                    "agent-tower-latency-{}-{durability}",
+                    std::process::id()
+                ));
                 std::fs::create_dir_all(&dir).expect("a temporary directory");
                 let url = format!("sqlite://{}", dir.join("runs.db").display());
                 (url, Some(TempDir(dir)))
@@ -288,6 +296,7 @@ async fn bench() {
         let mut command = tokio::process::Command::new(&agent);
         command
             .args(["serve", "--addr", "127.0.0.1:0", "--store", &url])
+            .args(["--durability", durability])
             .args(["--model", "openai:bench", "--base-url", &base])
             .env("OPENAI_API_KEY", "bench")
             .env("RUST_LOG", "info");
@@ -295,7 +304,10 @@ async fn bench() {
         let url = format!("http://{addr}/");
         // Warm up: the connections, the store.
         one_run(&client, &url, Read::Serve, &model.sent).await;
-        let name = store.split("://").next().unwrap_or(store).to_owned();
+        let name = match durability {
+            "relaxed" => format!("{}+relaxed", backend.split("://").next().unwrap_or(backend)),
+            _ => backend.split("://").next().unwrap_or(backend).to_owned(),
+        };
         servers.push((name, url, child, dir));
     }
     let direct_url = format!("{base}/chat/completions");
@@ -317,7 +329,7 @@ async fn bench() {
     direct.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     println!(
-        "  direct             p50 {:.2} ms, p95 {:.2} ms, p99 {:.2} ms ({} tokens); first token p50 {:.2} ms",
+        "  direct                   p50 {:.2} ms, p95 {:.2} ms, p99 {:.2} ms ({} tokens); first token p50 {:.2} ms",
         percentile(&direct.tokens, 0.5),
         percentile(&direct.tokens, 0.95),
         percentile(&direct.tokens, 0.99),
@@ -327,7 +339,7 @@ async fn bench() {
     for ((name, ..), mut column) in servers.iter().zip(columns) {
         column.sort();
         println!(
-            "  --store {name:<10} p50 {:.2} ms, p95 {:.2} ms, p99 {:.2} ms ({} tokens); \
+            "  --store {name:<16} p50 {:.2} ms, p95 {:.2} ms, p99 {:.2} ms ({} tokens); \
              added per token p50 {:+.2} ms, p99 {:+.2} ms; first token p50 {:.2} ms, added {:+.2} ms",
             percentile(&column.tokens, 0.5),
             percentile(&column.tokens, 0.95),

@@ -20,7 +20,7 @@ use agent_tower::{
         NoticeStatus, Recovery, RunEnd, RunLog, RunRecord, RunStatus, SavedThread, Settle, Start,
         StartError,
     },
-    store::{Deleted, RunStore, ThreadChange, ThreadCursor, ThreadQuery},
+    store::{Deleted, Durability, RunStore, ThreadChange, ThreadCursor, ThreadQuery},
 };
 use serde_json::json;
 
@@ -161,6 +161,36 @@ async fn a_log_is_read_back_whole_and_in_order() {
             log.read(&"nope".into(), 0, 10).await.unwrap().is_none(),
             "{name}"
         );
+    }
+}
+
+#[tokio::test]
+async fn a_log_written_at_either_durability_is_read_whole_by_another_instance() {
+    for (name, url) in each_store("durability").await {
+        let store = RunStore::open(&url).await.unwrap();
+        store.durability(Durability::Relaxed);
+        let (thread, run) = ids();
+        let lease = store.start(&start(&thread, &run, vec![])).await.unwrap();
+        store.write(&lease, &events(1..=3), None).await.unwrap();
+        store.durability(Durability::Full);
+        let end = RunEnd::new(RunStatus::Finished);
+        store
+            .write(&lease, &events(4..=5), Some(&end))
+            .await
+            .unwrap();
+        store.durability(Durability::Relaxed);
+        let (_, second) = finished(&store).await;
+
+        let other = RunStore::open(&url).await.unwrap();
+        let page = other.read(&run, 0, 100).await.unwrap().unwrap();
+        let seqs: Vec<u64> = page.events.iter().map(|e| e.seq).collect();
+        assert_eq!(
+            (page.status, seqs),
+            (RunStatus::Finished, vec![1, 2, 3, 4, 5]),
+            "{name}"
+        );
+        let page = other.read(&second, 0, 100).await.unwrap().unwrap();
+        assert_eq!(page.status, RunStatus::Finished, "{name}");
     }
 }
 

@@ -248,6 +248,12 @@ impl Setup {
         }
     }
 
+    /// The same setup, its servers given `args` too.
+    fn with(mut self, args: &[&str]) -> Self {
+        self.args.extend(args.iter().map(|arg| (*arg).to_owned()));
+        self
+    }
+
     async fn serve(&self) -> Process {
         let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
         Process::serve(&args).await
@@ -516,12 +522,26 @@ async fn check_run(
 #[tokio::test]
 async fn runs_killed_at_random_points_finish_without_paying_twice_for_a_step_or_a_tool() {
     let store = stores::sqlite("takeover-kills");
-    let setup = Setup::new("takeover-kills", &store).await;
+    killed_at_random(Setup::new("takeover-kills", &store).await, KILLS).await;
+}
+
+#[tokio::test]
+async fn at_the_relaxed_durability_a_kill_loses_nothing_a_client_was_sent() {
+    // A step's events are sent before SQLite flushes them to disk: a killed process leaves them
+    // in the database all the same, and the takeover continues after them.
+    let store = stores::sqlite("takeover-relaxed");
+    let setup = Setup::new("takeover-relaxed", &store).await;
+    killed_at_random(setup.with(&["--durability", "relaxed"]), KILLS / 2).await;
+}
+
+/// Runs of `setup`'s server killed at random points until `cuts` kills cut one: each run ends
+/// once, what its client was sent is its log, and no step or tool is paid for twice.
+async fn killed_at_random(setup: Setup, cuts_wanted: usize) {
     let mut random = Random::new();
     let mut server = setup.serve().await;
     let mut watched = Vec::new();
     let (mut kills, mut cuts) = (0, 0);
-    while cuts < KILLS {
+    while cuts < cuts_wanted {
         let (mut run, body) = new_run(watched.len() + 1);
         // Killed at a random point of its first attempt, then of its second; then let be.
         let response = server.post(&body).await;

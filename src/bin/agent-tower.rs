@@ -255,6 +255,44 @@ struct Acp {
     /// on the store (an `acp` or a `serve`) continues them (e.g. `30s`).
     #[arg(help_heading = "Store", long, default_value = "30s", value_parser = parse_lease, value_name = "DURATION")]
     lease: Duration,
+    /// How far a commit of the `--store` goes before its events are sent on: `full` (on disk:
+    /// no crash loses what a client was sent) or `relaxed` (in the database, flushed to disk
+    /// within a second on SQLite, by the server within 600 ms on PostgreSQL: a crash of this
+    /// process loses nothing, a crash of the machine may take back that window's steps, which
+    /// runs then take again). `relaxed` sends each token without waiting for a disk.
+    #[arg(
+        help_heading = "Store",
+        long,
+        value_enum,
+        default_value = "full",
+        env = "AGENT_TOWER_DURABILITY"
+    )]
+    durability: DurabilityChoice,
+}
+
+/// `--durability`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum DurabilityChoice {
+    /// On disk before a client is sent it.
+    Full,
+    /// In the database before a client is sent it, on disk within a short window.
+    Relaxed,
+}
+
+/// Says that `--durability relaxed` does nothing without a store.
+fn durability_ignored(durability: DurabilityChoice) {
+    if matches!(durability, DurabilityChoice::Relaxed) {
+        tracing::warn!("--durability relaxed is ignored: nothing is kept on disk without a store");
+    }
+}
+
+impl DurabilityChoice {
+    fn level(self) -> agent_tower::store::Durability {
+        match self {
+            Self::Full => agent_tower::store::Durability::Full,
+            Self::Relaxed => agent_tower::store::Durability::Relaxed,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -454,6 +492,19 @@ struct Serve {
         env = "AGENT_TOWER_STORE"
     )]
     store: String,
+    /// How far a commit of the `--store` goes before its events are sent on: `full` (on disk:
+    /// no crash loses what a client was sent) or `relaxed` (in the database, flushed to disk
+    /// within a second on SQLite, by the server within 600 ms on PostgreSQL: a crash of this
+    /// process loses nothing, a crash of the machine may take back that window's steps, which
+    /// runs then take again). `relaxed` sends each token without waiting for a disk.
+    #[arg(
+        help_heading = "Store",
+        long,
+        value_enum,
+        default_value = "full",
+        env = "AGENT_TOWER_DURABILITY"
+    )]
+    durability: DurabilityChoice,
     /// With `--store memory`: the most ended runs kept, the oldest forgotten first.
     #[arg(
         help_heading = "Store",
@@ -1963,10 +2014,13 @@ async fn run_acp(args: Acp) -> Result<(), BoxError> {
         }
     };
     let store = if store == "none" {
+        durability_ignored(args.durability);
         None
     } else {
         tracing::info!(store = %store_name(&store), "sessions are kept in the store");
-        Some(agent_tower::store::RunStore::open(&store).await?)
+        let store = agent_tower::store::RunStore::open(&store).await?;
+        store.durability(args.durability.level());
+        Some(store)
     };
     let books = ModelBooks {
         budget: budget_of(store.as_ref(), &args.model),
@@ -2403,6 +2457,7 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         tracing::info!(store = %store_name(&args.store), "runs are kept in the store");
         store.on_commit(metrics.store_commits());
         store.min_free_disk(args.store_min_free);
+        store.durability(args.durability.level());
         kept = Some(store.clone());
         if args.retain_runs.is_some() || args.retain_threads.is_some() {
             let ages = (args.retain_runs, args.retain_threads);
@@ -2420,6 +2475,7 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
                 .max_runs(args.memory_runs)
                 .max_bytes(args.memory_bytes),
         );
+        durability_ignored(args.durability);
         if args.retain_runs.is_some() || args.retain_threads.is_some() {
             tracing::warn!(
                 "--retain-runs and --retain-threads are ignored: runs in memory are bounded, and \

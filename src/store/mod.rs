@@ -81,6 +81,47 @@ pub use crate::runs::{
 /// A callback of [`RunStore::on_commit`].
 type OnCommit = Arc<dyn Fn(Duration) + Send + Sync>;
 
+/// How far the store's commits go before it answers them, and so before the events they hold are
+/// sent on ([`RunStore::durability`]). Either way an event is in the database before any client
+/// is sent it: the levels differ in what a crash of the *machine* may take back.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Durability {
+    /// On disk: a commit is answered once the database flushed it (SQLite `synchronous=FULL`,
+    /// PostgreSQL's `synchronous_commit` as the server has it, `on` by default). No crash loses
+    /// what was answered.
+    #[default]
+    Full,
+    /// In the database, flushed within a short window: a commit is answered once the database has
+    /// it, before it is flushed to disk (SQLite `synchronous=NORMAL`, its log flushed every
+    /// [`FLUSH_EVERY`] with a checkpoint; PostgreSQL `synchronous_commit = off`, which the server
+    /// flushes within three times its `wal_writer_delay`, 600 ms by default). A crash of the
+    /// process (kill -9 included) loses nothing. A crash of the machine holding the SQLite file,
+    /// or of the PostgreSQL server, may take back the commits of that last window: their runs
+    /// are continued from the last step that stayed, so a client following one may be sent a
+    /// step again, and a webhook or a budget's charge of that window may be repeated.
+    Relaxed,
+}
+
+/// How often the relaxed level flushes a SQLite store's commits to disk.
+pub const FLUSH_EVERY: Duration = Duration::from_secs(1);
+
+/// The level the writer commits at, shared with the store.
+#[derive(Default)]
+struct CommitLevel {
+    relaxed: std::sync::atomic::AtomicBool,
+    /// Commits at the relaxed level not yet flushed to disk (SQLite).
+    unflushed: std::sync::atomic::AtomicBool,
+    /// Whether a task flushes them (started with the first switch to the relaxed level).
+    flushing: std::sync::atomic::AtomicBool,
+}
+
+impl CommitLevel {
+    fn relaxed(&self) -> bool {
+        self.relaxed.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
 /// Whom the store tells of what it sees: other instances' writes, its own commits.
 #[derive(Default)]
 struct Observers {

@@ -13,7 +13,7 @@ use sqlx::{AnyPool, Row, any::AnyPoolOptions, sqlite::SqliteConnectOptions};
 use tokio::sync::{mpsc, oneshot};
 
 use super::{
-    ACQUIRE_TIMEOUT, Backend, Observers, StoreError, chunk,
+    ACQUIRE_TIMEOUT, Backend, CommitLevel, Durability, FLUSH_EVERY, Observers, StoreError, chunk,
     conn::Columns,
     rows::{
         INTERRUPT_COLUMNS, RUN_COLUMNS, interrupt_record, json, millis, number, run_record, seq,
@@ -41,6 +41,8 @@ pub(super) struct Inner {
     observers: Arc<Observers>,
     /// The least free space of the disk holding a SQLite file for the store to be ready.
     min_free: std::sync::atomic::AtomicU64,
+    /// The level the writer commits at.
+    level: Arc<CommitLevel>,
 }
 
 /// The least free space of the disk holding a SQLite file, by default, for the store to be
@@ -118,6 +120,35 @@ async fn reach(url: &str) -> Result<(), StoreError> {
     }
 }
 
+/// Flushes the commits the relaxed level left in a SQLite store's log to disk every
+/// [`FLUSH_EVERY`], with a passive checkpoint (which syncs the log first, and holds up no
+/// writer), until the store is dropped.
+async fn flush(store: std::sync::Weak<Inner>) {
+    let mut every = tokio::time::interval(FLUSH_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        let Some(store) = store.upgrade() else {
+            return;
+        };
+        if !store
+            .level
+            .unflushed
+            .swap(false, std::sync::atomic::Ordering::Relaxed)
+        {
+            continue;
+        }
+        let checkpoint = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)");
+        if let Err(error) = checkpoint.execute(&store.reader).await {
+            tracing::warn!(%error, "the store's log could not be flushed to disk; trying again");
+            store
+                .level
+                .unflushed
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
 /// The writer's own connection to the SQLite file at `path`: WAL, `synchronous=FULL` (a
 /// commit is on disk when it answers), and a lock held by another process waited for as long
 /// as a commit may take.
@@ -157,6 +188,7 @@ impl RunStore {
         };
         let owner = format!("instance-{}", uuid::Uuid::now_v7());
         let observers = Arc::new(Observers::default());
+        let level = Arc::new(CommitLevel::default());
         let mut file = None;
         let (reader, jobs) = match backend {
             Backend::Sqlite => {
@@ -179,6 +211,7 @@ impl RunStore {
                     writer::Target::Sqlite(opened),
                     owner.clone(),
                     observers.clone(),
+                    level.clone(),
                 )
                 .map_err(|e| StoreError::Open {
                     path: path.clone(),
@@ -197,6 +230,7 @@ impl RunStore {
                     writer::Target::Postgres(writer),
                     owner.clone(),
                     observers.clone(),
+                    level.clone(),
                 )
                 .expect("a task spawns");
                 (options().max_connections(16).connect(&url).await?, jobs)
@@ -210,6 +244,7 @@ impl RunStore {
             owner,
             observers,
             min_free: MIN_FREE.into(),
+            level,
         }));
         store
             .heartbeat(Duration::from_secs(30))
@@ -243,6 +278,29 @@ impl RunStore {
         self.0
             .min_free
             .store(bytes, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// How far a commit goes before the store answers it ([`Durability::Full`] by default): from
+    /// now on, for every run. [`Durability::Relaxed`] answers once the database has a commit,
+    /// before it is on disk, and says what a crash of the machine may then take back.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), agent_tower::BoxError> {
+    /// use agent_tower::store::{Durability, RunStore};
+    /// # let dir = std::env::temp_dir().join(format!("agent-tower-doc-relaxed-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir)?;
+    /// let store = RunStore::open(&format!("sqlite://{}", dir.join("runs.db").display())).await?;
+    /// store.durability(Durability::Relaxed);
+    /// # Ok(()) }
+    /// ```
+    pub fn durability(&self, level: Durability) {
+        use std::sync::atomic::Ordering;
+        let relaxed = level == Durability::Relaxed;
+        self.0.level.relaxed.store(relaxed, Ordering::Relaxed);
+        let sqlite = self.0.backend == Backend::Sqlite;
+        if relaxed && sqlite && !self.0.level.flushing.swap(true, Ordering::Relaxed) {
+            tokio::spawn(flush(Arc::downgrade(&self.0)));
+        }
     }
 
     /// Calls `callback` with the time each group commit took (a group carries the writes of many

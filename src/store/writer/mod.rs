@@ -6,7 +6,7 @@
 //! jobs, which then fail their runs.
 
 use std::{
-    sync::{Arc, LazyLock},
+    sync::{Arc, LazyLock, atomic::Ordering},
     time::{Duration, SystemTime},
 };
 
@@ -21,7 +21,8 @@ mod values;
 use values::Values;
 
 use super::{
-    Backend, CANCEL, CHANNEL, COMMIT_TIMEOUT, Deleted, LISTED, Observers, RELEASED, THREAD, calls,
+    Backend, CANCEL, CHANNEL, COMMIT_TIMEOUT, CommitLevel, Deleted, LISTED, Observers, RELEASED,
+    THREAD, calls,
     chunk::{self, Chunk},
     conn::{Arg, Columns, Conn, DbError, Row, Sqlite},
     ledger, outbox,
@@ -171,6 +172,8 @@ struct Writer {
     owner: String,
     /// Told how long each commit took.
     observers: Arc<Observers>,
+    /// The level it commits at.
+    level: Arc<CommitLevel>,
 }
 
 /// Where the writer writes.
@@ -186,6 +189,7 @@ pub(super) fn spawn(
     target: Target,
     owner: String,
     observers: Arc<Observers>,
+    level: Arc<CommitLevel>,
 ) -> std::io::Result<mpsc::Sender<Job>> {
     let (jobs, mut queue) = mpsc::channel(QUEUE);
     match target {
@@ -194,6 +198,7 @@ pub(super) fn spawn(
                 backend: Backend::Postgres,
                 owner,
                 observers,
+                level,
             };
             tokio::spawn(async move {
                 let mut group = Vec::with_capacity(MAX_GROUP);
@@ -209,8 +214,11 @@ pub(super) fn spawn(
                 backend: Backend::Sqlite,
                 owner,
                 observers,
+                level,
             };
             let mut conn = Sqlite::new(conn);
+            // The level the connection commits at (`synchronous=FULL` as opened).
+            let mut relaxed = false;
             std::thread::Builder::new()
                 .name("agent-tower-sqlite-writer".into())
                 .spawn(move || {
@@ -223,7 +231,19 @@ pub(super) fn spawn(
                                 Err(_) => break,
                             }
                         }
+                        if writer.level.relaxed() != relaxed {
+                            relaxed = !relaxed;
+                            let pragma = if relaxed { "NORMAL" } else { "FULL" };
+                            let set = format!("PRAGMA synchronous = {pragma}");
+                            if let Err(error) = conn.batch(&set) {
+                                relaxed = !relaxed;
+                                tracing::warn!(%error, "the store's durability could not change");
+                            }
+                        }
                         writer.commit_sqlite(&mut conn, std::mem::take(&mut group));
+                        if relaxed {
+                            writer.level.unflushed.store(true, Ordering::Relaxed);
+                        }
                     }
                 })?;
         }
@@ -395,6 +415,12 @@ impl Writer {
         let mut done = Vec::with_capacity(group.len());
         let committed = tokio::time::timeout(COMMIT_TIMEOUT, async {
             let mut tx = pool.begin().await?;
+            if self.level.relaxed() {
+                // This transaction's commit is answered before the server flushes it.
+                sqlx::query("SET LOCAL synchronous_commit = off")
+                    .execute(&mut *tx)
+                    .await?;
+            }
             self.run(&mut tx, group, &mut done).await?;
             if done.iter().any(Done::succeeded) {
                 tx.commit().await?;
