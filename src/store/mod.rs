@@ -99,7 +99,8 @@ pub enum Durability {
     /// process (kill -9 included) loses nothing. A crash of the machine holding the SQLite file,
     /// or of the PostgreSQL server, may take back the commits of that last window: their runs
     /// are continued from the last step that stayed, so a client following one may be sent a
-    /// step again, and a webhook or a budget's charge of that window may be repeated.
+    /// step again (and its model called again), and a run's end a webhook was told of in that
+    /// window is told again when the run ends again.
     Relaxed,
 }
 
