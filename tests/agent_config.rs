@@ -18,6 +18,18 @@ fn config(name: &str, text: &str) -> String {
     path.display().to_string()
 }
 
+/// `agent-tower serve` (in memory, on an address of its own, logging JSON) on a config file of
+/// `agent` (its `[agent]` table and the tables under it), and its base URL.
+async fn serving(name: &str, agent: &str) -> (JsonLogged, String) {
+    let text = format!(
+        "log-format = \"json\"\n\n{agent}\n[serve]\naddr = \"127.0.0.1:0\"\nstore = \"memory\"\n"
+    );
+    let file = config(name, &text);
+    let mut server = JsonLogged::start(&["--config", &file, "serve"], &[]);
+    let base = server.base().await;
+    (server, base)
+}
+
 /// The events of a run of one user message.
 async fn run(base: &str, thread: &str, text: &str) -> Vec<Value> {
     support::user_run(base, thread, text).await
@@ -40,26 +52,19 @@ fn result(events: &[Value]) -> String {
 #[tokio::test]
 async fn rules_and_annotations_decide_which_mcp_calls_are_asked_about() {
     let everything = support::mcp_everything().await;
-    let file = config(
+    let (mut server, base) = serving(
         "rules.toml",
         &format!(
             r#"
-log-format = "json"
-
 [agent]
 mcp = ["ev=node {} stdio"]
 deny = ["ev__echo"]
 ask = ["ev__get-sum"]
-
-[serve]
-addr = "127.0.0.1:0"
-store = "memory"
 "#,
             everything
         ),
-    );
-    let mut server = JsonLogged::start(&["--config", &file, "serve"], &[]);
-    let base = server.base().await;
+    )
+    .await;
 
     // Not read-only (its server marks it not destructive), named by no rule: asked about.
     let write = run(&base, "write", "ev__toggle-simulated-logging {}").await;
@@ -98,26 +103,19 @@ async fn the_agents_instructions_reach_the_model_and_demo_tools_stay_off() {
         "instructions.md",
         "You are Kestrel, the support agent of Example Ltd.\nAnswer in one sentence.",
     );
-    let file = config(
+    let (mut server, base) = serving(
         "instructions.toml",
         &format!(
             r#"
-log-format = "json"
-
 [agent]
 model = "openai:smollm2"
 base-url = "{base_url}"
 api-key-env = "AGENT_TOWER_TEST_UNSET_KEY"
 instructions-file = "{instructions}"
-
-[serve]
-addr = "127.0.0.1:0"
-store = "memory"
 "#
         ),
-    );
-    let mut server = JsonLogged::start(&["--config", &file, "serve"], &[]);
-    let base = server.base().await;
+    )
+    .await;
     let events = run(&base, "kestrel", "Hello?").await;
     assert_eq!(outcome(&events), "success", "{events:?}");
 
@@ -181,12 +179,10 @@ async fn a_subagents_model_is_told_its_instructions_and_its_task_and_offered_its
         64,
     )
     .await;
-    let file = config(
+    let (mut server, base) = serving(
         "subagent-model.toml",
         &format!(
             r#"
-log-format = "json"
-
 [agent]
 model = "openai:smollm2"
 base-url = "{base_url}"
@@ -199,15 +195,10 @@ tool = ["researcher"]
 description = "Finds facts with its tools."
 instructions = "You find facts. Answer with facts only."
 tools = ["get_*"]
-
-[serve]
-addr = "127.0.0.1:0"
-store = "memory"
 "#
         ),
-    );
-    let mut server = JsonLogged::start(&["--config", &file, "serve"], &[]);
-    let base = server.base().await;
+    )
+    .await;
     let events = run(&base, "facts", "What time is it?").await;
     assert_eq!(outcome(&events), "success", "{events:?}");
 
@@ -243,25 +234,18 @@ store = "memory"
 
 #[tokio::test]
 async fn a_subagent_runs_inside_the_agents_run_under_the_same_rules() {
-    let file = config(
+    let (mut server, base) = serving(
         "subagent.toml",
         r#"
-log-format = "json"
-
 [agent]
 tool = ["researcher"]
 
 [agent.subagent.researcher]
 description = "Finds facts, and remembers them."
 tools = ["get_time", "remember"]
-
-[serve]
-addr = "127.0.0.1:0"
-store = "memory"
 "#,
-    );
-    let mut server = JsonLogged::start(&["--config", &file, "serve"], &[]);
-    let base = server.base().await;
+    )
+    .await;
     let capabilities: Value = reqwest::get(format!("{base}/capabilities"))
         .await
         .unwrap()

@@ -702,13 +702,11 @@ struct AgentSettings {
 impl AgentSettings {
     /// The instructions, read from their file if given as one.
     fn instructions(&self) -> Result<Option<String>, BoxError> {
-        match (&self.instructions, &self.instructions_file) {
-            (Some(text), _) => Ok(Some(text.clone())),
-            (None, Some(path)) => std::fs::read_to_string(path)
-                .map(Some)
-                .map_err(|e| format!("--instructions-file {}: {e}", path.display()).into()),
-            (None, None) => Ok(None),
-        }
+        instructions(
+            self.instructions.as_ref(),
+            self.instructions_file.as_deref(),
+        )
+        .map_err(|e| format!("--instructions-file {e}").into())
     }
 
     /// Refuses what a bridged agent (`--agent`) cannot take: it has its own instructions and
@@ -810,13 +808,26 @@ struct Subagent {
 impl Subagent {
     /// Its instructions, read from their file if given as one.
     fn instructions(&self) -> Result<Option<String>, BoxError> {
-        match (&self.instructions, &self.instructions_file) {
-            (Some(text), _) => Ok(Some(text.clone())),
-            (None, Some(path)) => std::fs::read_to_string(path)
-                .map(Some)
-                .map_err(|e| format!("--subagent {}: {}: {e}", self.name, path.display()).into()),
-            (None, None) => Ok(None),
-        }
+        instructions(
+            self.instructions.as_ref(),
+            self.instructions_file.as_deref(),
+        )
+        .map_err(|e| format!("--subagent {}: {e}", self.name).into())
+    }
+}
+
+/// Instructions given as `text`, else read from `file`; a file that cannot be read is named with
+/// the cause.
+fn instructions(
+    text: Option<&String>,
+    file: Option<&std::path::Path>,
+) -> Result<Option<String>, String> {
+    match (text, file) {
+        (Some(text), _) => Ok(Some(text.clone())),
+        (None, Some(path)) => std::fs::read_to_string(path)
+            .map(Some)
+            .map_err(|e| format!("{}: {e}", path.display())),
+        (None, None) => Ok(None),
     }
 }
 
