@@ -52,7 +52,7 @@ fn result(events: &[Value]) -> String {
 #[tokio::test]
 async fn rules_and_annotations_decide_which_mcp_calls_are_asked_about() {
     let everything = support::mcp_everything().await;
-    let (mut server, base) = serving(
+    let (server, base) = serving(
         "rules.toml",
         &format!(
             r#"
@@ -103,7 +103,7 @@ async fn the_agents_instructions_reach_the_model_and_demo_tools_stay_off() {
         "instructions.md",
         "You are Kestrel, the support agent of Example Ltd.\nAnswer in one sentence.",
     );
-    let (mut server, base) = serving(
+    let (server, base) = serving(
         "instructions.toml",
         &format!(
             r#"
@@ -179,7 +179,7 @@ async fn a_subagents_model_is_told_its_instructions_and_its_task_and_offered_its
         64,
     )
     .await;
-    let (mut server, base) = serving(
+    let (server, base) = serving(
         "subagent-model.toml",
         &format!(
             r#"
@@ -234,7 +234,7 @@ tools = ["get_*"]
 
 #[tokio::test]
 async fn a_subagent_runs_inside_the_agents_run_under_the_same_rules() {
-    let (mut server, base) = serving(
+    let (server, base) = serving(
         "subagent.toml",
         r#"
 [agent]
