@@ -26,7 +26,8 @@
 //! TypeScript SDK instead (`benches/peers/serve.mjs`, npm `@ag-ui/encoder` installed under
 //! `target/peers/node`; skipped without `node`).
 //!
-//! Environment: `LOAD_STORES` (`none,sqlite,node`; a `postgres://…` URL adds PostgreSQL), `LOAD_SHORT` (clients × runs, `50x40`),
+//! Environment: `LOAD_STORES` (`none,sqlite,node`; a `postgres://…` URL adds PostgreSQL; `+relaxed`
+//! after a store adds it at `--durability relaxed`), `LOAD_SHORT` (clients × runs, `50x40`),
 //! `LOAD_PACED` (runs per second × seconds, `1000x5`),
 //! `LOAD_LONG` (`10x20,100x20`), `LOAD_SINGLE` (tokens × runs, `10000x20`), `LOAD_IDLE` (`1000,10000`); an empty value skips a phase.
 //! `LOAD_URL` drives a server started elsewhere (to profile it) instead of starting one;
@@ -80,21 +81,18 @@ impl Server {
         if let Ok(url) = std::env::var("LOAD_URL") {
             return Self::at(url);
         }
-        let (url, dir) = match store {
-            "none" | NODE => ("none".to_owned(), None),
-            "sqlite" => {
-                let dir =
-                    std::env::temp_dir().join(format!("agent-tower-load-{}", std::process::id()));
-                std::fs::create_dir_all(&dir).expect("a temporary directory");
-                let url = format!("sqlite://{}", dir.join("runs.db").display());
-                (url, Some(TempDir(dir)))
-            }
-            other => (other.to_owned(), None),
-        };
+        let serve::Store {
+            url,
+            durability,
+            dir,
+            ..
+        } = serve::Store::named(if store == NODE { "none" } else { store }, "load");
         let agent = std::env::var("LOAD_BIN").unwrap_or_else(|_| AGENT.to_owned());
         let args = [
             "--store",
             &url,
+            "--durability",
+            durability,
             "--scripted-knobs",
             "--busy-thread",
             "queue",

@@ -37,8 +37,6 @@ use serde_json::json;
 #[path = "support/serve.rs"]
 mod serve;
 
-use serve::TempDir;
-
 const AGENT: &str = env!("CARGO_BIN_EXE_agent-tower");
 
 fn main() {
@@ -276,23 +274,12 @@ async fn bench() {
         .map(str::trim)
         .filter(|s| !s.is_empty())
     {
-        // `+relaxed` after a store: the same store at `--durability relaxed`.
-        let (backend, durability) = match store.strip_suffix("+relaxed") {
-            Some(backend) => (backend, "relaxed"),
-            None => (store, "full"),
-        };
-        let (url, dir) = match backend {
-            "sqlite" => {
-                let dir = std::env::temp_dir().join(format!(
-                    "agent-tower-latency-{}-{durability}",
-                    std::process::id()
-                ));
-                std::fs::create_dir_all(&dir).expect("a temporary directory");
-                let url = format!("sqlite://{}", dir.join("runs.db").display());
-                (url, Some(TempDir(dir)))
-            }
-            other => (other.to_owned(), None),
-        };
+        let serve::Store {
+            name,
+            url,
+            durability,
+            dir,
+        } = serve::Store::named(store, "latency");
         let mut command = tokio::process::Command::new(&agent);
         command
             .args(["serve", "--addr", "127.0.0.1:0", "--store", &url])
@@ -304,10 +291,6 @@ async fn bench() {
         let url = format!("http://{addr}/");
         // Warm up: the connections, the store.
         one_run(&client, &url, Read::Serve, &model.sent).await;
-        let name = match durability {
-            "relaxed" => format!("{}+relaxed", backend.split("://").next().unwrap_or(backend)),
-            _ => backend.split("://").next().unwrap_or(backend).to_owned(),
-        };
         servers.push((name, url, child, dir));
     }
     let direct_url = format!("{base}/chat/completions");

@@ -45,6 +45,52 @@ pub async fn listening(mut command: tokio::process::Command) -> (tokio::process:
     (child, addr)
 }
 
+/// A store as a bench's setting names it: `none`, `sqlite` (a new file in a directory of its
+/// own) or a `postgres://…` URL, with `+relaxed` after it for `--durability relaxed`.
+pub struct Store {
+    /// What the bench's lines call it (the URL's scheme, and `+relaxed`).
+    pub name: String,
+    /// What `--store` is given.
+    pub url: String,
+    /// What `--durability` is given.
+    pub durability: &'static str,
+    /// The SQLite file's directory, removed with the store.
+    pub dir: Option<TempDir>,
+}
+
+impl Store {
+    /// The store `setting` names, a SQLite file's directory named after `bench`.
+    pub fn named(setting: &str, bench: &str) -> Self {
+        let (backend, durability) = match setting.strip_suffix("+relaxed") {
+            Some(backend) => (backend, "relaxed"),
+            None => (setting, "full"),
+        };
+        let (url, dir) = match backend {
+            "sqlite" => {
+                let dir = std::env::temp_dir().join(format!(
+                    "agent-tower-{bench}-{}-{durability}",
+                    std::process::id()
+                ));
+                std::fs::create_dir_all(&dir).expect("a temporary directory");
+                let url = format!("sqlite://{}", dir.join("runs.db").display());
+                (url, Some(TempDir(dir)))
+            }
+            other => (other.to_owned(), None),
+        };
+        let scheme = backend.split("://").next().unwrap_or(backend);
+        let name = match durability {
+            "relaxed" => format!("{scheme}+relaxed"),
+            _ => scheme.to_owned(),
+        };
+        Self {
+            name,
+            url,
+            durability,
+            dir,
+        }
+    }
+}
+
 /// A directory removed when dropped.
 pub struct TempDir(pub std::path::PathBuf);
 
