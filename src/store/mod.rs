@@ -113,8 +113,6 @@ struct CommitLevel {
     relaxed: std::sync::atomic::AtomicBool,
     /// Commits at the relaxed level not yet flushed to disk (SQLite).
     unflushed: std::sync::atomic::AtomicBool,
-    /// Whether a task flushes them (started with the first switch to the relaxed level).
-    flushing: std::sync::atomic::AtomicBool,
 }
 
 impl CommitLevel {

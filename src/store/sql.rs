@@ -122,7 +122,7 @@ async fn reach(url: &str) -> Result<(), StoreError> {
 
 /// Flushes the commits the relaxed level left in a SQLite store's log to disk every
 /// [`FLUSH_EVERY`], with a passive checkpoint (which syncs the log first, and holds up no
-/// writer), until the store is dropped.
+/// writer), until the store is dropped; at the full level there are none, and it does nothing.
 async fn flush(store: std::sync::Weak<Inner>) {
     let mut every = tokio::time::interval(FLUSH_EVERY);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -246,6 +246,9 @@ impl RunStore {
             min_free: MIN_FREE.into(),
             level,
         }));
+        if backend == Backend::Sqlite {
+            tokio::spawn(flush(Arc::downgrade(&store.0)));
+        }
         store
             .heartbeat(Duration::from_secs(30))
             .await
@@ -294,13 +297,8 @@ impl RunStore {
     /// # Ok(()) }
     /// ```
     pub fn durability(&self, level: Durability) {
-        use std::sync::atomic::Ordering;
         let relaxed = level == Durability::Relaxed;
-        self.0.level.relaxed.store(relaxed, Ordering::Relaxed);
-        let sqlite = self.0.backend == Backend::Sqlite;
-        if relaxed && sqlite && !self.0.level.flushing.swap(true, Ordering::Relaxed) {
-            tokio::spawn(flush(Arc::downgrade(&self.0)));
-        }
+        (self.0.level.relaxed).store(relaxed, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Calls `callback` with the time each group commit took (a group carries the writes of many
