@@ -668,8 +668,8 @@ struct AgentSettings {
     #[arg(help_heading = "Agent", long)]
     demo_tools: bool,
     /// Offers only the tools whose name matches this glob (`*` any run of characters, `?` one):
-    /// `files__read_*`, `get_time`. Repeat for several; every tool when absent. A glob that
-    /// matches no tool is refused at start.
+    /// `files__read_*`, `get_time`, a `--subagent`'s name. Repeat for several; every tool and
+    /// sub-agent when absent. A glob that matches no tool is refused at start.
     #[arg(help_heading = "Agent", long = "tool", value_name = "GLOB")]
     tools: Vec<String>,
     /// Tools whose calls run without asking, by glob. Repeat for several.
