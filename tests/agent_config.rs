@@ -30,6 +30,13 @@ async fn serving(name: &str, agent: &str) -> (JsonLogged, String) {
     (server, base)
 }
 
+/// The `[agent]` settings of a model served by the recording server at `base_url`.
+fn replayed(base_url: &str) -> String {
+    format!(
+        "model = \"openai:smollm2\"\nbase-url = \"{base_url}\"\napi-key-env = \"AGENT_TOWER_TEST_UNSET_KEY\""
+    )
+}
+
 /// The events of a run of one user message.
 async fn run(base: &str, thread: &str, text: &str) -> Vec<Value> {
     support::user_run(base, thread, text).await
@@ -103,14 +110,13 @@ async fn the_agents_instructions_reach_the_model_and_demo_tools_stay_off() {
         "instructions.md",
         "You are Kestrel, the support agent of Example Ltd.\nAnswer in one sentence.",
     );
+    let model = replayed(&base_url);
     let (server, base) = serving(
         "instructions.toml",
         &format!(
             r#"
 [agent]
-model = "openai:smollm2"
-base-url = "{base_url}"
-api-key-env = "AGENT_TOWER_TEST_UNSET_KEY"
+{model}
 instructions-file = "{instructions}"
 "#
         ),
@@ -179,14 +185,13 @@ async fn a_subagents_model_is_told_its_instructions_and_its_task_and_offered_its
         64,
     )
     .await;
+    let model = replayed(&base_url);
     let (server, base) = serving(
         "subagent-model.toml",
         &format!(
             r#"
 [agent]
-model = "openai:smollm2"
-base-url = "{base_url}"
-api-key-env = "AGENT_TOWER_TEST_UNSET_KEY"
+{model}
 instructions = "You answer people; the researcher finds facts."
 demo-tools = true
 tool = ["researcher"]

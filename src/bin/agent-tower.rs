@@ -255,6 +255,13 @@ struct Acp {
     /// on the store (an `acp` or a `serve`) continues them (e.g. `30s`).
     #[arg(help_heading = "Store", long, default_value = "30s", value_parser = parse_lease, value_name = "DURATION")]
     lease: Duration,
+    #[command(flatten)]
+    durability: DurabilityArg,
+}
+
+/// How far a store's commits go (`serve` and `acp`).
+#[derive(Debug, clap::Args)]
+struct DurabilityArg {
     /// How far a commit of the `--store` goes before its events are sent on: `full` (on disk:
     /// no crash loses what a client was sent) or `relaxed` (in the database, flushed to disk
     /// within a second on SQLite, by the server within 600 ms on PostgreSQL: a crash of this
@@ -279,18 +286,20 @@ enum DurabilityChoice {
     Relaxed,
 }
 
-/// Says that `--durability relaxed` does nothing without a store.
-fn durability_ignored(durability: DurabilityChoice) {
-    if matches!(durability, DurabilityChoice::Relaxed) {
-        tracing::warn!("--durability relaxed is ignored: nothing is kept on disk without a store");
+impl DurabilityArg {
+    fn level(&self) -> agent_tower::store::Durability {
+        match self.durability {
+            DurabilityChoice::Full => agent_tower::store::Durability::Full,
+            DurabilityChoice::Relaxed => agent_tower::store::Durability::Relaxed,
+        }
     }
-}
 
-impl DurabilityChoice {
-    fn level(self) -> agent_tower::store::Durability {
-        match self {
-            Self::Full => agent_tower::store::Durability::Full,
-            Self::Relaxed => agent_tower::store::Durability::Relaxed,
+    /// Says that `--durability relaxed` does nothing without a store.
+    fn ignored(&self) {
+        if matches!(self.durability, DurabilityChoice::Relaxed) {
+            tracing::warn!(
+                "--durability relaxed is ignored: nothing is kept on disk without a store"
+            );
         }
     }
 }
@@ -492,19 +501,8 @@ struct Serve {
         env = "AGENT_TOWER_STORE"
     )]
     store: String,
-    /// How far a commit of the `--store` goes before its events are sent on: `full` (on disk:
-    /// no crash loses what a client was sent) or `relaxed` (in the database, flushed to disk
-    /// within a second on SQLite, by the server within 600 ms on PostgreSQL: a crash of this
-    /// process loses nothing, a crash of the machine may take back that window's steps, which
-    /// runs then take again). `relaxed` sends each token without waiting for a disk.
-    #[arg(
-        help_heading = "Store",
-        long,
-        value_enum,
-        default_value = "full",
-        env = "AGENT_TOWER_DURABILITY"
-    )]
-    durability: DurabilityChoice,
+    #[command(flatten)]
+    durability: DurabilityArg,
     /// With `--store memory`: the most ended runs kept, the oldest forgotten first.
     #[arg(
         help_heading = "Store",
@@ -836,8 +834,7 @@ fn parse_subagent(text: &str) -> Result<Subagent, String> {
     let (name, spec) = text
         .split_once('=')
         .ok_or(r#"a sub-agent is `NAME={"description": …}`"#)?;
-    let allowed = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-');
-    if !((1..=64).contains(&name.len()) && name.bytes().all(allowed)) {
+    if !is_name(name, 64, b"_-") {
         return Err(format!(
             "sub-agent `{name}`: a name is 1 to 64 letters, digits, `_` or `-` (models call it as \
              a tool)"
@@ -2025,7 +2022,7 @@ async fn run_acp(args: Acp) -> Result<(), BoxError> {
         }
     };
     let store = if store == "none" {
-        durability_ignored(args.durability);
+        args.durability.ignored();
         None
     } else {
         tracing::info!(store = %store_name(&store), "sessions are kept in the store");
@@ -2303,10 +2300,18 @@ where
     ))
 }
 
+/// Whether `name` is 1 to `max` ASCII letters, digits and bytes of `also`: what clients and
+/// models take as a tool's name.
+fn is_name(name: &str, max: usize, also: &[u8]) -> bool {
+    (1..=max).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || also.contains(&b))
+}
+
 /// A name MCP takes as a tool's (`--name`).
 fn parse_agent_name(name: &str) -> Result<String, String> {
-    let allowed = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.');
-    if (1..=128).contains(&name.len()) && name.bytes().all(allowed) {
+    if is_name(name, 128, b"_-.") {
         Ok(name.to_owned())
     } else {
         Err(
@@ -2486,7 +2491,7 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
                 .max_runs(args.memory_runs)
                 .max_bytes(args.memory_bytes),
         );
-        durability_ignored(args.durability);
+        args.durability.ignored();
         if args.retain_runs.is_some() || args.retain_threads.is_some() {
             tracing::warn!(
                 "--retain-runs and --retain-threads are ignored: runs in memory are bounded, and \
