@@ -88,6 +88,8 @@ mod principals;
 #[cfg(feature = "proto")]
 mod proto;
 mod readme;
+#[cfg(feature = "cli")]
+mod release;
 #[cfg(all(feature = "cli", feature = "test-util"))]
 mod restart;
 #[cfg(all(feature = "runs", feature = "test-util"))]
