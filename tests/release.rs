@@ -19,6 +19,11 @@ fn table<'a>(table: &'a Table, path: &[&str]) -> &'a Table {
     })
 }
 
+/// dist's configuration: the `[dist]` table of `dist-workspace.toml`.
+fn dist() -> Table {
+    table(&read("dist-workspace.toml"), &["dist"]).clone()
+}
+
 fn string<'a>(table: &'a Table, key: &str) -> Option<&'a str> {
     table.get(key).and_then(Value::as_str)
 }
@@ -46,9 +51,7 @@ fn binstall_format(suffix: &str) -> &'static str {
 
 #[test]
 fn binstall_finds_the_archive_dist_makes_for_every_target() {
-    let dist_file = read("dist-workspace.toml");
-    let dist = table(&dist_file, &["dist"]);
-    let cargo = read("Cargo.toml");
+    let (dist, cargo) = (dist(), read("Cargo.toml"));
     let binstall = table(&cargo, &["package", "metadata", "binstall"]);
 
     // dist names an archive `{package}-{target}{suffix}` and uploads it to the release of the tag
@@ -58,13 +61,13 @@ fn binstall_finds_the_archive_dist_makes_for_every_target() {
         Some("{ repo }/releases/download/v{ version }/{ name }-{ target }{ archive-suffix }")
     );
     let overrides = binstall.get("overrides").and_then(Value::as_table);
-    for target in strings(dist, "targets") {
+    for target in strings(&dist, "targets") {
         let windows = target.contains("-windows-");
         // Defaults of dist 0.34: a Windows archive is a .zip, any other a .tar.xz.
         let suffix = if windows {
-            string(dist, "windows-archive").unwrap_or(".zip")
+            string(&dist, "windows-archive").unwrap_or(".zip")
         } else {
-            string(dist, "unix-archive").unwrap_or(".tar.xz")
+            string(&dist, "unix-archive").unwrap_or(".tar.xz")
         };
         let own = overrides
             .and_then(|overrides| overrides.get(target))
@@ -95,11 +98,9 @@ fn binstall_finds_the_archive_dist_makes_for_every_target() {
 
 #[test]
 fn the_release_builds_the_command_with_features_the_crate_has() {
-    let dist_file = read("dist-workspace.toml");
-    let dist = table(&dist_file, &["dist"]);
-    let cargo = read("Cargo.toml");
+    let (dist, cargo) = (dist(), read("Cargo.toml"));
     let features = table(&cargo, &["features"]);
-    let built = strings(dist, "features");
+    let built = strings(&dist, "features");
     assert!(
         built.contains(&"cli"),
         "the release builds no command: {built:?}"
