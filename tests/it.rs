@@ -12,6 +12,8 @@ mod acp;
 #[cfg(feature = "cli")]
 mod acp_clients;
 #[cfg(feature = "cli")]
+mod acp_remote;
+#[cfg(feature = "cli")]
 mod agent_config;
 #[cfg(all(feature = "agui", feature = "test-util"))]
 mod agui;

@@ -50,7 +50,8 @@ const ANSWERS: [(&str, &str, PermissionOptionKind); 2] = [
     ("reject_once", "No", PermissionOptionKind::RejectOnce),
 ];
 
-struct Editor {
+/// An editor to ask, through its connection: permissions, and forms where it shows them.
+pub(crate) struct Editor {
     connection: ConnectionTo<Client>,
     /// Whether the client shows forms (`elicitation.form` among its capabilities).
     forms: bool,
@@ -97,21 +98,14 @@ impl AcpApprover {
     /// Asks through `connection` from now on, as a client of these `capabilities` can be asked
     /// (the first connection wins).
     pub fn connect(&self, connection: ConnectionTo<Client>, capabilities: &ClientCapabilities) {
-        let forms = capabilities
-            .elicitation
-            .as_ref()
-            .is_some_and(|elicitation| elicitation.form.is_some());
-        let _ = self.0.client.set(Editor { connection, forms });
+        let _ = self.0.client.set(Editor::new(connection, capabilities));
     }
 
     async fn decide(self, request: PermissionRequest) -> Result<Decisions, BoxError> {
         let session = request.thread_id.to_string();
         let mut decisions = Decisions::all(Decision::Cancel);
         for call in request.calls {
-            let decision = match Question::of(&call.name, &call.arguments) {
-                Some(question) => self.answer(&session, &call, &question).await?,
-                None => self.ask(&session, &call).await?,
-            };
+            let decision = self.client()?.decide(&session, &call).await?;
             let cancel = decision == Decision::Cancel;
             decisions = decisions.with(call.id.clone(), decision);
             if cancel {
@@ -128,6 +122,31 @@ impl AcpApprover {
             .client
             .get()
             .ok_or("the ACP approver has no connection")?)
+    }
+}
+
+impl Editor {
+    /// The editor at the other end of `connection`, a client of these `capabilities`.
+    pub(crate) fn new(connection: ConnectionTo<Client>, capabilities: &ClientCapabilities) -> Self {
+        let forms = capabilities
+            .elicitation
+            .as_ref()
+            .is_some_and(|elicitation| elicitation.form.is_some());
+        Self { connection, forms }
+    }
+
+    /// What the person decides about `call` of `session`: a [`Question`] asked as one, any
+    /// other call as a permission with the options allow once, always allow, reject, always
+    /// reject.
+    pub(crate) async fn decide(
+        &self,
+        session: &str,
+        call: &PendingCall,
+    ) -> Result<Decision, BoxError> {
+        match Question::of(&call.name, &call.arguments) {
+            Some(question) => self.answer(session, call, &question).await,
+            None => self.ask(session, call).await,
+        }
     }
 
     async fn ask(&self, session: &str, call: &PendingCall) -> Result<Decision, BoxError> {
@@ -151,7 +170,7 @@ impl AcpApprover {
         call: &PendingCall,
         question: &Question,
     ) -> Result<Decision, BoxError> {
-        if !self.client()?.forms {
+        if !self.forms {
             let chosen = self.permission(session, call, &ANSWERS).await?;
             return Ok(match chosen.as_deref() {
                 None => Decision::Cancel,
@@ -167,13 +186,10 @@ impl AcpApprover {
         let scope = ElicitationSessionScope::new(session.to_owned()).tool_call_id(
             agent_client_protocol::v1::schema::ToolCallId::new(call.id.to_string()),
         );
-        let request = self
-            .client()?
-            .connection
-            .send_request(CreateElicitationRequest::new(
-                ElicitationFormMode::new(scope, schema.unwrap_or_default()),
-                question.message.clone(),
-            ));
+        let request = self.connection.send_request(CreateElicitationRequest::new(
+            ElicitationFormMode::new(scope, schema.unwrap_or_default()),
+            question.message.clone(),
+        ));
         let answer = answered_or_withdrawn(request.block_task()).await?;
         Ok(match answer.action {
             ElicitationAction::Accept(accepted) => match accepted.content {
@@ -203,14 +219,11 @@ impl AcpApprover {
             .iter()
             .map(|(id, name, kind)| PermissionOption::new(*id, *name, *kind))
             .collect();
-        let request = self
-            .client()?
-            .connection
-            .send_request(RequestPermissionRequest::new(
-                session.to_owned(),
-                tool_call,
-                options,
-            ));
+        let request = self.connection.send_request(RequestPermissionRequest::new(
+            session.to_owned(),
+            tool_call,
+            options,
+        ));
         let answer = answered_or_withdrawn(request.block_task()).await?;
         Ok(match answer.outcome {
             RequestPermissionOutcome::Selected(selected) => Some(selected.option_id.0.to_string()),

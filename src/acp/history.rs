@@ -3,14 +3,13 @@
 use std::collections::HashSet;
 
 use agent_client_protocol::v1::schema::{
-    ContentBlock, ContentChunk, SessionUpdate, ToolCall, ToolCallStatus, ToolCallUpdate,
-    ToolCallUpdateFields,
+    ContentBlock, ContentChunk, SessionUpdate, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
 };
 use serde_json::Value;
 
 use super::{
     content::{to_block, tool_content},
-    tool_call::{Kinds, acp_kind, locations, title},
+    tool_call::{Kinds, announced},
 };
 use crate::message::Message;
 
@@ -49,13 +48,12 @@ pub(crate) fn replay(messages: &[Message], kinds: &Kinds) -> Vec<SessionUpdate> 
                 for call in tool_calls {
                     let arguments: Value =
                         serde_json::from_str(&call.arguments).unwrap_or(Value::Null);
-                    updates.push(SessionUpdate::ToolCall(
-                        ToolCall::new(call.id.to_string(), title(&call.name, &arguments))
-                            .name(call.name.clone())
-                            .kind(acp_kind(kinds.of(&call.name)))
-                            .locations(locations(&arguments))
-                            .raw_input(arguments),
-                    ));
+                    updates.push(SessionUpdate::ToolCall(announced(
+                        call.id.to_string(),
+                        &call.name,
+                        kinds.of(&call.name),
+                        arguments,
+                    )));
                     open.push(call.id.to_string());
                 }
             }

@@ -1,6 +1,6 @@
-//! The ACP agent's wire: newline-delimited JSON-RPC over a byte stream (stdio for an editor),
-//! read and written here rather than by the SDK's `Stdio`, for three reasons the SDK's reader
-//! cannot serve:
+//! The ACP agent's wire: newline-delimited JSON-RPC over a byte stream (stdio for an editor,
+//! [`pump`]), or whole messages (a WebSocket's text frames, [`exchange`]), read and written here
+//! rather than by the SDK's `Stdio`, for reasons the SDK's reader cannot serve:
 //!
 //! - a line that is not UTF-8 ends the SDK's connection (its line reader fails, and the agent
 //!   exits); here it is answered with a parse error and the next line is read;
@@ -14,6 +14,7 @@
 //!   follows an `initialize` is read only once its answer is written ([`Handshake`]).
 
 use std::{
+    future::Future,
     sync::{
         Arc,
         atomic::{AtomicUsize, Ordering},
@@ -26,10 +27,14 @@ use agent_client_protocol::{
     v1::schema::JsonRpcMessage,
 };
 use futures_channel::mpsc::{UnboundedReceiver, UnboundedSender};
-use futures_util::StreamExt;
+use futures_util::{Sink, SinkExt, StreamExt};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio_util::sync::PollSemaphore;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, BufReader};
+use tokio_util::{
+    bytes::BytesMut,
+    codec::{Encoder, FramedWrite},
+    sync::PollSemaphore,
+};
 
 /// The longest line read, in bytes (a prompt with embedded files can be large); a longer one is
 /// answered with a parse error and skipped.
@@ -158,9 +163,9 @@ impl Handshake {
     }
 }
 
-/// Connects `channel` (the SDK's end is its counterpart) to `reader` and `writer`: reads until
-/// the reader ends (then the SDK sees its input closed), writes until the SDK and `answers` are
-/// done sending.
+/// Connects `channel` (the SDK's end is its counterpart) to `reader` and `writer`, one message a
+/// line: reads until the reader ends (then the SDK sees its input closed), writes until the SDK
+/// and `answers` are done sending.
 pub(crate) async fn pump<R, W>(
     channel: Channel,
     answers: UnboundedSender<TransportFrame>,
@@ -172,26 +177,97 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
+    exchange(
+        channel,
+        answers,
+        outbox,
+        |inbox| read_lines(reader, inbox),
+        FramedWrite::new(writer, LineEncoder),
+    )
+    .await
+}
+
+/// Connects `channel` to a transport of whole messages: `read` gives the client's messages to
+/// the [`Inbox`] until the client is done, and the SDK's messages (and `answers`) go to
+/// `outgoing`, each a message of JSON, flushed a batch at a time.
+pub(crate) async fn exchange<F, O>(
+    channel: Channel,
+    answers: UnboundedSender<TransportFrame>,
+    outbox: Outbox,
+    read: impl FnOnce(Inbox) -> F,
+    outgoing: O,
+) -> std::io::Result<()>
+where
+    F: Future<Output = std::io::Result<()>>,
+    O: Sink<String, Error = std::io::Error> + Unpin,
+{
     let Channel { rx, tx, .. } = channel;
-    let handshake = Handshake::default();
-    let (read, written) = tokio::join!(read_frames(reader, tx, answers, &handshake), async {
-        let written = write_frames(rx, writer, outbox, &handshake).await;
+    let handshake = Arc::new(Handshake::default());
+    let inbox = Inbox {
+        to_sdk: tx,
+        answers,
+        handshake: Arc::clone(&handshake),
+    };
+    let (read, written) = tokio::join!(read(inbox), async {
+        let written = write_frames(rx, outgoing, outbox, &handshake).await;
         handshake.close();
         written
     });
     read.and(written)
 }
 
+/// Where the client's messages go: to the SDK, or answered at once when malformed with an id.
+pub(crate) struct Inbox {
+    to_sdk: UnboundedSender<TransportFrame>,
+    answers: UnboundedSender<TransportFrame>,
+    handshake: Arc<Handshake>,
+}
+
+impl Inbox {
+    /// Takes one message (a blank one is skipped): `false` once nobody reads any more.
+    pub(crate) async fn message(&self, message: &[u8]) -> bool {
+        match frame_of(message) {
+            Some(frame) => self.frame(frame).await,
+            None => true,
+        }
+    }
+
+    /// Takes one frame; what follows an `initialize` waits for its answer to be written.
+    async fn frame(&self, frame: TransportFrame) -> bool {
+        let sent = match answer_with_id(&frame) {
+            Some(answer) => self.answers.unbounded_send(answer),
+            None => {
+                self.handshake.reading(&frame);
+                self.to_sdk.unbounded_send(frame)
+            }
+        };
+        if sent.is_err() {
+            return false;
+        }
+        self.handshake.settled().await;
+        true
+    }
+}
+
+/// Writes each message as one line.
+struct LineEncoder;
+
+impl Encoder<String> for LineEncoder {
+    type Error = std::io::Error;
+
+    fn encode(&mut self, line: String, out: &mut BytesMut) -> std::io::Result<()> {
+        out.reserve(line.len() + 1);
+        out.extend_from_slice(line.as_bytes());
+        out.extend_from_slice(b"\n");
+        Ok(())
+    }
+}
+
 /// The room for a line that reading keeps between lines; a longer line's is given back once read.
 const KEPT_LINE_BYTES: usize = 64 * 1024;
 
 /// Reads lines into frames for the SDK; malformed requests with an id are answered here.
-async fn read_frames<R: AsyncRead + Unpin>(
-    reader: R,
-    to_sdk: UnboundedSender<TransportFrame>,
-    answers: UnboundedSender<TransportFrame>,
-    handshake: &Handshake,
-) -> std::io::Result<()> {
+async fn read_lines<R: AsyncRead + Unpin>(reader: R, inbox: Inbox) -> std::io::Result<()> {
     let mut reader = BufReader::new(reader);
     let mut line = Vec::new();
     loop {
@@ -205,34 +281,26 @@ async fn read_frames<R: AsyncRead + Unpin>(
             return Ok(());
         }
         let long = line.len() > KEPT_LINE_BYTES;
-        let frame = if line.last() != Some(&b'\n') && line.len() > MAX_LINE_BYTES {
+        let delivered = if line.last() != Some(&b'\n') && line.len() > MAX_LINE_BYTES {
             skip_line(&mut reader).await?;
-            malformed(
-                String::new(),
-                Error::parse_error()
-                    .data(json!({"reason": format!("a line longer than {MAX_LINE_BYTES} bytes")})),
-            )
+            inbox
+                .frame(malformed(
+                    String::new(),
+                    Error::parse_error().data(
+                        json!({"reason": format!("a line longer than {MAX_LINE_BYTES} bytes")}),
+                    ),
+                ))
+                .await
         } else {
-            match frame_of(&line) {
-                Some(frame) => frame,
-                None => continue,
-            }
+            inbox.message(&line).await
         };
         if long {
             // The frame holds what it needs: a long line's room is not kept for the next ones.
             line = Vec::new();
         }
-        let sent = match answer_with_id(&frame) {
-            Some(answer) => answers.unbounded_send(answer),
-            None => {
-                handshake.reading(&frame);
-                to_sdk.unbounded_send(frame)
-            }
-        };
-        if sent.is_err() {
+        if !delivered {
             return Ok(());
         }
-        handshake.settled().await;
     }
 }
 
@@ -318,56 +386,46 @@ fn is_update(frame: &TransportFrame) -> bool {
     )
 }
 
-/// `frame` as one line of JSON, newline included, into `line`.
+/// `frame` as one message of JSON, on one line.
 ///
 /// A message is serialized where it lies: the SDK's own `TransportFrame::to_json` serializes a
 /// deep copy of it (its `params` map cloned for every frame, then dropped), which was a fifth
 /// of the agent's instructions per session update. The bytes are the same.
-fn write_line(frame: &TransportFrame, line: &mut Vec<u8>) -> std::io::Result<()> {
-    let written = match frame {
+fn encode(frame: &TransportFrame) -> std::io::Result<String> {
+    let json = match frame {
         TransportFrame::Single(RawJsonRpcMessage::Notification(message)) => {
-            serde_json::to_writer(&mut *line, &JsonRpcMessage::wrap(message))
+            serde_json::to_string(&JsonRpcMessage::wrap(message))
         }
         TransportFrame::Single(RawJsonRpcMessage::Request(message)) => {
-            serde_json::to_writer(&mut *line, &JsonRpcMessage::wrap(message))
+            serde_json::to_string(&JsonRpcMessage::wrap(message))
         }
         TransportFrame::Single(RawJsonRpcMessage::Response(message)) => {
-            serde_json::to_writer(&mut *line, &JsonRpcMessage::wrap(message))
+            serde_json::to_string(&JsonRpcMessage::wrap(message))
         }
         other => {
             let json = other.to_json().map_err(std::io::Error::other)?;
             // A malformed value kept for a relay may span lines; one frame is one line.
-            line.extend(json.bytes().map(|b| match b {
-                b'\r' | b'\n' => b' ',
-                b => b,
-            }));
-            Ok(())
+            return Ok(json.replace(['\r', '\n'], " "));
         }
     };
-    written.map_err(std::io::Error::other)?;
-    line.push(b'\n');
-    Ok(())
+    json.map_err(std::io::Error::other)
 }
 
-/// Writes the SDK's frames as lines, a batch of whatever is ready at a time, and gives the
-/// updates' room back once they are flushed.
-async fn write_frames<W: AsyncWrite + Unpin>(
+/// Sends the SDK's frames, a batch of whatever is ready at a time, and gives the updates' room
+/// back once they are flushed.
+async fn write_frames<O: Sink<String, Error = std::io::Error> + Unpin>(
     mut frames: UnboundedReceiver<TransportFrame>,
-    writer: W,
+    mut outgoing: O,
     outbox: Outbox,
     handshake: &Handshake,
 ) -> std::io::Result<()> {
     const BATCH: usize = 64;
-    let mut writer = tokio::io::BufWriter::new(writer);
-    let mut line = Vec::new();
     while let Some(first) = frames.next().await {
         let mut updates = 0;
         let mut next = Some(first);
         let mut batched = 0;
         while let Some(frame) = next.take() {
-            line.clear();
-            write_line(&frame, &mut line)?;
-            writer.write_all(&line).await?;
+            outgoing.feed(encode(&frame)?).await?;
             updates += usize::from(is_update(&frame));
             batched += 1;
             if batched < BATCH {
@@ -375,10 +433,10 @@ async fn write_frames<W: AsyncWrite + Unpin>(
             }
             handshake.written(&frame);
         }
-        writer.flush().await?;
+        outgoing.flush().await?;
         outbox.written(updates);
     }
-    Ok(())
+    outgoing.close().await
 }
 
 #[cfg(test)]
@@ -402,10 +460,8 @@ mod tests {
             Error::parse_error(),
         )]);
         for frame in frames {
-            let mut line = Vec::new();
-            write_line(&frame, &mut line).unwrap();
             let sdk = frame.to_json().unwrap().replace(['\r', '\n'], " ");
-            assert_eq!(String::from_utf8(line).unwrap(), sdk + "\n", "{frame:?}");
+            assert_eq!(encode(&frame).unwrap(), sdk, "{frame:?}");
         }
     }
 

@@ -64,10 +64,13 @@ mod approve;
 #[cfg_attr(docsrs, doc(cfg(feature = "acp-client")))]
 pub mod client;
 pub mod content;
+mod events;
 pub mod future;
 mod history;
 mod layer;
 mod lines;
+#[cfg(feature = "acp-server")]
+pub(crate) use lines::Inbox;
 #[cfg(feature = "fuzzing")]
 pub(crate) use lines::fuzz_line;
 mod notifier;

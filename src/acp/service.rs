@@ -4,13 +4,13 @@ use std::{
     task::{Context, Poll},
 };
 
-use agent_client_protocol::v1::schema::{SessionUpdate, ToolCall as AcpToolCall};
+use agent_client_protocol::v1::schema::SessionUpdate;
 use tower_service::Service;
 
 use super::{
     Notifier, UpdateEncoder, future,
     layer::Config,
-    tool_call::{acp_kind, locations, plan, title},
+    tool_call::{announced, plan},
 };
 use crate::{
     context::RunContext,
@@ -119,13 +119,12 @@ where
     fn call(&mut self, mut call: ToolCall) -> Self::Future {
         let mut outbox = self.outbox(&call.run);
         let kind = self.config.kinds.of_call(&call);
-        outbox.push(SessionUpdate::ToolCall(
-            AcpToolCall::new(call.id.to_string(), title(&call.name, &call.arguments))
-                .name(call.name.clone())
-                .kind(acp_kind(kind))
-                .raw_input(call.arguments.clone())
-                .locations(locations(&call.arguments)),
-        ));
+        outbox.push(SessionUpdate::ToolCall(announced(
+            call.id.to_string(),
+            &call.name,
+            kind,
+            call.arguments.clone(),
+        )));
         if let Some(plan) = plan(&call.name, &call.arguments) {
             outbox.push(SessionUpdate::Plan(plan));
         }

@@ -79,6 +79,16 @@ pub(crate) fn title(tool: &str, arguments: &Value) -> String {
     }
 }
 
+/// The `tool_call` update that announces a call of `tool` with `arguments`: its title, kind,
+/// input and locations, status `pending`.
+pub(crate) fn announced(id: String, tool: &str, kind: ToolKind, arguments: Value) -> acp::ToolCall {
+    acp::ToolCall::new(id, title(tool, &arguments))
+        .name(tool.to_owned())
+        .kind(acp_kind(kind))
+        .locations(locations(&arguments))
+        .raw_input(arguments)
+}
+
 /// Where the call works, so that an editor can follow it: a path argument, with its line.
 pub(crate) fn locations(arguments: &Value) -> Vec<ToolCallLocation> {
     let Some(path) = path(arguments) else {

@@ -159,6 +159,52 @@ pub fn decision(entry: &ResumeEntry) -> Result<Decision, InvalidPayload> {
     )
 }
 
+/// The resume entry that answers interrupt `interrupt_id` with `decision`: what [`decision`]
+/// reads back. A dismissal ([`Decision::Cancel`], or a decision put off again) is a `cancelled`
+/// entry.
+///
+/// ```
+/// use agent_tower::agui::interrupt::{decision, resume_entry};
+/// use agent_tower::permission::Decision;
+///
+/// let answered = Decision::RejectAlways("not in this repository".to_owned());
+/// assert_eq!(decision(&resume_entry("i-1", &answered)).unwrap(), answered);
+/// ```
+#[must_use]
+pub fn resume_entry(interrupt_id: impl Into<String>, decision: &Decision) -> ResumeEntry {
+    let (approved, always, edited, feedback) = match decision {
+        Decision::Approve => (true, false, None, None),
+        Decision::ApproveAlways => (true, true, None, None),
+        Decision::Edit(arguments) => (true, false, Some(arguments), None),
+        Decision::Reject(feedback) => (false, false, None, Some(feedback)),
+        Decision::RejectAlways(feedback) => (false, true, None, Some(feedback)),
+        Decision::Cancel | Decision::Interrupt { .. } => {
+            return ResumeEntry {
+                interrupt_id: interrupt_id.into(),
+                status: ResumeStatus::Cancelled,
+                payload: None,
+                metadata: None,
+            };
+        }
+    };
+    let mut payload = json!({ "approved": approved });
+    if always {
+        payload["always"] = Value::Bool(true);
+    }
+    if let Some(arguments) = edited {
+        payload["editedArgs"] = arguments.clone();
+    }
+    if let Some(feedback) = feedback {
+        payload["feedback"] = Value::from(feedback.as_str());
+    }
+    ResumeEntry {
+        interrupt_id: interrupt_id.into(),
+        status: ResumeStatus::Resolved,
+        payload: Some(payload),
+        metadata: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -207,6 +253,22 @@ mod tests {
             assert!(resolved(bad.clone()).is_err(), "{bad} is refused");
         }
         assert!(decision(&entry(ResumeStatus::Resolved, None)).is_err());
+    }
+
+    #[test]
+    fn every_answer_reads_back_as_itself() {
+        for answered in [
+            Decision::Approve,
+            Decision::ApproveAlways,
+            Decision::Edit(json!({"path": "b.txt"})),
+            Decision::Reject("not that file".into()),
+            Decision::RejectAlways("never".into()),
+        ] {
+            assert_eq!(decision(&resume_entry("i", &answered)), Ok(answered));
+        }
+        let dismissed = resume_entry("i", &Decision::Cancel);
+        assert_eq!(dismissed.status, ResumeStatus::Cancelled);
+        assert_eq!(dismissed.payload, None);
     }
 
     #[test]

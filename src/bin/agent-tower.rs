@@ -385,6 +385,11 @@ struct Serve {
     /// `/.well-known/agent-card.json`, the bindings at `/a2a`: each task a run of the caller).
     #[arg(help_heading = "Serving", long)]
     no_a2a: bool,
+    /// Does not let editors reach the agent over ACP at `/acp` (a WebSocket: each session a
+    /// thread of the caller, each prompt a run, with the same tokens, limits and approvals as the
+    /// web's).
+    #[arg(help_heading = "Serving", long)]
+    no_acp: bool,
     /// A host name (as in `Host`, without port) the server answers to besides the loopback
     /// names; repeat for several. Bound to a non-loopback address without any, every name is
     /// answered (a warning says so).
@@ -2546,7 +2551,8 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         .access_log(true)
         .dev_page(!args.no_ui)
         .mcp(!args.no_mcp)
-        .a2a(!args.no_a2a);
+        .a2a(!args.no_a2a)
+        .acp(!args.no_acp);
     let authenticated = tokens.is_some() || jwt.is_some();
     if let Some(tokens) = tokens {
         server = server.auth(tokens);
@@ -2593,6 +2599,9 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         tracing::info!(
             "serving A2A at /a2a (JSON-RPC and HTTP+JSON), its card at /.well-known/agent-card.json"
         );
+    }
+    if !args.no_acp {
+        tracing::info!("serving ACP at /acp: editors over a WebSocket");
     }
     let (stopping, stopped) = tokio::sync::oneshot::channel();
     let connections = Connections::new()

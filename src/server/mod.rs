@@ -44,6 +44,8 @@
 //! - `GET /health`: `{"status": "ok"}`.
 //! - `POST|GET|DELETE /mcp` (feature `mcp-server`, [`AguiServer::mcp`]): the agent as a tool of
 //!   MCP clients; see [MCP](#mcp).
+//! - `GET /acp` (feature `acp-server`, [`AguiServer::acp`]): editors over ACP, on a WebSocket;
+//!   see [ACP](#acp).
 //!
 //! Every transport follows the same run log (in memory by default, SQLite or PostgreSQL with
 //! [`Runs::log`] and [`AguiServer::with_runs`]): a run started over HTTP can be re-joined over HTTP after a dropped
@@ -76,6 +78,18 @@
 //! goes, and an approval it waits for is asked of the client's person (elicitation: within the
 //! call, or as `input_required` on `2026-07-28`, whose retry continues the run). A client that
 //! cannot elicit gets an error result; the approval waits on the thread for another door.
+//!
+//! # ACP
+//!
+//! With [`AguiServer::acp`], editors reach the agent across the network at `GET /acp`, the
+//! WebSocket binding of ACP's remote transport: the protocol `agent-tower acp` speaks on its
+//! stdio, one JSON-RPC message per text frame. A connection's sessions are its caller's
+//! threads, each prompt one of its runs through the engine (the same tokens, ownership, limits,
+//! cancel and takeover as a web run), and what the editor is shown of a turn is read from the
+//! log. An approval the run waits for is asked as `session/request_permission`; the run goes on
+//! with the answer, and when the connection goes first the approval waits on the thread for any
+//! door. A dropped connection does not stop its turns; `session/load` on the next one shows
+//! them.
 //!
 //! # A2A
 //!
@@ -121,6 +135,8 @@
 #[cfg(feature = "a2a-server")]
 mod a2a;
 mod access;
+#[cfg(feature = "acp-server")]
+mod acp;
 mod auth;
 mod error;
 mod guard;
@@ -221,6 +237,9 @@ struct Config {
     /// Whether the agent is offered to A2A agents (the card, `/a2a`).
     #[cfg(feature = "a2a-server")]
     a2a: bool,
+    /// Whether editors reach the agent over ACP at `/acp`.
+    #[cfg(feature = "acp-server")]
+    acp: bool,
     /// What `GET /capabilities` declares besides the server's transports.
     capabilities: Capabilities,
     /// What else `/ready` asks (a bridged agent running, say).
@@ -286,6 +305,8 @@ where
                 mcp: false,
                 #[cfg(feature = "a2a-server")]
                 a2a: false,
+                #[cfg(feature = "acp-server")]
+                acp: false,
                 capabilities: Capabilities::default(),
                 readiness: None,
                 budget: None,
@@ -527,6 +548,16 @@ where
         self
     }
 
+    /// Lets editors reach the agent over ACP at `GET /acp` (default off): the WebSocket binding
+    /// of ACP's remote transport, each connection's sessions the caller's threads and each
+    /// prompt one of its runs; see [ACP](self#acp).
+    #[cfg(feature = "acp-server")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "acp-server")))]
+    pub fn acp(mut self, on: bool) -> Self {
+        self.config.acp = on;
+        self
+    }
+
     /// Serves the [router](Self::into_router) on `listener` with the default [`Connections`]
     /// until `shutdown` resolves, then ends every run in flight (each gets its terminal event,
     /// through the engine's [shutdown token](Runs::shutdown)) and waits for the responses to end.
@@ -590,6 +621,12 @@ where
             let identity = state.config.capabilities.identity.as_ref();
             let door = mcp::service(state.runs.clone(), identity, state.config.body_limit);
             router.route_service("/mcp", door)
+        } else {
+            router
+        };
+        #[cfg(feature = "acp-server")]
+        let router = if state.config.acp {
+            router.route("/acp", get(acp::upgrade::<A>))
         } else {
             router
         };

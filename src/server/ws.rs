@@ -88,7 +88,7 @@ fn refusal(rejection: &Rejection) -> Message {
 
 /// The close frame answering a message over the limit; `None` for any other read error (the
 /// connection is gone or broke the protocol: there is no one to tell).
-fn too_long(error: axum::Error, limit: usize) -> Option<CloseFrame> {
+pub(super) fn too_long(error: axum::Error, limit: usize) -> Option<CloseFrame> {
     let error = error.into_inner().downcast::<tungstenite::Error>().ok()?;
     matches!(
         *error,
@@ -108,7 +108,7 @@ async fn next_event(active: &mut Option<Follow>) -> Option<LoggedEvent> {
 }
 
 /// Resolves when the token that opened the socket expires (never for one that does not).
-async fn expired(at: Option<std::time::SystemTime>) {
+pub(super) async fn expired(at: Option<std::time::SystemTime>) {
     match at {
         Some(at) => {
             let left = at

@@ -37,6 +37,7 @@ async fn install_client(dir: &Path) {
                     "@modelcontextprotocol/server-everything",
                     "playwright-core",
                     "standardwebhooks",
+                    "ws",
                 ],
             )
         })

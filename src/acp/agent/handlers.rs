@@ -14,15 +14,15 @@ use agent_client_protocol::{
             ContentChunk, CurrentModeUpdate, DeleteSessionRequest, DeleteSessionResponse,
             ForkSessionRequest, ForkSessionResponse, InitializeRequest, InitializeResponse,
             ListSessionsRequest, ListSessionsResponse, LoadSessionRequest, LoadSessionResponse,
-            McpCapabilities, NewSessionRequest, NewSessionResponse, PromptRequest, PromptResponse,
-            ResumeSessionRequest, ResumeSessionResponse, SessionArchiveCapabilities,
-            SessionArchiveFilter, SessionCapabilities, SessionCloseCapabilities,
-            SessionDeleteCapabilities, SessionForkCapabilities, SessionId, SessionInfo,
-            SessionInfoUpdate, SessionListCapabilities, SessionResumeCapabilities,
-            SessionTitleCapabilities, SessionUpdate, SetSessionConfigOptionRequest,
-            SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse,
-            SetSessionTitleRequest, SetSessionTitleResponse, UnarchiveSessionRequest,
-            UnarchiveSessionResponse,
+            McpCapabilities, McpServer, NewSessionRequest, NewSessionResponse, PromptRequest,
+            PromptResponse, ResumeSessionRequest, ResumeSessionResponse,
+            SessionArchiveCapabilities, SessionArchiveFilter, SessionCapabilities,
+            SessionCloseCapabilities, SessionDeleteCapabilities, SessionForkCapabilities,
+            SessionId, SessionInfo, SessionInfoUpdate, SessionListCapabilities,
+            SessionResumeCapabilities, SessionTitleCapabilities, SessionUpdate,
+            SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest,
+            SetSessionModeResponse, SetSessionTitleRequest, SetSessionTitleResponse,
+            UnarchiveSessionRequest, UnarchiveSessionResponse,
         },
     },
 };
@@ -31,24 +31,29 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    Shared,
+    Reach, Shared,
     mcp::connect_mcp,
     modes::{commands, config_options, mode_id, mode_of, mode_state},
     sessions::{Session, session_title, store_failed},
 };
 use crate::{
-    acp::{Notifier, content, history},
-    agui::{Event, event::RunFinishedOutcome},
-    id::{MessageId, RunId, ThreadId},
+    acp::{Notifier, approve::Editor, content, events::LoggedUpdates, history},
+    agui::{
+        Event,
+        event::{RunFinished, RunFinishedOutcome},
+        input::{Interrupt, ResumeEntry, ResumeStatus},
+        interrupt::{asked_call, resume_entry},
+    },
+    id::{MessageId, RunId, ThreadId, ToolCallId},
     map_error::{AcpStopReason, ErrorKind},
     message::Message,
-    permission::Mode,
+    permission::{Decision, Mode, PendingCall},
     run::{RunService, StopReason},
     runs::{
-        Attach, BeginError, Begun, Fork, ForkError, LoggedEvent, ThreadChange, ThreadCursor,
-        ThreadQuery, thread_name,
+        Attach, BeginError, Begun, Fork, ForkError, LoggedEvent, ResumeError, ThreadChange,
+        ThreadCursor, ThreadQuery, thread_name,
     },
-    tool::RunTools,
+    tool::{RunTools, ToolRouter},
 };
 
 pub(super) fn not_found(session: &SessionId) -> Error {
@@ -109,7 +114,10 @@ where
             "initialize"
         );
         if let Some(approver) = &self.config.approver {
-            approver.connect(cx, &req.client_capabilities);
+            approver.connect(cx.clone(), &req.client_capabilities);
+        }
+        if self.config.reach == Reach::Remote {
+            let _ = self.editor.set(Editor::new(cx, &req.client_capabilities));
         }
         // One version is spoken: the requested one if it is it, else it is the latest.
         responder.respond(
@@ -118,7 +126,10 @@ where
                     AgentCapabilities::new()
                         .load_session(true)
                         .prompt_capabilities(self.config.prompt.clone())
-                        .mcp_capabilities(McpCapabilities::new().http(cfg!(feature = "mcp")))
+                        .mcp_capabilities(
+                            McpCapabilities::new()
+                                .http(cfg!(feature = "mcp") && self.config.reach == Reach::Local),
+                        )
                         .session_capabilities(
                             SessionCapabilities::new()
                                 .list(SessionListCapabilities::new())
@@ -135,6 +146,23 @@ where
         )
     }
 
+    /// The tools of the MCP servers the editor names for a session: started here for an editor
+    /// on this machine; an editor across the network has them on its own machine.
+    async fn lent_tools(&self, servers: &[McpServer]) -> Result<Option<ToolRouter>, Error> {
+        match self.config.reach {
+            Reach::Local => connect_mcp(servers).await,
+            Reach::Remote => {
+                if !servers.is_empty() {
+                    tracing::debug!(
+                        servers = servers.len(),
+                        "the MCP servers of a remote editor are not started here"
+                    );
+                }
+                Ok(None)
+            }
+        }
+    }
+
     pub(super) fn new_session(
         self: &Arc<Self>,
         req: NewSessionRequest,
@@ -145,7 +173,7 @@ where
         let mode = self.config.mode;
         let shared = self.clone();
         cx.clone().spawn(async move {
-            let tools = match connect_mcp(&req.mcp_servers).await {
+            let tools = match shared.lent_tools(&req.mcp_servers).await {
                 Ok(tools) => tools,
                 Err(error) => return responder.respond_with_error(error),
             };
@@ -188,7 +216,7 @@ where
             if record.is_none() && !known {
                 return responder.respond_with_error(not_found(&req.session_id));
             }
-            let tools = match connect_mcp(&req.mcp_servers).await {
+            let tools = match shared.lent_tools(&req.mcp_servers).await {
                 Ok(tools) => tools,
                 Err(error) => return responder.respond_with_error(error),
             };
@@ -655,11 +683,18 @@ where
         }
         let shared = self.clone();
         let session = req.session_id;
-        cx.spawn(async move {
+        cx.clone().spawn(async move {
             let (notifier, attach) = attach;
-            let answer = shared.turn(&session, parts, mode, attach, &cancel).await;
+            let turn = Turn {
+                session: &session,
+                cancel: &cancel,
+                cx: &cx,
+            };
+            let answer = shared.turn(&turn, parts, mode, attach).await;
             // Nothing of this turn reaches the client after its answer.
-            notifier.close();
+            if let Some(notifier) = notifier {
+                notifier.close();
+            }
             // A cancel that came before its answer answers `cancelled`, whatever the model or a
             // tool made of it.
             let answer = if cancel.is_cancelled() {
@@ -674,15 +709,17 @@ where
         })
     }
 
-    /// What the session lends its turn's run in this process: the turn's notifier, the
-    /// session's mode, cost and tools.
+    /// What the session lends its turn's run in this process: the session's mode, cost and
+    /// tools, and for an editor on this machine the turn's notifier (a remote one's turn is read
+    /// from the log).
     fn attach(
         &self,
         session: &Session,
         id: &SessionId,
         cx: &ConnectionTo<Client>,
-    ) -> (Notifier, Attach) {
-        let notifier = Notifier::new(cx.clone(), id.clone()).outbox(self.outbox.as_ref());
+    ) -> (Option<Notifier>, Attach) {
+        let notifier = (self.config.reach == Reach::Local)
+            .then(|| Notifier::new(cx.clone(), id.clone()).outbox(self.outbox.as_ref()));
         let lent = (
             notifier.clone(),
             session.mode,
@@ -691,7 +728,9 @@ where
         );
         let attach = Attach::new(move |run| {
             let (notifier, mode, cost, tools) = &lent;
-            run.sinks.insert(notifier.clone());
+            if let Some(notifier) = notifier {
+                run.sinks.insert(notifier.clone());
+            }
             run.extensions.insert(*mode);
             run.extensions.insert(cost.clone());
             if let Some(tools) = tools {
@@ -702,17 +741,18 @@ where
     }
 
     /// One turn: a run on the session's thread, its conversation the thread's and the prompt,
-    /// followed to its end; cancelled through the engine when `cancel` fires. Its request asks
-    /// for the session's `mode`, so that an instance continuing it after a crash is not more
-    /// permissive than the session was.
+    /// followed to its end; cancelled through the engine when the turn's cancel fires. Its
+    /// request asks for the session's `mode`, so that an instance continuing it after a crash is
+    /// not more permissive than the session was. A remote editor is asked about the calls the run
+    /// waits at, and the run goes on with its answers.
     async fn turn(
         &self,
-        session: &SessionId,
+        turn: &Turn<'_>,
         prompt: Vec<crate::message::ContentPart>,
         mode: Mode,
         attach: Attach,
-        cancel: &CancellationToken,
     ) -> Result<PromptResponse, Error> {
+        let session = turn.session;
         let prompt = Message::User {
             id: MessageId::new(),
             content: prompt,
@@ -724,7 +764,7 @@ where
             .await
             .map_err(|error| refused(session, &error))?;
         request.forwarded_props = Some(json!({"permission": {"mode": mode}}));
-        if cancel.is_cancelled() {
+        if turn.cancel.is_cancelled() {
             return Ok(PromptResponse::new(acp::StopReason::Cancelled));
         }
         let begun = self
@@ -736,25 +776,147 @@ where
             Begun::Refused { code, message, .. } => return Err(failed(code, message)),
             begun => begun,
         };
-        let mut events = self.runs.follow(run.run_id().clone(), run.from());
+        let run_id = run.run_id().clone();
+        let mut from = run.from();
+        let mut updates =
+            (self.config.reach == Reach::Remote).then(|| LoggedUpdates::new(&self.config.kinds));
+        loop {
+            let end = self.follow(turn, &run_id, from, updates.as_mut()).await;
+            let interrupts = match end.as_ref().map(LoggedEvent::event) {
+                Some(Ok(Event::RunFinished(RunFinished {
+                    outcome: Some(RunFinishedOutcome::Interrupt { interrupts }),
+                    ..
+                }))) if self.config.reach == Reach::Remote => interrupts,
+                _ => return answer(end.as_ref()),
+            };
+            let Some(updates) = updates.as_mut() else {
+                return answer(end.as_ref());
+            };
+            let answers = self.ask(turn, &interrupts, updates).await?;
+            let dismissed = answers
+                .iter()
+                .any(|answer| answer.status == ResumeStatus::Cancelled);
+            from = self
+                .runs
+                .continue_run(self.config.principal.clone(), &run_id, answers)
+                .await
+                .map_err(|error| resume_failed(session, &error))?
+                .from();
+            if dismissed {
+                // The person cancelled at the question: the calls are dismissed, the turn ends.
+                self.stop(session, &run_id).await;
+            }
+        }
+    }
+
+    /// Follows `run` after `from` to its end: the terminal event (`None` when the log ended
+    /// without one). With `updates` (a remote editor), the client is sent the run's updates as
+    /// they are logged, each once it has room for it; the turn's cancel cancels the run.
+    async fn follow(
+        &self,
+        turn: &Turn<'_>,
+        run: &RunId,
+        from: u64,
+        mut updates: Option<&mut LoggedUpdates<'_>>,
+    ) -> Option<LoggedEvent> {
+        let mut events = self.runs.follow(run.clone(), from);
+        let mut out = Vec::new();
+        let mut room = self.outbox.as_ref().map(|outbox| (outbox, outbox.waiter()));
         let mut asked = false;
-        let end = loop {
+        loop {
             tokio::select! {
                 event = events.next() => match event {
-                    Some(event) if event.is_terminal() => break Some(event),
-                    Some(_) => {}
-                    None => break None,
-                },
-                () = cancel.cancelled(), if !asked => {
-                    asked = true;
-                    if let Err(error) = self.runs.cancel(run.run_id()).await {
-                        tracing::warn!(%session, %error, "the turn could not be cancelled");
+                    Some(event) if event.is_terminal() => return Some(event),
+                    Some(event) => {
+                        let (Some(updates), Ok(event)) = (&mut updates, event.event()) else {
+                            continue;
+                        };
+                        updates.translate(&event, &mut out);
+                        for update in out.drain(..) {
+                            if let Some((outbox, waiter)) = &mut room {
+                                std::future::poll_fn(|cx| outbox.poll_reserve(waiter, cx)).await;
+                            }
+                            notify(turn.cx, turn.session, update);
+                        }
                     }
+                    None => return None,
+                },
+                () = turn.cancel.cancelled(), if !asked => {
+                    asked = true;
+                    self.stop(turn.session, run).await;
                 }
             }
-        };
-        answer(end.as_ref())
+        }
     }
+
+    /// Cancels `run` through the engine, wherever it runs.
+    async fn stop(&self, session: &SessionId, run: &RunId) {
+        if let Err(error) = self.runs.cancel(run).await {
+            tracing::warn!(%session, %error, "the turn could not be cancelled");
+        }
+    }
+
+    /// The remote editor's answers to the calls a run waits at, one permission request each; a
+    /// cancel (the person's, or the turn's) dismisses the call and those after it.
+    async fn ask(
+        &self,
+        turn: &Turn<'_>,
+        interrupts: &[Interrupt],
+        updates: &mut LoggedUpdates<'_>,
+    ) -> Result<Vec<ResumeEntry>, Error> {
+        let editor = self.editor.get().ok_or_else(|| {
+            Error::internal_error().data(json!({"reason": "the client did not initialize"}))
+        })?;
+        let mut answers = Vec::with_capacity(interrupts.len());
+        let mut dismissed = false;
+        for interrupt in interrupts {
+            let call = self.waiting_call(interrupt);
+            let decision = if dismissed {
+                Decision::Cancel
+            } else {
+                tokio::select! {
+                    decided = editor.decide(&turn.session.0, &call) => decided.map_err(|error| {
+                        // The interrupts stay pending, for this editor's next connection or
+                        // another door.
+                        tracing::debug!(session = %turn.session, %error, "an approval was not answered");
+                        Error::internal_error().data(json!({"reason": "the approval was not answered"}))
+                    })?,
+                    () = turn.cancel.cancelled() => Decision::Cancel,
+                }
+            };
+            dismissed |= decision == Decision::Cancel;
+            if !matches!(
+                decision,
+                Decision::Approve | Decision::ApproveAlways | Decision::Edit(_)
+            ) {
+                updates.declined(call.id);
+            }
+            answers.push(resume_entry(interrupt.id.clone(), &decision));
+        }
+        Ok(answers)
+    }
+
+    /// The call `interrupt` asks about, as the editor is asked about it.
+    fn waiting_call(&self, interrupt: &Interrupt) -> PendingCall {
+        let (tool, arguments) = asked_call(interrupt);
+        let tool = tool.unwrap_or("tool");
+        PendingCall {
+            id: interrupt
+                .tool_call_id
+                .clone()
+                .unwrap_or_else(|| ToolCallId::from(interrupt.id.as_str())),
+            name: tool.to_owned(),
+            arguments: arguments.clone(),
+            kind: self.config.kinds.of(tool),
+        }
+    }
+}
+
+/// A prompt turn's context: its session, its cancel and its client.
+pub(super) struct Turn<'a> {
+    session: &'a SessionId,
+    cancel: &'a CancellationToken,
+    cx: &'a ConnectionTo<Client>,
 }
 
 /// What a turn is answered with: its run's terminal event as a stop reason (a run that ends
@@ -794,6 +956,15 @@ fn failed(code: &str, message: String) -> Error {
     tracing::warn!(code, %message, "prompt failed");
     let rpc = ErrorKind::from_code(code).map_or(-32603, ErrorKind::json_rpc_code);
     Error::new(i32::try_from(rpc).unwrap_or(-32603), message).data(json!({ "kind": code }))
+}
+
+/// The error of a turn whose run could not go on with the editor's answers.
+fn resume_failed(session: &SessionId, error: &ResumeError) -> Error {
+    match error {
+        ResumeError::UnknownRun(_) => not_found(session),
+        ResumeError::Begin(error) => refused(session, error),
+        error => failed(error.code(), error.to_string()),
+    }
 }
 
 /// The error of a turn the engine took no run for.

@@ -1,7 +1,11 @@
 //! The ACP agent: a [`Service<RunRequest>`](crate::run::RunRequest) served to an editor over
 //! the official SDK, each turn a run of the [run engine](crate::runs).
 
-use std::{fmt, sync::Arc};
+use std::{
+    fmt,
+    future::Future,
+    sync::{Arc, OnceLock},
+};
 
 use agent_client_protocol::{
     Agent, ConnectTo, Error,
@@ -19,7 +23,7 @@ mod modes;
 mod sessions;
 
 use self::sessions::Sessions;
-use super::{AcpApprover, lines::Outbox, tool_call::Kinds};
+use super::{AcpApprover, approve::Editor, lines::Outbox, tool_call::Kinds};
 use crate::{context::Principal, permission::Mode, run::RunService, runs::Runs, tool::ToolSpec};
 
 struct Config {
@@ -30,6 +34,22 @@ struct Config {
     approver: Option<AcpApprover>,
     /// Whom the connection's sessions belong to.
     principal: Option<Principal>,
+    reach: Reach,
+}
+
+/// Where the editor is, which decides how a turn reaches it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reach {
+    /// On this machine, the agent its child (stdio): the stack's [`AcpLayer`](super::AcpLayer)
+    /// streams the turns and its [`AcpApprover`] asks; the MCP servers the editor names are
+    /// started here, for its sessions.
+    Local,
+    /// Across the network (the server's `/acp`): a turn is read from the log, whichever instance
+    /// runs it, and the approvals it waits for are its interrupts, asked as permissions and
+    /// answered through the engine; the MCP servers the editor names are not started (they are
+    /// on its machine, not this one).
+    #[cfg_attr(not(feature = "acp-server"), allow(dead_code))]
+    Remote,
 }
 
 struct Shared<S> {
@@ -38,6 +58,8 @@ struct Shared<S> {
     sessions: Sessions,
     /// Room for the turns' updates, when this side writes the wire.
     outbox: Option<Outbox>,
+    /// The editor, to ask about the calls a remote turn waits at.
+    editor: OnceLock<Editor>,
 }
 
 /// An ACP agent around any `Service<RunRequest, Response = RunOutcome>`: editors (Zed, and any
@@ -128,6 +150,7 @@ impl<S> AcpAgent<S> {
                 kinds: Kinds::default(),
                 approver: None,
                 principal: None,
+                reach: Reach::Local,
             },
         }
     }
@@ -177,6 +200,14 @@ impl<S> AcpAgent<S> {
     #[must_use]
     pub fn principal(mut self, principal: Principal) -> Self {
         self.config.principal = Some(principal);
+        self
+    }
+
+    /// An agent for an editor across the network (see [`Reach::Remote`]).
+    #[cfg(feature = "acp-server")]
+    #[must_use]
+    pub(crate) fn remote(mut self) -> Self {
+        self.config.reach = Reach::Remote;
         self
     }
 }
@@ -246,12 +277,51 @@ where
         R: tokio::io::AsyncRead + Unpin,
         W: tokio::io::AsyncWrite + Unpin,
     {
+        self.serve_wire(|channel, answers, outbox| {
+            super::lines::pump(channel, answers, reader, writer, outbox)
+        })
+        .await
+    }
+
+    /// Serves one client over a transport of whole messages (a WebSocket's text frames): `read`
+    /// gives the client's messages to its [`Inbox`](super::lines::Inbox) until the client is
+    /// done, and the agent's go to `outgoing`; hardened and bounded as
+    /// [`serve_io`](Self::serve_io) is.
+    #[cfg(feature = "acp-server")]
+    pub(crate) async fn serve_messages<F, O>(
+        self,
+        read: impl FnOnce(super::lines::Inbox) -> F,
+        outgoing: O,
+    ) -> Result<(), Error>
+    where
+        F: Future<Output = std::io::Result<()>>,
+        O: futures_util::Sink<String, Error = std::io::Error> + Unpin,
+    {
+        self.serve_wire(|channel, answers, outbox| {
+            super::lines::exchange(channel, answers, outbox, read, outgoing)
+        })
+        .await
+    }
+
+    /// Serves one client over the wire `pump` runs between the SDK's end of a channel and the
+    /// client, with an [`Outbox`] that bounds the turns' updates.
+    async fn serve_wire<F>(
+        self,
+        pump: impl FnOnce(
+            agent_client_protocol::Channel,
+            futures_channel::mpsc::UnboundedSender<agent_client_protocol::TransportFrame>,
+            Outbox,
+        ) -> F,
+    ) -> Result<(), Error>
+    where
+        F: Future<Output = std::io::Result<()>>,
+    {
         let (wire, sdk) = agent_client_protocol::Channel::duplex();
         let answers = sdk.tx.clone();
         let outbox = Outbox::new(super::MAX_QUEUED_UPDATES);
         let (served, pumped) = tokio::join!(
             self.serve_with(sdk, Some(outbox.clone())),
-            super::lines::pump(wire, answers, reader, writer, outbox),
+            pump(wire, answers, outbox),
         );
         served?;
         pumped.map_err(Error::into_internal_error)
@@ -262,13 +332,17 @@ where
         transport: impl ConnectTo<Agent> + 'static,
         outbox: Option<Outbox>,
     ) -> Result<(), Error> {
-        // Runs of this log that an instance left unfinished are continued here.
-        self.runs.sweep();
+        if self.config.reach == Reach::Local {
+            // Runs of this log that an instance left unfinished are continued here (a remote
+            // editor's agent is a server's, whose engine does it).
+            self.runs.sweep();
+        }
         let shared = Arc::new(Shared {
             runs: self.runs,
             config: self.config,
             sessions: Sessions::default(),
             outbox,
+            editor: OnceLock::new(),
         });
         Agent
             .v1()

@@ -1,0 +1,183 @@
+// Drives `agent-tower serve`'s `/acp` (ACP over a WebSocket) with the official TypeScript ACP
+// client (@agentclientprotocol/sdk, its experimental WebSocket transport on Node's `ws`), as two
+// principals: a turn streamed, an approval asked as a permission (allowed, then rejected), a
+// cancel while streaming, the turns read over HTTP as the runs of the session's thread, a second
+// connection that loads the session whole, and the other principal kept out. Throws (exit code
+// 1) on the first expectation that fails; prints one line per scenario.
+//
+//   node acp-remote.mjs http://127.0.0.1:PORT ALICE_TOKEN BOB_TOKEN
+import assert from "node:assert/strict";
+import WebSocket from "ws";
+import * as acp from "@agentclientprotocol/sdk";
+import { createWebSocketStream } from "@agentclientprotocol/sdk/experimental/ws-client";
+import { editorClient, kind, text } from "./acp-editor.mjs";
+
+const [base, alice, bob] = process.argv.slice(2);
+if (!bob) throw new Error("usage: node acp-remote.mjs <base url> <alice's token> <bob's token>");
+const endpoint = `${base.replace(/^http/, "ws")}/acp`;
+
+/** A connection as the principal of `token`; `run(ctx, editor)` is what it does. */
+async function connect(token, run) {
+  const stream = createWebSocketStream(endpoint, {
+    WebSocket,
+    headers: { authorization: `Bearer ${token}` },
+  });
+  const { editor, client } = editorClient("agent-tower-remote-e2e");
+  return client.connectWith(stream, (ctx) => run(ctx, editor));
+}
+
+const initialize = (ctx) =>
+  ctx.request(acp.methods.agent.initialize, {
+    protocolVersion: acp.PROTOCOL_VERSION,
+    clientCapabilities: {},
+    clientInfo: { name: "agent-tower-remote-e2e", version: "0.0.0" },
+  });
+
+const prompt = (ctx, sessionId, words) =>
+  ctx.request(acp.methods.agent.session.prompt, { sessionId, prompt: [{ type: "text", text: words }] });
+
+const load = (ctx, sessionId) =>
+  ctx.request(acp.methods.agent.session.load, { sessionId, cwd: "/work", mcpServers: [] });
+
+/** The thread of `sessionId` as `GET /threads/{id}` shows it to the principal of `token`. */
+async function thread(sessionId, token) {
+  const response = await fetch(`${base}/threads/${sessionId}`, {
+    headers: { authorization: `Bearer ${token}` },
+  });
+  return { status: response.status, body: response.status === 200 ? await response.json() : null };
+}
+
+/** The tool calls among `updates` that ended with `status`. */
+const ended = (updates, status) =>
+  updates.filter((u) => kind(u) === "tool_call_update" && u.update.status === status);
+
+const remember = 'remember {"key": "theme", "value": "dark"}';
+
+let sessionId;
+
+const scenarios = {
+  async "a prompt streamed over the WebSocket"() {
+    await connect(alice, async (ctx, editor) => {
+      const init = await initialize(ctx);
+      assert.equal(init.protocolVersion, 1);
+      assert.equal(init.agentCapabilities.loadSession, true);
+      assert.notEqual(init.agentCapabilities.mcpCapabilities?.http, true, "no MCP server is started for a remote editor");
+      // A server the editor runs on its own machine: not started here (it would fail the request).
+      const created = await ctx.request(acp.methods.agent.session.new, {
+        cwd: "/work",
+        mcpServers: [{ name: "local", command: "/nonexistent/mcp-server", args: [], env: [] }],
+      });
+      sessionId = created.sessionId;
+      assert.equal(created.modes.currentModeId, "ask");
+      const answer = await prompt(ctx, sessionId, "hello editor");
+      assert.equal(answer.stopReason, "end_turn");
+      assert.equal(text(editor.updates), "You said: hello editor");
+      assert.ok(editor.updates.every((u) => u.sessionId === sessionId));
+    });
+  },
+
+  async "an approval asked as a permission, allowed: the call runs"() {
+    await connect(alice, async (ctx, editor) => {
+      await initialize(ctx);
+      await load(ctx, sessionId);
+      const before = editor.updates.length;
+      const answer = await prompt(ctx, sessionId, remember);
+      assert.equal(answer.stopReason, "end_turn");
+      assert.equal(editor.asked.length, 1, "asked once");
+      const [asked] = editor.asked;
+      assert.ok(asked.announced, "the call was shown before it was asked about");
+      assert.equal(asked.toolCall.rawInput.key, "theme");
+      assert.deepEqual(
+        asked.options.map((o) => o.kind),
+        ["allow_once", "allow_always", "reject_once", "reject_always"],
+      );
+      const turn = editor.updates.slice(before);
+      const call = turn.findIndex((u) => kind(u) === "tool_call" && u.update.toolCallId === asked.toolCall.toolCallId);
+      const done = turn.findIndex((u) => kind(u) === "tool_call_update" && u.update.toolCallId === asked.toolCall.toolCallId);
+      assert.ok(call >= 0 && done > call, "announced, then completed");
+      assert.equal(turn[done].update.status, "completed");
+      assert.doesNotMatch(JSON.stringify(turn[done].update.content), /declined/);
+    });
+  },
+
+  async "an approval rejected: the model reads why"() {
+    await connect(alice, async (ctx, editor) => {
+      await initialize(ctx);
+      await load(ctx, sessionId);
+      editor.answer = () => ({ outcome: { outcome: "selected", optionId: "reject_once" } });
+      const before = editor.updates.length;
+      const answer = await prompt(ctx, sessionId, remember);
+      assert.equal(answer.stopReason, "end_turn");
+      assert.equal(editor.asked.length, 1);
+      const turn = editor.updates.slice(before);
+      assert.deepEqual(ended(turn, "completed"), []);
+      const [result] = ended(turn, "failed");
+      assert.equal(result.update.toolCallId, editor.asked[0].toolCall.toolCallId);
+      assert.match(JSON.stringify(result.update.content), /declined `remember`/);
+    });
+  },
+
+  async "cancel while streaming"() {
+    await connect(alice, async (ctx, editor) => {
+      await initialize(ctx);
+      await load(ctx, sessionId);
+      const before = editor.updates.length;
+      const answer = prompt(ctx, sessionId, "tell me slowly");
+      await editor.waitFor((u) => kind(u) === "agent_message_chunk", before);
+      await ctx.notify(acp.methods.agent.session.cancel, { sessionId });
+      assert.equal((await answer).stopReason, "cancelled");
+      const seen = editor.updates.length;
+      // A round trip later, nothing more of the turn arrived.
+      await ctx.request(acp.methods.agent.session.setMode, { sessionId, modeId: "auto" });
+      const late = editor.updates
+        .slice(seen)
+        .filter((u) => !["current_mode_update", "config_option_update"].includes(kind(u)));
+      assert.deepEqual(late, []);
+    });
+  },
+
+  async "the turns are runs of the session's thread, over HTTP"() {
+    const { status, body } = await thread(sessionId, alice);
+    assert.equal(status, 200);
+    const said = body.messages.filter((m) => m.role === "user").map((m) => m.content);
+    assert.deepEqual(said, ["hello editor", remember, remember, "tell me slowly"]);
+    assert.equal(body.messages.find((m) => m.role === "assistant").content, "You said: hello editor");
+    assert.deepEqual(
+      body.runs.map((r) => r.status),
+      ["finished", "finished", "finished", "cancelled"],
+    );
+    assert.deepEqual(body.pendingInterrupts, []);
+  },
+
+  async "a second connection loads the session whole"() {
+    await connect(alice, async (ctx, editor) => {
+      await initialize(ctx);
+      await load(ctx, sessionId);
+      const users = editor.updates
+        .filter((u) => kind(u) === "user_message_chunk")
+        .map((u) => u.update.content.text);
+      assert.deepEqual(users, ["hello editor", remember, remember, "tell me slowly"]);
+      assert.match(text(editor.updates), /^You said: hello editor/);
+      // Both calls with their ends, as they were shown live.
+      assert.equal(ended(editor.updates, "completed").length, 1);
+      assert.equal(ended(editor.updates, "failed").length, 1);
+    });
+  },
+
+  async "another principal's session is unknown"() {
+    await connect(bob, async (ctx) => {
+      await initialize(ctx);
+      await assert.rejects(load(ctx, sessionId), (error) => error.code === -32002);
+      await assert.rejects(prompt(ctx, sessionId, "hello"), (error) => error.code === -32002);
+      const listed = await ctx.request(acp.methods.agent.session.list, {});
+      assert.ok(!listed.sessions.some((s) => s.sessionId === sessionId));
+    });
+    assert.equal((await thread(sessionId, bob)).status, 404);
+  },
+};
+
+for (const [name, scenario] of Object.entries(scenarios)) {
+  await scenario();
+  console.log(`ok - ${name}`);
+}
+console.log("acp-remote: passed");
