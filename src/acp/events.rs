@@ -21,24 +21,61 @@ use agent_client_protocol::v1::schema::{
 use serde_json::Value;
 
 use super::{
-    content::tool_content,
+    content::{to_block, tool_content},
     tool_call::{Kinds, announced, plan},
 };
 use crate::{
     agui::{Event, event::TextMessageRole},
     id::ToolCallId,
+    message::Message,
 };
 
 /// How many calls may be announced and not yet complete at once; a step that opens more has
 /// the extra ones shown when their results come, without their input.
 const MAX_OPEN_CALLS: usize = 256;
 
-/// A turn's translation: the calls whose arguments are still coming, and those the person
-/// declined.
+/// A turn's translation: the calls whose arguments are still coming, those the person declined,
+/// and for an editor that joins a turn in flight what it was already shown.
 pub(crate) struct LoggedUpdates<'a> {
     kinds: &'a Kinds,
     open: HashMap<ToolCallId, OpenCall>,
     declined: HashSet<ToolCallId>,
+    shown: Option<Shown>,
+}
+
+/// What an editor that joins a turn in flight was shown of the thread (its history replayed):
+/// the messages, the calls, the calls answered. A run continued after an interrupt logs again
+/// what the thread already holds; the turn's prompt is shown once.
+#[derive(Default)]
+pub(crate) struct Shown {
+    messages: HashSet<String>,
+    calls: HashSet<String>,
+    answered: HashSet<String>,
+}
+
+impl Shown {
+    /// What replaying `messages` showed.
+    pub(crate) fn of(messages: &[Message]) -> Self {
+        let mut shown = Self::default();
+        for message in messages {
+            shown.learn(message);
+        }
+        shown
+    }
+
+    fn learn(&mut self, message: &Message) {
+        self.messages.insert(message.id().to_string());
+        match message {
+            Message::Assistant { tool_calls, .. } => {
+                self.calls
+                    .extend(tool_calls.iter().map(|call| call.id.to_string()));
+            }
+            Message::Tool { tool_call_id, .. } => {
+                self.answered.insert(tool_call_id.to_string());
+            }
+            _ => {}
+        }
+    }
 }
 
 /// A call announced by `TOOL_CALL_START`, its arguments so far.
@@ -54,7 +91,24 @@ impl<'a> LoggedUpdates<'a> {
             kinds,
             open: HashMap::new(),
             declined: HashSet::new(),
+            shown: None,
         }
+    }
+
+    /// A translation for an editor that joins a turn in flight from its start, having been
+    /// `shown` the thread: what it holds is not shown again, and the turn's prompt is.
+    pub(crate) fn joining(kinds: &'a Kinds, shown: Shown) -> Self {
+        Self {
+            shown: Some(shown),
+            ..Self::new(kinds)
+        }
+    }
+
+    /// Whether the editor was shown `message` already.
+    fn was_shown(&self, message: &str) -> bool {
+        self.shown
+            .as_ref()
+            .is_some_and(|shown| shown.messages.contains(message))
     }
 
     /// The person declined `call` (it will not run): its result, the refusal, ends it `failed`,
@@ -66,6 +120,42 @@ impl<'a> LoggedUpdates<'a> {
     /// The updates `event` is shown as, pushed to `out` (none for most events).
     pub(crate) fn translate(&mut self, event: &Event, out: &mut Vec<SessionUpdate>) {
         match event {
+            Event::RunStarted(e) => {
+                let (Some(shown), Some(input)) = (&mut self.shown, &e.input) else {
+                    return;
+                };
+                for message in input.messages.iter().filter_map(|m| m.to_domain()) {
+                    let new = !shown.messages.contains(message.id().as_str());
+                    if let (true, Message::User { id, content }) = (new, &message) {
+                        out.extend(content.iter().map(|part| {
+                            SessionUpdate::UserMessageChunk(
+                                ContentChunk::new(to_block(part)).message_id(id.as_ref()),
+                            )
+                        }));
+                    }
+                    shown.learn(&message);
+                }
+            }
+            Event::TextMessageContent(e) if self.was_shown(e.message_id.as_str()) => {}
+            Event::ReasoningMessageContent(e) if self.was_shown(e.message_id.as_str()) => {}
+            Event::TextMessageChunk(e)
+                if e.message_id
+                    .as_ref()
+                    .is_some_and(|id| self.was_shown(id.as_str())) => {}
+            Event::ReasoningMessageChunk(e)
+                if e.message_id
+                    .as_ref()
+                    .is_some_and(|id| self.was_shown(id.as_str())) => {}
+            Event::ToolCallStart(e)
+                if self
+                    .shown
+                    .as_ref()
+                    .is_some_and(|shown| shown.calls.contains(e.tool_call_id.as_str())) => {}
+            Event::ToolCallResult(e)
+                if self
+                    .shown
+                    .as_ref()
+                    .is_some_and(|shown| shown.answered.contains(e.tool_call_id.as_str())) => {}
             Event::TextMessageContent(e) if e.subagent_run_id.is_none() => {
                 out.push(message(e.message_id.as_str(), &e.delta));
             }

@@ -2,7 +2,8 @@
 // client (@agentclientprotocol/sdk, its experimental WebSocket transport on Node's `ws`), as two
 // principals: a turn streamed, an approval asked as a permission (allowed, then rejected), a
 // cancel while streaming, the turns read over HTTP as the runs of the session's thread, a second
-// connection that loads the session whole, and the other principal kept out. Throws (exit code
+// connection that loads the session whole, a turn that goes on when its connection drops and is
+// joined to its end by the next, and the other principal kept out. Throws (exit code
 // 1) on the first expectation that fails; prints one line per scenario.
 //
 //   node acp-remote.mjs http://127.0.0.1:PORT ALICE_TOKEN BOB_TOKEN
@@ -164,6 +165,38 @@ const scenarios = {
     });
   },
 
+  async "a dropped connection does not stop its turn: the next one joins it to its end"() {
+    let slow;
+    await connect(alice, async (ctx, editor) => {
+      await initialize(ctx);
+      ({ sessionId: slow } = await ctx.request(acp.methods.agent.session.new, { cwd: "/work", mcpServers: [] }));
+      // Its answer was this connection's: it goes with it.
+      prompt(ctx, slow, "tell me slowly").catch(() => {});
+      await editor.waitFor((u) => kind(u) === "agent_message_chunk");
+    });
+    await connect(alice, async (ctx, editor) => {
+      await initialize(ctx);
+      const loaded = await load(ctx, slow);
+      assert.equal(loaded._meta["acp/turnState"].running, true, "the turn goes on");
+      const ended = await editor.waitFor(
+        (u) => kind(u) === "session_info_update" && u.update._meta?.["acp/turnState"]?.running === false,
+      );
+      assert.equal(ended.update._meta["acp/turnState"].stopReason, "end_turn");
+      const users = editor.updates.filter((u) => kind(u) === "user_message_chunk").map((u) => u.update.content.text);
+      assert.deepEqual(users, ["tell me slowly"], "the turn's prompt, once");
+      const { body } = await thread(slow, alice);
+      const answer = body.messages.filter((m) => m.role === "assistant").at(-1).content;
+      assert.ok(answer.length > 200, answer);
+      assert.equal(text(editor.updates), answer, "the whole answer, once");
+      // Each update read from the log says where it is in it, in order.
+      const seqs = editor.updates
+        .filter((u) => kind(u) === "agent_message_chunk")
+        .map((u) => u._meta["acp/cursor"].split(":"))
+        .map(([run, seq]) => (assert.equal(run, body.runs[0].runId), Number(seq)));
+      assert.ok(seqs.every((seq, i) => i === 0 || seq > seqs[i - 1]), seqs.join(" "));
+    });
+  },
+
   async "another principal's session is unknown"() {
     await connect(bob, async (ctx) => {
       await initialize(ctx);
@@ -177,7 +210,13 @@ const scenarios = {
 };
 
 for (const [name, scenario] of Object.entries(scenarios)) {
-  await scenario();
+  // A scenario that waits for what never comes fails rather than hangs.
+  let timer;
+  const deadline = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${name}: not over within 60 s`)), 60_000);
+  });
+  await Promise.race([scenario(), deadline]);
+  clearTimeout(timer);
   console.log(`ok - ${name}`);
 }
 console.log("acp-remote: passed");

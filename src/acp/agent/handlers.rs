@@ -14,7 +14,7 @@ use agent_client_protocol::{
             ContentChunk, CurrentModeUpdate, DeleteSessionRequest, DeleteSessionResponse,
             ForkSessionRequest, ForkSessionResponse, InitializeRequest, InitializeResponse,
             ListSessionsRequest, ListSessionsResponse, LoadSessionRequest, LoadSessionResponse,
-            McpCapabilities, McpServer, NewSessionRequest, NewSessionResponse, PromptRequest,
+            McpCapabilities, McpServer, Meta, NewSessionRequest, NewSessionResponse, PromptRequest,
             PromptResponse, ResumeSessionRequest, ResumeSessionResponse,
             SessionArchiveCapabilities, SessionArchiveFilter, SessionCapabilities,
             SessionCloseCapabilities, SessionDeleteCapabilities, SessionForkCapabilities,
@@ -27,7 +27,7 @@ use agent_client_protocol::{
     },
 };
 use futures_util::StreamExt;
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::{
@@ -37,7 +37,13 @@ use super::{
     sessions::{Session, session_title, store_failed},
 };
 use crate::{
-    acp::{Notifier, approve::Editor, content, events::LoggedUpdates, history},
+    acp::{
+        Notifier,
+        approve::Editor,
+        content,
+        events::{LoggedUpdates, Shown},
+        history,
+    },
     agui::{
         Event,
         event::{RunFinished, RunFinishedOutcome},
@@ -50,8 +56,8 @@ use crate::{
     permission::{Decision, Mode, PendingCall},
     run::{RunService, StopReason},
     runs::{
-        Attach, BeginError, Begun, Fork, ForkError, LoggedEvent, ResumeError, ThreadChange,
-        ThreadCursor, ThreadQuery, thread_name,
+        Attach, BeginError, Begun, Fork, ForkError, LoggedEvent, ResumeError, RunRecord, RunStatus,
+        ThreadChange, ThreadCursor, ThreadQuery, ThreadRecord, thread_name,
     },
     tool::{RunTools, ToolRouter},
 };
@@ -61,8 +67,25 @@ pub(super) fn not_found(session: &SessionId) -> Error {
 }
 
 pub(super) fn notify(cx: &ConnectionTo<Client>, session: &SessionId, update: SessionUpdate) {
-    if let Err(error) = cx.send_notification(acp::SessionNotification::new(session.clone(), update))
-    {
+    send(cx, acp::SessionNotification::new(session.clone(), update));
+}
+
+/// [`notify`], the update's place in the log (`cursor`) in its `_meta`.
+fn notify_at(
+    cx: &ConnectionTo<Client>,
+    session: &SessionId,
+    update: SessionUpdate,
+    cursor: String,
+) {
+    let place = Meta::from_iter([(CURSOR.to_owned(), Value::String(cursor))]);
+    send(
+        cx,
+        acp::SessionNotification::new(session.clone(), update).meta(place),
+    );
+}
+
+fn send(cx: &ConnectionTo<Client>, notification: acp::SessionNotification) {
+    if let Err(error) = cx.send_notification(notification) {
         tracing::debug!(%error, "client gone");
     }
 }
@@ -220,6 +243,7 @@ where
                 Ok(tools) => tools,
                 Err(error) => return responder.respond_with_error(error),
             };
+            let joined = shared.joins(record.as_ref().and_then(in_flight));
             let messages = record.map(|record| record.messages).unwrap_or_default();
             let mode = {
                 let mut sessions = shared.sessions.lock();
@@ -248,8 +272,13 @@ where
             responder.respond(
                 LoadSessionResponse::new()
                     .modes(mode_state(mode))
-                    .config_options(config_options(mode)),
-            )
+                    .config_options(config_options(mode))
+                    .meta(turn_state(joined.as_ref(), None)),
+            )?;
+            if let Some(run) = joined {
+                shared.join(&req.session_id, run, &messages, &cx);
+            }
+            Ok(())
         })
     }
 
@@ -414,10 +443,15 @@ where
                     Err(error) => return responder.respond_with_error(error),
                 }
             }
-            let tools = match connect_mcp(&req.mcp_servers).await {
+            let tools = match shared.lent_tools(&req.mcp_servers).await {
                 Ok(tools) => tools,
                 Err(error) => return responder.respond_with_error(error),
             };
+            let record = match shared.thread(&req.session_id).await {
+                Ok(record) => record,
+                Err(error) => return responder.respond_with_error(error),
+            };
+            let joined = shared.joins(record.as_ref().and_then(in_flight));
             let mode = {
                 let mut sessions = shared.sessions.lock();
                 let Some(session) = sessions.get_mut(&*req.session_id.0) else {
@@ -433,13 +467,17 @@ where
             responder.respond(
                 ResumeSessionResponse::new()
                     .modes(mode_state(mode))
-                    .config_options(config_options(mode)),
+                    .config_options(config_options(mode))
+                    .meta(turn_state(joined.as_ref(), None)),
             )?;
             notify(
                 &cx,
                 &req.session_id,
                 SessionUpdate::AvailableCommandsUpdate(commands()),
             );
+            if let (Some(run), Some(record)) = (joined, record) {
+                shared.join(&req.session_id, run, &record.messages, &cx);
+            }
             Ok(())
         })
     }
@@ -776,20 +814,27 @@ where
             Begun::Refused { code, message, .. } => return Err(failed(code, message)),
             begun => begun,
         };
-        let run_id = run.run_id().clone();
-        let mut from = run.from();
         let mut updates =
             (self.config.reach == Reach::Remote).then(|| LoggedUpdates::new(&self.config.kinds));
+        self.drive(turn, run.run_id(), run.from(), updates.as_mut())
+            .await
+    }
+
+    /// Follows the turn's `run` after `from` to the end of the turn, its answer. With `updates`
+    /// (a remote editor), the editor is asked about the calls the run waits at, and the run goes
+    /// on with its answers.
+    async fn drive(
+        &self,
+        turn: &Turn<'_>,
+        run: &RunId,
+        mut from: u64,
+        mut updates: Option<&mut LoggedUpdates<'_>>,
+    ) -> Result<PromptResponse, Error> {
         loop {
-            let end = self.follow(turn, &run_id, from, updates.as_mut()).await;
-            let interrupts = match end.as_ref().map(LoggedEvent::event) {
-                Some(Ok(Event::RunFinished(RunFinished {
-                    outcome: Some(RunFinishedOutcome::Interrupt { interrupts }),
-                    ..
-                }))) if self.config.reach == Reach::Remote => interrupts,
-                _ => return answer(end.as_ref()),
-            };
-            let Some(updates) = updates.as_mut() else {
+            let end = self.follow(turn, run, from, updates.as_deref_mut()).await;
+            let (Some(interrupts), Some(updates)) =
+                (interrupts_of(end.as_ref()), updates.as_deref_mut())
+            else {
                 return answer(end.as_ref());
             };
             let answers = self.ask(turn, &interrupts, updates).await?;
@@ -798,14 +843,78 @@ where
                 .any(|answer| answer.status == ResumeStatus::Cancelled);
             from = self
                 .runs
-                .continue_run(self.config.principal.clone(), &run_id, answers)
+                .continue_run(self.config.principal.clone(), run, answers)
                 .await
-                .map_err(|error| resume_failed(session, &error))?
+                .map_err(|error| resume_failed(turn.session, &error))?
                 .from();
             if dismissed {
                 // The person cancelled at the question: the calls are dismissed, the turn ends.
-                self.stop(session, &run_id).await;
+                self.stop(turn.session, run).await;
             }
+        }
+    }
+
+    /// The run in flight on a session's thread that an editor joins when it loads or resumes
+    /// the session: a remote editor's (one on this machine is the agent's only client).
+    fn joins(&self, in_flight: Option<&RunRecord>) -> Option<RunId> {
+        (self.config.reach == Reach::Remote)
+            .then(|| in_flight.map(|run| run.run_id.clone()))
+            .flatten()
+    }
+
+    /// Shows the editor `run`, in flight on `session`'s thread, from its start (what `history`
+    /// holds is not shown again) to the end of its turn, which a `session_info_update` then
+    /// says (its `_meta["acp/turnState"]`). The turn's approvals are asked of this editor, and
+    /// `session/cancel` cancels it, as if it had prompted it.
+    fn join(
+        self: &Arc<Self>,
+        session: &SessionId,
+        run: RunId,
+        history: &[Message],
+        cx: &ConnectionTo<Client>,
+    ) {
+        let Some(cancel) = self
+            .sessions
+            .lock()
+            .get(&*session.0)
+            .map(|session| session.cancel.clone())
+        else {
+            return;
+        };
+        let shown = Shown::of(history);
+        let shared = self.clone();
+        let session = session.clone();
+        let connection = cx.clone();
+        let spawned = cx.spawn(async move {
+            let turn = Turn {
+                session: &session,
+                cancel: &cancel,
+                cx: &connection,
+            };
+            let mut updates = LoggedUpdates::joining(&shared.config.kinds, shown);
+            let answer = shared.drive(&turn, &run, 0, Some(&mut updates)).await;
+            let stop = match &answer {
+                Ok(answer) => answer.stop_reason,
+                Err(_) => acp::StopReason::EndTurn,
+            };
+            let stop = if cancel.is_cancelled() {
+                acp::StopReason::Cancelled
+            } else {
+                stop
+            };
+            notify(
+                &connection,
+                &session,
+                SessionUpdate::SessionInfoUpdate(
+                    SessionInfoUpdate::new()
+                        .updated_at(rfc3339(std::time::SystemTime::now()))
+                        .meta(turn_state(None, Some(stop))),
+                ),
+            );
+            Ok(())
+        });
+        if let Err(error) = spawned {
+            tracing::debug!(%error, "the connection is gone");
         }
     }
 
@@ -827,16 +936,18 @@ where
             tokio::select! {
                 event = events.next() => match event {
                     Some(event) if event.is_terminal() => return Some(event),
-                    Some(event) => {
-                        let (Some(updates), Ok(event)) = (&mut updates, event.event()) else {
+                    Some(logged) => {
+                        let (Some(updates), Ok(event)) = (&mut updates, logged.event()) else {
                             continue;
                         };
                         updates.translate(&event, &mut out);
-                        for update in out.drain(..) {
+                        let several = out.len() > 1;
+                        for (part, update) in out.drain(..).enumerate() {
                             if let Some((outbox, waiter)) = &mut room {
                                 std::future::poll_fn(|cx| outbox.poll_reserve(waiter, cx)).await;
                             }
-                            notify(turn.cx, turn.session, update);
+                            let cursor = cursor(run, logged.seq, several.then_some(part));
+                            notify_at(turn.cx, turn.session, update, cursor);
                         }
                     }
                     None => return None,
@@ -917,6 +1028,54 @@ pub(super) struct Turn<'a> {
     session: &'a SessionId,
     cancel: &'a CancellationToken,
     cx: &'a ConnectionTo<Client>,
+}
+
+/// The interrupts a run stopped at, when its terminal event `end` says so.
+fn interrupts_of(end: Option<&LoggedEvent>) -> Option<Vec<Interrupt>> {
+    match end?.event().ok()? {
+        Event::RunFinished(RunFinished {
+            outcome: Some(RunFinishedOutcome::Interrupt { interrupts }),
+            ..
+        }) => Some(interrupts),
+        _ => None,
+    }
+}
+
+/// The run in flight on a thread, if any.
+fn in_flight(thread: &ThreadRecord) -> Option<&RunRecord> {
+    thread
+        .runs
+        .iter()
+        .rev()
+        .find(|run| run.status == RunStatus::Running)
+}
+
+/// The key of a session's turn state, in `_meta`: `{"running": true, "runId"}` while a turn
+/// goes, `{"running": false, "stopReason"?}` once it ended.
+const TURN_STATE: &str = "acp/turnState";
+
+/// The key of the cursor of an update read from the log, in its notification's `_meta`.
+const CURSOR: &str = "acp/cursor";
+
+/// A session's turn state as `_meta`: the run it joined, else idle (with how its turn ended).
+fn turn_state(running: Option<&RunId>, stopped: Option<acp::StopReason>) -> Meta {
+    let state = match running {
+        Some(run) => json!({"running": true, "runId": run}),
+        None => match stopped {
+            Some(stop) => json!({"running": false, "stopReason": stop}),
+            None => json!({"running": false}),
+        },
+    };
+    Meta::from_iter([(TURN_STATE.to_owned(), state)])
+}
+
+/// Where an update is in the log: `{runId}:{seq}`, and `:{part}` for one of the several updates
+/// of one event.
+fn cursor(run: &RunId, seq: u64, part: Option<usize>) -> String {
+    match part {
+        Some(part) => format!("{run}:{seq}:{part}"),
+        None => format!("{run}:{seq}"),
+    }
 }
 
 /// What a turn is answered with: its run's terminal event as a stop reason (a run that ends
