@@ -29,6 +29,28 @@ async fn the_official_client_works_over_a_websocket() {
     assert_eq!(passed, SCENARIOS, "{out}");
 }
 
+/// kill -9 of the instance under an editor's turn (on PostgreSQL, else SQLite): the editor
+/// connects to the other instance, loads the session and reads the turn, continued there, to its
+/// end (`tests/conformance/acp-remote-takeover.mjs`).
+#[tokio::test]
+async fn a_turn_survives_a_kill_of_its_instance() {
+    let store = match stores::postgres("acp-takeover").await {
+        Some(url) => url,
+        None => stores::sqlite("acp-takeover"),
+    };
+    let (first, second) = Process::rolling_pair(&store, &[]).await;
+    let _logs = second.logs_on_failure();
+    let pid = first.pid().to_string();
+    let out = support::node(
+        "acp-remote-takeover.mjs",
+        &[&first.base, &second.base, &pid],
+        None,
+    )
+    .await;
+    println!("{out}");
+    assert!(out.contains("acp-remote-takeover: passed"), "{out}");
+}
+
 /// The upgrade request to `/acp` of `server`, with `token` and `origin` when given.
 fn upgrade(
     server: &Process,

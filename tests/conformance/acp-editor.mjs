@@ -1,7 +1,9 @@
 // The editor side of the ACP client scripts: an official TypeScript ACP client
 // (@agentclientprotocol/sdk) that records the session updates it gets and answers permission
 // requests with `editor.answer(params, signal)`.
+import WebSocket from "ws";
 import * as acp from "@agentclientprotocol/sdk";
+import { createWebSocketStream } from "@agentclientprotocol/sdk/experimental/ws-client";
 
 /** A client named `name`, and the editor state its handlers fill. */
 export function editorClient(name) {
@@ -44,3 +46,33 @@ export const text = (updates) =>
     .filter((u) => kind(u) === "agent_message_chunk" && u.update.content.type === "text")
     .map((u) => u.update.content.text)
     .join("");
+
+/**
+ * Connects an editor named `name` to the `/acp` of the agent-tower server at `base` (its
+ * WebSocket), with the bearer `token` when given; `run(ctx, editor)` is what it does, and the
+ * connection closes when it is done.
+ */
+export function connectRemote(base, token, name, run) {
+  const stream = createWebSocketStream(`${base.replace(/^http/, "ws")}/acp`, {
+    WebSocket,
+    headers: token ? { authorization: `Bearer ${token}` } : {},
+  });
+  const { editor, client } = editorClient(name);
+  return client.connectWith(stream, (ctx) => run(ctx, editor));
+}
+
+/** `initialize`, as the editors of these scripts ask it. */
+export const initialize = (ctx, name) =>
+  ctx.request(acp.methods.agent.initialize, {
+    protocolVersion: acp.PROTOCOL_VERSION,
+    clientCapabilities: {},
+    clientInfo: { name, version: "0.0.0" },
+  });
+
+/** A `session/prompt` of `words`. */
+export const prompt = (ctx, sessionId, words) =>
+  ctx.request(acp.methods.agent.session.prompt, { sessionId, prompt: [{ type: "text", text: words }] });
+
+/** The `session_info_update` that says the turn the editor joined is over. */
+export const turnEnded = (editor) =>
+  editor.waitFor((u) => kind(u) === "session_info_update" && u.update._meta?.["acp/turnState"]?.running === false);

@@ -8,34 +8,16 @@
 //
 //   node acp-remote.mjs http://127.0.0.1:PORT ALICE_TOKEN BOB_TOKEN
 import assert from "node:assert/strict";
-import WebSocket from "ws";
 import * as acp from "@agentclientprotocol/sdk";
-import { createWebSocketStream } from "@agentclientprotocol/sdk/experimental/ws-client";
-import { editorClient, kind, text } from "./acp-editor.mjs";
+import { connectRemote, initialize as ask, kind, prompt, text, turnEnded } from "./acp-editor.mjs";
 
 const [base, alice, bob] = process.argv.slice(2);
 if (!bob) throw new Error("usage: node acp-remote.mjs <base url> <alice's token> <bob's token>");
-const endpoint = `${base.replace(/^http/, "ws")}/acp`;
 
+const NAME = "agent-tower-remote-e2e";
 /** A connection as the principal of `token`; `run(ctx, editor)` is what it does. */
-async function connect(token, run) {
-  const stream = createWebSocketStream(endpoint, {
-    WebSocket,
-    headers: { authorization: `Bearer ${token}` },
-  });
-  const { editor, client } = editorClient("agent-tower-remote-e2e");
-  return client.connectWith(stream, (ctx) => run(ctx, editor));
-}
-
-const initialize = (ctx) =>
-  ctx.request(acp.methods.agent.initialize, {
-    protocolVersion: acp.PROTOCOL_VERSION,
-    clientCapabilities: {},
-    clientInfo: { name: "agent-tower-remote-e2e", version: "0.0.0" },
-  });
-
-const prompt = (ctx, sessionId, words) =>
-  ctx.request(acp.methods.agent.session.prompt, { sessionId, prompt: [{ type: "text", text: words }] });
+const connect = (token, run) => connectRemote(base, token, NAME, run);
+const initialize = (ctx) => ask(ctx, NAME);
 
 const load = (ctx, sessionId) =>
   ctx.request(acp.methods.agent.session.load, { sessionId, cwd: "/work", mcpServers: [] });
@@ -178,9 +160,7 @@ const scenarios = {
       await initialize(ctx);
       const loaded = await load(ctx, slow);
       assert.equal(loaded._meta["acp/turnState"].running, true, "the turn goes on");
-      const ended = await editor.waitFor(
-        (u) => kind(u) === "session_info_update" && u.update._meta?.["acp/turnState"]?.running === false,
-      );
+      const ended = await turnEnded(editor);
       assert.equal(ended.update._meta["acp/turnState"].stopReason, "end_turn");
       const users = editor.updates.filter((u) => kind(u) === "user_message_chunk").map((u) => u.update.content.text);
       assert.deepEqual(users, ["tell me slowly"], "the turn's prompt, once");
