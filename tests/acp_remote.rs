@@ -3,7 +3,8 @@
 //! as two principals (`tests/conformance/acp-remote.mjs`): a streamed turn, an approval asked as
 //! a permission (allowed, rejected), a cancel, the turns as runs of the thread over HTTP, a second
 //! connection that loads the session, a turn that outlives its connection and is joined to its
-//! end by the next, another principal kept out. Here too: the upgrade refused
+//! end by the next, a turn read across 20 cut connections (every update once), another principal
+//! kept out. Here too: the upgrade refused
 //! without a token or from a foreign origin, and a malformed message answered with its id.
 
 use futures_util::{SinkExt, StreamExt};
@@ -17,7 +18,7 @@ use crate::support::{
 };
 
 /// Every scenario's line.
-const SCENARIOS: usize = 8;
+const SCENARIOS: usize = 9;
 
 #[tokio::test]
 async fn the_official_client_works_over_a_websocket() {

@@ -3,7 +3,8 @@
 // principals: a turn streamed, an approval asked as a permission (allowed, then rejected), a
 // cancel while streaming, the turns read over HTTP as the runs of the session's thread, a second
 // connection that loads the session whole, a turn that goes on when its connection drops and is
-// joined to its end by the next, and the other principal kept out. Throws (exit code
+// joined to its end by the next, a turn read across 20 cut connections resumed at their cursors,
+// and the other principal kept out. Throws (exit code
 // 1) on the first expectation that fails; prints one line per scenario.
 //
 //   node acp-remote.mjs http://127.0.0.1:PORT ALICE_TOKEN BOB_TOKEN
@@ -174,6 +175,71 @@ const scenarios = {
         .map((u) => u._meta["acp/cursor"].split(":"))
         .map(([run, seq]) => (assert.equal(run, body.runs[0].runId), Number(seq)));
       assert.ok(seqs.every((seq, i) => i === 0 || seq > seqs[i - 1]), seqs.join(" "));
+    });
+  },
+
+  async "a turn read across 20 cut connections: every update once, its end once"() {
+    let cut;
+    let cursor;
+    const received = [];
+    /** Keeps what `editor` received with a cursor; whether the turn's end was among it. */
+    const keep = (editor) => {
+      const placed = editor.updates.filter((u) => u._meta?.["acp/cursor"]);
+      received.push(...placed);
+      cursor = placed.at(-1)?._meta["acp/cursor"] ?? cursor;
+      return editor.updates.filter((u) => kind(u) === "session_info_update" && u.update._meta?.["acp/turnState"]?.running === false);
+    };
+    await connect(alice, async (ctx, editor) => {
+      await initialize(ctx);
+      ({ sessionId: cut } = await ctx.request(acp.methods.agent.session.new, { cwd: "/work", mcpServers: [] }));
+      prompt(ctx, cut, "tell me slowly").catch(() => {});
+      await editor.waitFor((u) => kind(u) === "agent_message_chunk");
+      keep(editor);
+    });
+    const ends = [];
+    let cuts = 0;
+    while (ends.length === 0) {
+      cuts += 1;
+      await connect(alice, async (ctx, editor) => {
+        await initialize(ctx);
+        const resumed = await ctx.request(acp.methods.agent.session.resume, {
+          sessionId: cut,
+          cwd: "/work",
+          mcpServers: [],
+          _meta: { "acp/cursor": cursor },
+        });
+        assert.equal(resumed._meta["acp/turnState"].runId, cursor.split(":")[0]);
+        // A few more updates (1 to 8, the same every time the test runs), or the end.
+        const more = 1 + ((cuts * 7) % 8);
+        await Promise.race([editor.waitFor(() => true, more), turnEnded(editor)]);
+        ends.push(...keep(editor));
+      });
+    }
+    assert.ok(cuts >= 20, `${cuts} cuts only: the turn ended first`);
+    assert.equal(ends.length, 1, "the end, once");
+    assert.equal(ends[0].update._meta["acp/turnState"].stopReason, "end_turn");
+    const places = received.map((u) => u._meta["acp/cursor"].split(":").map(Number));
+    const ordered = places.every(([, seq, part], i) => {
+      if (i === 0) return true;
+      const [, before, partBefore] = places[i - 1];
+      return seq > before || (seq === before && part > partBefore);
+    });
+    assert.ok(ordered, "no update twice, in the log's order");
+    const { body } = await thread(cut, alice);
+    const answer = body.messages.filter((m) => m.role === "assistant").at(-1).content;
+    assert.equal(text(received), answer, "every update, once");
+    // A cursor of another session cannot be resumed here.
+    await connect(alice, async (ctx) => {
+      await initialize(ctx);
+      await assert.rejects(
+        ctx.request(acp.methods.agent.session.resume, {
+          sessionId,
+          cwd: "/work",
+          mcpServers: [],
+          _meta: { "acp/cursor": cursor },
+        }),
+        (error) => error.code === -32602,
+      );
     });
   },
 

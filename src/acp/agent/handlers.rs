@@ -56,8 +56,8 @@ use crate::{
     permission::{Decision, Mode, PendingCall},
     run::{RunService, StopReason},
     runs::{
-        Attach, BeginError, Begun, Fork, ForkError, LoggedEvent, ResumeError, RunRecord, RunStatus,
-        ThreadChange, ThreadCursor, ThreadQuery, ThreadRecord, thread_name,
+        Attach, BeginError, Begun, Fork, ForkError, Interrupts, LoggedEvent, ResumeError,
+        RunRecord, RunStatus, ThreadChange, ThreadCursor, ThreadQuery, ThreadRecord, thread_name,
     },
     tool::{RunTools, ToolRouter},
 };
@@ -70,17 +70,12 @@ pub(super) fn notify(cx: &ConnectionTo<Client>, session: &SessionId, update: Ses
     send(cx, acp::SessionNotification::new(session.clone(), update));
 }
 
-/// [`notify`], the update's place in the log (`cursor`) in its `_meta`.
-fn notify_at(
-    cx: &ConnectionTo<Client>,
-    session: &SessionId,
-    update: SessionUpdate,
-    cursor: String,
-) {
-    let place = Meta::from_iter([(CURSOR.to_owned(), Value::String(cursor))]);
+/// [`notify`], the update's `place` in the log in its `_meta` (its cursor).
+fn notify_at(cx: &ConnectionTo<Client>, session: &SessionId, update: SessionUpdate, place: &Place) {
+    let cursor = Meta::from_iter([(CURSOR.to_owned(), Value::String(place.to_string()))]);
     send(
         cx,
-        acp::SessionNotification::new(session.clone(), update).meta(place),
+        acp::SessionNotification::new(session.clone(), update).meta(cursor),
     );
 }
 
@@ -273,10 +268,11 @@ where
                 LoadSessionResponse::new()
                     .modes(mode_state(mode))
                     .config_options(config_options(mode))
-                    .meta(turn_state(joined.as_ref(), None)),
+                    .meta(turn_state(joined.as_ref().map(|run| (run, true)), None)),
             )?;
             if let Some(run) = joined {
-                shared.join(&req.session_id, run, &messages, &cx);
+                let shown = Shown::of(&messages);
+                shared.join(&req.session_id, run, JoinAt::Start(shown), &cx);
             }
             Ok(())
         })
@@ -451,7 +447,10 @@ where
                 Ok(record) => record,
                 Err(error) => return responder.respond_with_error(error),
             };
-            let joined = shared.joins(record.as_ref().and_then(in_flight));
+            let joined = match shared.rejoins(&req, record.as_ref()) {
+                Ok(joined) => joined,
+                Err(error) => return responder.respond_with_error(error),
+            };
             let mode = {
                 let mut sessions = shared.sessions.lock();
                 let Some(session) = sessions.get_mut(&*req.session_id.0) else {
@@ -468,15 +467,18 @@ where
                 ResumeSessionResponse::new()
                     .modes(mode_state(mode))
                     .config_options(config_options(mode))
-                    .meta(turn_state(joined.as_ref(), None)),
+                    .meta(turn_state(
+                        joined.as_ref().map(|(run, running, _)| (run, *running)),
+                        None,
+                    )),
             )?;
             notify(
                 &cx,
                 &req.session_id,
                 SessionUpdate::AvailableCommandsUpdate(commands()),
             );
-            if let (Some(run), Some(record)) = (joined, record) {
-                shared.join(&req.session_id, run, &record.messages, &cx);
+            if let Some((run, _, joins)) = joined {
+                shared.join(&req.session_id, run, joins, &cx);
             }
             Ok(())
         })
@@ -816,28 +818,40 @@ where
         };
         let mut updates =
             (self.config.reach == Reach::Remote).then(|| LoggedUpdates::new(&self.config.kinds));
-        self.drive(turn, run.run_id(), run.from(), updates.as_mut())
+        self.drive(turn, run.run_id(), run.from(), updates.as_mut(), None)
             .await
     }
 
-    /// Follows the turn's `run` after `from` to the end of the turn, its answer. With `updates`
-    /// (a remote editor), the editor is asked about the calls the run waits at, and the run goes
-    /// on with its answers.
+    /// Follows the turn's `run` after `from` to the end of the turn, its answer; the updates of
+    /// what comes before `seen` (a place in it the editor was sent) are not sent again. With
+    /// `updates` (a remote editor), the editor is asked about the calls the run waits at, and
+    /// the run goes on with its answers.
     async fn drive(
         &self,
         turn: &Turn<'_>,
         run: &RunId,
         mut from: u64,
         mut updates: Option<&mut LoggedUpdates<'_>>,
+        mut seen: Option<Place>,
     ) -> Result<PromptResponse, Error> {
         loop {
-            let end = self.follow(turn, run, from, updates.as_deref_mut()).await;
-            let (Some(interrupts), Some(updates)) =
-                (interrupts_of(end.as_ref()), updates.as_deref_mut())
-            else {
+            let end = self
+                .follow(turn, run, from, updates.as_deref_mut(), seen.take())
+                .await;
+            let (Some(interrupts), Some(updates), Some(end)) = (
+                interrupts_of(end.as_ref()),
+                updates.as_deref_mut(),
+                end.as_ref(),
+            ) else {
                 return answer(end.as_ref());
             };
-            let answers = self.ask(turn, &interrupts, updates).await?;
+            let waiting = self.waiting(turn.session, interrupts).await?;
+            if waiting.is_empty() {
+                // Answered already (a turn joined from its start): the run went on after it.
+                from = end.seq;
+                continue;
+            }
+            let answers = self.ask(turn, &waiting, updates).await?;
             let dismissed = answers
                 .iter()
                 .any(|answer| answer.status == ResumeStatus::Cancelled);
@@ -854,6 +868,29 @@ where
         }
     }
 
+    /// Those of `interrupts` that still wait for an answer on the session's thread.
+    async fn waiting(
+        &self,
+        session: &SessionId,
+        interrupts: Vec<Interrupt>,
+    ) -> Result<Vec<Interrupt>, Error> {
+        let thread = ThreadId::from(&*session.0);
+        let pending = self
+            .runs
+            .run_log()
+            .interrupts(Interrupts::PendingOf(&thread))
+            .await
+            .map_err(|error| store_failed(session, &error))?;
+        Ok(interrupts
+            .into_iter()
+            .filter(|interrupt| {
+                pending
+                    .iter()
+                    .any(|waiting| waiting.id.as_str() == interrupt.id)
+            })
+            .collect())
+    }
+
     /// The run in flight on a session's thread that an editor joins when it loads or resumes
     /// the session: a remote editor's (one on this machine is the agent's only client).
     fn joins(&self, in_flight: Option<&RunRecord>) -> Option<RunId> {
@@ -862,15 +899,51 @@ where
             .flatten()
     }
 
-    /// Shows the editor `run`, in flight on `session`'s thread, from its start (what `history`
-    /// holds is not shown again) to the end of its turn, which a `session_info_update` then
-    /// says (its `_meta["acp/turnState"]`). The turn's approvals are asked of this editor, and
-    /// `session/cancel` cancels it, as if it had prompted it.
+    /// The run a remote editor joins when it resumes a session, whether it is in flight, and
+    /// where it joins: after the place its `_meta["acp/cursor"]` names (a run of the session
+    /// that ended, too), else the run in flight from its start.
+    fn rejoins(
+        &self,
+        req: &ResumeSessionRequest,
+        record: Option<&ThreadRecord>,
+    ) -> Result<Option<(RunId, bool, JoinAt)>, Error> {
+        let cursor = req
+            .meta
+            .as_ref()
+            .and_then(|meta| meta.get(CURSOR))
+            .filter(|_| self.config.reach == Reach::Remote);
+        let Some(cursor) = cursor else {
+            return Ok(record.and_then(|record| {
+                let run = self.joins(in_flight(record))?;
+                Some((run, true, JoinAt::Start(Shown::of(&record.messages))))
+            }));
+        };
+        let unknown = || {
+            Error::invalid_params().data(json!({
+                "cursor": cursor,
+                "reason": "no such place in this session's log: load the session instead",
+            }))
+        };
+        let place = cursor.as_str().and_then(Place::parse).ok_or_else(unknown)?;
+        let run = record
+            .and_then(|record| record.runs.iter().find(|run| run.run_id == place.run))
+            .ok_or_else(unknown)?;
+        Ok(Some((
+            run.run_id.clone(),
+            run.status == RunStatus::Running,
+            JoinAt::After(place),
+        )))
+    }
+
+    /// Shows the editor `run` of `session`'s thread from where it `joins` to the end of its
+    /// turn, which a `session_info_update` then says (its `_meta["acp/turnState"]`). The turn's
+    /// approvals are asked of this editor, and `session/cancel` cancels it, as if it had
+    /// prompted it.
     fn join(
         self: &Arc<Self>,
         session: &SessionId,
         run: RunId,
-        history: &[Message],
+        joins: JoinAt,
         cx: &ConnectionTo<Client>,
     ) {
         let Some(cancel) = self
@@ -881,7 +954,6 @@ where
         else {
             return;
         };
-        let shown = Shown::of(history);
         let shared = self.clone();
         let session = session.clone();
         let connection = cx.clone();
@@ -891,16 +963,16 @@ where
                 cancel: &cancel,
                 cx: &connection,
             };
-            let mut updates = LoggedUpdates::joining(&shared.config.kinds, shown);
-            let answer = shared.drive(&turn, &run, 0, Some(&mut updates)).await;
+            let kinds = &shared.config.kinds;
+            let (mut updates, seen) = match joins {
+                JoinAt::Start(shown) => (LoggedUpdates::joining(kinds, shown), None),
+                JoinAt::After(place) => (LoggedUpdates::new(kinds), Some(place)),
+            };
+            let answer = shared.drive(&turn, &run, 0, Some(&mut updates), seen).await;
             let stop = match &answer {
+                _ if cancel.is_cancelled() => acp::StopReason::Cancelled,
                 Ok(answer) => answer.stop_reason,
                 Err(_) => acp::StopReason::EndTurn,
-            };
-            let stop = if cancel.is_cancelled() {
-                acp::StopReason::Cancelled
-            } else {
-                stop
             };
             notify(
                 &connection,
@@ -927,6 +999,7 @@ where
         run: &RunId,
         from: u64,
         mut updates: Option<&mut LoggedUpdates<'_>>,
+        seen: Option<Place>,
     ) -> Option<LoggedEvent> {
         let mut events = self.runs.follow(run.clone(), from);
         let mut out = Vec::new();
@@ -941,13 +1014,16 @@ where
                             continue;
                         };
                         updates.translate(&event, &mut out);
-                        let several = out.len() > 1;
                         for (part, update) in out.drain(..).enumerate() {
+                            let place = Place { run: run.clone(), seq: logged.seq, part };
+                            if seen.as_ref().is_some_and(|seen| place <= *seen) {
+                                // Sent before: translated again only for what follows.
+                                continue;
+                            }
                             if let Some((outbox, waiter)) = &mut room {
                                 std::future::poll_fn(|cx| outbox.poll_reserve(waiter, cx)).await;
                             }
-                            let cursor = cursor(run, logged.seq, several.then_some(part));
-                            notify_at(turn.cx, turn.session, update, cursor);
+                            notify_at(turn.cx, turn.session, update, &place);
                         }
                     }
                     None => return None,
@@ -1057,25 +1133,59 @@ const TURN_STATE: &str = "acp/turnState";
 /// The key of the cursor of an update read from the log, in its notification's `_meta`.
 const CURSOR: &str = "acp/cursor";
 
-/// A session's turn state as `_meta`: the run it joined, else idle (with how its turn ended).
-fn turn_state(running: Option<&RunId>, stopped: Option<acp::StopReason>) -> Meta {
-    let state = match running {
-        Some(run) => json!({"running": true, "runId": run}),
-        None => match stopped {
-            Some(stop) => json!({"running": false, "stopReason": stop}),
-            None => json!({"running": false}),
-        },
+/// A session's turn state as `_meta`: the run the editor joined (and whether it is in flight),
+/// else idle (with how its turn ended).
+fn turn_state(joined: Option<(&RunId, bool)>, stopped: Option<acp::StopReason>) -> Meta {
+    let state = match (joined, stopped) {
+        (Some((run, running)), _) => json!({"running": running, "runId": run}),
+        (None, Some(stop)) => json!({"running": false, "stopReason": stop}),
+        (None, None) => json!({"running": false}),
     };
     Meta::from_iter([(TURN_STATE.to_owned(), state)])
 }
 
-/// Where an update is in the log: `{runId}:{seq}`, and `:{part}` for one of the several updates
-/// of one event.
-fn cursor(run: &RunId, seq: u64, part: Option<usize>) -> String {
-    match part {
-        Some(part) => format!("{run}:{seq}:{part}"),
-        None => format!("{run}:{seq}"),
+/// Where an update is in the log, its cursor: `{runId}:{seq}:{part}`, the `part`th update (from
+/// 0) the event at `seq` of the run was shown as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Place {
+    run: RunId,
+    seq: u64,
+    part: usize,
+}
+
+impl Place {
+    /// The place a cursor names (a run id may hold colons: the numbers are read from the end).
+    fn parse(cursor: &str) -> Option<Self> {
+        let mut fields = cursor.rsplitn(3, ':');
+        let part = fields.next()?.parse().ok()?;
+        let seq = fields.next()?.parse().ok()?;
+        let run = fields.next().filter(|run| !run.is_empty())?;
+        Some(Self {
+            run: RunId::from(run),
+            seq,
+            part,
+        })
     }
+}
+
+impl PartialOrd for Place {
+    /// Places of one run are ordered; places of two runs are not.
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        (self.run == other.run).then(|| (self.seq, self.part).cmp(&(other.seq, other.part)))
+    }
+}
+
+impl std::fmt::Display for Place {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}:{}", self.run, self.seq, self.part)
+    }
+}
+
+/// Where an editor joins a run: from its start, having been shown the thread, or after a place
+/// it was sent.
+pub(super) enum JoinAt {
+    Start(Shown),
+    After(Place),
 }
 
 /// What a turn is answered with: its run's terminal event as a stop reason (a run that ends
@@ -1154,5 +1264,28 @@ fn stop_reason(reason: AcpStopReason) -> acp::StopReason {
         AcpStopReason::MaxTurnRequests => acp::StopReason::MaxTurnRequests,
         AcpStopReason::Refusal => acp::StopReason::Refusal,
         AcpStopReason::Cancelled => acp::StopReason::Cancelled,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cursor_names_its_place_whatever_the_run_id() {
+        let place = |run: &str, seq, part| Place {
+            run: RunId::from(run),
+            seq,
+            part,
+        };
+        for written in [place("01a2-b", 7, 0), place("a:b:c", 12, 3)] {
+            assert_eq!(Place::parse(&written.to_string()), Some(written));
+        }
+        for wrong in ["", "7:0", ":7:0", "r:x:0", "r:7:-1", "r:7"] {
+            assert_eq!(Place::parse(wrong), None, "{wrong}");
+        }
+        assert!(place("r", 7, 1) < place("r", 8, 0));
+        assert!(place("r", 7, 0) < place("r", 7, 1));
+        assert_eq!(place("r", 7, 0).partial_cmp(&place("s", 1, 0)), None);
     }
 }
