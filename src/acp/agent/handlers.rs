@@ -89,14 +89,22 @@ fn send(cx: &ConnectionTo<Client>, notification: acp::SessionNotification) {
 const AUTH_METHOD: &str = "agent-tower";
 
 /// The ways this agent accepts an editor, as `initialize` declares them (what an ACP registry
-/// lists): one, of the `agent` type, that asks nothing of the user. The agent is the command the
-/// editor started on its own machine, and the model's credentials are the command's (its
-/// environment and flags), never the editor's; `authenticate` with it always succeeds.
-fn auth_methods() -> Vec<AuthMethod> {
+/// lists): one, of the `agent` type, that asks nothing of the user; `authenticate` with it always
+/// succeeds. On this machine the agent is the command the editor started, and the model's
+/// credentials are the command's (its environment and flags), never the editor's. Across the
+/// network, the server checked the connection's bearer token before the first message (the
+/// upgrade's `Authorization` header), as on every route: the connection is its principal's.
+fn auth_methods(reach: Reach) -> Vec<AuthMethod> {
+    let how = match reach {
+        Reach::Local => {
+            "Nothing to enter: the agent uses the model credentials it was started with."
+        }
+        Reach::Remote => {
+            "Nothing more to enter: the server took this connection's bearer token when it opened."
+        }
+    };
     vec![AuthMethod::Agent(
-        AuthMethodAgent::new(AUTH_METHOD, "agent-tower").description(
-            "Nothing to enter: the agent uses the model credentials it was started with.",
-        ),
+        AuthMethodAgent::new(AUTH_METHOD, "agent-tower").description(how),
     )]
 }
 
@@ -160,7 +168,7 @@ where
                         ),
                 )
                 .agent_info(self.config.info.clone())
-                .auth_methods(auth_methods()),
+                .auth_methods(auth_methods(self.config.reach)),
         )
     }
 
