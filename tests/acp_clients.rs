@@ -359,6 +359,41 @@ fn agent_text(updates: &[serde_json::Value]) -> String {
         .collect()
 }
 
+/// `agent-tower acp --agent acp:ws://…/acp`: an editor on this machine whose agent is another
+/// agent-tower's `/acp`, across the network: the prompt is answered there, in a session of its.
+#[tokio::test]
+async fn an_editor_reaches_a_remote_agent_tower_through_its_own_acp() {
+    let remote = support::process::Process::serve(&["--store", "memory"]).await;
+    let agent = format!("acp:{}/acp", remote.base.replace("http://", "ws://"));
+    let (mut process, mut stdin, mut stdout) = initialized(&["--agent", &agent]);
+    let new = serde_json::json!({
+        "jsonrpc": "2.0", "id": 2, "method": "session/new",
+        "params": {"cwd": "/tmp", "mcpServers": []},
+    });
+    send(&mut stdin, &new);
+    let (_, created) = until_answer(&mut stdout, 2);
+    let session = created["result"]["sessionId"].as_str().unwrap().to_owned();
+    let prompt = serde_json::json!({
+        "jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+        "params": {"sessionId": session, "prompt": [{"type": "text", "text": "hello from afar"}]},
+    });
+    send(&mut stdin, &prompt);
+    let (updates, answer) = until_answer(&mut stdout, 3);
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert_eq!(agent_text(&updates), "You said: hello from afar");
+    let threads: serde_json::Value = reqwest::get(format!("{}/threads", remote.base))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        threads["threads"][0]["title"], "hello from afar",
+        "{threads}"
+    );
+    process.kill().unwrap();
+}
+
 /// kill -9 of `agent-tower acp` mid-turn: the turn is a run in the log, continued to its end by
 /// a `serve` on the same store, and the editor's next `agent-tower acp` loads the whole turn.
 #[tokio::test]

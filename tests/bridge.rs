@@ -3,7 +3,8 @@
 //! - `agent-tower serve --agent 'acp:agent-tower acp'`: an ACP agent on the web, driven by the
 //!   official AG-UI client (`tests/conformance/agui-bridge.mjs`), and ACP agents that fail;
 //! - `agent-tower acp --agent agui:<url of agent-tower serve>`: an AG-UI agent in an editor,
-//!   driven by the official TypeScript ACP client (`tests/conformance/acp-bridge.mjs`).
+//!   driven by the official TypeScript ACP client (`tests/conformance/acp-bridge.mjs`);
+//! - `agent-tower serve --agent acp:ws://…/acp`: another agent-tower's `/acp` on the web.
 
 use crate::support;
 use crate::support::process;
@@ -305,6 +306,72 @@ fn an_agent_that_cannot_start_stops_the_server_before_it_listens() {
         stderr.contains("ACP agent") && !stderr.contains("panicked"),
         "{stderr}"
     );
+}
+
+/// `serve --agent acp:ws://…/acp`: another agent-tower's `/acp` (which takes alice's token) on
+/// the web: its answers, and its approval asked here through an interrupt and answered there;
+/// the turns are alice's threads in its log. With a token it refuses, the server does not start.
+#[tokio::test]
+async fn a_remote_agent_towers_acp_is_bridged_on_the_web() {
+    use process::{ALICE, BOB};
+    let inner = Process::serve_for_alice_and_bob("memory", &[]).await;
+    let agent = format!("acp:{}/acp", inner.base.replace("http://", "ws://"));
+    let flags = [
+        "--store",
+        "memory",
+        "--agent",
+        &agent,
+        "--agent-token-env",
+        "INNER_TOKEN",
+    ];
+    let outer = Process::serve_with_env(&flags, &[("INNER_TOKEN", ALICE)]).await;
+    let _logs = outer.logs_on_failure();
+    assert_eq!(
+        said(&run(&outer.base, "hello there").await),
+        "You said: hello there"
+    );
+
+    let thread = format!("t-{}", uuid::Uuid::now_v7());
+    let events = start(
+        &outer.base,
+        &thread,
+        r#"remember {"key": "theme", "value": "dark"}"#,
+    )
+    .await;
+    let finished = events.last().unwrap();
+    assert_eq!(finished["outcome"]["type"], "interrupt", "{events:?}");
+    let interrupt = &finished["outcome"]["interrupts"][0];
+    let resumed = resume(&outer.base, &thread, interrupt, json!({"approved": true})).await;
+    assert_eq!(
+        said(&resumed),
+        "The `remember` tool returned remembered theme.",
+        "{resumed:?}"
+    );
+    let threads = async |token: &str| -> usize {
+        let listed: Value = reqwest::Client::new()
+            .get(format!("{}/threads", inner.base))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        listed["threads"].as_array().unwrap().len()
+    };
+    assert_eq!(threads(ALICE).await, 2, "both turns, alice's");
+    assert_eq!(threads(BOB).await, 0);
+
+    let refused = std::process::Command::new(AGENT)
+        .arg("serve")
+        .args(flags)
+        .env("INNER_TOKEN", "not-a-token-of-anyone")
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(stderr.contains("refused the connection (401"), "{stderr}");
 }
 
 #[tokio::test]

@@ -229,7 +229,9 @@ struct Acp {
     /// endpoint (LangGraph, CrewAI, Mastra, `agent-tower serve`, …): its text, reasoning and tool
     /// calls become session updates, its interrupts `session/request_permission`. `a2a:<url>`
     /// bridges an A2A agent (its card at `<url>/.well-known/agent-card.json`): each session is
-    /// one of its contexts, its questions (`input-required`) the turn's answer.
+    /// one of its contexts, its questions (`input-required`) the turn's answer. `acp:<ws url>`
+    /// fronts an ACP agent served across the network (another `agent-tower serve`'s
+    /// `wss://…/acp`): its permission requests are asked here.
     #[arg(help_heading = "Bridged agent", long, value_parser = parse_editor_agent)]
     agent: Option<EditorAgent>,
     /// The environment variable holding the bearer token `--agent` sends (never logged).
@@ -352,11 +354,13 @@ struct Serve {
     /// ACP agent (Claude Code's `claude-agent-acp`, `codex-acp`, `gemini --experimental-acp`,
     /// `agent-tower acp`, …) and bridges it: its messages, thoughts and tool calls become AG-UI
     /// events, its permission requests go through this server's policy and interrupts.
+    /// `acp:<ws url>` bridges an ACP agent served there (another `agent-tower serve`'s `/acp`).
     /// `a2a:<url>` bridges an A2A agent (its card at `<url>/.well-known/agent-card.json`): each
     /// thread is one of its contexts, its questions (`input-required`) the run's answer.
     #[arg(help_heading = "Bridged agent", long, value_parser = parse_agent)]
     agent: Option<WebAgent>,
-    /// The environment variable holding the bearer token `--agent a2a:` sends (never logged).
+    /// The environment variable holding the bearer token `--agent a2a:` or `acp:<ws url>` sends
+    /// (never logged).
     #[arg(help_heading = "Bridged agent", long)]
     agent_token_env: Option<String>,
     /// How long the `--agent` has to answer ACP `initialize` once started (at most 10m); past
@@ -1063,9 +1067,11 @@ enum EditorAgent {
     Agui(String),
     /// An A2A agent, by the URL its card is found at.
     A2a(String),
+    /// An ACP agent served across the network.
+    Acp(agent_tower::acp::client::AcpCommand),
 }
 
-/// `--agent` of `acp`: `agui:<url>` or `a2a:<url>`.
+/// `--agent` of `acp`: `agui:<url>`, `a2a:<url>` or `acp:<ws url>`.
 fn parse_editor_agent(value: &str) -> Result<EditorAgent, String> {
     if let Some(url) = value.strip_prefix("agui:") {
         agent_tower::agui::client::AguiBridge::new(url).map_err(|e| e.to_string())?;
@@ -1074,7 +1080,16 @@ fn parse_editor_agent(value: &str) -> Result<EditorAgent, String> {
     if let Some(url) = value.strip_prefix("a2a:") {
         return a2a_url(url).map(EditorAgent::A2a);
     }
-    Err("`agui:<url>` (the URL runs are posted to) or `a2a:<url>` (where its card is)".to_owned())
+    if let Some(url) = value.strip_prefix("acp:") {
+        return agent_tower::acp::client::AcpCommand::remote(url)
+            .map(EditorAgent::Acp)
+            .map_err(|e| format!("{e}: an editor's own agent is a command already"));
+    }
+    Err(
+        "`agui:<url>` (the URL runs are posted to), `a2a:<url>` (where its card is) or \
+         `acp:<ws url>` (an ACP agent served there)"
+            .to_owned(),
+    )
 }
 
 /// `--agent` of `serve`: `acp:<command> [args…]` or `a2a:<url>`.
@@ -1100,10 +1115,14 @@ fn a2a_url(url: &str) -> Result<String, String> {
 
 /// The bearer token `--agent-token-env` names, as an `Authorization` value.
 fn agent_authorization(variable: Option<&String>) -> Result<Option<String>, BoxError> {
+    Ok(agent_token(variable)?.map(|token| format!("Bearer {token}")))
+}
+
+/// The token `--agent-token-env` names, as it is set.
+fn agent_token(variable: Option<&String>) -> Result<Option<String>, BoxError> {
     variable
         .map(|variable| {
             std::env::var(variable)
-                .map(|token| format!("Bearer {token}"))
                 .map_err(|_| format!("--agent-token-env: `{variable}` is not set").into())
         })
         .transpose()
@@ -1995,6 +2014,23 @@ async fn run_acp(args: Acp) -> Result<(), BoxError> {
         Some(EditorAgent::A2a(url)) => {
             Some(a2a_backend(url, authorization.as_deref(), &args.model, &args.settings).await?)
         }
+        Some(EditorAgent::Acp(command)) => {
+            args.settings.check_bridged()?;
+            let mut command = command.clone();
+            if let Some(token) = agent_token(args.agent_token_env.as_ref())? {
+                command = command.bearer_token(token);
+            }
+            let bridge = agent_tower::acp::client::AcpBridge::spawn(command.clone()).await?;
+            tracing::info!("serving an ACP agent: {command:?}");
+            Some(bridged(
+                bridge.model(),
+                bridge.tools(),
+                bridge.asked(),
+                "acp",
+                args.model.idle_timeout,
+                args.settings.policy(&[]),
+            ))
+        }
         Some(EditorAgent::Agui(url)) => {
             let mut bridge = agent_tower::agui::client::AguiBridge::new(url)?;
             if let Some(authorization) = &authorization {
@@ -2376,8 +2412,16 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
     if acp_agent_set_up && !matches!(args.agent, Some(WebAgent::Acp(_))) {
         return Err("--agent-env and --agent-auth set up an --agent acp:…; there is none".into());
     }
-    if args.agent_token_env.is_some() && !matches!(args.agent, Some(WebAgent::A2a(_))) {
-        return Err("--agent-token-env is the token of an --agent a2a:…; there is none".into());
+    let takes_token = match &args.agent {
+        Some(WebAgent::A2a(_)) => true,
+        Some(WebAgent::Acp(command)) => command.is_remote(),
+        None => false,
+    };
+    if args.agent_token_env.is_some() && !takes_token {
+        return Err(
+            "--agent-token-env is the token of an --agent a2a:… or acp:<ws url>; there is none"
+                .into(),
+        );
     }
     let bridge = match &args.agent {
         Some(WebAgent::A2a(url)) => {
@@ -2396,6 +2440,9 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
             }
             if let Some(method) = &args.agent_auth {
                 command = command.authenticate(method);
+            }
+            if let Some(token) = agent_token(args.agent_token_env.as_ref())? {
+                command = command.bearer_token(token);
             }
             let bridge = agent_tower::acp::client::AcpBridge::spawn(command.clone()).await?;
             tracing::info!("serving an ACP agent: {command:?}");

@@ -1,8 +1,8 @@
 //! The bridged agent's process and its connection, started again when the agent exits.
 //!
-//! [`start`] spawns the agent (an allow-listed environment, its own process group), opens the
-//! ACP connection over its stdio, `initialize`s it and, when its command names a method,
-//! `authenticate`s. [`supervise`] waits for the agent to exit and starts it again with back-off
+//! [`start`] spawns the agent (an allow-listed environment, its own process group) and opens the
+//! ACP connection over its stdio, or opens a remote agent's WebSocket; `initialize`s it and,
+//! when its command names a method, `authenticate`s. [`supervise`] waits for the agent to exit and starts it again with back-off
 //! (1 s, doubling to 60 s; back to 1 s once it ran for a minute), publishing each state as a
 //! [`Link`]: runs get `agent_unavailable` while it is down, and the sessions of the agent that
 //! exited end with `agent_exited`.
@@ -10,7 +10,7 @@
 use std::{sync::Arc, time::Duration};
 
 use agent_client_protocol::{
-    Agent, ByteStreams, Client,
+    Agent, ByteStreams, Client, ConnectTo,
     schema::ProtocolVersion,
     v1::{
         ConnectionTo,
@@ -22,11 +22,12 @@ use agent_client_protocol::{
 };
 use tokio::sync::watch;
 use tokio_util::{
-    compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt},
+    compat::{Compat, TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt},
     sync::CancellationToken,
 };
 
-use super::{AcpCommand, Routes};
+use super::{AcpCommand, Routes, Target};
+use crate::acp::lines::{Inbox, Outbox, exchange};
 use crate::bridge::{BridgeError, BridgeErrorKind};
 
 /// The agent as the bridge sees it now.
@@ -140,46 +141,35 @@ pub(super) async fn start(
     stop: &CancellationToken,
 ) -> Result<Arc<Connection>, BridgeError> {
     let unavailable = |why: String| BridgeError::new(BridgeErrorKind::AgentUnavailable, why);
-    let mut process = crate::child::command(
-        &command.program,
-        &command.args,
-        &command.inherit,
-        &command.env,
-    );
-    process
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true);
-    // Its own process group, killed whole: agents are often started through a launcher
-    // (`npx …`, `uvx …`) whose child is the agent.
-    #[cfg(unix)]
-    process.process_group(0);
-    let mut child = process
-        .spawn()
-        .map_err(|e| unavailable(format!("the ACP agent could not be started: {e}")))?;
-    let (Some(stdin), Some(stdout), Some(stderr)) =
-        (child.stdin.take(), child.stdout.take(), child.stderr.take())
-    else {
-        return Err(unavailable(
-            "the ACP agent's stdio could not be opened".to_owned(),
-        ));
-    };
-    crate::child::log_stderr("acp".to_owned(), stderr);
-
     let routes = Arc::new(Routes::default());
     let closed = CancellationToken::new();
     // This start's own end: `stop`, or a failure before the agent is up.
     let ended = stop.child_token();
     let (ready, connected) = tokio::sync::oneshot::channel();
-    tokio::spawn(connect(
-        Group(child),
-        ByteStreams::new(stdin.compat_write(), stdout.compat()),
-        routes.clone(),
-        ready,
-        closed.clone(),
-        ended.clone(),
-    ));
+    match &command.target {
+        Target::Spawn { program, args } => {
+            let (group, transport) = spawn(command, program, args)?;
+            tokio::spawn(connect(
+                Some(group),
+                transport,
+                routes.clone(),
+                ready,
+                closed.clone(),
+                ended.clone(),
+            ));
+        }
+        Target::Dial { url, token } => {
+            let transport = dial(url, token.as_deref(), command.start_timeout).await?;
+            tokio::spawn(connect(
+                None,
+                transport,
+                routes.clone(),
+                ready,
+                closed.clone(),
+                ended.clone(),
+            ));
+        }
+    }
     let failed = |error: BridgeError| {
         ended.cancel();
         error
@@ -261,6 +251,122 @@ pub(super) async fn start(
     Ok(link)
 }
 
+/// Starts `program` with `args` as `command` says (its environment, its own process group) and
+/// opens its stdio.
+fn spawn(
+    command: &AcpCommand,
+    program: &std::path::Path,
+    args: &[String],
+) -> Result<(Group, Stdio), BridgeError> {
+    let unavailable = |why: String| BridgeError::new(BridgeErrorKind::AgentUnavailable, why);
+    let mut process = crate::child::command(program, args, &command.inherit, &command.env);
+    process
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    // Its own process group, killed whole: agents are often started through a launcher
+    // (`npx …`, `uvx …`) whose child is the agent.
+    #[cfg(unix)]
+    process.process_group(0);
+    let mut child = process
+        .spawn()
+        .map_err(|e| unavailable(format!("the ACP agent could not be started: {e}")))?;
+    let (Some(stdin), Some(stdout), Some(stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        return Err(unavailable(
+            "the ACP agent's stdio could not be opened".to_owned(),
+        ));
+    };
+    crate::child::log_stderr("acp".to_owned(), stderr);
+    Ok((
+        Group(child),
+        ByteStreams::new(stdin.compat_write(), stdout.compat()),
+    ))
+}
+
+/// A child's stdio, as the SDK reads and writes it.
+type Stdio = ByteStreams<Compat<tokio::process::ChildStdin>, Compat<tokio::process::ChildStdout>>;
+
+/// Opens the WebSocket of the agent at `url` (with the bearer `token`), within `timeout`, and
+/// carries its text frames to and from the SDK's end of a channel, which it returns: the frames
+/// are read and written as the agent's own connections are (malformed requests answered with
+/// their id).
+async fn dial(
+    url: &str,
+    token: Option<&str>,
+    timeout: Duration,
+) -> Result<agent_client_protocol::Channel, BridgeError> {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::{
+        self, Message, client::IntoClientRequest, http::header::AUTHORIZATION,
+    };
+    let unavailable = |why: String| BridgeError::new(BridgeErrorKind::AgentUnavailable, why);
+    let mut request = url
+        .into_client_request()
+        .map_err(|e| unavailable(format!("the ACP agent's URL `{url}`: {e}")))?;
+    if let Some(token) = token {
+        let value = format!("Bearer {token}").parse().map_err(|_| {
+            BridgeError::new(
+                BridgeErrorKind::AuthRequired,
+                "the ACP agent's token is not a header value",
+            )
+        })?;
+        request.headers_mut().insert(AUTHORIZATION, value);
+    }
+    let socket = match tokio::time::timeout(timeout, tokio_tungstenite::connect_async(request))
+        .await
+    {
+        Ok(Ok((socket, _))) => socket,
+        Ok(Err(tungstenite::Error::Http(response)))
+            if matches!(response.status().as_u16(), 401 | 403) =>
+        {
+            return Err(BridgeError::new(
+                BridgeErrorKind::AuthRequired,
+                format!(
+                    "the ACP agent at {url} refused the connection ({}): its token is missing or wrong",
+                    response.status()
+                ),
+            ));
+        }
+        Ok(Err(error)) => {
+            return Err(unavailable(format!(
+                "the ACP agent at {url} could not be reached: {error}"
+            )));
+        }
+        Err(_) => {
+            return Err(unavailable(format!(
+                "the ACP agent at {url} did not answer within {}",
+                humantime::format_duration(timeout)
+            )));
+        }
+    };
+    let (wire, sdk) = agent_client_protocol::Channel::duplex();
+    let answers = sdk.tx.clone();
+    tokio::spawn(async move {
+        let (sink, mut incoming) = socket.split();
+        let outgoing = sink
+            .sink_map_err(std::io::Error::other)
+            .with(|text: String| std::future::ready(Ok::<_, std::io::Error>(Message::text(text))));
+        let read = |inbox: Inbox| async move {
+            while let Some(Ok(message)) = incoming.next().await {
+                match message {
+                    Message::Text(text) if !inbox.message(text.as_bytes()).await => break,
+                    Message::Close(_) => break,
+                    _ => {}
+                }
+            }
+            Ok(())
+        };
+        let outbox = Outbox::new(crate::acp::MAX_QUEUED_UPDATES);
+        if let Err(error) = exchange(wire, answers, outbox, read, outgoing).await {
+            tracing::debug!(%error, "the ACP agent's WebSocket ended");
+        }
+    });
+    Ok(sdk)
+}
+
 /// The agent's process group: killed whole when dropped (the connection task ended, or the
 /// runtime went down with it).
 struct Group(tokio::process::Child);
@@ -285,17 +391,14 @@ pub(super) const EXIT_GRACE: Duration = Duration::from_secs(2);
 /// Runs the connection: routes the agent's updates and permission requests to their sessions,
 /// until the agent exits or `stop` fires; then ends every session (saying how the agent exited)
 /// and kills what is left of its process group.
-async fn connect<W, R>(
-    mut child: Group,
-    transport: ByteStreams<W, R>,
+async fn connect(
+    child: Option<Group>,
+    transport: impl ConnectTo<Client> + 'static,
     routes: Arc<Routes>,
     ready: tokio::sync::oneshot::Sender<ConnectionTo<Agent>>,
     closed: CancellationToken,
     stop: CancellationToken,
-) where
-    W: futures_util::AsyncWrite + Send + 'static,
-    R: futures_util::AsyncRead + Send + 'static,
-{
+) {
     let updates = routes.clone();
     let asks = routes.clone();
     let result = Client
@@ -338,12 +441,14 @@ async fn connect<W, R>(
     if let Err(error) = result {
         tracing::warn!(%error, "the ACP agent's connection ended");
     }
-    // Its stdout closed: it exits (or is made to).
-    let why = match tokio::time::timeout(EXIT_GRACE, child.0.wait()).await {
-        Ok(Ok(status)) => format!("the ACP agent exited ({status})"),
-        _ => "the ACP agent closed its connection".to_owned(),
+    let why = match child {
+        // Its stdout closed: it exits (or is made to).
+        Some(mut child) => match tokio::time::timeout(EXIT_GRACE, child.0.wait()).await {
+            Ok(Ok(status)) => format!("the ACP agent exited ({status})"),
+            _ => "the ACP agent closed its connection".to_owned(),
+        },
+        None => "the remote ACP agent closed the connection".to_owned(),
     };
-    drop(child);
     if !stop.is_cancelled() {
         tracing::warn!("{why}");
     }

@@ -60,10 +60,11 @@ use crate::{
     model::FinishReason,
 };
 
-/// How to start an ACP agent: its command, arguments and environment, the working directory its
-/// sessions get, and how it is authenticated.
+/// How to reach an ACP agent: a command to start here (its arguments and environment), or one
+/// served across the network ([`remote`](Self::remote): its `/acp` WebSocket, such as another
+/// agent-tower's); the working directory its sessions get, and how it is authenticated.
 ///
-/// The agent gets an allow-listed environment, not this process's: `PATH`, `HOME`, `USER`,
+/// A command's agent gets an allow-listed environment, not this process's: `PATH`, `HOME`, `USER`,
 /// `LOGNAME`, `SHELL`, the locale (`LANG`, `LANGUAGE`, `LC_ALL`, `LC_CTYPE`, `LC_MESSAGES`),
 /// `TERM`, `TZ`, `TMPDIR` and the `XDG_*` directories when set, then the variables named with
 /// [`inherit_env`](Self::inherit_env) and the values set with [`env`](Self::env). A server's
@@ -79,13 +80,22 @@ use crate::{
 /// ```
 #[derive(Clone)]
 pub struct AcpCommand {
-    program: PathBuf,
-    args: Vec<String>,
+    target: Target,
     env: Vec<(String, String)>,
     inherit: Vec<String>,
     cwd: PathBuf,
     start_timeout: Duration,
     auth_method: Option<String>,
+}
+
+/// Where the agent is.
+#[derive(Clone)]
+enum Target {
+    /// A command started here, spoken to on its stdio.
+    Spawn { program: PathBuf, args: Vec<String> },
+    /// An agent served across the network, spoken to over the WebSocket at `url` (ACP's remote
+    /// transport), with the bearer `token` when it needs one.
+    Dial { url: String, token: Option<String> },
 }
 
 /// How long an agent has to answer `initialize` (and `authenticate`), by default.
@@ -94,17 +104,19 @@ const START_TIMEOUT: Duration = Duration::from_secs(30);
 impl fmt::Debug for AcpCommand {
     /// The command, its arguments and the *names* of its variables: values may be secrets.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AcpCommand")
-            .field("program", &self.program)
-            .field("args", &self.args)
-            .field(
-                "env",
-                &self.env.iter().map(|(name, _)| name).collect::<Vec<_>>(),
-            )
-            .field("inherit", &self.inherit)
-            .field("cwd", &self.cwd)
-            .field("auth_method", &self.auth_method)
-            .finish_non_exhaustive()
+        let mut f = f.debug_struct("AcpCommand");
+        match &self.target {
+            Target::Spawn { program, args } => f.field("program", program).field("args", args),
+            Target::Dial { url, token } => f.field("url", url).field("token", &token.is_some()),
+        }
+        .field(
+            "env",
+            &self.env.iter().map(|(name, _)| name).collect::<Vec<_>>(),
+        )
+        .field("inherit", &self.inherit)
+        .field("cwd", &self.cwd)
+        .field("auth_method", &self.auth_method)
+        .finish_non_exhaustive()
     }
 }
 
@@ -116,9 +128,44 @@ impl AcpCommand {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        Self {
+        Self::reaching(Target::Spawn {
             program: command.into(),
             args: args.into_iter().map(Into::into).collect(),
+        })
+    }
+
+    /// The agent served at `url`, a `ws://` or `wss://` URL (an agent-tower's `/acp`): each
+    /// connection is opened there, and opened again when it closes, as a command's agent is
+    /// started again.
+    ///
+    /// ```
+    /// use agent_tower::acp::client::AcpCommand;
+    ///
+    /// let remote = AcpCommand::remote("wss://agent.example.com/acp")?.bearer_token("s3cret");
+    /// assert!(AcpCommand::remote("https://agent.example.com/acp").is_err());
+    /// # Ok::<(), agent_tower::BoxError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// When `url` is not a `ws://` or `wss://` URL.
+    pub fn remote(url: impl Into<String>) -> Result<Self, BoxError> {
+        let url = url.into();
+        if !is_websocket_url(&url) {
+            return Err(format!("`{url}` is not a ws:// or wss:// URL").into());
+        }
+        Ok(Self::reaching(Target::Dial { url, token: None }))
+    }
+
+    /// Whether the agent is served across the network ([`remote`](Self::remote)).
+    #[must_use]
+    pub fn is_remote(&self) -> bool {
+        matches!(self.target, Target::Dial { .. })
+    }
+
+    fn reaching(target: Target) -> Self {
+        Self {
+            target,
             env: Vec::new(),
             inherit: Vec::new(),
             cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
@@ -127,12 +174,16 @@ impl AcpCommand {
         }
     }
 
-    /// A command line, split as a shell would (`claude-agent-acp --verbose`, quotes allowed).
+    /// A command line, split as a shell would (`claude-agent-acp --verbose`, quotes allowed), or
+    /// a `ws://` or `wss://` URL alone: an agent served there ([`remote`](Self::remote)).
     ///
     /// # Errors
     ///
     /// When the line is empty or its quotes do not close.
     pub fn parse(line: &str) -> Result<Self, BoxError> {
+        if is_websocket_url(line.trim()) {
+            return Self::remote(line.trim());
+        }
         let words = shell_words(line)?;
         let (command, args) = words
             .split_first()
@@ -140,7 +191,17 @@ impl AcpCommand {
         Ok(Self::new(command, args.iter().cloned()))
     }
 
-    /// Sets a variable of the agent's environment.
+    /// The bearer token a [`remote`](Self::remote) agent is opened with (its
+    /// `Authorization` header); a command's agent has none.
+    #[must_use]
+    pub fn bearer_token(mut self, token: impl Into<String>) -> Self {
+        if let Target::Dial { token: held, .. } = &mut self.target {
+            *held = Some(token.into());
+        }
+        self
+    }
+
+    /// Sets a variable of the agent's environment (a command's: a remote agent has its own).
     #[must_use]
     pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         self.env.push((name.into(), value.into()));
@@ -164,8 +225,8 @@ impl AcpCommand {
         self
     }
 
-    /// How long the agent has to answer `initialize` (and `authenticate`) once started
-    /// (default 30 s); past it, [`AcpBridge::spawn`] fails and the agent is stopped.
+    /// How long the agent has to answer `initialize` (and `authenticate`) once started or
+    /// connected to (default 30 s); past it, [`AcpBridge::spawn`] fails and the agent is stopped.
     #[must_use]
     pub fn start_timeout(mut self, timeout: Duration) -> Self {
         self.start_timeout = timeout;
@@ -178,6 +239,13 @@ impl AcpCommand {
         self.cwd = dir.into();
         self
     }
+}
+
+/// Whether `url` is a WebSocket URL.
+fn is_websocket_url(url: &str) -> bool {
+    url.strip_prefix("ws://")
+        .or_else(|| url.strip_prefix("wss://"))
+        .is_some_and(|rest| !rest.is_empty() && !rest.contains(char::is_whitespace))
 }
 
 /// A running ACP agent, bridged; clones share it. See the [module](self).
