@@ -1,11 +1,12 @@
-//! `agent-tower serve`'s `/acp`: editors across the network over ACP's WebSocket binding. The
-//! official TypeScript ACP client (`@agentclientprotocol/sdk`'s WebSocket transport) drives it
-//! as two principals (`tests/conformance/acp-remote.mjs`): a streamed turn, an approval asked as
-//! a permission (allowed, rejected), a cancel, the turns as runs of the thread over HTTP, a second
-//! connection that loads the session, a turn that outlives its connection and is joined to its
-//! end by the next, a turn read across 20 cut connections (every update once), another principal
-//! kept out. Here too: the upgrade refused
-//! without a token or from a foreign origin, and a malformed message answered with its id.
+//! `agent-tower serve`'s `/acp`: editors across the network over ACP's WebSocket and Streamable
+//! HTTP bindings. The official TypeScript ACP client (`@agentclientprotocol/sdk`'s transports)
+//! drives it on each binding as two principals (`tests/conformance/acp-remote.mjs`): a streamed
+//! turn, an approval asked as a permission (allowed, rejected), a cancel, the turns as runs of
+//! the thread over HTTP, a second connection that loads the session, a turn that outlives its
+//! connection and is joined to its end by the next, a turn read across 20 cut connections (every
+//! update once), another principal kept out; and a turn whose instance is killed, read to its
+//! end through the other. Here too: the upgrade refused without a token or from a foreign
+//! origin, a malformed message answered with its id, and what the HTTP binding refuses.
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
@@ -20,14 +21,25 @@ use crate::support::{
 /// Every scenario's line.
 const SCENARIOS: usize = 9;
 
-#[tokio::test]
-async fn the_official_client_works_over_a_websocket() {
-    let server = Process::serve_for_alice_and_bob(&stores::sqlite("acp-remote"), &[]).await;
+/// Every scenario of `acp-remote.mjs` over `binding` (`ws` or `http`).
+async fn scenarios_over(binding: &str) {
+    let store = stores::sqlite(&format!("acp-remote-{binding}"));
+    let server = Process::serve_for_alice_and_bob(&store, &[]).await;
     let _logs = server.logs_on_failure();
-    let out = support::node("acp-remote.mjs", &[&server.base, ALICE, BOB], None).await;
+    let out = support::node("acp-remote.mjs", &[&server.base, ALICE, BOB, binding], None).await;
     println!("{out}");
     let passed = out.lines().filter(|l| l.starts_with("ok - ")).count();
     assert_eq!(passed, SCENARIOS, "{out}");
+}
+
+#[tokio::test]
+async fn the_official_client_works_over_a_websocket() {
+    scenarios_over("ws").await;
+}
+
+#[tokio::test]
+async fn the_official_client_works_over_streamable_http() {
+    scenarios_over("http").await;
 }
 
 /// kill -9 of the instance under an editor's turn (on PostgreSQL, else SQLite): the editor
@@ -132,4 +144,80 @@ async fn a_malformed_message_is_answered_with_its_id_and_the_next_is_read() {
     .await;
     assert_eq!(init["id"], 8);
     assert_eq!(init["result"]["protocolVersion"], 1);
+}
+
+/// The HTTP binding refuses what does not fit it, as every route refuses (a status and a JSON
+/// `error`): a first message that is not `initialize`, a batch, a stream without a connection,
+/// and another principal's connection, which is unknown.
+#[tokio::test]
+async fn the_http_binding_refuses_what_does_not_fit_it() {
+    let server = Process::serve_for_alice_and_bob("memory", &[]).await;
+    let client = reqwest::Client::new();
+    let acp = format!("{}/acp", server.base);
+    let post = |token: &str, connection: Option<&str>, body: Value| {
+        let mut request = client.post(&acp).bearer_auth(token).json(&body);
+        if let Some(connection) = connection {
+            request = request.header("acp-connection-id", connection);
+        }
+        request.send()
+    };
+    let initialize = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": 1, "clientCapabilities": {}},
+    });
+    let opened = post(ALICE, None, initialize.clone()).await.unwrap();
+    assert_eq!(opened.status(), 200);
+    let connection = opened.headers()["acp-connection-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let answer: Value = opened.json().await.unwrap();
+    assert_eq!(answer["id"], 1);
+    assert_eq!(answer["result"]["protocolVersion"], 1);
+
+    let status_and_code = async |response: reqwest::Response| {
+        let status = response.status().as_u16();
+        let body: Value = response.json().await.unwrap();
+        (status, body["error"]["code"].as_str().unwrap().to_owned())
+    };
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "session/list", "params": {}});
+    assert_eq!(
+        status_and_code(post(ALICE, None, list.clone()).await.unwrap()).await,
+        (400, "no_connection".to_owned())
+    );
+    assert_eq!(
+        status_and_code(
+            post(ALICE, Some(&connection), json!([list.clone()]))
+                .await
+                .unwrap()
+        )
+        .await,
+        (501, "batch".to_owned())
+    );
+    assert_eq!(
+        status_and_code(post(BOB, Some(&connection), list.clone()).await.unwrap()).await,
+        (404, "unknown_connection".to_owned())
+    );
+    let stream = client.get(&acp).bearer_auth(ALICE).send().await.unwrap();
+    assert_eq!(
+        status_and_code(stream).await,
+        (400, "no_connection".to_owned())
+    );
+    assert_eq!(
+        post(ALICE, Some(&connection), list).await.unwrap().status(),
+        202
+    );
+    let ended = client
+        .delete(&acp)
+        .bearer_auth(ALICE)
+        .header("acp-connection-id", &connection)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ended.status(), 202);
+    let again = json!({"jsonrpc": "2.0", "id": 3, "method": "session/list", "params": {}});
+    assert_eq!(
+        status_and_code(post(ALICE, Some(&connection), again).await.unwrap()).await,
+        (404, "unknown_connection".to_owned())
+    );
 }

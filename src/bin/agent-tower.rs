@@ -389,9 +389,9 @@ struct Serve {
     /// `/.well-known/agent-card.json`, the bindings at `/a2a`: each task a run of the caller).
     #[arg(help_heading = "Serving", long)]
     no_a2a: bool,
-    /// Does not let editors reach the agent over ACP at `/acp` (a WebSocket: each session a
-    /// thread of the caller, each prompt a run, with the same tokens, limits and approvals as the
-    /// web's).
+    /// Does not let editors reach the agent over ACP at `/acp` (a WebSocket, or Streamable HTTP:
+    /// each session a thread of the caller, each prompt a run, with the same tokens, limits and
+    /// approvals as the web's).
     #[arg(help_heading = "Serving", long)]
     no_acp: bool,
     /// A host name (as in `Host`, without port) the server answers to besides the loopback
@@ -2648,7 +2648,7 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         );
     }
     if !args.no_acp {
-        tracing::info!("serving ACP at /acp: editors over a WebSocket");
+        tracing::info!("serving ACP at /acp: editors over a WebSocket or Streamable HTTP");
     }
     let (stopping, stopped) = tokio::sync::oneshot::channel();
     let connections = Connections::new()

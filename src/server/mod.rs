@@ -44,8 +44,8 @@
 //! - `GET /health`: `{"status": "ok"}`.
 //! - `POST|GET|DELETE /mcp` (feature `mcp-server`, [`AguiServer::mcp`]): the agent as a tool of
 //!   MCP clients; see [MCP](#mcp).
-//! - `GET /acp` (feature `acp-server`, [`AguiServer::acp`]): editors over ACP, on a WebSocket;
-//!   see [ACP](#acp).
+//! - `GET|POST|DELETE /acp` (feature `acp-server`, [`AguiServer::acp`]): editors over ACP, on a
+//!   WebSocket or Streamable HTTP; see [ACP](#acp).
 //!
 //! Every transport follows the same run log (in memory by default, SQLite or PostgreSQL with
 //! [`Runs::log`] and [`AguiServer::with_runs`]): a run started over HTTP can be re-joined over HTTP after a dropped
@@ -81,9 +81,10 @@
 //!
 //! # ACP
 //!
-//! With [`AguiServer::acp`], editors reach the agent across the network at `GET /acp`, the
-//! WebSocket binding of ACP's remote transport: the protocol `agent-tower acp` speaks on its
-//! stdio, one JSON-RPC message per text frame. A connection's sessions are its caller's
+//! With [`AguiServer::acp`], editors reach the agent across the network at `/acp`, over both
+//! bindings of ACP's remote transport (a WebSocket: one JSON-RPC message per text frame;
+//! Streamable HTTP: `POST` for the client's messages, `GET` streams for the agent's, `DELETE`):
+//! the protocol `agent-tower acp` speaks on its stdio. A connection's sessions are its caller's
 //! threads, each prompt one of its runs through the engine (the same tokens, ownership, limits,
 //! cancel and takeover as a web run), and what the editor is shown of a turn is read from the
 //! log. An approval the run waits for is asked as `session/request_permission`; the run goes on
@@ -548,9 +549,9 @@ where
         self
     }
 
-    /// Lets editors reach the agent over ACP at `GET /acp` (default off): the WebSocket binding
-    /// of ACP's remote transport, each connection's sessions the caller's threads and each
-    /// prompt one of its runs; see [ACP](self#acp).
+    /// Lets editors reach the agent over ACP at `/acp` (default off): the WebSocket and
+    /// Streamable HTTP bindings of ACP's remote transport, each connection's sessions the
+    /// caller's threads and each prompt one of its runs; see [ACP](self#acp).
     #[cfg(feature = "acp-server")]
     #[cfg_attr(docsrs, doc(cfg(feature = "acp-server")))]
     pub fn acp(mut self, on: bool) -> Self {
@@ -626,7 +627,7 @@ where
         };
         #[cfg(feature = "acp-server")]
         let router = if state.config.acp {
-            router.route("/acp", get(acp::upgrade::<A>))
+            router.route("/acp", acp::route::<A>())
         } else {
             router
         };

@@ -4,6 +4,7 @@
 import WebSocket from "ws";
 import * as acp from "@agentclientprotocol/sdk";
 import { createWebSocketStream } from "@agentclientprotocol/sdk/experimental/ws-client";
+import { createHttpStream } from "@agentclientprotocol/sdk/experimental/http-client";
 
 /** A client named `name`, and the editor state its handlers fill. */
 export function editorClient(name) {
@@ -48,15 +49,16 @@ export const text = (updates) =>
     .join("");
 
 /**
- * Connects an editor named `name` to the `/acp` of the agent-tower server at `base` (its
- * WebSocket), with the bearer `token` when given; `run(ctx, editor)` is what it does, and the
- * connection closes when it is done.
+ * Connects an editor named `name` to the `/acp` of the agent-tower server at `base`, over
+ * `binding` (`ws`, the default, or `http`: Streamable HTTP), with the bearer `token` when given;
+ * `run(ctx, editor)` is what it does, and the connection closes when it is done.
  */
-export function connectRemote(base, token, name, run) {
-  const stream = createWebSocketStream(`${base.replace(/^http/, "ws")}/acp`, {
-    WebSocket,
-    headers: token ? { authorization: `Bearer ${token}` } : {},
-  });
+export function connectRemote(base, token, name, run, binding = "ws") {
+  const headers = token ? { authorization: `Bearer ${token}` } : {};
+  const stream =
+    binding === "http"
+      ? createHttpStream(`${base}/acp`, { headers })
+      : createWebSocketStream(`${base.replace(/^http/, "ws")}/acp`, { WebSocket, headers });
   const { editor, client } = editorClient(name);
   return client.connectWith(stream, (ctx) => run(ctx, editor));
 }

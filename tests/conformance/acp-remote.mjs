@@ -1,23 +1,23 @@
-// Drives `agent-tower serve`'s `/acp` (ACP over a WebSocket) with the official TypeScript ACP
-// client (@agentclientprotocol/sdk, its experimental WebSocket transport on Node's `ws`), as two
-// principals: a turn streamed, an approval asked as a permission (allowed, then rejected), a
+// Drives `agent-tower serve`'s `/acp` with the official TypeScript ACP client
+// (@agentclientprotocol/sdk, its experimental WebSocket transport on Node's `ws`, or its
+// Streamable HTTP transport with `http` as the last argument), as two principals: a turn streamed, an approval asked as a permission (allowed, then rejected), a
 // cancel while streaming, the turns read over HTTP as the runs of the session's thread, a second
 // connection that loads the session whole, a turn that goes on when its connection drops and is
 // joined to its end by the next, a turn read across 20 cut connections resumed at their cursors,
 // and the other principal kept out. Throws (exit code
 // 1) on the first expectation that fails; prints one line per scenario.
 //
-//   node acp-remote.mjs http://127.0.0.1:PORT ALICE_TOKEN BOB_TOKEN
+//   node acp-remote.mjs http://127.0.0.1:PORT ALICE_TOKEN BOB_TOKEN [ws|http]
 import assert from "node:assert/strict";
 import * as acp from "@agentclientprotocol/sdk";
 import { connectRemote, initialize as ask, kind, prompt, text, turnEnded } from "./acp-editor.mjs";
 
-const [base, alice, bob] = process.argv.slice(2);
-if (!bob) throw new Error("usage: node acp-remote.mjs <base url> <alice's token> <bob's token>");
+const [base, alice, bob, binding = "ws"] = process.argv.slice(2);
+if (!bob) throw new Error("usage: node acp-remote.mjs <base url> <alice's token> <bob's token> [ws|http]");
 
 const NAME = "agent-tower-remote-e2e";
 /** A connection as the principal of `token`; `run(ctx, editor)` is what it does. */
-const connect = (token, run) => connectRemote(base, token, NAME, run);
+const connect = (token, run) => connectRemote(base, token, NAME, run, binding);
 const initialize = (ctx) => ask(ctx, NAME);
 
 const load = (ctx, sessionId) =>
@@ -211,9 +211,10 @@ const scenarios = {
           _meta: { "acp/cursor": cursor },
         });
         assert.equal(resumed._meta["acp/turnState"].runId, cursor.split(":")[0]);
-        // A few more updates (1 to 8, the same every time the test runs), or the end.
+        // A few more updates of the turn (1 to 8, the same every time the test runs), or its end.
         const more = 1 + ((cuts * 7) % 8);
-        await Promise.race([editor.waitFor(() => true, more), turnEnded(editor)]);
+        const placed = () => editor.updates.filter((u) => u._meta?.["acp/cursor"]).length;
+        await Promise.race([editor.waitFor(() => placed() >= more), turnEnded(editor)]);
         ends.push(...keep(editor));
       });
     }

@@ -1,7 +1,8 @@
-//! The ACP door: editors across the network at `GET /acp`, the WebSocket binding of ACP's remote
-//! transport (`Upgrade: websocket`; the upgrade answers with an `Acp-Connection-Id`). Each text
-//! frame is one JSON-RPC message of the same protocol an editor speaks to `agent-tower acp` on
-//! its stdio; binary frames are ignored.
+//! The ACP door: editors across the network at `/acp`, both bindings of ACP's remote transport:
+//! a WebSocket (`GET` with `Upgrade: websocket`, answered with an `Acp-Connection-Id`; each text
+//! frame one JSON-RPC message, binary frames ignored) and Streamable HTTP (`POST`, `GET` streams,
+//! `DELETE`: see `http`). The messages are those an editor speaks to `agent-tower acp` on its
+//! stdio.
 //!
 //! A connection is an [`AcpAgent`] on the server's engine, for the principal that opened it:
 //! its sessions are that principal's threads (another principal's session is unknown, as its
@@ -20,14 +21,17 @@
 
 use std::{sync::Arc, time::SystemTime};
 
+mod http;
+
 use axum::{
     Extension,
     extract::{
         State, WebSocketUpgrade,
-        ws::{CloseFrame, Message, WebSocket},
+        ws::{CloseFrame, Message, WebSocket, rejection::WebSocketUpgradeRejection},
     },
-    http::HeaderValue,
+    http::{HeaderMap, HeaderValue},
     response::Response,
+    routing::{MethodRouter, get},
 };
 use futures_util::{SinkExt, StreamExt};
 use tokio_util::sync::PollSender;
@@ -43,25 +47,45 @@ use crate::{
     run::RunService,
 };
 
-/// The header that names the connection, on the upgrade's answer.
+/// The header that names the connection: on the answer to the upgrade or to `initialize`, and on
+/// every later request of the HTTP binding.
 const CONNECTION_HEADER: &str = "acp-connection-id";
 
 /// How many frames may wait for the socket; the agent's updates wait for room beyond that.
 const QUEUED_FRAMES: usize = 64;
 
-pub(crate) async fn upgrade<A>(
+/// The `/acp` route: the WebSocket upgrade and the HTTP binding's methods, with the binding's
+/// open connections.
+pub(crate) fn route<A>() -> MethodRouter<Arc<Server<A>>>
+where
+    A: RunService,
+{
+    get(open::<A>)
+        .post(http::post::<A>)
+        .delete(http::delete)
+        .layer(Extension(Arc::new(http::Connections::default())))
+}
+
+/// `GET /acp`: a WebSocket (`Upgrade: websocket`), else a stream of the HTTP binding.
+async fn open<A>(
     State(server): State<Arc<Server<A>>>,
+    Extension(connections): Extension<Arc<http::Connections>>,
     principal: Option<Extension<Principal>>,
     expiry: Option<Extension<TokenExpiry>>,
-    upgrade: WebSocketUpgrade,
+    headers: HeaderMap,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response
 where
     A: RunService,
 {
     let principal = principal.map(|Extension(principal)| principal);
+    let Ok(upgrade) = upgrade else {
+        let keep_alive = server.config.keep_alive;
+        return http::stream(&connections, principal.as_ref(), &headers, keep_alive);
+    };
     let expiry = expiry.map(|Extension(TokenExpiry(at))| at);
     let id = RunId::new();
-    tracing::debug!(connection = %id, "an editor connects over ACP");
+    tracing::debug!(connection = %id, "an editor connects over ACP (WebSocket)");
     let mut response = upgrade
         .max_message_size(server.config.body_limit)
         .on_upgrade(move |socket| connection(server, principal, expiry, socket));
@@ -69,6 +93,27 @@ where
         response.headers_mut().insert(CONNECTION_HEADER, id);
     }
     response
+}
+
+/// The agent of a connection of `principal`: an [`AcpAgent`] for a remote editor on the
+/// server's engine, named after its identity.
+fn agent_of<A>(server: &Server<A>, principal: Option<Principal>) -> AcpAgent<A>
+where
+    A: RunService,
+{
+    let mut agent = AcpAgent::runs(server.runs.clone()).remote();
+    if let Some(identity) = &server.config.capabilities.identity {
+        let name = identity.name.as_deref().unwrap_or("agent-tower");
+        let version = identity
+            .version
+            .as_deref()
+            .unwrap_or(env!("CARGO_PKG_VERSION"));
+        agent = agent.info(name, version, name);
+    }
+    match principal {
+        Some(principal) => agent.principal(principal),
+        None => agent,
+    }
 }
 
 /// One editor's connection, until it closes or its token expires.
@@ -87,20 +132,7 @@ async fn connection<A>(
         .with(|text: String| {
             std::future::ready(Ok::<_, std::io::Error>(Message::Text(text.into())))
         });
-    let mut agent = AcpAgent::runs(server.runs.clone()).remote();
-    if let Some(identity) = &server.config.capabilities.identity {
-        agent = agent.info(
-            identity.name.as_deref().unwrap_or("agent-tower"),
-            identity
-                .version
-                .as_deref()
-                .unwrap_or(env!("CARGO_PKG_VERSION")),
-            identity.name.as_deref().unwrap_or("agent-tower"),
-        );
-    }
-    if let Some(principal) = principal {
-        agent = agent.principal(principal);
-    }
+    let agent = agent_of(&server, principal);
     let limit = server.config.body_limit;
     let read = move |inbox: Inbox| async move {
         let expired = expired(expiry);
