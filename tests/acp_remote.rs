@@ -2,11 +2,12 @@
 //! HTTP bindings. The official TypeScript ACP client (`@agentclientprotocol/sdk`'s transports)
 //! drives it on each binding as two principals (`tests/conformance/acp-remote.mjs`): a streamed
 //! turn, an approval asked as a permission (allowed, rejected), a cancel, the turns as runs of
-//! the thread over HTTP, a second connection that loads the session, a turn that outlives its
-//! connection and is joined to its end by the next, a turn read across 20 cut connections (every
-//! update once), another principal kept out; and a turn whose instance is killed, read to its
-//! end through the other. Here too: the upgrade refused without a token or from a foreign
-//! origin, a malformed message answered with its id, and what the HTTP binding refuses.
+//! the thread over HTTP, a second connection that loads the session, a fork, a turn that
+//! outlives its connection and is joined to its end by the next, a turn read across 20 cut
+//! connections (every update once), another principal kept out; and a turn whose instance is
+//! killed, read to its end through the other. Here too: the upgrade refused without a token or
+//! from a foreign origin, a malformed message answered with its id, and what the HTTP binding
+//! refuses.
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
@@ -19,7 +20,7 @@ use crate::support::{
 };
 
 /// Every scenario's line.
-const SCENARIOS: usize = 9;
+const SCENARIOS: usize = 10;
 
 /// Every scenario of `acp-remote.mjs` over `binding` (`ws` or `http`).
 async fn scenarios_over(binding: &str) {

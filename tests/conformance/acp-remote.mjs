@@ -2,7 +2,7 @@
 // (@agentclientprotocol/sdk, its experimental WebSocket transport on Node's `ws`, or its
 // Streamable HTTP transport with `http` as the last argument), as two principals: a turn streamed, an approval asked as a permission (allowed, then rejected), a
 // cancel while streaming, the turns read over HTTP as the runs of the session's thread, a second
-// connection that loads the session whole, a turn that goes on when its connection drops and is
+// connection that loads the session whole, a fork (listed, loaded whole, closed), a turn that goes on when its connection drops and is
 // joined to its end by the next, a turn read across 20 cut connections resumed at their cursors,
 // and the other principal kept out. Throws (exit code
 // 1) on the first expectation that fails; prints one line per scenario.
@@ -10,6 +10,8 @@
 //   node acp-remote.mjs http://127.0.0.1:PORT ALICE_TOKEN BOB_TOKEN [ws|http]
 import assert from "node:assert/strict";
 import * as acp from "@agentclientprotocol/sdk";
+// The methods not yet stable in ACP (session/fork).
+import { methods as unstable } from "@agentclientprotocol/sdk/unstable";
 import { connectRemote, initialize as ask, kind, prompt, text, turnEnded } from "./acp-editor.mjs";
 
 const [base, alice, bob, binding = "ws"] = process.argv.slice(2);
@@ -148,6 +150,28 @@ const scenarios = {
       assert.equal(ended(editor.updates, "completed").length, 1);
       assert.equal(ended(editor.updates, "failed").length, 1);
     });
+  },
+
+  async "fork, list and close"() {
+    await connect(alice, async (ctx, editor) => {
+      await initialize(ctx);
+      const forked = await ctx.request(unstable.agent.session.fork, { sessionId, cwd: "/work", mcpServers: [] });
+      assert.ok(forked.sessionId && forked.sessionId !== sessionId, JSON.stringify(forked));
+      const listed = (await ctx.request(acp.methods.agent.session.list, {})).sessions.map((s) => s.sessionId);
+      assert.ok(listed.includes(forked.sessionId) && listed.includes(sessionId), listed.join(" "));
+      const before = editor.updates.length;
+      await load(ctx, forked.sessionId);
+      const users = editor.updates
+        .slice(before)
+        .filter((u) => kind(u) === "user_message_chunk")
+        .map((u) => u.update.content.text);
+      assert.deepEqual(users, ["hello editor", remember, remember, "tell me slowly"], "the whole conversation");
+      await ctx.request(acp.methods.agent.session.close, { sessionId: forked.sessionId });
+      await assert.rejects(prompt(ctx, forked.sessionId, "hello"), (error) => error.code === -32002);
+    });
+    // The original is untouched.
+    const { body } = await thread(sessionId, alice);
+    assert.equal(body.runs.length, 4);
   },
 
   async "a dropped connection does not stop its turn: the next one joins it to its end"() {
