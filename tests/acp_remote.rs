@@ -43,6 +43,19 @@ async fn the_official_client_works_over_streamable_http() {
     scenarios_over("http").await;
 }
 
+/// The official Python client (`agent-client-protocol`'s WebSocket and Streamable HTTP
+/// transports) on each binding: a streamed prompt, an approval, a cancel, a load, another
+/// principal kept out (`tests/conformance/acp_remote.py`).
+#[tokio::test]
+async fn the_official_python_client_works_on_both_bindings() {
+    let server = Process::serve_for_alice_and_bob("memory", &[]).await;
+    let _logs = server.logs_on_failure();
+    let out = support::python("acp_remote.py", &[&server.base, ALICE, BOB]).await;
+    println!("{out}");
+    let passed = out.lines().filter(|l| l.starts_with("ok - ")).count();
+    assert_eq!(passed, 10, "five scenarios on each binding: {out}");
+}
+
 /// kill -9 of the instance under an editor's turn (on PostgreSQL, else SQLite): the editor
 /// connects to the other instance, loads the session and reads the turn, continued there, to its
 /// end (`tests/conformance/acp-remote-takeover.mjs`).

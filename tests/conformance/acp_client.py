@@ -13,47 +13,10 @@ import sys
 
 from acp import PROTOCOL_VERSION, spawn_agent_process, text_block
 from acp.meta import AGENT_METHODS
-from acp.schema import AllowedOutcome, DeleteSessionRequest, DeniedOutcome, RequestPermissionResponse
+from acp.schema import DeleteSessionRequest, DeniedOutcome, RequestPermissionResponse
+from acp_editor import Editor, select
 
 BIN, *ARGS = sys.argv[1:]
-
-
-class Editor:
-    """The client side: records updates and answers permission requests with `self.answer`."""
-
-    def __init__(self):
-        self.updates = []
-        self.asked = []
-        self.changed = asyncio.Event()
-        self.answer = lambda request: select("allow_once")
-
-    async def request_permission(self, session_id, tool_call, options, **kwargs):
-        self.asked.append([o.kind for o in options])
-        return await self.answer(tool_call)
-
-    async def session_update(self, session_id, update, **kwargs):
-        self.updates.append(update.model_dump(mode="json", by_alias=True, exclude_none=True))
-        self.changed.set()
-
-    async def wait_for(self, test):
-        while not any(test(u) for u in self.updates):
-            self.changed.clear()
-            await asyncio.wait_for(self.changed.wait(), 20)
-
-    def kinds(self, kind):
-        return [u for u in self.updates if u["sessionUpdate"] == kind]
-
-    def statuses(self, status):
-        return [u for u in self.kinds("tool_call_update") if u.get("status") == status]
-
-    def text(self):
-        return "".join(
-            u["content"]["text"] for u in self.kinds("agent_message_chunk") if u["content"]["type"] == "text"
-        )
-
-
-async def select(option_id):
-    return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=option_id))
 
 
 async def start(conn):

@@ -5,8 +5,9 @@
 //! stream; `DELETE` ends the connection.
 //!
 //! What the agent sends goes to the stream of the session it is about (a notification or request
-//! whose `params.sessionId` names one, the answer to a request the client made about one), the
-//! rest to the connection's stream; each queue is bounded, and a full one holds the agent back.
+//! whose `params.sessionId` names one, the answer to a request the client made about one) while
+//! the client has that stream open, the rest to the connection's stream (where a client learns of
+//! a session and opens its stream); each queue is bounded, and a full one holds the agent back.
 //! A connection is its opener's: another principal's id is unknown (`404`). A connection nobody
 //! reads nor writes to for [`IDLE`] is ended.
 
@@ -387,8 +388,8 @@ where
 }
 
 /// Sends `message` of the agent where it goes: the answer to `initialize` to its request, a
-/// session's to that session's stream, the rest to the connection's; waits while that queue is
-/// full.
+/// session's to that session's stream while the client has it open, the rest to the
+/// connection's; waits while that queue is full.
 async fn route(connection: &Connection, message: String) {
     let Ok(value) = serde_json::from_str::<Value>(&message) else {
         return;
@@ -414,8 +415,13 @@ async fn route(connection: &Connection, message: String) {
             Some(id) => routes.asked.remove(id),
             None => session_of(&value).map(str::to_owned),
         };
-        match session {
-            Some(session) => session_outlet(&mut routes, session).sender.clone(),
+        // Where the client listens: a session's stream once it opened it, else the connection's
+        // (a client opens a session's stream when it first sees the session there).
+        match session
+            .and_then(|session| routes.sessions.get(&session))
+            .filter(|outlet| outlet.is_open())
+        {
+            Some(outlet) => outlet.sender.clone(),
             None => routes.connection.sender.clone(),
         }
     };
@@ -424,7 +430,7 @@ async fn route(connection: &Connection, message: String) {
     }
 }
 
-/// The outlet of `session`, made when it has none (the connection's own past
+/// The outlet of `session`'s stream, made when it has none (the connection's own past
 /// [`MAX_SESSION_STREAMS`]).
 fn session_outlet(routes: &mut Routes, session: String) -> &Outlet {
     if !routes.sessions.contains_key(&session) && routes.sessions.len() >= MAX_SESSION_STREAMS {
