@@ -49,6 +49,7 @@ const scenarios = {
       assert.equal(init.agentCapabilities.loadSession, true);
       assert.notEqual(init.agentCapabilities.mcpCapabilities?.http, true, "no MCP server is started for a remote editor");
       assert.deepEqual(init.authMethods.map((m) => m.id), ["agent-tower"]);
+      assert.equal(init.agentCapabilities._meta["acp/transport"].resumable, true);
       assert.match(init.authMethods[0].description, /bearer token/);
       // A server the editor runs on its own machine: not started here (it would fail the request).
       const created = await ctx.request(acp.methods.agent.session.new, {

@@ -165,11 +165,20 @@ where
                                 .archive(SessionArchiveCapabilities::new())
                                 .title(SessionTitleCapabilities::new())
                                 .close(SessionCloseCapabilities::new()),
-                        ),
+                        )
+                        .meta(self.transport()),
                 )
                 .agent_info(self.config.info.clone())
                 .auth_methods(auth_methods(self.config.reach)),
         )
+    }
+
+    /// What the transport offers, in the capabilities' `_meta["acp/transport"]`: for a remote
+    /// editor, that a session's turn can be resumed at a cursor (`session/resume` with
+    /// `_meta["acp/cursor"]`).
+    fn transport(&self) -> Option<Meta> {
+        (self.config.reach == Reach::Remote)
+            .then(|| Meta::from_iter([("acp/transport".to_owned(), json!({"resumable": true}))]))
     }
 
     /// The tools of the MCP servers the editor names for a session: started here for an editor

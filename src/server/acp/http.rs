@@ -8,6 +8,7 @@
 //! whose `params.sessionId` names one, the answer to a request the client made about one) while
 //! the client has that stream open, the rest to the connection's stream (where a client learns of
 //! a session and opens its stream); each queue is bounded, and a full one holds the agent back.
+//! An update read from the log is an SSE event whose `id:` is its cursor (`_meta["acp/cursor"]`).
 //! A connection is its opener's: another principal's id is unknown (`404`). A connection nobody
 //! reads nor writes to for [`IDLE`] is ended.
 
@@ -119,10 +120,17 @@ struct Routes {
     initialize: Option<(String, oneshot::Sender<String>)>,
 }
 
+/// A message of the agent on its way to a stream: its JSON, and its cursor when it has one (the
+/// SSE event's id).
+struct Outgoing {
+    json: String,
+    cursor: Option<String>,
+}
+
 /// One stream's queue; its receiving end is the open stream's while one is open.
 struct Outlet {
-    sender: mpsc::Sender<String>,
-    receiver: Arc<Mutex<Option<mpsc::Receiver<String>>>>,
+    sender: mpsc::Sender<Outgoing>,
+    receiver: Arc<Mutex<Option<mpsc::Receiver<Outgoing>>>>,
 }
 
 impl Outlet {
@@ -158,14 +166,14 @@ impl Outlet {
 
 /// An open stream's messages.
 struct Outflow {
-    receiver: Option<mpsc::Receiver<String>>,
-    slot: Arc<Mutex<Option<mpsc::Receiver<String>>>>,
+    receiver: Option<mpsc::Receiver<Outgoing>>,
+    slot: Arc<Mutex<Option<mpsc::Receiver<Outgoing>>>>,
 }
 
 impl Stream for Outflow {
-    type Item = String;
+    type Item = Outgoing;
 
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<String>> {
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Outgoing>> {
         match self.receiver.as_mut() {
             Some(receiver) => receiver.poll_recv(cx),
             None => Poll::Ready(None),
@@ -425,7 +433,15 @@ async fn route(connection: &Connection, message: String) {
             None => routes.connection.sender.clone(),
         }
     };
-    if sender.send(message).await.is_err() {
+    let cursor = value
+        .pointer("/params/_meta/acp~1cursor")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let outgoing = Outgoing {
+        json: message,
+        cursor,
+    };
+    if sender.send(outgoing).await.is_err() {
         tracing::debug!("an ACP stream's queue is gone");
     }
 }
@@ -482,7 +498,13 @@ pub(super) fn stream(
     let closed = connection.closed.clone();
     let events = outflow
         .take_until(async move { closed.cancelled().await })
-        .map(|message| Ok::<_, std::convert::Infallible>(Event::default().data(message)));
+        .map(|outgoing| {
+            let event = Event::default().data(outgoing.json);
+            Ok::<_, std::convert::Infallible>(match outgoing.cursor {
+                Some(cursor) => event.id(cursor),
+                None => event,
+            })
+        });
     Sse::new(events)
         .keep_alive(KeepAlive::new().interval(keep_alive))
         .into_response()
