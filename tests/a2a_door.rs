@@ -56,10 +56,7 @@ async fn the_official_a2a_client_works_with_tasks_on_sqlite() {
 /// through the other instance and reads the task, continued there, to its end.
 #[tokio::test]
 async fn a_task_survives_a_kill_of_its_instance() {
-    let store = match stores::postgres("a2a-takeover").await {
-        Some(url) => url,
-        None => stores::sqlite("a2a-takeover"),
-    };
+    let store = stores::shared("a2a-takeover").await;
     let (first, second) = Process::rolling_pair(&store, &[]).await;
     let pid = first.pid().to_string();
     let out = support::node("a2a-takeover.mjs", &[&first.base, &second.base, &pid], None).await;

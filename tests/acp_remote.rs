@@ -61,10 +61,7 @@ async fn the_official_python_client_works_on_both_bindings() {
 /// end (`tests/conformance/acp-remote-takeover.mjs`).
 #[tokio::test]
 async fn a_turn_survives_a_kill_of_its_instance() {
-    let store = match stores::postgres("acp-takeover").await {
-        Some(url) => url,
-        None => stores::sqlite("acp-takeover"),
-    };
+    let store = stores::shared("acp-takeover").await;
     let (first, second) = Process::rolling_pair(&store, &[]).await;
     let _logs = second.logs_on_failure();
     let pid = first.pid().to_string();

@@ -347,20 +347,13 @@ async fn a_remote_agent_towers_acp_is_bridged_on_the_web() {
         "The `remember` tool returned remembered theme.",
         "{resumed:?}"
     );
-    let threads = async |token: &str| -> usize {
-        let listed: Value = reqwest::Client::new()
-            .get(format!("{}/threads", inner.base))
-            .bearer_auth(token)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        listed["threads"].as_array().unwrap().len()
-    };
-    assert_eq!(threads(ALICE).await, 2, "both turns, alice's");
-    assert_eq!(threads(BOB).await, 0);
+    let threads = async |token: &str| inner.get_as(token, "/threads").await["threads"].clone();
+    assert_eq!(
+        threads(ALICE).await.as_array().unwrap().len(),
+        2,
+        "both turns, alice's"
+    );
+    assert_eq!(threads(BOB).await, json!([]));
 
     let refused = std::process::Command::new(AGENT)
         .arg("serve")

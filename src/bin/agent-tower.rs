@@ -1128,6 +1128,33 @@ fn agent_token(variable: Option<&String>) -> Result<Option<String>, BoxError> {
         .transpose()
 }
 
+/// The stack of the ACP agent of `command` (`--agent acp:`), opened with the token
+/// `--agent-token-env` names (`token_env`) when it is across the network: its turns are the
+/// model's (silent for at most the model's idle timeout), it runs its own tools, and what it asks
+/// permission for is asked as `settings`' rules say; and the bridge, for readiness.
+async fn acp_backend(
+    mut command: agent_tower::acp::client::AcpCommand,
+    token_env: Option<&String>,
+    model: &ModelArgs,
+    settings: &AgentSettings,
+) -> Result<(agent_tower::acp::client::AcpBridge, Backend), BoxError> {
+    settings.check_bridged()?;
+    if let Some(token) = agent_token(token_env)? {
+        command = command.bearer_token(token);
+    }
+    let bridge = agent_tower::acp::client::AcpBridge::spawn(command.clone()).await?;
+    tracing::info!("serving an ACP agent: {command:?}");
+    let backend = bridged(
+        bridge.model(),
+        bridge.tools(),
+        bridge.asked(),
+        "acp",
+        model.idle_timeout,
+        settings.policy(&[]),
+    );
+    Ok((bridge, backend))
+}
+
 /// The stack of the A2A agent at `url` (`--agent a2a:`): its answers are the model's (silent
 /// for at most the model's idle timeout), under `settings`' rules; it runs its own tools.
 async fn a2a_backend(
@@ -2015,21 +2042,10 @@ async fn run_acp(args: Acp) -> Result<(), BoxError> {
             Some(a2a_backend(url, authorization.as_deref(), &args.model, &args.settings).await?)
         }
         Some(EditorAgent::Acp(command)) => {
-            args.settings.check_bridged()?;
-            let mut command = command.clone();
-            if let Some(token) = agent_token(args.agent_token_env.as_ref())? {
-                command = command.bearer_token(token);
-            }
-            let bridge = agent_tower::acp::client::AcpBridge::spawn(command.clone()).await?;
-            tracing::info!("serving an ACP agent: {command:?}");
-            Some(bridged(
-                bridge.model(),
-                bridge.tools(),
-                bridge.asked(),
-                "acp",
-                args.model.idle_timeout,
-                args.settings.policy(&[]),
-            ))
+            let token = args.agent_token_env.as_ref();
+            let (_, backend) =
+                acp_backend(command.clone(), token, &args.model, &args.settings).await?;
+            Some(backend)
         }
         Some(EditorAgent::Agui(url)) => {
             let mut bridge = agent_tower::agui::client::AguiBridge::new(url)?;
@@ -2429,7 +2445,6 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
             Some(a2a_backend(url, authorization.as_deref(), &args.model, &args.settings).await?)
         }
         Some(WebAgent::Acp(command)) => {
-            args.settings.check_bridged()?;
             tracing::info!(timeout = %humantime::format_duration(args.agent_start_timeout), "starting the ACP agent: {command:?}");
             let mut command = command.clone().start_timeout(args.agent_start_timeout);
             for (name, value) in &args.agent_env {
@@ -2441,20 +2456,11 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
             if let Some(method) = &args.agent_auth {
                 command = command.authenticate(method);
             }
-            if let Some(token) = agent_token(args.agent_token_env.as_ref())? {
-                command = command.bearer_token(token);
-            }
-            let bridge = agent_tower::acp::client::AcpBridge::spawn(command.clone()).await?;
-            tracing::info!("serving an ACP agent: {command:?}");
-            acp_agent = Some(bridge.clone());
-            Some(bridged(
-                bridge.model(),
-                bridge.tools(),
-                bridge.asked(),
-                "acp",
-                args.model.idle_timeout,
-                args.settings.policy(&[]),
-            ))
+            let token = args.agent_token_env.as_ref();
+            let (bridge, backend) =
+                acp_backend(command, token, &args.model, &args.settings).await?;
+            acp_agent = Some(bridge);
+            Some(backend)
         }
         None => None,
     };

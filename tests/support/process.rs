@@ -197,6 +197,18 @@ impl Process {
         response
     }
 
+    /// `GET path` as the bearer of `token`: its JSON body, the answer being `200`.
+    pub async fn get_as(&self, token: &str, path: &str) -> Value {
+        let response = reqwest::Client::new()
+            .get(format!("{}{path}", self.base))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "GET {path}");
+        response.json().await.unwrap()
+    }
+
     pub async fn get(&self, path: &str) -> reqwest::Response {
         reqwest::get(format!("{}{path}", self.base)).await.unwrap()
     }

@@ -63,6 +63,15 @@ pub async fn postgres(test: &str) -> Option<String> {
     }
 }
 
+/// A store several instances share: a fresh [`postgres`] schema, else (no `DATABASE_URL`) a
+/// fresh [`sqlite`] file.
+pub async fn shared(test: &str) -> String {
+    match postgres(test).await {
+        Some(url) => url,
+        None => sqlite(test),
+    }
+}
+
 /// A URL of `url`'s database whose connections work in a new, empty schema.
 pub async fn postgres_schema(url: &str, test: &str) -> String {
     use sqlx::Connection;

@@ -63,7 +63,7 @@ pub(crate) struct Connections(Mutex<HashMap<String, Arc<Connection>>>);
 
 impl Connections {
     fn lock(&self) -> MutexGuard<'_, HashMap<String, Arc<Connection>>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+        locked(&self.0)
     }
 
     /// The connection `headers` name, if it is `principal`'s.
@@ -95,18 +95,15 @@ struct Connection {
 
 impl Connection {
     fn routes(&self) -> MutexGuard<'_, Routes> {
-        self.routes.lock().unwrap_or_else(PoisonError::into_inner)
+        locked(&self.routes)
     }
 
     fn touch(&self) {
-        *self.touched.lock().unwrap_or_else(PoisonError::into_inner) = Instant::now();
+        *locked(&self.touched) = Instant::now();
     }
 
     fn idle_for(&self) -> Duration {
-        self.touched
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .elapsed()
+        locked(&self.touched).elapsed()
     }
 }
 
@@ -145,11 +142,7 @@ impl Outlet {
     /// The stream of its messages, unless one is open already; the queue is given back when
     /// that stream is dropped, for the client's next one.
     fn open(&self) -> Option<Outflow> {
-        let receiver = self
-            .receiver
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()?;
+        let receiver = locked(&self.receiver).take()?;
         Some(Outflow {
             receiver: Some(receiver),
             slot: Arc::clone(&self.receiver),
@@ -157,10 +150,7 @@ impl Outlet {
     }
 
     fn is_open(&self) -> bool {
-        self.receiver
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_none()
+        locked(&self.receiver).is_none()
     }
 }
 
@@ -184,9 +174,14 @@ impl Stream for Outflow {
 impl Drop for Outflow {
     fn drop(&mut self) {
         if let Some(receiver) = self.receiver.take() {
-            *self.slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(receiver);
+            *locked(&self.slot) = Some(receiver);
         }
     }
+}
+
+/// `mutex`'s value, whatever a panic left in it (each lock here holds for one map operation).
+fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// A JSON-RPC id as a key (its JSON text).
