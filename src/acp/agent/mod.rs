@@ -21,6 +21,7 @@ mod handlers;
 mod mcp;
 mod modes;
 mod sessions;
+mod turns;
 
 use self::sessions::Sessions;
 use super::{AcpApprover, approve::Editor, lines::Outbox, tool_call::Kinds};
