@@ -244,6 +244,7 @@ const scenarios = {
       });
     }
     assert.ok(cuts >= 20, `${cuts} cuts only: the turn ended first`);
+    console.log(`  ${cuts} connections after the first, ${received.length} updates`);
     assert.equal(ends.length, 1, "the end, once");
     assert.equal(ends[0].update._meta["acp/turnState"].stopReason, "end_turn");
     const places = received.map((u) => u._meta["acp/cursor"].split(":").map(Number));
