@@ -5,9 +5,10 @@
 //! stream; `DELETE` ends the connection.
 //!
 //! What the agent sends goes to the stream of the session it is about (a notification or request
-//! whose `params.sessionId` names one, the answer to a request the client made about one) while
-//! the client has that stream open, the rest to the connection's stream (where a client learns of
-//! a session and opens its stream); each queue is bounded, and a full one holds the agent back.
+//! whose `params.sessionId` names one, the answer to a request the client made about one) when the
+//! client opened that stream before the session's first message, else to the connection's stream
+//! (where a client learns of a session and opens its stream), for good: a session's messages come
+//! in order on one stream. Each queue is bounded, and a full one holds the agent back.
 //! An update read from the log is an SSE event whose `id:` is its cursor (`_meta["acp/cursor"]`).
 //! A connection is its opener's: another principal's id is unknown (`404`). A connection nobody
 //! reads nor writes to for [`IDLE`] is ended.
@@ -111,6 +112,9 @@ impl Connection {
 struct Routes {
     connection: Outlet,
     sessions: HashMap<String, Outlet>,
+    /// The stream each session's messages go to, chosen at its first: its own when the client
+    /// had opened it (`true`), else the connection's, for good, so that they arrive in order.
+    chosen: HashMap<String, bool>,
     /// The client's requests about a session, by id: their answers go to its stream.
     asked: HashMap<String, String>,
     /// The `initialize` request waiting for its answer, by id.
@@ -302,6 +306,7 @@ where
         routes: Mutex::new(Routes {
             connection: Outlet::new(),
             sessions: HashMap::new(),
+            chosen: HashMap::new(),
             asked: HashMap::new(),
             initialize: Some((key(id), answered)),
         }),
@@ -391,8 +396,8 @@ where
 }
 
 /// Sends `message` of the agent where it goes: the answer to `initialize` to its request, a
-/// session's to that session's stream while the client has it open, the rest to the
-/// connection's; waits while that queue is full.
+/// session's to that session's stream ([`Routes::stream_of`]), the rest to the connection's;
+/// waits while that queue is full.
 async fn route(connection: &Connection, message: String) {
     let Ok(value) = serde_json::from_str::<Value>(&message) else {
         return;
@@ -418,12 +423,7 @@ async fn route(connection: &Connection, message: String) {
             Some(id) => routes.asked.remove(id),
             None => session_of(&value).map(str::to_owned),
         };
-        // Where the client listens: a session's stream once it opened it, else the connection's
-        // (a client opens a session's stream when it first sees the session there).
-        match session
-            .and_then(|session| routes.sessions.get(&session))
-            .filter(|outlet| outlet.is_open())
-        {
+        match session.and_then(|session| routes.stream_of(session)) {
             Some(outlet) => outlet.sender.clone(),
             None => routes.connection.sender.clone(),
         }
@@ -440,6 +440,32 @@ async fn route(connection: &Connection, message: String) {
         tracing::debug!("an ACP stream's queue is gone");
     }
 }
+
+impl Routes {
+    /// The stream of `session` its messages go to, `None` for the connection's: a session's own
+    /// when the client had opened it before the session's first message (a client that learns
+    /// of a session from the connection's stream opens its stream later: its messages stay on
+    /// the connection's, in order), and while it is open (a client reopens a closed one when it
+    /// next sees the session).
+    fn stream_of(&mut self, session: String) -> Option<&Outlet> {
+        let open = self.sessions.get(&session).is_some_and(Outlet::is_open);
+        let own = match self.chosen.get(&session) {
+            Some(own) => *own,
+            None if self.chosen.len() < MAX_CHOSEN => {
+                *self.chosen.entry(session.clone()).or_insert(open)
+            }
+            None => false,
+        };
+        if own && open {
+            self.sessions.get(&session)
+        } else {
+            None
+        }
+    }
+}
+
+/// How many sessions' streams one connection remembers choosing (past it, the connection's).
+const MAX_CHOSEN: usize = 1024;
 
 /// The outlet of `session`'s stream, made when it has none (the connection's own past
 /// [`MAX_SESSION_STREAMS`]).
