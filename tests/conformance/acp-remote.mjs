@@ -1,11 +1,12 @@
 // Drives `agent-tower serve`'s `/acp` with the official TypeScript ACP client
 // (@agentclientprotocol/sdk, its experimental WebSocket transport on Node's `ws`, or its
-// Streamable HTTP transport with `http` as the last argument), as two principals: a turn streamed, an approval asked as a permission (allowed, then rejected), a
-// cancel while streaming, the turns read over HTTP as the runs of the session's thread, a second
-// connection that loads the session whole, a fork (listed, loaded whole, closed), a turn that goes on when its connection drops and is
-// joined to its end by the next, a turn read across 20 cut connections resumed at their cursors,
-// and the other principal kept out. Throws (exit code
-// 1) on the first expectation that fails; prints one line per scenario.
+// Streamable HTTP transport with `http` as the last argument), as two principals: a turn
+// streamed, an approval asked as a permission (allowed, then rejected), a cancel while
+// streaming, the turns read over HTTP as the runs of the session's thread, a second connection
+// that loads the session whole, a fork (listed, loaded whole, closed), a turn that goes on when
+// its connection drops and is joined to its end by the next, a turn read across 20 cut
+// connections resumed at their cursors, and the other principal kept out. Throws (exit code 1)
+// on the first expectation that fails; prints one line per scenario.
 //
 //   node acp-remote.mjs http://127.0.0.1:PORT ALICE_TOKEN BOB_TOKEN [ws|http]
 import assert from "node:assert/strict";
