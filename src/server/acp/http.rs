@@ -53,7 +53,7 @@ const MAX_SESSION_STREAMS: usize = 64;
 const QUEUED: usize = 256;
 
 /// How long a connection nobody reads nor writes to is kept.
-pub(super) const IDLE: Duration = Duration::from_secs(300);
+const IDLE: Duration = Duration::from_secs(300);
 
 /// How long `initialize` may take to be answered.
 const INITIALIZE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -462,19 +462,19 @@ impl Routes {
             None
         }
     }
+
+    /// The outlet of `session`'s stream, made when it has none; `None` past
+    /// [`MAX_SESSION_STREAMS`].
+    fn session_stream(&mut self, session: String) -> Option<&Outlet> {
+        if !self.sessions.contains_key(&session) && self.sessions.len() >= MAX_SESSION_STREAMS {
+            return None;
+        }
+        Some(self.sessions.entry(session).or_insert_with(Outlet::new))
+    }
 }
 
 /// How many sessions' streams one connection remembers choosing (past it, the connection's).
 const MAX_CHOSEN: usize = 1024;
-
-/// The outlet of `session`'s stream, made when it has none (the connection's own past
-/// [`MAX_SESSION_STREAMS`]).
-fn session_outlet(routes: &mut Routes, session: String) -> &Outlet {
-    if !routes.sessions.contains_key(&session) && routes.sessions.len() >= MAX_SESSION_STREAMS {
-        return &routes.connection;
-    }
-    routes.sessions.entry(session).or_insert_with(Outlet::new)
-}
 
 /// `GET /acp` without an upgrade: the connection's stream, or a session's with
 /// `Acp-Session-Id`.
@@ -504,10 +504,18 @@ pub(super) fn stream(
         .map(str::to_owned);
     let outflow = {
         let mut routes = connection.routes();
-        match session {
-            Some(session) => session_outlet(&mut routes, session).open(),
-            None => routes.connection.open(),
-        }
+        let outlet = match session {
+            Some(session) => routes.session_stream(session),
+            None => Some(&routes.connection),
+        };
+        let Some(outlet) = outlet else {
+            return refuse(
+                StatusCode::CONFLICT,
+                "too_many_streams",
+                "this connection has as many session streams as it may",
+            );
+        };
+        outlet.open()
     };
     let Some(outflow) = outflow else {
         return refuse(
