@@ -887,6 +887,85 @@ async fn events_logged_one_row_each_read_the_same_after_the_upgrade_to_chunks() 
     }
 }
 
+#[tokio::test]
+async fn runs_logged_before_run_keys_read_the_same_after_the_upgrade_and_new_runs_follow() {
+    use sqlx::{Connection, migrate::Migrator};
+    sqlx::any::install_default_drivers();
+    for (name, url) in each_store("run-keys").await {
+        // The schema before run keys, with two finished runs of chunks under their ids.
+        let mut before = Migrator::new(std::path::Path::new("migrations"))
+            .await
+            .unwrap();
+        let old: Vec<_> = before
+            .migrations
+            .iter()
+            .filter(|m| m.version < 20261203000001)
+            .cloned()
+            .collect();
+        before.migrations = old.into();
+        let created = if name == "sqlite" {
+            format!("{url}?mode=rwc")
+        } else {
+            url.clone()
+        };
+        let mut conn = sqlx::AnyConnection::connect(&created).await.unwrap();
+        before.run(&mut conn).await.unwrap();
+        for (run, created_at, seqs) in [("second", 2, 1..=2), ("first", 1, 1..=3)] {
+            sqlx::query(
+                "INSERT INTO runs (run_id, thread_id, status, owner, lease_expires_at, last_seq, \
+                 created_at, updated_at) VALUES ($1, $1, 'finished', 'gone', 0, $2, $3, $3)",
+            )
+            .bind(run)
+            .bind(i64::try_from(*seqs.end()).unwrap())
+            .bind(created_at)
+            .execute(&mut conn)
+            .await
+            .unwrap();
+            for event in events(seqs) {
+                let seq = i64::try_from(event.seq).unwrap();
+                sqlx::query(
+                    "INSERT INTO run_chunks (run_id, first_seq, last_seq, events) \
+                     VALUES ($1, $2, $2, $3)",
+                )
+                .bind(run)
+                .bind(seq)
+                .bind(format!("{{\"{run}\":{seq}}}"))
+                .execute(&mut conn)
+                .await
+                .unwrap();
+            }
+        }
+        conn.close().await.unwrap();
+
+        let store = RunStore::open(&url).await.unwrap();
+        for (run, seqs) in [("first", 1..=3), ("second", 1..=2)] {
+            let page = store.read(&run.into(), 0, 10).await.unwrap().unwrap();
+            let read: Vec<String> = page
+                .events
+                .iter()
+                .map(|e| e.json_str().to_owned())
+                .collect();
+            let written: Vec<String> = seqs.map(|seq| format!("{{\"{run}\":{seq}}}")).collect();
+            assert_eq!(read, written, "{name}: {run}");
+        }
+        // A run begun after the upgrade has a key of its own: its log holds its events alone.
+        let (thread, run) = ids();
+        let lease = store.start(&start(&thread, &run, vec![])).await.unwrap();
+        store
+            .write(
+                &lease,
+                &events(1..=2),
+                Some(&RunEnd::new(RunStatus::Finished)),
+            )
+            .await
+            .unwrap();
+        let page = store.read(&run, 0, 10).await.unwrap().unwrap();
+        assert_eq!(page.events, events(1..=2), "{name}");
+        let first = store.read(&"first".into(), 0, 10).await.unwrap().unwrap();
+        assert_eq!(first.events.len(), 3, "{name}");
+    }
+}
+
 #[cfg(unix)]
 #[tokio::test]
 async fn a_new_sqlite_file_is_its_owners_only() {

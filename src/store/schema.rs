@@ -1,5 +1,10 @@
 //! The store's schema version: the migrations in the crate's `migrations/` directory, applied on
 //! open, and a refusal of a store whose schema is newer than this binary knows.
+//!
+//! A migration is portable SQL, the same on SQLite and PostgreSQL, except in sections where the
+//! two must differ (a table's integer key, say): a line `-- [sqlite]` or `-- [postgres]` begins
+//! SQL for that database alone, `-- [both]` ends it. Each database runs the file without the
+//! other's sections; the checksum recorded is the whole file's, as sqlx reads the directory.
 
 use std::borrow::Cow;
 
@@ -40,37 +45,76 @@ const MIGRATIONS: &[(&str, &str)] = embedded![
     "20261201000003_model_calls",
     "20261202000001_notices",
     "20261202000002_schedules",
+    "20261203000001_run_keys",
 ];
 
-/// The embedded migrations, as sqlx reads a directory of them (the same versions, descriptions
-/// and checksums, so that stores migrated by either agree).
+/// The embedded migrations for one database, as sqlx reads a directory of them (the same
+/// versions, descriptions and checksums, so that stores migrated by either agree).
 #[derive(Debug)]
-struct Embedded;
+struct Embedded(Backend);
 
 impl Embedded {
-    fn migrations() -> impl Iterator<Item = Migration> {
-        MIGRATIONS.iter().map(|(file, sql)| {
+    fn migrations(self) -> impl Iterator<Item = Migration> {
+        MIGRATIONS.iter().map(move |(file, sql)| {
             let (version, description) = file.split_once('_').expect("`<version>_<description>`");
-            Migration::new(
+            let whole = Migration::new(
                 version.parse().expect("a migration's version is a number"),
                 Cow::Owned(description.replace('_', " ")),
                 MigrationType::Simple,
                 Cow::Borrowed(sql),
                 sql.starts_with("-- no-transaction"),
-            )
+            );
+            Migration {
+                sql: for_backend(sql, self.0),
+                ..whole
+            }
         })
     }
 }
 
 impl MigrationSource<'static> for Embedded {
     fn resolve(self) -> BoxFuture<'static, Result<Vec<Migration>, BoxDynError>> {
-        Box::pin(async { Ok(Self::migrations().collect()) })
+        Box::pin(async move { Ok(self.migrations().collect()) })
+    }
+}
+
+/// `sql` as `backend` runs it: without the lines of the other database's sections (blank, so
+/// that an error's line number is the file's). A file without sections is borrowed whole.
+fn for_backend(sql: &'static str, backend: Backend) -> Cow<'static, str> {
+    if !sql.lines().any(|line| section(line).is_some()) {
+        return Cow::Borrowed(sql);
+    }
+    let mut kept = String::with_capacity(sql.len());
+    let mut mine = true;
+    for line in sql.lines() {
+        if let Some(only) = section(line) {
+            mine = only.is_none_or(|only| only == backend);
+        } else if mine {
+            kept.push_str(line);
+        }
+        kept.push('\n');
+    }
+    Cow::Owned(kept)
+}
+
+/// A section's opening line: `Some(Some(backend))` for one database's SQL, `Some(None)` for
+/// both; `None` for any other line.
+fn section(line: &str) -> Option<Option<Backend>> {
+    match line.trim_end() {
+        "-- [sqlite]" => Some(Some(Backend::Sqlite)),
+        "-- [postgres]" => Some(Some(Backend::Postgres)),
+        "-- [both]" => Some(None),
+        _ => None,
     }
 }
 
 /// The latest schema version this binary knows (its last migration's).
 pub(super) fn known() -> i64 {
-    Embedded::migrations().map(|m| m.version).max().unwrap_or(0)
+    Embedded(Backend::Sqlite)
+        .migrations()
+        .map(|m| m.version)
+        .max()
+        .unwrap_or(0)
 }
 
 /// The store's schema version: its last applied migration (0 for a new store).
@@ -102,7 +146,7 @@ pub(super) async fn migrate(pool: &AnyPool, backend: Backend) -> Result<(), Stor
     if found > known {
         return Err(StoreError::NewerSchema { found, known });
     }
-    Migrator::new(Embedded).await?.run(pool).await?;
+    Migrator::new(Embedded(backend)).await?.run(pool).await?;
     if found != known {
         tracing::info!(from = found, to = known, "the store's schema was migrated");
     }
@@ -119,7 +163,7 @@ mod tests {
     async fn the_embedded_migrations_are_the_directory_as_sqlx_reads_it() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
         let read = Migrator::new(dir).await.unwrap();
-        let embedded = Migrator::new(Embedded).await.unwrap();
+        let embedded = Migrator::new(Embedded(Backend::Postgres)).await.unwrap();
         let summary = |migrator: &Migrator| {
             migrator
                 .iter()
@@ -136,5 +180,17 @@ mod tests {
         assert_eq!(summary(&embedded), summary(&read));
         assert_eq!(read.iter().count(), MIGRATIONS.len());
         assert_eq!(known(), read.iter().map(|m| m.version).max().unwrap());
+    }
+
+    /// Each database runs its own sections and the lines of both, each at its line in the file.
+    #[test]
+    fn a_database_runs_its_own_sections_and_the_shared_lines() {
+        let sql = "A;\n-- [sqlite]\nS;\n-- [postgres]\nP;\n-- [both]\nB;\n";
+        assert_eq!(for_backend(sql, Backend::Sqlite), "A;\n\nS;\n\n\n\nB;\n");
+        assert_eq!(for_backend(sql, Backend::Postgres), "A;\n\n\n\nP;\n\nB;\n");
+        assert!(matches!(
+            for_backend("A;\n-- [mysql]\n", Backend::Sqlite),
+            Cow::Borrowed("A;\n-- [mysql]\n")
+        ));
     }
 }

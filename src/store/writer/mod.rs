@@ -1255,16 +1255,19 @@ fn first(rows: Vec<Row>) -> Option<Row> {
     rows.into_iter().next()
 }
 
-/// A run's chunks of events.
+/// Runs' chunks of events, each under its run's key. A run that is not in the log has none: its
+/// chunk is refused (the key is `NOT NULL`) rather than dropped.
 static CHUNKS: LazyLock<Values> = LazyLock::new(|| {
     Values::new(
-        "INSERT INTO run_chunks (run_id, first_seq, last_seq, events) VALUES {rows}",
+        "INSERT INTO run_chunks (run_key, first_seq, last_seq, events) \
+         SELECT runs.run_key, v.column2, v.column3, v.column4 FROM (VALUES {rows}) AS v \
+         LEFT JOIN runs ON runs.run_id = v.column1",
         0,
         4,
     )
 });
 
-/// Inserts `chunks` (of any runs) into the logs.
+/// Inserts `chunks` (of any runs, each in the log) into the logs.
 async fn insert_chunks(tx: &mut impl Conn, chunks: &[Chunk]) -> Result<(), DbError> {
     let mut rows = Vec::with_capacity(4 * chunks.len());
     for chunk in chunks {
@@ -1338,7 +1341,7 @@ async fn delete_thread(
         return Ok((Deleted::Busy, principal));
     }
     tx.execute(
-        "DELETE FROM run_chunks WHERE run_id IN (SELECT run_id FROM runs WHERE thread_id = $1)",
+        "DELETE FROM run_chunks WHERE run_key IN (SELECT run_key FROM runs WHERE thread_id = $1)",
         &id,
     )
     .await?;
@@ -1456,7 +1459,10 @@ async fn prune(
     let statements = match what {
         Prunable::Runs => vec![
             format!("DELETE FROM spending WHERE day < {day_pruned} AND billed_run IN ({prunable})"),
-            format!("DELETE FROM run_chunks WHERE run_id IN ({prunable})"),
+            format!(
+                "DELETE FROM run_chunks WHERE run_key IN \
+                 (SELECT run_key FROM runs WHERE run_id IN ({prunable}))"
+            ),
             format!("DELETE FROM interrupts WHERE run_id IN ({prunable})"),
             format!("DELETE FROM notices WHERE run_id IN ({prunable})"),
             format!("DELETE FROM runs WHERE run_id IN ({prunable})"),
@@ -1467,8 +1473,8 @@ async fn prune(
                  (SELECT run_id FROM runs WHERE thread_id IN ({prunable}))"
             ),
             format!(
-                "DELETE FROM run_chunks WHERE run_id IN \
-                 (SELECT run_id FROM runs WHERE thread_id IN ({prunable}))"
+                "DELETE FROM run_chunks WHERE run_key IN \
+                 (SELECT run_key FROM runs WHERE thread_id IN ({prunable}))"
             ),
             format!("DELETE FROM interrupts WHERE thread_id IN ({prunable})"),
             format!(
