@@ -26,10 +26,20 @@
 //! TypeScript SDK instead (`benches/peers/serve.mjs`, npm `@ag-ui/encoder` installed under
 //! `target/peers/node`; skipped without `node`).
 //!
+//! Last, **against the model alone**: what `serve` adds to a model server. An OpenAI-compatible
+//! model server in this process (`benches/support/model.rs`, its tokens as fast as they are
+//! read) is read by the same client directly (the **direct** column) and through one `serve
+//! --model openai:bench` per store, each column in turn, in `LOAD_DIRECT` rounds (`3`): the short
+//! runs' rate as a ratio of the direct column's (where each saturates), and at the paced rate the
+//! time from the request to the first token, with what `serve` adds to its p50 and p99.
+//!
 //! Environment: `LOAD_STORES` (`none,sqlite,node`; a `postgres://…` URL adds PostgreSQL; `+relaxed`
 //! after a store adds it at `--durability relaxed`), `LOAD_SHORT` (clients × runs, `50x40`),
 //! `LOAD_PACED` (runs per second × seconds, `1000x5`),
-//! `LOAD_LONG` (`10x20,100x20`), `LOAD_SINGLE` (tokens × runs, `10000x20`), `LOAD_IDLE` (`1000,10000`); an empty value skips a phase.
+//! `LOAD_LONG` (`10x20,100x20`), `LOAD_SINGLE` (tokens × runs, `10000x20`), `LOAD_IDLE` (`1000,10000`),
+//! `LOAD_DIRECT` (rounds against the model alone, with the short and paced shapes, `3`),
+//! `LOAD_MODEL_EVERY_MS` (the time between two of the model server's tokens there, `0`); an empty
+//! value skips a phase.
 //! `LOAD_URL` drives a server started elsewhere (to profile it) instead of starting one;
 //! `LOAD_BIN` starts another build of `agent-tower` (to compare two builds side by side).
 
@@ -38,8 +48,12 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use serde_json::json;
 
+#[path = "support/model.rs"]
+mod model;
 #[path = "support/serve.rs"]
 mod serve;
+
+use model::{Model, Read};
 
 use serve::TempDir;
 
@@ -77,37 +91,39 @@ struct Server {
 }
 
 impl Server {
-    async fn start(store: &str) -> Self {
+    /// `serve` on `store` (or the Node peer), its model the scripted one, or `openai:bench` at
+    /// `model` (a model server's base URL).
+    async fn start(store: &str, model: Option<&str>) -> Self {
         if let Ok(url) = std::env::var("LOAD_URL") {
             return Self::at(url);
         }
-        let serve::Store {
-            url,
-            durability,
-            dir,
-            ..
-        } = serve::Store::named(if store == NODE { "none" } else { store }, "load");
+        let setting = serve::Store::named(if store == NODE { "none" } else { store }, "load");
         let agent = std::env::var("LOAD_BIN").unwrap_or_else(|_| AGENT.to_owned());
-        let args = [
-            "--store",
-            &url,
-            "--durability",
-            durability,
-            "--scripted-knobs",
-            "--busy-thread",
-            "queue",
-        ];
-        let (child, addr) = if store == NODE {
-            serve::listening(node_peer()).await
-        } else {
-            serve::serve(&agent, &args).await
+        let (child, addr) = match model {
+            _ if store == NODE => serve::listening(node_peer()).await,
+            Some(base) => {
+                let args = ["--busy-thread", "queue"];
+                serve::listening(serve::with_model(&agent, &setting, base, &args)).await
+            }
+            None => {
+                let args = [
+                    "--store",
+                    &setting.url,
+                    "--durability",
+                    setting.durability,
+                    "--scripted-knobs",
+                    "--busy-thread",
+                    "queue",
+                ];
+                serve::serve(&agent, &args).await
+            }
         };
         let pid = child.id().expect("a pid");
         Self {
             child,
             pid,
             url: format!("http://{addr}/"),
-            _dir: dir,
+            _dir: setting.dir,
         }
     }
 
@@ -287,19 +303,47 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
-/// `clients` clients each posting `runs` runs of `tokens` tokens back to back.
-async fn load(server: &Server, clients: usize, runs: usize, tokens: u64) -> Report {
+/// What a run asks for: `tokens` filler tokens of the scripted model (the time to the first
+/// event is the report's), or `tokens` tokens of a model server read through `serve` or directly
+/// (the time to the first token).
+#[derive(Clone, Copy)]
+enum Ask {
+    Scripted(u64),
+    Model(Read, usize),
+}
+
+impl Ask {
+    /// Posts run `run` to `url`: its time to the first event or token and the events read, or
+    /// the error it ended with.
+    async fn run(
+        self,
+        client: &reqwest::Client,
+        url: &str,
+        run: &str,
+    ) -> Result<(Duration, u64), String> {
+        match self {
+            Self::Scripted(tokens) => Ok(one_run(client, url, run, tokens).await),
+            Self::Model(read, tokens) => {
+                let first = read.first_token(client, url, tokens).await?;
+                Ok((first, tokens as u64))
+            }
+        }
+    }
+}
+
+/// `clients` clients each posting `runs` runs of `ask` to `url` back to back.
+async fn load(url: &str, clients: usize, runs: usize, ask: Ask) -> Report {
     let client = reqwest::Client::new();
     let prefix = uuid::Uuid::now_v7().simple().to_string();
     let start = Instant::now();
     let tasks: Vec<_> = (0..clients)
         .map(|c| {
-            let (client, url, prefix) = (client.clone(), server.url.clone(), prefix.clone());
+            let (client, url, prefix) = (client.clone(), url.to_owned(), prefix.clone());
             tokio::spawn(async move {
                 let mut results = Vec::with_capacity(runs);
                 for r in 0..runs {
                     let run = format!("{prefix}-{c}-{r}");
-                    results.push(one_run(&client, &url, &run, tokens).await);
+                    results.push(ask.run(&client, &url, &run).await);
                 }
                 results
             })
@@ -312,10 +356,10 @@ async fn load(server: &Server, clients: usize, runs: usize, tokens: u64) -> Repo
     Report::new(results, start.elapsed())
 }
 
-/// Runs of `tokens` tokens started at `rate` per second for `seconds` (open loop: a run starts
-/// on time whether or not the ones before it ended), so that the time to the first event is
-/// the latency at that load rather than the queue of a saturated server.
-async fn paced(server: &Server, rate: u64, seconds: u64, tokens: u64) -> Report {
+/// Runs of `ask` started at `rate` per second for `seconds` (open loop: a run starts on time
+/// whether or not the ones before it ended), so that the time to the first event is the latency
+/// at that load rather than the queue of a saturated server.
+async fn paced(url: &str, rate: u64, seconds: u64, ask: Ask) -> Report {
     let client = reqwest::Client::new();
     let prefix = uuid::Uuid::now_v7().simple().to_string();
     let mut ticks =
@@ -325,10 +369,10 @@ async fn paced(server: &Server, rate: u64, seconds: u64, tokens: u64) -> Report 
     let mut tasks = Vec::new();
     for r in 0..rate * seconds {
         ticks.tick().await;
-        let (client, url, run) = (client.clone(), server.url.clone(), format!("{prefix}-{r}"));
-        tasks.push(tokio::spawn(async move {
-            one_run(&client, &url, &run, tokens).await
-        }));
+        let (client, url, run) = (client.clone(), url.to_owned(), format!("{prefix}-{r}"));
+        tasks.push(tokio::spawn(
+            async move { ask.run(&client, &url, &run).await },
+        ));
     }
     let mut results = Vec::with_capacity(tasks.len());
     for task in tasks {
@@ -337,31 +381,156 @@ async fn paced(server: &Server, rate: u64, seconds: u64, tokens: u64) -> Report 
     Report::new(results, start.elapsed())
 }
 
+/// Runs' times to their first event (or token), sorted, with the events they read in `elapsed`,
+/// and the errors of the runs that failed.
+#[derive(Default)]
 struct Report {
-    runs: usize,
+    firsts: Vec<Duration>,
     events: u64,
     elapsed: Duration,
-    p50: Duration,
-    p99: Duration,
+    failed: Vec<String>,
 }
 
 impl Report {
-    /// The report of runs that each gave (time to first event, events), in `elapsed`.
-    fn new(results: Vec<(Duration, u64)>, elapsed: Duration) -> Self {
-        let events = results.iter().map(|(_, n)| n).sum();
-        let mut firsts: Vec<Duration> = results.into_iter().map(|(first, _)| first).collect();
-        firsts.sort();
-        Self {
-            runs: firsts.len(),
-            events,
-            elapsed,
-            p50: percentile(&firsts, 0.5),
-            p99: percentile(&firsts, 0.99),
+    /// The report of runs that each gave (time to first event, events) or failed, in `elapsed`.
+    fn new(results: Vec<Result<(Duration, u64), String>>, elapsed: Duration) -> Self {
+        let (mut report, mut one) = (
+            Self::default(),
+            Self {
+                elapsed,
+                ..Self::default()
+            },
+        );
+        for result in results {
+            match result {
+                Ok((first, events)) => {
+                    one.firsts.push(first);
+                    one.events += events;
+                }
+                Err(error) => one.failed.push(error),
+            }
+        }
+        report.add(one);
+        report
+    }
+
+    /// This report and `other`'s runs as one (rounds of one column).
+    fn add(&mut self, other: Self) {
+        self.firsts.extend(other.firsts);
+        self.firsts.sort();
+        self.events += other.events;
+        self.elapsed += other.elapsed;
+        self.failed.extend(other.failed);
+    }
+
+    /// The runs that failed, if any, and the first one's error.
+    fn failures(&self) -> String {
+        match self.failed.first() {
+            None => String::new(),
+            Some(first) => format!(
+                "; {} runs failed, the first with {first}",
+                self.failed.len()
+            ),
         }
     }
 
     fn runs_per_s(&self) -> f64 {
-        self.runs as f64 / self.elapsed.as_secs_f64()
+        self.firsts.len() as f64 / self.elapsed.as_secs_f64()
+    }
+
+    /// The time to the first event at `p` (0.5: the median), in ms.
+    fn first_ms(&self, p: f64) -> f64 {
+        if self.firsts.is_empty() {
+            return f64::NAN;
+        }
+        percentile(&self.firsts, p).as_secs_f64() * 1000.0
+    }
+}
+
+/// What `serve` adds to a model server alone, on each store in `stores`: `rounds` rounds of each
+/// `short` load and each `paces` rate, each column in turn (see the module).
+async fn against_the_model(
+    stores: &[String],
+    rounds: usize,
+    short: &[(usize, usize)],
+    paces: &[(u64, u64)],
+) {
+    const TOKENS: usize = 100;
+    let every: u64 = setting("LOAD_MODEL_EVERY_MS", "0")
+        .first()
+        .map_or(0, |ms| ms.parse().expect("milliseconds"));
+    let base = Model::new(Duration::from_millis(every)).serve().await;
+    let mut servers = Vec::new();
+    for store in stores.iter().filter(|store| *store != NODE) {
+        let name = serve::Store::named(store, "load").name;
+        servers.push((name, Server::start(store, Some(&base)).await));
+    }
+    // The direct column first, then each server's.
+    let direct = format!("{base}/chat/completions");
+    let columns: Vec<(&str, &str, Read)> =
+        std::iter::once(("direct", direct.as_str(), Read::Direct))
+            .chain(
+                servers
+                    .iter()
+                    .map(|(name, server)| (name.as_str(), server.url.as_str(), Read::Serve)),
+            )
+            .collect();
+    println!(
+        "against the model alone: an OpenAI-compatible model server in this process, read directly \
+         and through serve --model openai:bench, {rounds} rounds, each column in turn"
+    );
+    // Warm up: connections, allocator, the database files.
+    for &(_, url, read) in &columns {
+        load(url, 10, 10, Ask::Model(read, TOKENS)).await;
+    }
+    for &(clients, runs) in short {
+        let mut reports: Vec<Report> = columns.iter().map(|_| Report::default()).collect();
+        // Each server's CPU and disk writes over its rounds (none for the direct column: this
+        // process's own).
+        let mut used = vec![(0, 0); columns.len()];
+        for _ in 0..rounds {
+            for (column, &(_, url, read)) in columns.iter().enumerate() {
+                let server = column.checked_sub(1).map(|s| &servers[s].1);
+                let counters = || server.map_or((0, 0), |s| (s.cpu_ticks(), s.disk_bytes()));
+                let before = counters();
+                reports[column].add(load(url, clients, runs, Ask::Model(read, TOKENS)).await);
+                let after = counters();
+                used[column].0 += after.0 - before.0;
+                used[column].1 += after.1 - before.1;
+            }
+        }
+        let direct = reports[0].runs_per_s();
+        for ((&(name, ..), report), (ticks, disk)) in columns.iter().zip(&reports).zip(used) {
+            let runs_done = report.firsts.len().max(1) as f64;
+            // Clock ticks are hundredths of a second.
+            let cpu_us = ticks as f64 * 10_000.0 / runs_done;
+            let disk_kb = disk as f64 / 1000.0 / runs_done;
+            println!(
+                "  short  {clients:>4} clients x {runs} runs of {TOKENS} tokens, {name:<16} {:>6.0} runs/s, {:.2}× direct, server CPU {cpu_us:.0} µs/run, disk {disk_kb:.1} KB/run{}",
+                report.runs_per_s(),
+                report.runs_per_s() / direct,
+                report.failures(),
+            );
+        }
+    }
+    for &(rate, seconds) in paces {
+        let mut reports: Vec<Report> = columns.iter().map(|_| Report::default()).collect();
+        for _ in 0..rounds {
+            for (&(_, url, read), report) in columns.iter().zip(&mut reports) {
+                report.add(paced(url, rate, seconds, Ask::Model(read, TOKENS)).await);
+            }
+        }
+        let direct = &reports[0];
+        for (&(name, ..), report) in columns.iter().zip(&reports) {
+            println!(
+                "  paced  {rate:>4} runs/s for {seconds} s, runs of {TOKENS} tokens, {name:<16} first token p50 {:.2} ms, p99 {:.2} ms; added p50 {:+.2} ms, p99 {:+.2} ms{}",
+                report.first_ms(0.5),
+                report.first_ms(0.99),
+                report.first_ms(0.5) - direct.first_ms(0.5),
+                report.first_ms(0.99) - direct.first_ms(0.99),
+                report.failures(),
+            );
+        }
     }
 }
 
@@ -461,12 +630,12 @@ async fn bench() {
         } else {
             println!("--store {store}");
         }
-        let server = Server::start(store).await;
+        let server = Server::start(store, None).await;
         // Warm up: connections, allocator, the database file.
-        load(&server, 10, 10, 100).await;
+        load(&server.url, 10, 10, Ask::Scripted(100)).await;
         for &(clients, runs) in &short {
             let (cpu, disk) = (server.cpu_ticks(), server.disk_bytes());
-            let report = load(&server, clients, runs, 100).await;
+            let report = load(&server.url, clients, runs, Ask::Scripted(100)).await;
             let total = (clients * runs) as f64;
             // Clock ticks are hundredths of a second.
             let cpu_us = (server.cpu_ticks() - cpu) as f64 * 10_000.0 / total;
@@ -475,26 +644,26 @@ async fn bench() {
                 "  short  {clients:>4} clients x {runs} runs of 100 tokens: {:.0} runs/s ({:.0} events/s), first event p50 {:.2} ms, p99 {:.2} ms; server CPU {cpu_us:.0} µs/run, disk {disk_kb:.1} KB/run",
                 report.runs_per_s(),
                 report.events as f64 / report.elapsed.as_secs_f64(),
-                report.p50.as_secs_f64() * 1000.0,
-                report.p99.as_secs_f64() * 1000.0,
+                report.first_ms(0.5),
+                report.first_ms(0.99),
             );
             short_rates.push((store.clone(), clients, report.runs_per_s()));
         }
         for &(rate, seconds) in &paces {
-            let report = paced(&server, rate, seconds, 100).await;
+            let report = paced(&server.url, rate, seconds, Ask::Scripted(100)).await;
             println!(
                 "  paced  {rate:>4} runs/s for {seconds} s, runs of 100 tokens: first event p50 {:.2} ms, p99 {:.2} ms",
-                report.p50.as_secs_f64() * 1000.0,
-                report.p99.as_secs_f64() * 1000.0,
+                report.first_ms(0.5),
+                report.first_ms(0.99),
             );
         }
         for &(clients, runs) in &long {
-            let report = load(&server, clients, runs, 1000).await;
+            let report = load(&server.url, clients, runs, Ask::Scripted(1000)).await;
             println!(
                 "  long   {clients:>4} clients x {runs} runs of 1,000 tokens: {:.0} events/s, first event p50 {:.2} ms, p99 {:.2} ms",
                 report.events as f64 / report.elapsed.as_secs_f64(),
-                report.p50.as_secs_f64() * 1000.0,
-                report.p99.as_secs_f64() * 1000.0,
+                report.first_ms(0.5),
+                report.first_ms(0.99),
             );
         }
         for &(tokens, runs) in &singles {
@@ -522,5 +691,11 @@ async fn bench() {
                 rate / base * 100.0
             );
         }
+    }
+    let rounds: usize = setting("LOAD_DIRECT", "3")
+        .first()
+        .map_or(0, |n| n.parse().expect("a number of rounds"));
+    if rounds > 0 {
+        against_the_model(&stores, rounds, &short, &paces).await;
     }
 }

@@ -16,6 +16,25 @@ pub async fn serve(agent: &str, args: &[&str]) -> (tokio::process::Child, String
     listening(command).await
 }
 
+/// `agent serve` on `store`, its model `openai:bench` at `base` (a bench's model server), with
+/// `args` after: start it with [`listening`].
+pub fn with_model(
+    agent: &str,
+    store: &Store,
+    base: &str,
+    args: &[&str],
+) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(agent);
+    command
+        .args(["serve", "--addr", "127.0.0.1:0", "--store", &store.url])
+        .args(["--durability", store.durability])
+        .args(["--model", "openai:bench", "--base-url", base])
+        .args(args)
+        .env("OPENAI_API_KEY", "bench")
+        .env("RUST_LOG", "info");
+    command
+}
+
 /// Starts `command`, a server that writes `addr=HOST:PORT` to its standard error once it
 /// listens, and waits for that line (the rest of its standard error is read and dropped, so that
 /// it never blocks on a full pipe): the process and its address.
