@@ -832,30 +832,38 @@ async fn a_file_store_survives_reopening() {
     assert_eq!(page.events, events(1..=4));
 }
 
-#[tokio::test]
-async fn events_logged_one_row_each_read_the_same_after_the_upgrade_to_chunks() {
+/// A connection to the store at `url` (`name`: `sqlite` or `postgres`), its schema brought to
+/// the migrations before `version`, of which there are `count`: what an earlier release left.
+async fn store_before(name: &str, url: &str, version: i64, count: usize) -> sqlx::AnyConnection {
     use sqlx::{Connection, migrate::Migrator};
     sqlx::any::install_default_drivers();
+    let mut before = Migrator::new(std::path::Path::new("migrations"))
+        .await
+        .unwrap();
+    let old: Vec<_> = before
+        .migrations
+        .iter()
+        .filter(|m| m.version < version)
+        .cloned()
+        .collect();
+    assert_eq!(old.len(), count, "the migrations before {version}");
+    before.migrations = old.into();
+    let created = if name == "sqlite" {
+        format!("{url}?mode=rwc")
+    } else {
+        url.to_owned()
+    };
+    let mut conn = sqlx::AnyConnection::connect(&created).await.unwrap();
+    before.run(&mut conn).await.unwrap();
+    conn
+}
+
+#[tokio::test]
+async fn events_logged_one_row_each_read_the_same_after_the_upgrade_to_chunks() {
+    use sqlx::Connection;
     for (name, url) in each_store("upgrade").await {
         // The schema before chunks, with a finished run of three events.
-        let mut before = Migrator::new(std::path::Path::new("migrations"))
-            .await
-            .unwrap();
-        let old: Vec<_> = before
-            .migrations
-            .iter()
-            .filter(|m| m.version < 20261125000000)
-            .cloned()
-            .collect();
-        assert_eq!(old.len(), 2, "the migrations before chunks");
-        before.migrations = old.into();
-        let created = if name == "sqlite" {
-            format!("{url}?mode=rwc")
-        } else {
-            url.clone()
-        };
-        let mut conn = sqlx::AnyConnection::connect(&created).await.unwrap();
-        before.run(&mut conn).await.unwrap();
+        let mut conn = store_before(name, &url, 20261125000000, 2).await;
         sqlx::query(
             "INSERT INTO runs (run_id, thread_id, status, owner, lease_expires_at, last_seq, \
              created_at, updated_at) VALUES ('old', 't-old', 'finished', 'gone', 0, 3, 1, 1)",
@@ -889,27 +897,10 @@ async fn events_logged_one_row_each_read_the_same_after_the_upgrade_to_chunks() 
 
 #[tokio::test]
 async fn runs_logged_before_run_keys_read_the_same_after_the_upgrade_and_new_runs_follow() {
-    use sqlx::{Connection, migrate::Migrator};
-    sqlx::any::install_default_drivers();
+    use sqlx::Connection;
     for (name, url) in each_store("run-keys").await {
         // The schema before run keys, with two finished runs of chunks under their ids.
-        let mut before = Migrator::new(std::path::Path::new("migrations"))
-            .await
-            .unwrap();
-        let old: Vec<_> = before
-            .migrations
-            .iter()
-            .filter(|m| m.version < 20261203000001)
-            .cloned()
-            .collect();
-        before.migrations = old.into();
-        let created = if name == "sqlite" {
-            format!("{url}?mode=rwc")
-        } else {
-            url.clone()
-        };
-        let mut conn = sqlx::AnyConnection::connect(&created).await.unwrap();
-        before.run(&mut conn).await.unwrap();
+        let mut conn = store_before(name, &url, 20261203000001, 16).await;
         for (run, created_at, seqs) in [("second", 2, 1..=2), ("first", 1, 1..=3)] {
             sqlx::query(
                 "INSERT INTO runs (run_id, thread_id, status, owner, lease_expires_at, last_seq, \
