@@ -99,25 +99,17 @@ impl Server {
         }
         let setting = serve::Store::named(if store == NODE { "none" } else { store }, "load");
         let agent = std::env::var("LOAD_BIN").unwrap_or_else(|_| AGENT.to_owned());
-        let (child, addr) = match model {
-            _ if store == NODE => serve::listening(node_peer()).await,
-            Some(base) => {
-                let args = ["--busy-thread", "queue"];
-                serve::listening(serve::with_model(&agent, &setting, base, &args)).await
-            }
-            None => {
-                let args = [
-                    "--store",
-                    &setting.url,
-                    "--durability",
-                    setting.durability,
-                    "--scripted-knobs",
-                    "--busy-thread",
-                    "queue",
-                ];
-                serve::serve(&agent, &args).await
-            }
+        let queue = ["--busy-thread", "queue"];
+        let command = match model {
+            _ if store == NODE => node_peer(),
+            Some(base) => serve::with_model(&agent, &setting, base, &queue),
+            None => serve::on_store(
+                &agent,
+                &setting,
+                &[&["--scripted-knobs"][..], &queue].concat(),
+            ),
         };
+        let (child, addr) = serve::listening(command).await;
         let pid = child.id().expect("a pid");
         Self {
             child,
@@ -394,23 +386,20 @@ struct Report {
 impl Report {
     /// The report of runs that each gave (time to first event, events) or failed, in `elapsed`.
     fn new(results: Vec<Result<(Duration, u64), String>>, elapsed: Duration) -> Self {
-        let (mut report, mut one) = (
-            Self::default(),
-            Self {
-                elapsed,
-                ..Self::default()
-            },
-        );
+        let mut report = Self {
+            elapsed,
+            ..Self::default()
+        };
         for result in results {
             match result {
                 Ok((first, events)) => {
-                    one.firsts.push(first);
-                    one.events += events;
+                    report.firsts.push(first);
+                    report.events += events;
                 }
-                Err(error) => one.failed.push(error),
+                Err(error) => report.failed.push(error),
             }
         }
-        report.add(one);
+        report.firsts.sort();
         report
     }
 
@@ -465,22 +454,25 @@ async fn against_the_model(
         let name = serve::Store::named(store, "load").name;
         servers.push((name, Server::start(store, Some(&base)).await));
     }
-    // The direct column first, then each server's.
+    // The direct column first, then each server's (with the server, for its CPU and disk).
     let direct = format!("{base}/chat/completions");
-    let columns: Vec<(&str, &str, Read)> =
-        std::iter::once(("direct", direct.as_str(), Read::Direct))
-            .chain(
-                servers
-                    .iter()
-                    .map(|(name, server)| (name.as_str(), server.url.as_str(), Read::Serve)),
-            )
+    let columns: Vec<(&str, &str, Read, Option<&Server>)> =
+        std::iter::once(("direct", direct.as_str(), Read::Direct, None))
+            .chain(servers.iter().map(|(name, server)| {
+                (
+                    name.as_str(),
+                    server.url.as_str(),
+                    Read::Serve,
+                    Some(server),
+                )
+            }))
             .collect();
     println!(
         "against the model alone: an OpenAI-compatible model server in this process, read directly \
          and through serve --model openai:bench, {rounds} rounds, each column in turn"
     );
     // Warm up: connections, allocator, the database files.
-    for &(_, url, read) in &columns {
+    for &(_, url, read, _) in &columns {
         load(url, 10, 10, Ask::Model(read, TOKENS)).await;
     }
     for &(clients, runs) in short {
@@ -489,8 +481,7 @@ async fn against_the_model(
         // process's own).
         let mut used = vec![(0, 0); columns.len()];
         for _ in 0..rounds {
-            for (column, &(_, url, read)) in columns.iter().enumerate() {
-                let server = column.checked_sub(1).map(|s| &servers[s].1);
+            for (column, &(_, url, read, server)) in columns.iter().enumerate() {
                 let counters = || server.map_or((0, 0), |s| (s.cpu_ticks(), s.disk_bytes()));
                 let before = counters();
                 reports[column].add(load(url, clients, runs, Ask::Model(read, TOKENS)).await);
@@ -516,7 +507,7 @@ async fn against_the_model(
     for &(rate, seconds) in paces {
         let mut reports: Vec<Report> = columns.iter().map(|_| Report::default()).collect();
         for _ in 0..rounds {
-            for (&(_, url, read), report) in columns.iter().zip(&mut reports) {
+            for (&(_, url, read, _), report) in columns.iter().zip(&mut reports) {
                 report.add(paced(url, rate, seconds, Ask::Model(read, TOKENS)).await);
             }
         }

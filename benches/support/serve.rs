@@ -5,15 +5,26 @@ use std::process::Stdio;
 
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-/// Starts `agent serve --addr 127.0.0.1:0` with `args` (logs at `info`) and waits until it
-/// listens: the process and its address.
-pub async fn serve(agent: &str, args: &[&str]) -> (tokio::process::Child, String) {
+/// `agent serve --addr 127.0.0.1:0` with `args` (logs at `info`): start it with [`listening`].
+pub fn command(agent: &str, args: &[&str]) -> tokio::process::Command {
     let mut command = tokio::process::Command::new(agent);
     command
         .args(["serve", "--addr", "127.0.0.1:0"])
         .args(args)
         .env("RUST_LOG", "info");
-    listening(command).await
+    command
+}
+
+/// Starts `agent serve --addr 127.0.0.1:0` with `args` (logs at `info`) and waits until it
+/// listens: the process and its address.
+pub async fn serve(agent: &str, args: &[&str]) -> (tokio::process::Child, String) {
+    listening(command(agent, args)).await
+}
+
+/// `agent serve` on `store`, with `args` after: start it with [`listening`].
+pub fn on_store(agent: &str, store: &Store, args: &[&str]) -> tokio::process::Command {
+    let stored = ["--store", &store.url, "--durability", store.durability];
+    command(agent, &[&stored[..], args].concat())
 }
 
 /// `agent serve` on `store`, its model `openai:bench` at `base` (a bench's model server), with
@@ -24,14 +35,9 @@ pub fn with_model(
     base: &str,
     args: &[&str],
 ) -> tokio::process::Command {
-    let mut command = tokio::process::Command::new(agent);
-    command
-        .args(["serve", "--addr", "127.0.0.1:0", "--store", &store.url])
-        .args(["--durability", store.durability])
-        .args(["--model", "openai:bench", "--base-url", base])
-        .args(args)
-        .env("OPENAI_API_KEY", "bench")
-        .env("RUST_LOG", "info");
+    let model = ["--model", "openai:bench", "--base-url", base];
+    let mut command = on_store(agent, store, &[&model[..], args].concat());
+    command.env("OPENAI_API_KEY", "bench");
     command
 }
 

@@ -108,7 +108,8 @@ fn section(line: &str) -> Option<Option<Backend>> {
     }
 }
 
-/// The latest schema version this binary knows (its last migration's).
+/// The latest schema version this binary knows (its last migration's; the versions are the same
+/// for both databases).
 pub(super) fn known() -> i64 {
     Embedded(Backend::Sqlite)
         .migrations()

@@ -349,7 +349,8 @@ impl RunStore {
         let limit = u64::try_from(limit).unwrap_or(u64::MAX);
         let rows = sqlx::query(
             "SELECT first_seq, last_seq, events FROM run_chunks \
-             WHERE run_key = (SELECT run_key FROM runs WHERE run_id = $1) AND first_seq > $2 AND first_seq <= $3 AND last_seq > $4 ORDER BY first_seq",
+             WHERE run_key = (SELECT run_key FROM runs WHERE run_id = $1) \
+             AND first_seq > $2 AND first_seq <= $3 AND last_seq > $4 ORDER BY first_seq",
         )
         .bind(run_id.as_str())
         .bind(signed(after.saturating_sub(chunk::MAX_EVENTS)))
