@@ -82,8 +82,8 @@
 //!   out with every layer above in its place.
 //! - [`subagent`] (feature `subagent`): [`AgentTool`](subagent::AgentTool), an agent as a tool of
 //!   another, its run shown as a sub-agent run.
-//! - `tool::typed` (feature `typed-tools`): tools whose arguments are a Rust type, checked against
-//!   its generated schema.
+//! - `tool::typed` (feature `typed-tools`): tools whose arguments are a Rust type, offered as its
+//!   generated schema and parsed into it (checked against the whole schema with `schema-check`).
 //! - [`demo`] (feature `demo`): the scripted model and the demo tools in a `Stack`, what the
 //!   `agent-tower` command runs without a model.
 //! - [`test_util`] (feature `test-util`): mocks and assertions for testing your own stacks.

@@ -5,7 +5,6 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use serde_with::skip_serializing_none;
 
 use super::input::{Interrupt, Message, RunAgentInput};
 use crate::{
@@ -14,16 +13,18 @@ use crate::{
 };
 
 /// Fields every event may carry.
-#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct BaseEvent {
     /// Milliseconds since the Unix epoch.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub timestamp: Option<u64>,
     /// The native event this one was made from, for debugging (boxed, as `metadata`: rarely
     /// there, and every event carries the room for it).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub raw_event: Option<Box<Value>>,
     /// Free-form metadata; the key `"ag-ui"` is reserved.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Box<serde_json::Map<String, Value>>>,
 }
 
@@ -471,11 +472,11 @@ impl Event {
     }
 }
 
-/// Declares one event struct: base fields flattened, camelCase, options omitted.
+/// Declares one event struct: base fields flattened, camelCase, each field with its own attributes
+/// (an option omitted when absent says so).
 macro_rules! event_struct {
     ($(#[$doc:meta])* $name:ident { $( $(#[$fdoc:meta])* $field:ident : $ty:ty ),* $(,)? }) => {
         $(#[$doc])*
-        #[skip_serializing_none]
         #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
         #[serde(rename_all = "camelCase")]
         pub struct $name {
@@ -495,10 +496,13 @@ event_struct! {
         /// The run.
         run_id: RunId,
         /// The run this one branches from.
+        #[serde(skip_serializing_if = "Option::is_none")]
         parent_run_id: Option<RunId>,
         /// The input, echoed.
+        #[serde(skip_serializing_if = "Option::is_none")]
         input: Option<Box<RunAgentInput>>,
         /// The protocol version the producer speaks; `"1.0"` here.
+        #[serde(skip_serializing_if = "Option::is_none")]
         protocol_version: Option<String>,
     }
 }
@@ -511,10 +515,13 @@ event_struct! {
         /// The run.
         run_id: RunId,
         /// The run's result, free-form (boxed: most runs have none).
+        #[serde(skip_serializing_if = "Option::is_none")]
         result: Option<Box<Value>>,
         /// How the run ended; absent means success.
+        #[serde(skip_serializing_if = "Option::is_none")]
         outcome: Option<RunFinishedOutcome>,
         /// Token usage.
+        #[serde(skip_serializing_if = "Option::is_none")]
         usage: Option<Vec<TokenUsage>>,
     }
 }
@@ -525,8 +532,10 @@ event_struct! {
         /// What went wrong, for people.
         message: String,
         /// A stable machine-readable code.
+        #[serde(skip_serializing_if = "Option::is_none")]
         code: Option<String>,
         /// Token usage until the error.
+        #[serde(skip_serializing_if = "Option::is_none")]
         usage: Option<Vec<TokenUsage>>,
     }
 }
@@ -537,6 +546,7 @@ event_struct! {
         /// The step's name, unique among active steps.
         step_name: String,
         /// The sub-agent run this belongs to.
+        #[serde(skip_serializing_if = "Option::is_none")]
         subagent_run_id: Option<String>,
     }
 }
@@ -547,6 +557,7 @@ event_struct! {
         /// The step's name.
         step_name: String,
         /// The sub-agent run this belongs to.
+        #[serde(skip_serializing_if = "Option::is_none")]
         subagent_run_id: Option<String>,
     }
 }
@@ -571,10 +582,13 @@ event_struct! {
         /// The message.
         message_id: MessageId,
         /// Its author (default assistant).
+        #[serde(skip_serializing_if = "Option::is_none")]
         role: Option<TextMessageRole>,
         /// The author's name.
+        #[serde(skip_serializing_if = "Option::is_none")]
         name: Option<String>,
         /// The sub-agent run this belongs to.
+        #[serde(skip_serializing_if = "Option::is_none")]
         subagent_run_id: Option<String>,
     }
 }
@@ -587,6 +601,7 @@ event_struct! {
         /// The new text (may be empty).
         delta: Delta,
         /// The sub-agent run this belongs to.
+        #[serde(skip_serializing_if = "Option::is_none")]
         subagent_run_id: Option<String>,
     }
 }
@@ -597,6 +612,7 @@ event_struct! {
         /// The message.
         message_id: MessageId,
         /// The sub-agent run this belongs to.
+        #[serde(skip_serializing_if = "Option::is_none")]
         subagent_run_id: Option<String>,
     }
 }
@@ -605,14 +621,19 @@ event_struct! {
     /// `TEXT_MESSAGE_CHUNK`.
     TextMessageChunk {
         /// The message (required on the first chunk).
+        #[serde(skip_serializing_if = "Option::is_none")]
         message_id: Option<MessageId>,
         /// Its author.
+        #[serde(skip_serializing_if = "Option::is_none")]
         role: Option<TextMessageRole>,
         /// The new text.
+        #[serde(skip_serializing_if = "Option::is_none")]
         delta: Option<String>,
         /// The author's name.
+        #[serde(skip_serializing_if = "Option::is_none")]
         name: Option<String>,
         /// The sub-agent run this belongs to.
+        #[serde(skip_serializing_if = "Option::is_none")]
         subagent_run_id: Option<String>,
     }
 }
@@ -625,8 +646,10 @@ event_struct! {
         /// The tool's name.
         tool_call_name: String,
         /// The assistant message the call belongs to.
+        #[serde(skip_serializing_if = "Option::is_none")]
         parent_message_id: Option<MessageId>,
         /// The sub-agent run this belongs to.
+        #[serde(skip_serializing_if = "Option::is_none")]
         subagent_run_id: Option<String>,
     }
 }
@@ -639,6 +662,7 @@ event_struct! {
         /// A fragment of the JSON arguments.
         delta: Delta,
         /// The sub-agent run this belongs to.
+        #[serde(skip_serializing_if = "Option::is_none")]
         subagent_run_id: Option<String>,
     }
 }
@@ -649,6 +673,7 @@ event_struct! {
         /// The call.
         tool_call_id: ToolCallId,
         /// The sub-agent run this belongs to.
+        #[serde(skip_serializing_if = "Option::is_none")]
         subagent_run_id: Option<String>,
     }
 }
@@ -657,14 +682,19 @@ event_struct! {
     /// `TOOL_CALL_CHUNK`.
     ToolCallChunk {
         /// The call (required on the first chunk).
+        #[serde(skip_serializing_if = "Option::is_none")]
         tool_call_id: Option<ToolCallId>,
         /// The tool's name (required on the first chunk).
+        #[serde(skip_serializing_if = "Option::is_none")]
         tool_call_name: Option<String>,
         /// The assistant message the call belongs to.
+        #[serde(skip_serializing_if = "Option::is_none")]
         parent_message_id: Option<MessageId>,
         /// A fragment of the JSON arguments.
+        #[serde(skip_serializing_if = "Option::is_none")]
         delta: Option<String>,
         /// The sub-agent run this belongs to.
+        #[serde(skip_serializing_if = "Option::is_none")]
         subagent_run_id: Option<String>,
     }
 }
@@ -687,8 +717,10 @@ event_struct! {
         /// The result.
         content: super::input::ToolContent,
         /// Always `tool`.
+        #[serde(skip_serializing_if = "Option::is_none")]
         role: Option<ToolRole>,
         /// The sub-agent run this belongs to.
+        #[serde(skip_serializing_if = "Option::is_none")]
         subagent_run_id: Option<String>,
     }
 }
@@ -699,6 +731,7 @@ event_struct! {
         /// The whole state.
         snapshot: Value,
         /// The sub-agent run this belongs to.
+        #[serde(skip_serializing_if = "Option::is_none")]
         subagent_run_id: Option<String>,
     }
 }
@@ -709,6 +742,7 @@ event_struct! {
         /// RFC 6902 operations.
         delta: Vec<Value>,
         /// The sub-agent run this belongs to.
+        #[serde(skip_serializing_if = "Option::is_none")]
         subagent_run_id: Option<String>,
     }
 }
@@ -731,8 +765,10 @@ event_struct! {
         /// The activity's content.
         content: Value,
         /// Whether to replace an existing message (default true).
+        #[serde(skip_serializing_if = "Option::is_none")]
         replace: Option<bool>,
         /// The sub-agent run this belongs to.
+        #[serde(skip_serializing_if = "Option::is_none")]
         subagent_run_id: Option<String>,
     }
 }
@@ -747,6 +783,7 @@ event_struct! {
         /// RFC 6902 operations on the content.
         patch: Vec<Value>,
         /// The sub-agent run this belongs to.
+        #[serde(skip_serializing_if = "Option::is_none")]
         subagent_run_id: Option<String>,
     }
 }
@@ -757,8 +794,10 @@ event_struct! {
         /// The foreign event.
         event: Value,
         /// Where it came from.
+        #[serde(skip_serializing_if = "Option::is_none")]
         source: Option<String>,
         /// The sub-agent run this belongs to.
+        #[serde(skip_serializing_if = "Option::is_none")]
         subagent_run_id: Option<String>,
     }
 }
@@ -771,6 +810,7 @@ event_struct! {
         /// Its value.
         value: Value,
         /// The sub-agent run this belongs to.
+        #[serde(skip_serializing_if = "Option::is_none")]
         subagent_run_id: Option<String>,
     }
 }
@@ -781,6 +821,7 @@ event_struct! {
         /// The reasoning span.
         message_id: MessageId,
         /// The sub-agent run this belongs to.
+        #[serde(skip_serializing_if = "Option::is_none")]
         subagent_run_id: Option<String>,
     }
 }
@@ -791,6 +832,7 @@ event_struct! {
         /// The reasoning span.
         message_id: MessageId,
         /// The sub-agent run this belongs to.
+        #[serde(skip_serializing_if = "Option::is_none")]
         subagent_run_id: Option<String>,
     }
 }
@@ -811,6 +853,7 @@ event_struct! {
         /// Always `reasoning`.
         role: ReasoningRole,
         /// The sub-agent run this belongs to.
+        #[serde(skip_serializing_if = "Option::is_none")]
         subagent_run_id: Option<String>,
     }
 }
@@ -823,6 +866,7 @@ event_struct! {
         /// The new text.
         delta: Delta,
         /// The sub-agent run this belongs to.
+        #[serde(skip_serializing_if = "Option::is_none")]
         subagent_run_id: Option<String>,
     }
 }
@@ -833,6 +877,7 @@ event_struct! {
         /// The reasoning message.
         message_id: MessageId,
         /// The sub-agent run this belongs to.
+        #[serde(skip_serializing_if = "Option::is_none")]
         subagent_run_id: Option<String>,
     }
 }
@@ -841,10 +886,13 @@ event_struct! {
     /// `REASONING_MESSAGE_CHUNK`.
     ReasoningMessageChunk {
         /// The reasoning message (required on the first chunk).
+        #[serde(skip_serializing_if = "Option::is_none")]
         message_id: Option<MessageId>,
         /// The new text.
+        #[serde(skip_serializing_if = "Option::is_none")]
         delta: Option<String>,
         /// The sub-agent run this belongs to.
+        #[serde(skip_serializing_if = "Option::is_none")]
         subagent_run_id: Option<String>,
     }
 }
@@ -869,6 +917,7 @@ event_struct! {
         /// The opaque value.
         encrypted_value: String,
         /// The sub-agent run this belongs to.
+        #[serde(skip_serializing_if = "Option::is_none")]
         subagent_run_id: Option<String>,
     }
 }
@@ -881,18 +930,21 @@ event_struct! {
         /// The sub-agent's name.
         name: String,
         /// What it does.
+        #[serde(skip_serializing_if = "Option::is_none")]
         description: Option<String>,
         /// The sub-agent run that started this one.
+        #[serde(skip_serializing_if = "Option::is_none")]
         parent_subagent_run_id: Option<String>,
         /// The tool call that started it.
+        #[serde(skip_serializing_if = "Option::is_none")]
         parent_tool_call_id: Option<ToolCallId>,
         /// The message that started it.
+        #[serde(skip_serializing_if = "Option::is_none")]
         parent_message_id: Option<MessageId>,
     }
 }
 
 /// How a sub-agent run finished.
-#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(
     tag = "type",
@@ -905,6 +957,7 @@ pub enum SubagentOutcome {
     /// It waits for input.
     Suspended {
         /// The interrupts it waits on.
+        #[serde(skip_serializing_if = "Option::is_none")]
         interrupt_ids: Option<Vec<String>>,
     },
 }
@@ -915,8 +968,10 @@ event_struct! {
         /// The sub-agent run.
         subagent_run_id: String,
         /// Its result.
+        #[serde(skip_serializing_if = "Option::is_none")]
         result: Option<Value>,
         /// How it finished.
+        #[serde(skip_serializing_if = "Option::is_none")]
         outcome: Option<SubagentOutcome>,
     }
 }
@@ -929,12 +984,12 @@ event_struct! {
         /// What went wrong.
         message: String,
         /// A machine-readable code.
+        #[serde(skip_serializing_if = "Option::is_none")]
         code: Option<String>,
     }
 }
 
 /// How a run finished (`RUN_FINISHED.outcome`).
-#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(
     tag = "type",
@@ -945,6 +1000,7 @@ pub enum RunFinishedOutcome {
     /// The run completed.
     Success {
         /// Client-side tool calls the next input must answer.
+        #[serde(skip_serializing_if = "Option::is_none")]
         pending_tool_call_ids: Option<Vec<ToolCallId>>,
     },
     /// The run waits for the client to resolve interrupts.
@@ -957,30 +1013,38 @@ pub enum RunFinishedOutcome {
 }
 
 /// Token counts in `RUN_FINISHED` / `RUN_ERROR`.
-#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TokenUsage {
     /// The provider.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
     /// The model.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
     /// Prompt tokens.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub input_tokens: Option<u64>,
     /// Answer tokens.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub output_tokens: Option<u64>,
     /// Both.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub total_tokens: Option<u64>,
     /// Reasoning tokens.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub reasoning_tokens: Option<u64>,
     /// Prompt tokens from a cache.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub cached_input_tokens: Option<u64>,
     /// Prompt tokens written to a cache.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub cache_write_input_tokens: Option<u64>,
     /// What they cost, for readers in this process (the metrics). Never on the wire: AG-UI
     /// 1.0 clients strip the fields their schema lacks, with a warning; clients are told in the
     /// `CUSTOM` event [`agent_tower.cost`](super::future::COST_EVENT) instead.
     #[serde(skip)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub cost: Option<crate::model::Cost>,
 }
 

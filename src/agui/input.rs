@@ -6,7 +6,6 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use serde_with::skip_serializing_none;
 
 use crate::{
     context::RunContext,
@@ -17,7 +16,6 @@ use crate::{
 };
 
 /// The body of an AG-UI run request.
-#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RunAgentInput {
@@ -26,8 +24,10 @@ pub struct RunAgentInput {
     /// The run the client allocated.
     pub run_id: RunId,
     /// The run this one branches from.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub parent_run_id: Option<RunId>,
     /// The shared state.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub state: Option<Value>,
     /// The conversation.
     pub messages: Vec<Message>,
@@ -38,10 +38,13 @@ pub struct RunAgentInput {
     #[serde(default)]
     pub context: Vec<Context>,
     /// Anything else the client forwards.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub forwarded_props: Option<Value>,
     /// Answers to the interrupts of the previous run.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub resume: Option<Vec<ResumeEntry>>,
     /// The protocol version the client speaks.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub protocol_version: Option<String>,
 }
 
@@ -145,7 +148,6 @@ impl ClientProtocol {
 }
 
 /// A tool the client offers.
-#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Tool {
@@ -155,8 +157,10 @@ pub struct Tool {
     #[serde(default)]
     pub description: String,
     /// A JSON Schema of its arguments.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub parameters: Option<Value>,
     /// Free-form metadata.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Value>,
 }
 
@@ -193,7 +197,6 @@ pub struct Context {
 }
 
 /// An interrupt the run waits on (`RUN_FINISHED.outcome.interrupts`).
-#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Interrupt {
@@ -202,14 +205,19 @@ pub struct Interrupt {
     /// Why: `tool_call`, `input_required`, `confirmation` or `fw:name`.
     pub reason: String,
     /// For people.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     /// The tool call waiting for approval.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<ToolCallId>,
     /// The schema of an acceptable resume payload.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub response_schema: Option<Value>,
     /// When it expires (RFC 3339).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<String>,
     /// Free-form metadata.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Value>,
 }
 
@@ -224,7 +232,6 @@ pub enum ResumeStatus {
 }
 
 /// An answer to an interrupt.
-#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ResumeEntry {
@@ -233,13 +240,14 @@ pub struct ResumeEntry {
     /// How.
     pub status: ResumeStatus,
     /// The answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub payload: Option<Value>,
     /// Free-form metadata.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Value>,
 }
 
 /// A tool call inside an assistant message (OpenAI-shaped).
-#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolCall {
@@ -251,6 +259,7 @@ pub struct ToolCall {
     /// The function called.
     pub function: FunctionCall,
     /// Opaque provider data.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub encrypted_value: Option<String>,
 }
 
@@ -268,7 +277,6 @@ pub struct FunctionCall {
 }
 
 /// Where a media part's bytes are.
-#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(
     tag = "type",
@@ -288,6 +296,7 @@ pub enum InputSource {
         /// The URL.
         value: String,
         /// Its media type.
+        #[serde(skip_serializing_if = "Option::is_none")]
         mime_type: Option<String>,
     },
     /// A provider's file handle.
@@ -295,14 +304,15 @@ pub enum InputSource {
         /// The handle.
         value: String,
         /// Whose handle.
+        #[serde(skip_serializing_if = "Option::is_none")]
         provider: Option<String>,
         /// Its media type.
+        #[serde(skip_serializing_if = "Option::is_none")]
         mime_type: Option<String>,
     },
 }
 
 /// One part of multimodal content.
-#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(
     tag = "type",
@@ -320,6 +330,7 @@ pub enum InputContent {
         /// Where.
         source: InputSource,
         /// Free-form metadata.
+        #[serde(skip_serializing_if = "Option::is_none")]
         metadata: Option<Value>,
     },
     /// Audio.
@@ -327,6 +338,7 @@ pub enum InputContent {
         /// Where.
         source: InputSource,
         /// Free-form metadata.
+        #[serde(skip_serializing_if = "Option::is_none")]
         metadata: Option<Value>,
     },
     /// Video.
@@ -334,6 +346,7 @@ pub enum InputContent {
         /// Where.
         source: InputSource,
         /// Free-form metadata.
+        #[serde(skip_serializing_if = "Option::is_none")]
         metadata: Option<Value>,
     },
     /// A document.
@@ -341,6 +354,7 @@ pub enum InputContent {
         /// Where.
         source: InputSource,
         /// Free-form metadata.
+        #[serde(skip_serializing_if = "Option::is_none")]
         metadata: Option<Value>,
     },
     /// The legacy (0.0.x) binary part.
@@ -348,12 +362,16 @@ pub enum InputContent {
         /// Its media type.
         mime_type: String,
         /// An id.
+        #[serde(skip_serializing_if = "Option::is_none")]
         id: Option<String>,
         /// A URL.
+        #[serde(skip_serializing_if = "Option::is_none")]
         url: Option<String>,
         /// Inline base64.
+        #[serde(skip_serializing_if = "Option::is_none")]
         data: Option<String>,
         /// A file name.
+        #[serde(skip_serializing_if = "Option::is_none")]
         filename: Option<String>,
     },
 }
@@ -369,7 +387,6 @@ pub enum ToolContent {
 }
 
 /// A message of the AG-UI conversation, tagged by `role`.
-#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(
     tag = "role",
@@ -384,6 +401,7 @@ pub enum Message {
         /// The text.
         content: String,
         /// The author's name.
+        #[serde(skip_serializing_if = "Option::is_none")]
         name: Option<String>,
     },
     /// From the system.
@@ -393,6 +411,7 @@ pub enum Message {
         /// The text.
         content: String,
         /// The author's name.
+        #[serde(skip_serializing_if = "Option::is_none")]
         name: Option<String>,
     },
     /// From the assistant.
@@ -400,12 +419,16 @@ pub enum Message {
         /// The message.
         id: MessageId,
         /// The text.
+        #[serde(skip_serializing_if = "Option::is_none")]
         content: Option<String>,
         /// The author's name.
+        #[serde(skip_serializing_if = "Option::is_none")]
         name: Option<String>,
         /// Tool calls.
+        #[serde(skip_serializing_if = "Option::is_none")]
         tool_calls: Option<Vec<ToolCall>>,
         /// The sub-agent run that wrote it, when a sub-agent did (see [`Message::to_domain`]).
+        #[serde(skip_serializing_if = "Option::is_none")]
         subagent_run_id: Option<String>,
     },
     /// From the user.
@@ -415,6 +438,7 @@ pub enum Message {
         /// Text or parts.
         content: ToolContent,
         /// The author's name.
+        #[serde(skip_serializing_if = "Option::is_none")]
         name: Option<String>,
     },
     /// A tool's result.
@@ -426,8 +450,10 @@ pub enum Message {
         /// The call answered.
         tool_call_id: ToolCallId,
         /// The failure, if the tool failed.
+        #[serde(skip_serializing_if = "Option::is_none")]
         error: Option<String>,
         /// The sub-agent run that made the call, when a sub-agent did.
+        #[serde(skip_serializing_if = "Option::is_none")]
         subagent_run_id: Option<String>,
     },
     /// A UI activity (client-side only; never given to the model).
@@ -446,8 +472,10 @@ pub enum Message {
         /// The text.
         content: String,
         /// What the provider needs back with it, opaque (`REASONING_ENCRYPTED_VALUE`).
+        #[serde(skip_serializing_if = "Option::is_none")]
         encrypted_value: Option<String>,
         /// The sub-agent run that reasoned, when a sub-agent did.
+        #[serde(skip_serializing_if = "Option::is_none")]
         subagent_run_id: Option<String>,
     },
 }

@@ -10,16 +10,18 @@
 //! tools:  AguiLayer > AcpLayer > PermissionLayer > StateLayer > TruncateLayer > MetricsLayer > TraceLayer > your tools
 //! ```
 //!
+//! `AcpLayer` is there with the feature `acp` (for editors), `MetricsLayer` with the feature
+//! `metrics`; without them, their places are empty and the stack builds no less.
+//!
 //! The result, [`StackAgent`], is a plain `Service<RunRequest>`: give it to
-//! [`AguiServer`](crate::server::AguiServer), to the run engine, to an
-//! [`AcpAgent`] ([`Stack::acp_agent`] wires the approver and the tools'
-//! kinds), or call it yourself.
+//! [`AguiServer`](crate::server::AguiServer), to the run engine, to an `AcpAgent`
+//! (`Stack::acp_agent` wires the approver and the tools' kinds), or call it yourself.
 //!
 //! # Every layer is there; each costs nothing it is not asked for
 //!
 //! - The protocol layers speak only to the runs that carry their sink: a run of an AG-UI client
 //!   encodes no ACP update and the other way round (a branch per token).
-//! - [`MetricsLayer`] counts only in runs whose engine has [`Metrics`](crate::metrics::Metrics).
+//! - `MetricsLayer` counts only in runs whose engine has `Metrics` (feature `metrics`).
 //! - Without a [`policy`](Stack::policy), every call is allowed (the [`Policy`] is empty).
 //! - Without rules ([`StateLayer::from_args`]), the state layer only carries the run's state.
 //! - [`TruncateLayer`] bounds what a UI is shown ([`truncate`](Stack::truncate) to change the
@@ -54,33 +56,56 @@ use std::{fmt, num::NonZeroU32};
 
 use tower_layer::{Identity, Layer};
 
+#[cfg(feature = "acp")]
+use crate::acp::{AcpAgent, AcpApprover, AcpLayer};
 use crate::{
-    acp::{Acp, AcpAgent, AcpApprover, AcpLayer, Notifier},
     agent::Agent,
     agui::{
         Agui, AguiLayer, Event,
         capabilities::{self, Capabilities},
     },
     map_error::{DefaultClassifier, Detail, MapError, MapErrorLayer},
-    metrics::{Counted, MetricsLayer},
     model::ModelOptions,
     permission::{AutoApprove, Permission, PermissionLayer, Policy},
     state::{State, StateLayer},
-    tool::{ToolRouter, ToolSpec},
+    tool::ToolRouter,
     trace::{Trace, TraceLayer},
     transport::Channel,
     truncate::{Truncate, TruncateLayer},
 };
 
+/// The stack's place for editors: the ACP layer with the feature `acp`, empty without.
+#[cfg(feature = "acp")]
+type Editors = AcpLayer;
+#[cfg(not(feature = "acp"))]
+type Editors = Identity;
+/// What [`Editors`] makes of `S`.
+#[cfg(feature = "acp")]
+type ForEditors<S> = crate::acp::Acp<S, crate::acp::Notifier>;
+#[cfg(not(feature = "acp"))]
+type ForEditors<S> = S;
+
+/// The stack's place for counting tool calls: the metrics layer with the feature `metrics`,
+/// empty without.
+#[cfg(feature = "metrics")]
+type Counting = crate::metrics::MetricsLayer;
+#[cfg(not(feature = "metrics"))]
+type Counting = Identity;
+/// What [`Counting`] makes of `S`.
+#[cfg(feature = "metrics")]
+type Counted<S> = crate::metrics::Counted<S>;
+#[cfg(not(feature = "metrics"))]
+type Counted<S> = S;
+
 /// The model as a [`Stack`] wraps it, `L` being its [model layer](Stack::model_layer).
 pub type StackModel<M, L = Identity> = Agui<
-    Acp<MapError<<L as Layer<State<Truncate<Trace<M>>>>>::Service, DefaultClassifier>, Notifier>,
+    ForEditors<MapError<<L as Layer<State<Truncate<Trace<M>>>>>::Service, DefaultClassifier>>,
     Channel<Event>,
 >;
 
 /// The tools as a [`Stack`] wraps them, asking `A` what its policy asks about.
 pub type StackTools<A = AutoApprove> =
-    Agui<Acp<Permission<State<Truncate<Counted<Trace<ToolRouter>>>>, A>, Notifier>, Channel<Event>>;
+    Agui<ForEditors<Permission<State<Truncate<Counted<Trace<ToolRouter>>>>, A>>, Channel<Event>>;
 
 /// The agent a [`Stack`] builds: a `Service<RunRequest>`.
 pub type StackAgent<M, A = AutoApprove, L = Identity> = Trace<
@@ -108,6 +133,7 @@ struct Settings {
     max_turns: NonZeroU32,
     options: ModelOptions,
     agui: AguiLayer,
+    #[cfg(feature = "acp")]
     acp: AcpLayer,
     errors: MapErrorLayer,
     state: StateLayer,
@@ -130,6 +156,7 @@ impl<M> Stack<M> {
                 max_turns: NonZeroU32::new(16).expect("16 is not zero"),
                 options: ModelOptions::default(),
                 agui: AguiLayer::new(),
+                #[cfg(feature = "acp")]
                 acp: AcpLayer::new(),
                 errors: MapErrorLayer::new(),
                 state: StateLayer::new(),
@@ -169,8 +196,7 @@ impl<M, A, L> Stack<M, A, L> {
 
     /// Who answers what the [`policy`](Self::policy) asks about:
     /// [`InterruptApprover`](crate::permission::InterruptApprover) over AG-UI (the run stops at
-    /// an interrupt), [`AcpApprover`] in an editor ([`acp_agent`](Self::acp_agent) sets it),
-    /// your own.
+    /// an interrupt), `AcpApprover` in an editor (`acp_agent` sets it), your own.
     pub fn approver<B>(self, approver: B) -> Stack<M, B, L> {
         let Self {
             model,
@@ -215,6 +241,8 @@ impl<M, A, L> Stack<M, A, L> {
     }
 
     /// The ACP layer, configured (the tools' kinds are added when the stack is built).
+    #[cfg(feature = "acp")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "acp")))]
     pub fn acp(mut self, acp: AcpLayer) -> Self {
         self.settings.acp = acp;
         self
@@ -298,6 +326,7 @@ impl<M, A, L> Stack<M, A, L> {
             max_turns,
             options,
             agui,
+            #[cfg(feature = "acp")]
             acp,
             errors,
             state,
@@ -305,12 +334,15 @@ impl<M, A, L> Stack<M, A, L> {
             trace,
         } = self.settings;
         let specs = self.tools.specs();
-        let acp = acp.tools(&specs);
+        #[cfg(feature = "acp")]
+        let acp: Editors = acp.tools(&specs);
+        #[cfg(not(feature = "acp"))]
+        let acp = Editors::new();
         let model = self
             .model_layer
             .layer(state.layer(truncate.layer(trace.layer(self.model))));
         let model = agui.layer(acp.layer(errors.layer(model)));
-        let counted = MetricsLayer::new().layer(trace.layer(self.tools));
+        let counted = Counting::new().layer(trace.layer(self.tools));
         let permission = PermissionLayer::new(policy.tools(&specs), self.approver);
         let tools = agui.layer(acp.layer(permission.layer(state.layer(truncate.layer(counted)))));
         let mut agent = Agent::new(model, tools)
@@ -339,12 +371,14 @@ impl<M, A, L> Stack<M, A, L> {
 
     /// The agent for an editor: built with an [`AcpApprover`] (the editor is asked what the
     /// policy asks about), in an [`AcpAgent`] that knows that approver and the tools.
+    #[cfg(feature = "acp")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "acp")))]
     pub fn acp_agent(self) -> AcpAgent<StackAgent<M, AcpApprover, L>>
     where
         L: Layer<State<Truncate<Trace<M>>>>,
     {
         let approver = AcpApprover::new();
-        let specs: Vec<ToolSpec> = self.tools.specs();
+        let specs = self.tools.specs();
         let agent = self.approver(approver.clone()).build();
         AcpAgent::new(agent).approver(approver).tools(&specs)
     }

@@ -1,16 +1,26 @@
 //! Typed tools: the arguments are a Rust type, their JSON Schema is generated from it, and every
-//! call is checked against that schema before the tool runs.
+//! call is checked before the tool runs.
 //!
 //! A [`TypedTool`] wraps an async function ([`TypedTool::from_fn`]) or a service of
 //! [`Typed<A>`] ([`TypedTool::new`], for a tool that needs its call's run: its state, its
 //! progress, its id). `A` is `Deserialize` and [`JsonSchema`] (`#[derive(Deserialize,
 //! JsonSchema)]`; add `schemars` 1 to your dependencies for the derive). The schema is what the
 //! model is offered (the doc comments of the type and its fields become descriptions). Arguments
-//! that do not fit it never reach the tool: the call ends with a [`ToolError`] of kind
-//! [`InvalidArguments`](ToolErrorKind::InvalidArguments) naming each field at fault, which the
+//! that do not fit never reach the tool: the call ends with a [`ToolError`] of kind
+//! [`InvalidArguments`](ToolErrorKind::InvalidArguments) naming the field at fault, which the
 //! model reads as the call's result and can correct. Arguments a person edited in an approval
 //! are checked the same way: the check is part of the call, inside the
 //! [`PermissionLayer`](crate::permission::PermissionLayer).
+//!
+//! # How far the check goes
+//!
+//! The arguments are parsed into `A`: wrong types, missing fields, unknown enum variants (and
+//! unknown fields under `#[serde(deny_unknown_fields)]`) are refused, the first fault named
+//! with its path. What only the schema states, such as the ranges, lengths and patterns of
+//! `#[schemars(range(..), length(..), regex(..))]`, is offered to the model but not checked
+//! by parsing: with the feature `schema-check`, every call is first checked against the whole
+//! schema (with `jsonschema`), which checks those too and names every fault (up to eight, the
+//! rest counted).
 //!
 //! What a tool returns becomes its [`ToolOutput`] through [`IntoToolOutput`]: text as text,
 //! [`Json`] of any `Serialize` type as structured content.
@@ -60,7 +70,6 @@ use std::{
     future::Future,
     marker::PhantomData,
     pin::Pin,
-    sync::Arc,
     task::{Context, Poll},
 };
 
@@ -75,6 +84,7 @@ use super::{Rerun, Tool, ToolCall, ToolError, ToolErrorKind, ToolKind, ToolOutpu
 use crate::BoxError;
 
 /// How many faults of one call's arguments are reported (the rest are counted).
+#[cfg(feature = "schema-check")]
 const MAX_REPORTED: usize = 8;
 
 /// A call of a [`TypedTool`]: its arguments, checked and parsed, and the call they came in
@@ -89,12 +99,13 @@ pub struct Typed<A> {
 }
 
 /// A tool whose arguments are `A`: the schema offered to the model is `A`'s, and a call whose
-/// arguments do not fit it is answered with an error naming the fields at fault, without running
+/// arguments do not fit is answered with an error naming the field at fault, without running
 /// the tool. A `Service<ToolCall>`; register it with [`ToolRouter::tool`](super::ToolRouter::tool).
-/// See the [module docs](self).
+/// See the [module docs](self) for how far the check goes.
 pub struct TypedTool<S, A> {
     spec: ToolSpec,
-    schema: Arc<jsonschema::Validator>,
+    #[cfg(feature = "schema-check")]
+    schema: std::sync::Arc<jsonschema::Validator>,
     service: S,
     args: PhantomData<fn(A)>,
 }
@@ -103,7 +114,8 @@ impl<S: Clone, A> Clone for TypedTool<S, A> {
     fn clone(&self) -> Self {
         Self {
             spec: self.spec.clone(),
-            schema: Arc::clone(&self.schema),
+            #[cfg(feature = "schema-check")]
+            schema: std::sync::Arc::clone(&self.schema),
             service: self.service.clone(),
             args: PhantomData,
         }
@@ -124,10 +136,11 @@ impl<S, A: JsonSchema> TypedTool<S, A> {
     ///
     /// # Panics
     ///
-    /// If `A`'s generated schema is not a valid JSON Schema (a bug in a hand-written
-    /// `JsonSchema` impl): a tool is built once, at start.
+    /// With the feature `schema-check`, if `A`'s generated schema is not a valid JSON Schema (a
+    /// bug in a hand-written `JsonSchema` impl): a tool is built once, at start.
     pub fn new(name: impl Into<String>, description: impl Into<String>, service: S) -> Self {
         let parameters = schema_of::<A>();
+        #[cfg(feature = "schema-check")]
         let schema = jsonschema::draft202012::new(&parameters).unwrap_or_else(|e| {
             panic!(
                 "the schema of {} is invalid: {e}",
@@ -136,7 +149,8 @@ impl<S, A: JsonSchema> TypedTool<S, A> {
         });
         Self {
             spec: ToolSpec::new(name, description).parameters(parameters),
-            schema: Arc::new(schema),
+            #[cfg(feature = "schema-check")]
+            schema: std::sync::Arc::new(schema),
             service,
             args: PhantomData,
         }
@@ -194,46 +208,56 @@ impl<S, A> TypedTool<S, A>
 where
     A: DeserializeOwned,
 {
-    /// The arguments, checked against the schema and parsed; or the error the model reads.
+    /// The arguments, checked and parsed; or the error the model reads.
     fn parse(&self, arguments: &Value) -> Result<A, ToolError> {
+        #[cfg(feature = "schema-check")]
+        self.check(arguments)?;
+        // What parsing refuses (all of it without the schema's check; with it, what a custom
+        // `Deserialize` adds) is named with its path.
+        serde_path_to_error::deserialize(arguments).map_err(|error| {
+            let at = field(&error.path().to_string());
+            self.invalid(&format!("{at}: {}", error.inner()))
+        })
+    }
+
+    /// The arguments checked against the whole schema, every fault named up to a bound.
+    #[cfg(feature = "schema-check")]
+    fn check(&self, arguments: &Value) -> Result<(), ToolError> {
         let mut faults = self.schema.iter_errors(arguments);
         let reported: Vec<String> = faults
             .by_ref()
             .take(MAX_REPORTED)
             .map(|fault| {
                 let at = fault.instance_path().to_string();
-                let field = if at.is_empty() {
-                    "the arguments".to_owned()
-                } else {
-                    format!("`{}`", at.trim_start_matches('/'))
-                };
-                format!("{field}: {}", fault.masked())
+                format!("{}: {}", field(at.trim_start_matches('/')), fault.masked())
             })
             .collect();
-        if !reported.is_empty() {
-            let more = faults.count();
-            let mut message = format!(
-                "invalid arguments for `{}`: {}",
-                self.spec.name,
-                reported.join("; ")
-            );
-            if more > 0 {
-                message.push_str(&format!(" (and {more} more)"));
-            }
-            return Err(ToolError::new(ToolErrorKind::InvalidArguments, message));
+        if reported.is_empty() {
+            return Ok(());
         }
-        // The schema holds; what serde still refuses (a custom `Deserialize`) is named too.
-        serde_path_to_error::deserialize(arguments).map_err(|error| {
-            let at = error.path().to_string();
-            ToolError::new(
-                ToolErrorKind::InvalidArguments,
-                format!(
-                    "invalid arguments for `{}`: `{at}`: {}",
-                    self.spec.name,
-                    error.inner()
-                ),
-            )
-        })
+        let mut faults_named = reported.join("; ");
+        let more = faults.count();
+        if more > 0 {
+            faults_named.push_str(&format!(" (and {more} more)"));
+        }
+        Err(self.invalid(&faults_named))
+    }
+
+    /// The error the model reads for `faults`.
+    fn invalid(&self, faults: &str) -> ToolError {
+        ToolError::new(
+            ToolErrorKind::InvalidArguments,
+            format!("invalid arguments for `{}`: {faults}", self.spec.name),
+        )
+    }
+}
+
+/// How a fault's place is named: the field's path, or the arguments as a whole.
+fn field(path: &str) -> String {
+    if path.is_empty() || path == "." {
+        "the arguments".to_owned()
+    } else {
+        format!("`{path}`")
     }
 }
 
@@ -441,6 +465,7 @@ mod tests {
         })
     }
 
+    #[cfg(feature = "schema-check")]
     #[tokio::test]
     async fn faults_are_reported_up_to_a_bound_and_counted_beyond() {
         let strings: serde_json::Map<String, Value> =
@@ -474,6 +499,43 @@ mod tests {
                 .to_string()
                 .starts_with("invalid arguments for `many`: the arguments: "),
             "{error}"
+        );
+    }
+
+    /// An order whose line counts parsing refuses at zero, though the schema (an integer) allows it.
+    #[derive(Deserialize, JsonSchema)]
+    struct Order {
+        lines: Vec<Line>,
+    }
+
+    #[derive(Deserialize, JsonSchema)]
+    struct Line {
+        #[serde(deserialize_with = "positive")]
+        count: u32,
+    }
+
+    fn positive<'de, D: serde::Deserializer<'de>>(count: D) -> Result<u32, D::Error> {
+        match u32::deserialize(count)? {
+            0 => Err(serde::de::Error::custom("must be positive")),
+            count => Ok(count),
+        }
+    }
+
+    #[tokio::test]
+    async fn what_parsing_refuses_is_named_with_its_path() {
+        let tool = TypedTool::from_fn("order", "An order.", |order: Order| {
+            let items: u32 = order.lines.iter().map(|line| line.count).sum();
+            std::future::ready(Ok::<_, Infallible>(format!("{items} items")))
+        });
+        let call = ToolCall::new("order", json!({"lines": [{"count": 2}, {"count": 1}]}));
+        let output = tool.clone().oneshot(call).await.unwrap();
+        assert_eq!(output.to_text(), "3 items");
+        let call = ToolCall::new("order", json!({"lines": [{"count": 2}, {"count": 0}]}));
+        let error = tool.oneshot(call).await.unwrap_err();
+        assert_eq!(error.kind(), ToolErrorKind::InvalidArguments);
+        assert_eq!(
+            error.to_string(),
+            "invalid arguments for `order`: `lines[1].count`: must be positive"
         );
     }
 
