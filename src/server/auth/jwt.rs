@@ -105,6 +105,10 @@ impl Jwt {
         issuer: impl Into<String>,
         audience: impl Into<String>,
     ) -> Result<Self, JwtError> {
+        // `jsonwebtoken` verifies with the process's provider, aws-lc here unless the application
+        // installed its own first. Installed, so that an application that also turns on the
+        // crate's other provider (`rust_crypto`) does not make every verification panic.
+        let _ = jsonwebtoken::crypto::aws_lc::DEFAULT_PROVIDER.install_default();
         let source = if jwks.starts_with("https://") || jwks.starts_with("http://") {
             let client = reqwest::Client::builder()
                 .timeout(FETCH_TIMEOUT)
