@@ -940,16 +940,7 @@ async fn runs_logged_before_run_keys_read_the_same_after_the_upgrade_and_new_run
             assert_eq!(read, written, "{name}: {run}");
         }
         // A run begun after the upgrade has a key of its own: its log holds its events alone.
-        let (thread, run) = ids();
-        let lease = store.start(&start(&thread, &run, vec![])).await.unwrap();
-        store
-            .write(
-                &lease,
-                &events(1..=2),
-                Some(&RunEnd::new(RunStatus::Finished)),
-            )
-            .await
-            .unwrap();
+        let (_, run) = finished(&store).await;
         let page = store.read(&run, 0, 10).await.unwrap().unwrap();
         assert_eq!(page.events, events(1..=2), "{name}");
         let first = store.read(&"first".into(), 0, 10).await.unwrap().unwrap();
