@@ -9,7 +9,7 @@ use agent_client_protocol::{
 };
 use agent_tower::{
     acp::{
-        Acp, AcpAgent, AcpApprover, AcpLayer, Notifier,
+        AcpAgent, AcpApprover, AcpLayer,
         schema::{
             AudioContent, AuthenticateRequest, CancelNotification, CloseSessionRequest,
             ContentBlock, ImageContent, InitializeRequest, InitializeResponse, LoadSessionRequest,
@@ -22,7 +22,7 @@ use agent_tower::{
         },
     },
     agent::Agent as Loop,
-    map_error::{DefaultClassifier, MapError, MapErrorLayer},
+    map_error::MapErrorLayer,
     model::{FinishReason, ModelErrorKind, ModelEvent},
     test_util::{MockItem, MockModel},
     tool::ToolRouter,
@@ -159,16 +159,7 @@ fn choose(responder: Responder<RequestPermissionResponse>, option: &str) {
 }
 
 /// Runs `test` as an editor connected to `agent`.
-async fn editor<S>(agent: AcpAgent<S>, test: impl AsyncFnOnce(Editor) -> Result<(), Error>)
-where
-    S: tower::Service<agent_tower::run::RunRequest, Response = agent_tower::run::RunOutcome>
-        + Clone
-        + Send
-        + Sync
-        + 'static,
-    S::Error: Into<agent_tower::BoxError> + Send,
-    S::Future: Send,
-{
+async fn editor(agent: AcpAgent, test: impl AsyncFnOnce(Editor) -> Result<(), Error>) {
     let (agent_end, editor_end) = Channel::duplex();
     tokio::spawn(agent.serve(agent_end));
     let (updates_tx, updates) = mpsc::unbounded_channel();
@@ -196,7 +187,7 @@ where
         .expect("the editor's session ran");
 }
 
-fn demo() -> AcpAgent<agent_tower::demo::ScriptedAgent<agent_tower::acp::AcpApprover>> {
+fn demo() -> AcpAgent {
     agent_tower::demo::scripted()
         .max_turns(NonZeroU32::new(8).unwrap())
         .acp_agent()
@@ -769,12 +760,7 @@ async fn prompt_content_reaches_the_model_and_capabilities_are_respected() {
 }
 
 /// An agent around a mock model: each reply is one turn of the model.
-type Mocked = MapError<
-    Loop<Acp<MapError<MockModel, DefaultClassifier>, Notifier>, Acp<ToolRouter, Notifier>>,
-    DefaultClassifier,
->;
-
-fn mocked(replies: Vec<Vec<MockItem>>, max_turns: u32) -> AcpAgent<Mocked> {
+fn mocked(replies: Vec<Vec<MockItem>>, max_turns: u32) -> AcpAgent {
     let model = AcpLayer::new().layer(MapErrorLayer::new().layer(MockModel::new(replies)));
     let tools = AcpLayer::new().layer(ToolRouter::new());
     let agent = MapErrorLayer::new()
@@ -1139,10 +1125,7 @@ async fn session_store(test: &str) -> (std::path::PathBuf, agent_tower::store::R
 
 /// The demo agent on `store`, for the principal `name`.
 #[cfg(feature = "store")]
-fn demo_as(
-    store: &agent_tower::store::RunStore,
-    name: &str,
-) -> AcpAgent<agent_tower::demo::ScriptedAgent<agent_tower::acp::AcpApprover>> {
+fn demo_as(store: &agent_tower::store::RunStore, name: &str) -> AcpAgent {
     demo()
         .engine(|runs| runs.log(store.clone()))
         .principal(agent_tower::context::Principal::user(name).unwrap())

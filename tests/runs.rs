@@ -39,7 +39,7 @@ fn input(run: &str, tokens: u64) -> RunAgentInput {
     input
 }
 
-async fn events<A>(runs: &Runs<A>, begun: &Begun) -> Vec<Value> {
+async fn events(runs: &Runs, begun: &Begun) -> Vec<Value> {
     runs.follow(begun.run_id().clone(), begun.from())
         .map(|e| serde_json::from_slice(e.json()).unwrap())
         .collect()

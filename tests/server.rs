@@ -5,7 +5,7 @@ use std::{net::SocketAddr, time::Duration};
 use agent_tower::{
     agent::Agent,
     agui::{AguiLayer, Event},
-    demo::{self, ScriptedAgent},
+    demo,
     model::scripted::ScriptedModel,
     runs::Runs,
     server::{AguiServer, BusyThread, Ended, RunSummary},
@@ -32,21 +32,19 @@ use support::node;
 
 /// The scripted agent behind a configured server; run summaries arrive on the receiver.
 fn scripted(
-    configure: impl FnOnce(AguiServer<ScriptedAgent>) -> AguiServer<ScriptedAgent>,
+    configure: impl FnOnce(AguiServer) -> AguiServer,
 ) -> (Router, mpsc::UnboundedReceiver<RunSummary>) {
     scripted_on(|runs| runs, configure)
 }
 
 /// The scripted agent on a configured engine; run summaries arrive on the receiver.
-fn engine(
-    configure: impl FnOnce(Runs<ScriptedAgent>) -> Runs<ScriptedAgent>,
-) -> (Router, mpsc::UnboundedReceiver<RunSummary>) {
+fn engine(configure: impl FnOnce(Runs) -> Runs) -> (Router, mpsc::UnboundedReceiver<RunSummary>) {
     scripted_on(configure, |server| server)
 }
 
 fn scripted_on(
-    engine: impl FnOnce(Runs<ScriptedAgent>) -> Runs<ScriptedAgent>,
-    server: impl FnOnce(AguiServer<ScriptedAgent>) -> AguiServer<ScriptedAgent>,
+    engine: impl FnOnce(Runs) -> Runs,
+    server: impl FnOnce(AguiServer) -> AguiServer,
 ) -> (Router, mpsc::UnboundedReceiver<RunSummary>) {
     let (tx, rx) = mpsc::unbounded_channel();
     let runs = engine(Runs::new(demo::scripted().build())).on_run_end(move |run| {
@@ -62,15 +60,10 @@ fn mocked(items: Vec<MockItem>, busy: BusyThread) -> (Router, mpsc::UnboundedRec
     mocked_with(items, busy, |server| server.rejoin_grace(Duration::ZERO))
 }
 
-/// The agent of [`mocked`]: the mock model and no tools, under the AG-UI layer.
-type MockAgent = Agui<Agent<Agui<MockModel>, Agui<ToolRouter>>>;
-type Agui<S> =
-    agent_tower::agui::Agui<S, agent_tower::transport::Channel<agent_tower::agui::Event>>;
-
 fn mocked_with(
     items: Vec<MockItem>,
     busy: BusyThread,
-    configure: impl FnOnce(AguiServer<MockAgent>) -> AguiServer<MockAgent>,
+    configure: impl FnOnce(AguiServer) -> AguiServer,
 ) -> (Router, mpsc::UnboundedReceiver<RunSummary>) {
     let agui = AguiLayer::new();
     let agent = agui.layer(Agent::new(

@@ -35,20 +35,6 @@ use agent_tower::{
 use clap::{Parser, Subcommand, ValueEnum};
 use tokio_util::sync::CancellationToken;
 
-/// The agent, whichever approver its stack asks: one type, so that the engine and the ACP agent
-/// are compiled once for both commands (`serve` and its `/acp`, `acp` on stdio).
-type CommandAgent = tower::util::BoxCloneSyncService<
-    agent_tower::run::RunRequest,
-    agent_tower::run::RunOutcome,
-    BoxError,
->;
-
-/// `agent` as a [`CommandAgent`].
-fn command_agent<A: agent_tower::run::RunService>(agent: A) -> CommandAgent {
-    use tower::ServiceExt;
-    CommandAgent::new(agent.map_err(Into::into))
-}
-
 /// Serves an agent to web frontends (`serve`: AG-UI over HTTP) and to code editors (`acp`: ACP
 /// over stdio), with its model, tools, rules and durable runs from flags or a config file.
 #[derive(Debug, Parser)]
@@ -2121,7 +2107,7 @@ async fn run_acp(args: Acp) -> Result<(), BoxError> {
     .max_turns(max_turns)
     .detail(args.error_detail);
     let tools = stack.tools().specs();
-    let agent = agent_tower::acp::AcpAgent::new(command_agent(stack.build()))
+    let agent = agent_tower::acp::AcpAgent::new(stack.build())
         .approver(approver)
         .tools(&tools);
     let default_mode = if args.agent.is_some() {
@@ -2497,9 +2483,8 @@ async fn run_server(args: Serve) -> Result<(), BoxError> {
         .max_turns(max_turns)
         .detail(args.error_detail);
     let capabilities = command_capabilities(stack.capabilities(), bridged, &args.settings);
-    let agent = command_agent(stack.build());
     let runs = CancellationToken::new();
-    let mut engine = Runs::new(agent)
+    let mut engine = Runs::new(stack.build())
         .busy_thread(match args.busy_thread {
             BusyChoice::Reject => BusyThread::Reject,
             BusyChoice::Queue => BusyThread::Queue,

@@ -59,6 +59,35 @@ where
 {
 }
 
+/// A [`RunService`] whose type is erased: what the engine keeps of the agent it drives, so that
+/// the engine, the server and its doors are compiled once, whatever the agent's type.
+pub type BoxRunService = tower::util::BoxCloneSyncService<RunRequest, RunOutcome, BoxError>;
+
+/// Erases `agent`'s type, its errors boxed; an agent already erased is kept as it is.
+///
+/// ```
+/// use agent_tower::{agent::Agent, model::scripted::ScriptedModel, run::{BoxRunService, boxed}};
+/// use agent_tower::tool::ToolRouter;
+///
+/// let agent: BoxRunService = boxed(Agent::new(ScriptedModel::new(), ToolRouter::new()));
+/// let again: BoxRunService = boxed(agent);
+/// # let _ = again;
+/// ```
+pub fn boxed<A: RunService>(agent: A) -> BoxRunService {
+    use tower::ServiceExt;
+    let mut agent = Some(agent);
+    if let Some(erased) =
+        (&mut agent as &mut dyn std::any::Any).downcast_mut::<Option<BoxRunService>>()
+        && let Some(erased) = erased.take()
+    {
+        return erased;
+    }
+    match agent {
+        Some(agent) => BoxRunService::new(agent.map_err(Into::into)),
+        None => unreachable!("only an agent already erased is taken"),
+    }
+}
+
 /// A request to run the agent once.
 #[derive(Debug, Clone)]
 pub struct RunRequest {

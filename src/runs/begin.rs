@@ -23,7 +23,6 @@ use crate::{
     context::{Principal, RunContext},
     id::{InterruptId, RunId, ThreadId},
     message::Message,
-    run::RunService,
 };
 
 /// How [`Runs::begin`] took a request; each is followed with [`Runs::follow`] from
@@ -378,10 +377,7 @@ fn answered(taken: Result<Begun, NotTaken>) -> Result<Begun, ResumeError> {
     }
 }
 
-impl<A> Runs<A>
-where
-    A: RunService,
-{
+impl Runs {
     /// Takes a run request: starts its run on this instance, replays it (the same request
     /// again), or refuses it with a `RUN_ERROR` recorded as its run; see the
     /// [rules](super#the-rules-of-a-start).
@@ -734,10 +730,7 @@ where
     }
 }
 
-impl<A> Inner<A>
-where
-    A: RunService,
-{
+impl Inner {
     /// One attempt: the log's start, then the run's driver, or the refusal.
     async fn try_start(
         self: &Arc<Self>,

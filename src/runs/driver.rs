@@ -31,7 +31,7 @@ use crate::{
     context::{Checkpoint, Principal},
     id::{RunId, ThreadId},
     message::Message,
-    run::{EarlierUsage, RunOutcome, RunRequest, RunService, StopReason},
+    run::{EarlierUsage, RunOutcome, RunRequest, StopReason},
     tool::CutOff,
     transport::{Channel, ChannelReceiver, OnDisconnect},
 };
@@ -196,7 +196,7 @@ pub(super) struct Launch {
     pub(super) _admitted: Option<Admitted>,
 }
 
-impl<A> Inner<A> {
+impl Inner {
     /// `summary`'s run ended: it is reported.
     pub(super) fn ended(&self, summary: &RunSummary) {
         self.config.observer.on_end(summary);
@@ -204,10 +204,7 @@ impl<A> Inner<A> {
     }
 }
 
-impl<A> Inner<A>
-where
-    A: RunService,
-{
+impl Inner {
     /// Drives `launch` in a task of its own; returns the run's cancellation token. Followers in
     /// this process read the run's events from memory from now on.
     pub(super) fn launch(self: &Arc<Self>, launch: Launch) -> CancellationToken {
@@ -262,8 +259,8 @@ where
 }
 
 /// One run being driven.
-struct Driver<A> {
-    inner: Arc<Inner<A>>,
+struct Driver {
+    inner: Arc<Inner>,
     lease: Arc<Lease>,
     topic: Arc<Topic>,
     cancel: CancellationToken,
@@ -327,10 +324,7 @@ impl Ending {
     }
 }
 
-impl<A> Driver<A>
-where
-    A: RunService,
-{
+impl Driver {
     async fn run(mut self) {
         let (tx, mut rx) = Channel::<Event>::bounded(self.inner.config.channel_capacity);
         // How many of the agent's events the log keeps: what its checkpoint waits on.

@@ -131,7 +131,7 @@ impl From<LogError> for ForkError {
     }
 }
 
-impl<A> Runs<A> {
+impl Runs {
     /// Forks a thread ([`Fork`]): a new thread with its conversation up to the cut and its
     /// state, the original untouched, listed with [`ForkedFrom`]; tells the thread list's
     /// followers, and answers the fork as listed. The conversation is the thread's as its last
@@ -176,7 +176,7 @@ impl<A> Runs<A> {
 }
 
 /// `thread` as the log lists it.
-async fn listed<A>(runs: &Runs<A>, thread: &ThreadId) -> Result<Option<ThreadSummary>, LogError> {
+async fn listed(runs: &Runs, thread: &ThreadId) -> Result<Option<ThreadSummary>, LogError> {
     let query = ThreadQuery::new(1).thread(thread);
     Ok(runs.inner.log.threads(&query).await?.threads.pop())
 }

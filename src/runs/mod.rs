@@ -137,6 +137,8 @@ use std::{
 
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
+use crate::run::{BoxRunService, RunService};
+
 #[cfg(feature = "a2a-server")]
 pub(crate) use self::log::each_event;
 #[cfg(any(feature = "a2a-server", feature = "mcp-server"))]
@@ -196,13 +198,13 @@ pub(crate) type OnRunEnd = Arc<dyn Fn(&RunSummary) + Send + Sync>;
 
 /// The run engine: starts, drives and follows runs through a [`RunLog`]; see the
 /// [module docs](self). Clones share the same engine.
-pub struct Runs<A> {
-    inner: Arc<Inner<A>>,
+pub struct Runs {
+    inner: Arc<Inner>,
 }
 
 #[derive(Clone)]
-struct Inner<A> {
-    agent: A,
+struct Inner {
+    agent: BoxRunService,
     log: Arc<dyn RunLog>,
     /// Where this engine's writers meet its followers.
     hub: Hub,
@@ -252,13 +254,14 @@ pub(crate) struct RunBounds {
     pub(crate) bytes: u64,
 }
 
-impl<A> Runs<A> {
+impl Runs {
     /// An engine running `agent`, its runs in a bounded [`MemoryLog`]. Busy threads are refused,
-    /// the lease is 30 s, a run gets at most 3 attempts.
-    pub fn new(agent: A) -> Self {
+    /// the lease is 30 s, a run gets at most 3 attempts. The engine keeps the agent with its type
+    /// erased ([`boxed`](crate::run::boxed)): it is compiled once, whatever the agent.
+    pub fn new(agent: impl RunService) -> Self {
         Self {
             inner: Arc::new(Inner {
-                agent,
+                agent: crate::run::boxed(agent),
                 log: Arc::new(MemoryLog::new()),
                 hub: Hub::new(),
                 listing: threads::Listing::default(),
@@ -289,10 +292,7 @@ impl<A> Runs<A> {
         }
     }
 
-    fn inner_mut(&mut self) -> &mut Inner<A>
-    where
-        A: Clone,
-    {
+    fn inner_mut(&mut self) -> &mut Inner {
         Arc::make_mut(&mut self.inner)
     }
 
@@ -304,10 +304,7 @@ impl<A> Runs<A> {
     ///
     /// When the engine [notifies](Self::notify) and `log` keeps no notices.
     #[must_use]
-    pub fn log(mut self, log: impl RunLog) -> Self
-    where
-        A: Clone,
-    {
+    pub fn log(mut self, log: impl RunLog) -> Self {
         assert!(
             self.inner.config.notify.is_none() || log.outbox().is_some(),
             "Runs::log: the engine notifies, and this log keeps no notices"
@@ -347,10 +344,7 @@ impl<A> Runs<A> {
     /// # let _ = runs;
     /// ```
     #[must_use]
-    pub fn title_model(mut self, model: crate::model::BoxModel) -> Self
-    where
-        A: Clone,
-    {
+    pub fn title_model(mut self, model: crate::model::BoxModel) -> Self {
         self.inner_mut().config.titles = Some(titles::TitleModel::new(model));
         self
     }
@@ -365,10 +359,7 @@ impl<A> Runs<A> {
     /// When the log keeps no notices ([`RunLog::outbox`]; a [`MemoryLog`] and a `RunStore`
     /// do): set such a log first.
     #[must_use]
-    pub fn notify(mut self, notify: impl Notify) -> Self
-    where
-        A: Clone,
-    {
+    pub fn notify(mut self, notify: impl Notify) -> Self {
         assert!(
             self.inner.log.outbox().is_some(),
             "Runs::notify: the run log keeps no notices"
@@ -379,10 +370,7 @@ impl<A> Runs<A> {
 
     /// What happens to a run on a thread that already has an active run (default: refused).
     #[must_use]
-    pub fn busy_thread(mut self, policy: BusyThread) -> Self
-    where
-        A: Clone,
-    {
+    pub fn busy_thread(mut self, policy: BusyThread) -> Self {
         self.inner_mut().config.busy_thread = policy;
         self
     }
@@ -394,10 +382,7 @@ impl<A> Runs<A> {
     ///
     /// If `events` is 0.
     #[must_use]
-    pub fn channel_capacity(mut self, events: usize) -> Self
-    where
-        A: Clone,
-    {
+    pub fn channel_capacity(mut self, events: usize) -> Self {
         assert!(events > 0, "the channel capacity must be at least 1");
         self.inner_mut().config.channel_capacity = events;
         self
@@ -406,10 +391,7 @@ impl<A> Runs<A> {
     /// How long this instance may stay silent before its runs count as lost (default 30 s;
     /// renewed every third of it, one heartbeat for all its runs).
     #[must_use]
-    pub fn lease(mut self, lease: Duration) -> Self
-    where
-        A: Clone,
-    {
+    pub fn lease(mut self, lease: Duration) -> Self {
         self.inner_mut().config.lease = lease.max(Duration::from_millis(30));
         self
     }
@@ -417,10 +399,7 @@ impl<A> Runs<A> {
     /// Every run's cancellation token is a child of `token`: cancelling it (on shutdown) ends
     /// every active run with a terminal event, stops the sweeper, and refuses new runs.
     #[must_use]
-    pub fn shutdown_token(mut self, token: CancellationToken) -> Self
-    where
-        A: Clone,
-    {
+    pub fn shutdown_token(mut self, token: CancellationToken) -> Self {
         self.inner_mut().config.shutdown = token;
         self
     }
@@ -479,10 +458,7 @@ impl<A> Runs<A> {
     /// [`Metrics`](crate::metrics::Metrics) counts them for Prometheus; a pair `(a, b)` tells
     /// both).
     #[must_use]
-    pub fn observer(mut self, observer: impl RunObserver) -> Self
-    where
-        A: Clone,
-    {
+    pub fn observer(mut self, observer: impl RunObserver) -> Self {
         self.inner_mut().config.observer = Arc::new(observer);
         self
     }
@@ -491,7 +467,6 @@ impl<A> Runs<A> {
     #[must_use]
     pub fn on_run_end<F>(mut self, callback: F) -> Self
     where
-        A: Clone,
         F: Fn(&RunSummary) + Send + Sync + 'static,
     {
         self.inner_mut().config.on_run_end = Arc::new(callback);
@@ -502,10 +477,7 @@ impl<A> Runs<A> {
     /// before its end: each continues it from its log (default 3, at least 1); then it ends with
     /// `run_lost`.
     #[must_use]
-    pub fn max_attempts(mut self, attempts: u32) -> Self
-    where
-        A: Clone,
-    {
+    pub fn max_attempts(mut self, attempts: u32) -> Self {
         self.inner_mut().config.max_attempts = attempts.max(1);
         self
     }
@@ -513,10 +485,7 @@ impl<A> Runs<A> {
     /// The most runs live at once (default 10,000); one more is refused with
     /// [`BeginError::Overloaded`] (the server answers `503` with `Retry-After`).
     #[must_use]
-    pub fn max_live_runs(mut self, runs: usize) -> Self
-    where
-        A: Clone,
-    {
+    pub fn max_live_runs(mut self, runs: usize) -> Self {
         let config = &mut self.inner_mut().config;
         config.live = Arc::new(tokio::sync::Semaphore::new(runs));
         config.max_live = runs;
@@ -528,10 +497,7 @@ impl<A> Runs<A> {
     /// the bytes of the day, stopped with `RUN_ERROR{code: "quota_exceeded"}`. The engine's own
     /// caps ([`max_live_runs`](Self::max_live_runs), [`max_run`](Self::max_run)) still hold.
     #[must_use]
-    pub fn per_principal(mut self, limits: PrincipalLimits) -> Self
-    where
-        A: Clone,
-    {
+    pub fn per_principal(mut self, limits: PrincipalLimits) -> Self {
         self.inner_mut().config.quotas = Arc::new(quota::Quotas::new(limits));
         self
     }
@@ -539,10 +505,7 @@ impl<A> Runs<A> {
     /// The most events, and bytes of their JSON, one run may log (default 500,000 and 64 MiB):
     /// past either, the run is stopped and ends with `RUN_ERROR{code: "run_too_large"}`.
     #[must_use]
-    pub fn max_run(mut self, events: u64, bytes: u64) -> Self
-    where
-        A: Clone,
-    {
+    pub fn max_run(mut self, events: u64, bytes: u64) -> Self {
         self.inner_mut().config.max_run = RunBounds { events, bytes };
         self
     }
@@ -688,7 +651,7 @@ pub enum Cancel {
 
 use crate::id::{RunId, ThreadId};
 
-impl<A> Clone for Runs<A> {
+impl Clone for Runs {
     fn clone(&self) -> Self {
         Self {
             inner: self.inner.clone(),
@@ -696,10 +659,9 @@ impl<A> Clone for Runs<A> {
     }
 }
 
-impl<A> fmt::Debug for Runs<A> {
+impl fmt::Debug for Runs {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Runs")
-            .field("agent", &std::any::type_name::<A>())
             .field("log", &self.inner.log)
             .field("busy_thread", &self.inner.config.busy_thread)
             .field("lease", &self.inner.config.lease)

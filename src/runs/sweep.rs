@@ -12,12 +12,9 @@ use super::{
     request::run_request,
     takeover::Progress,
 };
-use crate::{agui::RunAgentInput, id::RunId, run::RunService};
+use crate::{agui::RunAgentInput, id::RunId};
 
-impl<A> Runs<A>
-where
-    A: RunService,
-{
+impl Runs {
     /// Starts, once, the sweeper of this engine: one heartbeat for all this instance's runs every
     /// third of the lease, and the recovery of lost runs (other instances' that stopped beating),
     /// until the shutdown token fires or the engine is dropped. [`begin`](Runs::begin) starts it
@@ -39,12 +36,11 @@ where
 
 /// A third of the lease, until the engine shuts down, hands its runs over or is dropped: each
 /// tick, the engine as it is then (or also, with `now`, when it is notified).
-async fn every_third_of_the_lease<A, F>(
-    inner: Weak<Inner<A>>,
+async fn every_third_of_the_lease<F>(
+    inner: Weak<Inner>,
     now: Option<Arc<tokio::sync::Notify>>,
-    mut each: impl FnMut(Arc<Inner<A>>) -> F,
+    mut each: impl FnMut(Arc<Inner>) -> F,
 ) where
-    A: RunService,
     F: Future<Output = ()>,
 {
     let Some((lease, shutdown, handing_over)) = inner.upgrade().map(|inner| {
@@ -75,10 +71,7 @@ async fn every_third_of_the_lease<A, F>(
 
 /// Keeps this instance's runs its own: the heartbeat, and the runs followed here that another
 /// instance drives (it must not cancel them as abandoned).
-async fn beat<A>(inner: Weak<Inner<A>>)
-where
-    A: RunService,
-{
+async fn beat(inner: Weak<Inner>) {
     every_third_of_the_lease(inner, None, |inner| async move {
         let lease = inner.config.lease;
         if let Err(error) = inner.log.heartbeat(lease).await {
@@ -96,10 +89,7 @@ where
 
 /// Reads the cancellations asked of another instance whose notification did not arrive, and
 /// continues the runs other instances lost (at once when one released its runs).
-async fn sweep<A>(inner: Weak<Inner<A>>)
-where
-    A: RunService,
-{
+async fn sweep(inner: Weak<Inner>) {
     let now = inner.upgrade().map(|inner| inner.sweep_now.clone());
     every_third_of_the_lease(inner, now, |inner| async move {
         if let Some(durable) = inner.log.durable() {
@@ -132,10 +122,7 @@ where
     .await;
 }
 
-impl<A> Inner<A>
-where
-    A: RunService,
-{
+impl Inner {
     /// Recovers `lost` as soon as the log answers (retrying, backing off, until it is done or the
     /// engine shuts down).
     pub(super) fn settle(self: &Arc<Self>, lost: LostRun) {

@@ -47,7 +47,6 @@ use crate::{
     context::Principal,
     id::{RunId, ThreadId},
     message::Message,
-    run::RunService,
     runs::{BeginError, LogError, Runs, ScheduleBook, ScheduleRecord},
 };
 
@@ -268,20 +267,17 @@ const POLL: Duration = Duration::from_millis(500);
 const PER_LOOK: usize = 64;
 
 /// Begins the runs of the schedules a run log keeps (see the [module](self)).
-pub struct Scheduler<A> {
-    runs: Runs<A>,
+pub struct Scheduler {
+    runs: Runs,
 }
 
-impl<A> fmt::Debug for Scheduler<A> {
+impl fmt::Debug for Scheduler {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Scheduler").finish_non_exhaustive()
     }
 }
 
-impl<A> Scheduler<A>
-where
-    A: RunService,
-{
+impl Scheduler {
     /// Begins `runs`' scheduled runs.
     ///
     /// # Panics
@@ -291,7 +287,7 @@ where
     ///
     /// [`RunLog::schedules`]: crate::runs::RunLog::schedules
     #[must_use]
-    pub fn new(runs: Runs<A>) -> Self {
+    pub fn new(runs: Runs) -> Self {
         assert!(
             runs.run_log().schedules().is_some(),
             "Scheduler::new: the run log keeps no schedules"

@@ -105,15 +105,12 @@ pub(super) enum First {
 
 /// The events of `thread` (its record as read, `first` made of it), then with `follow` its later
 /// runs as they start, each from where the stream left it; `runs` follows them.
-pub(super) fn stream<A>(
-    runs: crate::runs::Runs<A>,
+pub(super) fn stream(
+    runs: crate::runs::Runs,
     thread: &ThreadRecord,
     first: First,
     follow: bool,
-) -> impl Stream<Item = LoggedEvent> + Send + Unpin + 'static
-where
-    A: crate::run::RunService,
-{
+) -> impl Stream<Item = LoggedEvent> + Send + Unpin + 'static {
     // How far each run is shown: the ended ones to their end, the one in flight as followed.
     let mut shown: HashMap<RunId, u64> = thread
         .runs
@@ -141,8 +138,8 @@ where
 }
 
 /// The state of a thread stream.
-struct Shown<A> {
-    runs: crate::runs::Runs<A>,
+struct Shown {
+    runs: crate::runs::Runs,
     thread: ThreadId,
     shown: HashMap<RunId, u64>,
     part: Option<Part>,
@@ -156,10 +153,7 @@ enum Part {
     Later(Follow),
 }
 
-impl<A> Shown<A>
-where
-    A: crate::run::RunService,
-{
+impl Shown {
     /// Notes a follower's own end (its log failed: a terminal event not in the log; or this
     /// instance stops: the run goes on elsewhere), which ends the stream: the client connects
     /// again.
@@ -206,14 +200,11 @@ where
 
 /// The next run of `thread` with events `shown` does not cover, once there is one, followed
 /// from there; `None` when the thread is gone or its log fails (the client connects again).
-async fn next_run<A>(
-    runs: &crate::runs::Runs<A>,
+async fn next_run(
+    runs: &crate::runs::Runs,
     thread: &ThreadId,
     shown: &HashMap<RunId, u64>,
-) -> Option<Follow>
-where
-    A: crate::run::RunService,
-{
+) -> Option<Follow> {
     let wake = runs.watch_thread(thread);
     // A run never shown, a run that went on (answered under its own id), or one with events
     // not shown yet.

@@ -201,10 +201,7 @@ use crate::{
 };
 
 /// The AG-UI router for `agent` with the default configuration.
-pub fn router<A>(agent: A) -> Router
-where
-    A: RunService,
-{
+pub fn router(agent: impl RunService) -> Router {
     AguiServer::new(agent).into_router()
 }
 
@@ -213,8 +210,8 @@ const DEFAULT_REJOIN_GRACE: Duration = Duration::from_secs(30);
 
 /// The AG-UI server's configuration; [`into_router`](AguiServer::into_router) builds the router.
 #[must_use]
-pub struct AguiServer<A> {
-    runs: Runs<A>,
+pub struct AguiServer {
+    runs: Runs,
     config: Config,
 }
 
@@ -252,7 +249,7 @@ struct Config {
     metrics: Option<crate::metrics::Metrics>,
 }
 
-impl<A> fmt::Debug for AguiServer<A> {
+impl fmt::Debug for AguiServer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AguiServer")
             .field("runs", &self.runs)
@@ -261,15 +258,12 @@ impl<A> fmt::Debug for AguiServer<A> {
     }
 }
 
-impl<A> AguiServer<A>
-where
-    A: RunService,
-{
+impl AguiServer {
     /// A server for `agent` on an engine with its defaults ([`Runs::new`]: runs in a bounded
     /// in-memory log, a second run on a busy thread refused): path `/`, keep-alive every 15 s,
     /// 1 MiB bodies sent within 30 s, 1,000 messages per request, runs cancelled 30 s after the
     /// client that started them went away unless somebody re-joined them, CORS off.
-    pub fn new(agent: A) -> Self {
+    pub fn new(agent: impl RunService) -> Self {
         Self::with_runs(Runs::new(agent))
     }
 
@@ -287,7 +281,7 @@ where
     /// let server = AguiServer::with_runs(runs).body_limit(256 * 1024);
     /// # let _ = server;
     /// ```
-    pub fn with_runs(runs: Runs<A>) -> Self {
+    pub fn with_runs(runs: Runs) -> Self {
         Self {
             runs,
             config: Config {
@@ -319,7 +313,7 @@ where
 
     /// The run engine (to begin or follow runs besides HTTP).
     #[must_use]
-    pub fn runs(&self) -> &Runs<A> {
+    pub fn runs(&self) -> &Runs {
         &self.runs
     }
 
@@ -598,18 +592,18 @@ where
             config: self.config,
         });
         let router = Router::new()
-            .route(&state.config.path, post(post_run::<A>))
-            .route("/ws", get(ws::upgrade::<A>))
+            .route(&state.config.path, post(post_run))
+            .route("/ws", get(ws::upgrade))
             .route(
                 "/health",
                 get(|| async { axum::Json(serde_json::json!({"status": "ok"})) }),
             )
-            .route("/ready", get(ready::<A>))
-            .route("/capabilities", get(capabilities::<A>))
-            .merge(routes::routes::<A>())
-            .merge(threads::routes::<A>());
+            .route("/ready", get(ready))
+            .route("/capabilities", get(capabilities))
+            .merge(routes::routes())
+            .merge(threads::routes());
         #[cfg(feature = "schedules")]
-        let router = router.merge(schedules::routes::<A>());
+        let router = router.merge(schedules::routes());
         let router = if state.config.dev_page {
             router.merge(page::routes(&state.config.path))
         } else {
@@ -627,7 +621,7 @@ where
         };
         #[cfg(feature = "acp-server")]
         let router = if state.config.acp {
-            router.route("/acp", acp::route::<A>())
+            router.route("/acp", acp::route())
         } else {
             router
         };
@@ -648,7 +642,7 @@ where
         #[cfg(feature = "metrics")]
         let router = match &state.config.metrics {
             Some(counted) => router
-                .route("/metrics", get(metrics::<A>))
+                .route("/metrics", get(metrics))
                 .route_layer(RouteMetricsLayer::new(counted.clone())),
             None => router,
         };
@@ -699,10 +693,7 @@ fn route_scope(request: &Request) -> Option<Scope> {
 }
 
 /// `GET /capabilities`: what the agent declares, with the server's transports.
-async fn capabilities<A>(State(server): State<Arc<Server<A>>>) -> Response
-where
-    A: RunService,
-{
+async fn capabilities(State(server): State<Arc<Server>>) -> Response {
     let transports = Capabilities {
         transport: Some(capabilities::Transport {
             streaming: Some(true),
@@ -749,10 +740,7 @@ const READY_TIMEOUT: Duration = Duration::from_secs(2);
 /// `/ready`: 200 when runs are taken, 503 while the server stops, a [readiness
 /// check](AguiServer::ready_unless) says no, or its log does not answer (within 2 s); `/health`
 /// stays a liveness check.
-async fn ready<A>(State(server): State<Arc<Server<A>>>) -> Response
-where
-    A: RunService,
-{
+async fn ready(State(server): State<Arc<Server>>) -> Response {
     use axum::http::StatusCode;
     let unready = |status: &str, message: String| {
         let body = serde_json::json!({"status": status, "message": message});
@@ -788,10 +776,7 @@ where
 
 /// `/metrics`: the engine's metrics, with the pending interrupts read from the run log.
 #[cfg(feature = "metrics")]
-async fn metrics<A>(State(server): State<Arc<Server<A>>>) -> Response
-where
-    A: RunService,
-{
+async fn metrics(State(server): State<Arc<Server>>) -> Response {
     let Some(metrics) = &server.config.metrics else {
         return StatusCode::NOT_FOUND.into_response();
     };
@@ -841,15 +826,12 @@ fn cors(origins: &[HeaderValue]) -> Option<tower_http::cors::CorsLayer> {
     })
 }
 
-pub(crate) struct Server<A> {
-    runs: Runs<A>,
+pub(crate) struct Server {
+    runs: Runs,
     config: Config,
 }
 
-impl<A> Server<A>
-where
-    A: RunService,
-{
+impl Server {
     /// A request's whole body: `413 payload_too_large` over the limit, `408 request_timeout`
     /// when the client takes longer than the body timeout to send it.
     pub(crate) async fn read_body(
@@ -1149,10 +1131,7 @@ pub(crate) fn parse_input(body: &[u8], max_messages: usize) -> Result<RunAgentIn
     Ok(input)
 }
 
-async fn post_run<A>(State(server): State<Arc<Server<A>>>, request: Request) -> Response
-where
-    A: RunService,
-{
+async fn post_run(State(server): State<Arc<Server>>, request: Request) -> Response {
     match accept_run(&server, request).await {
         Ok(response) => response,
         Err(rejection) => {
@@ -1162,10 +1141,7 @@ where
     }
 }
 
-async fn accept_run<A>(server: &Server<A>, request: Request) -> Result<Response, Rejection>
-where
-    A: RunService,
-{
+async fn accept_run(server: &Server, request: Request) -> Result<Response, Rejection> {
     let headers = request.headers();
     require_json(headers)?;
     let format = Format::negotiate(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
@@ -1192,7 +1168,7 @@ where
 /// began: `tokens=N` or `usd=X` (with [`AguiServer::budget`] and a daily limit).
 const BUDGET_LEFT: HeaderName = HeaderName::from_static("agent-tower-budget-left");
 
-impl<A> Server<A> {
+impl Server {
     /// What is left of `principal`'s day's budget, as [`BUDGET_LEFT`] says it; `None` without a
     /// daily limit, or when the ledger cannot be read (the run's model step will say why).
     async fn budget_left(&self, principal: Option<&Principal>) -> Option<HeaderValue> {

@@ -22,7 +22,6 @@ use crate::{
     context::Principal,
     id::{InterruptId, RunId, ThreadId},
     model::budget::{Limit, Remaining},
-    run::RunService,
     runs::{
         Cancel, InterruptRecord, InterruptStatus, Interrupts, LogError, NoticeRecord, ResumeError,
         Resumed, RunRecord, RunStatus, ThreadRecord, rules::may_use,
@@ -33,21 +32,18 @@ use crate::{
 /// `GET /threads/{threadId}`, `GET /budget`,
 /// `POST /threads/{threadId}/resume`, `GET /interrupts`, `POST /interrupts/{id}/resolve`,
 /// `GET /webhooks`.
-pub(super) fn routes<A>() -> Router<Arc<Server<A>>>
-where
-    A: RunService,
-{
+pub(super) fn routes() -> Router<Arc<Server>> {
     Router::new()
-        .route("/runs/{run_id}", get(run::<A>))
-        .route("/runs/{run_id}/events", get(run_events::<A>))
-        .route("/runs/{run_id}/cancel", post(cancel_run::<A>))
-        .route("/threads/{thread_id}", get(thread::<A>))
-        .route("/threads/{thread_id}/events", get(thread_events::<A>))
-        .route("/threads/{thread_id}/resume", post(resume_thread::<A>))
-        .route("/budget", get(budget::<A>))
-        .route("/interrupts", get(interrupts::<A>))
-        .route("/interrupts/{interrupt_id}/resolve", post(resolve::<A>))
-        .route("/webhooks", get(webhooks::<A>))
+        .route("/runs/{run_id}", get(run))
+        .route("/runs/{run_id}/events", get(run_events))
+        .route("/runs/{run_id}/cancel", post(cancel_run))
+        .route("/threads/{thread_id}", get(thread))
+        .route("/threads/{thread_id}/events", get(thread_events))
+        .route("/threads/{thread_id}/resume", post(resume_thread))
+        .route("/budget", get(budget))
+        .route("/interrupts", get(interrupts))
+        .route("/interrupts/{interrupt_id}/resolve", post(resolve))
+        .route("/webhooks", get(webhooks))
 }
 
 /// The principal a request was authenticated as, if the server authenticates.
@@ -97,14 +93,11 @@ struct BudgetQuery {
 /// `GET /budget`: what the caller spent today and may still spend, and with `?runId=` what
 /// that run of its spent (`{"today": {...}, "run": {...}}`, each `{spent: {tokens, cost},
 /// limit, left}`, a limit `{"tokens": n}` or `{"cost": {amount, currency}}`).
-async fn budget<A>(
-    State(server): State<Arc<Server<A>>>,
+async fn budget(
+    State(server): State<Arc<Server>>,
     principal: Option<Extension<Principal>>,
     query: Result<Query<BudgetQuery>, QueryRejection>,
-) -> Response
-where
-    A: RunService,
-{
+) -> Response {
     let answer = async {
         let Query(query) = query?;
         let Some(budget) = &server.config.budget else {
@@ -181,16 +174,13 @@ fn cursor(run_id: &RunId, query: &After, headers: &HeaderMap) -> Result<u64, Rej
     seq.parse().map_err(|_| bad("has no sequence number"))
 }
 
-async fn run_events<A>(
-    State(server): State<Arc<Server<A>>>,
+async fn run_events(
+    State(server): State<Arc<Server>>,
     principal: Option<Extension<Principal>>,
     path: Result<Path<String>, PathRejection>,
     query: Result<Query<After>, QueryRejection>,
     headers: HeaderMap,
-) -> Response
-where
-    A: RunService,
-{
+) -> Response {
     let answer = async {
         let Path(run_id) = path?;
         let Query(query) = query?;
@@ -212,14 +202,11 @@ where
 /// status (`running`, `finished`, `interrupted`, `cancelled`, `failed`), its events so far, when it
 /// started and last changed, and the interrupts it waits on (answer them with
 /// `POST /interrupts/{id}/resolve` or a run whose `resume` does).
-async fn run<A>(
-    State(server): State<Arc<Server<A>>>,
+async fn run(
+    State(server): State<Arc<Server>>,
     principal: Option<Extension<Principal>>,
     path: Result<Path<String>, PathRejection>,
-) -> Response
-where
-    A: RunService,
-{
+) -> Response {
     let answer = async {
         let Path(run_id) = path?;
         let run = visible_run(&server, principal.as_ref(), &run_id).await?;
@@ -245,14 +232,11 @@ where
 }
 
 /// The run `run_id`, if the caller may see it: `404` for one it may not, as for no run at all.
-async fn visible_run<A>(
-    server: &Server<A>,
+async fn visible_run(
+    server: &Server,
     principal: Option<&Extension<Principal>>,
     run_id: &str,
-) -> Result<RunRecord, Rejection>
-where
-    A: RunService,
-{
+) -> Result<RunRecord, Rejection> {
     let unknown = || {
         Rejection::new(
             StatusCode::NOT_FOUND,
@@ -280,14 +264,11 @@ where
 /// `POST /runs/{runId}/cancel`: the run is cancelled whichever instance drives it (its owner or
 /// an operator may); `202` while it stops (its followers get its end), `200` with its status for
 /// a run that already ended (asking again changes nothing).
-async fn cancel_run<A>(
-    State(server): State<Arc<Server<A>>>,
+async fn cancel_run(
+    State(server): State<Arc<Server>>,
     principal: Option<Extension<Principal>>,
     path: Result<Path<String>, PathRejection>,
-) -> Response
-where
-    A: RunService,
-{
+) -> Response {
     let answer = async {
         let Path(run_id) = path?;
         let run = visible_run(&server, principal.as_ref(), &run_id).await?;
@@ -379,14 +360,11 @@ impl From<&InterruptRecord> for InterruptView {
     }
 }
 
-async fn thread<A>(
-    State(server): State<Arc<Server<A>>>,
+async fn thread(
+    State(server): State<Arc<Server>>,
     principal: Option<Extension<Principal>>,
     path: Result<Path<String>, PathRejection>,
-) -> Response
-where
-    A: RunService,
-{
+) -> Response {
     let answer = async {
         let Path(thread_id) = path?;
         let log = server.runs.run_log();
@@ -414,14 +392,11 @@ where
 }
 
 /// The thread `thread_id`, if the caller may see it: `404` for one it may not, as for none.
-pub(super) async fn visible_thread<A>(
-    server: &Server<A>,
+pub(super) async fn visible_thread(
+    server: &Server,
     principal: Option<&Extension<Principal>>,
     thread_id: String,
-) -> Result<ThreadRecord, Rejection>
-where
-    A: RunService,
-{
+) -> Result<ThreadRecord, Rejection> {
     let thread_id = ThreadId::from(thread_id);
     server
         .runs
@@ -447,16 +422,13 @@ pub(super) fn unknown_thread(thread_id: &ThreadId) -> Rejection {
 
 /// `GET /threads/{threadId}/events`: the thread as events, for a client connecting to it (see
 /// [`hydrate`](super::hydrate)), in the format it accepts.
-async fn thread_events<A>(
-    State(server): State<Arc<Server<A>>>,
+async fn thread_events(
+    State(server): State<Arc<Server>>,
     principal: Option<Extension<Principal>>,
     path: Result<Path<String>, PathRejection>,
     query: Result<Query<FollowThread>, QueryRejection>,
     headers: HeaderMap,
-) -> Response
-where
-    A: RunService,
-{
+) -> Response {
     let answer = async {
         let Path(thread_id) = path?;
         let Query(query) = query?;
@@ -494,13 +466,10 @@ struct FollowThread {
 }
 
 /// The events of `thread`, which has no run in flight (see [`hydrate::ended`]).
-async fn ended_thread<A>(
-    server: &Server<A>,
+async fn ended_thread(
+    server: &Server,
     thread: &ThreadRecord,
-) -> Result<std::collections::VecDeque<crate::runs::LoggedEvent>, Rejection>
-where
-    A: RunService,
-{
+) -> Result<std::collections::VecDeque<crate::runs::LoggedEvent>, Rejection> {
     let log = server.runs.run_log();
     let pending: HashSet<InterruptId> = log
         .interrupts(Interrupts::PendingOf(&thread.thread_id))
@@ -530,13 +499,10 @@ struct WebhookQuery {
 /// `GET /webhooks` (operators): the newest notices of runs' ends, delivered or not (`?runId=`
 /// one run's, `?limit=` at most 1,000, 100 by default); their URLs without their query, which
 /// may carry a token.
-async fn webhooks<A>(
-    State(server): State<Arc<Server<A>>>,
+async fn webhooks(
+    State(server): State<Arc<Server>>,
     query: Result<Query<WebhookQuery>, QueryRejection>,
-) -> Response
-where
-    A: RunService,
-{
+) -> Response {
     let answer = async {
         let Query(query) = query?;
         let Some(outbox) = server.runs.run_log().outbox() else {
@@ -562,13 +528,10 @@ struct StatusFilter {
     status: Option<String>,
 }
 
-async fn interrupts<A>(
-    State(server): State<Arc<Server<A>>>,
+async fn interrupts(
+    State(server): State<Arc<Server>>,
     filter: Result<Query<StatusFilter>, QueryRejection>,
-) -> Response
-where
-    A: RunService,
-{
+) -> Response {
     let answer = async {
         let Query(filter) = filter?;
         let status = match filter.status.as_deref() {
@@ -628,13 +591,12 @@ pub(crate) fn parse_answers(body: &[u8]) {
 
 /// A route's JSON body, read within the server's bounds and parsed: `415` unless it is declared
 /// JSON, `413` past the limit, `422` for JSON that is not a `T`.
-pub(super) async fn json_body<A, T>(
-    server: &Server<A>,
+pub(super) async fn json_body<T>(
+    server: &Server,
     headers: &HeaderMap,
     body: axum::body::Body,
 ) -> Result<T, Rejection>
 where
-    A: RunService,
     T: serde::de::DeserializeOwned,
 {
     require_json(headers)?;
@@ -676,16 +638,13 @@ fn resumed(result: Result<Resumed, ResumeError>) -> Response {
         .into_response()
 }
 
-async fn resolve<A>(
-    State(server): State<Arc<Server<A>>>,
+async fn resolve(
+    State(server): State<Arc<Server>>,
     principal: Option<Extension<Principal>>,
     path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     body: axum::body::Body,
-) -> Result<Response, Rejection>
-where
-    A: RunService,
-{
+) -> Result<Response, Rejection> {
     let Path(interrupt_id) = path?;
     let body: Resolve = json_body(&server, &headers, body).await?;
     let id = InterruptId::from(interrupt_id);
@@ -698,13 +657,11 @@ where
 }
 
 /// Logs an operator's answer in another principal's thread, as its reads are.
-async fn audit_answer<A>(
-    server: &Server<A>,
+async fn audit_answer(
+    server: &Server,
     principal: Option<&Extension<Principal>>,
     result: &Result<Resumed, ResumeError>,
-) where
-    A: RunService,
-{
+) {
     let (Some(caller), Ok(Resumed { thread_id, run_id })) = (caller(principal), result) else {
         return;
     };
@@ -723,16 +680,13 @@ async fn audit_answer<A>(
     }
 }
 
-async fn resume_thread<A>(
-    State(server): State<Arc<Server<A>>>,
+async fn resume_thread(
+    State(server): State<Arc<Server>>,
     principal: Option<Extension<Principal>>,
     path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     body: axum::body::Body,
-) -> Result<Response, Rejection>
-where
-    A: RunService,
-{
+) -> Result<Response, Rejection> {
     let Path(thread_id) = path?;
     let body: ResumeThread = json_body(&server, &headers, body).await?;
     let result = server

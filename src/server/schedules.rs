@@ -18,22 +18,17 @@ use super::{
     routes::{json_body, unavailable},
 };
 use crate::{
-    run::RunService,
     runs::{LogError, ScheduleBook, ScheduleRecord},
     schedule::{Schedule, Scheduler, Spec},
 };
 
-pub(super) fn routes<A>() -> Router<Arc<Server<A>>>
-where
-    A: RunService,
-{
-    Router::new().route("/schedules", get(list::<A>)).route(
-        "/schedules/{name}",
-        get(one::<A>).put(put::<A>).delete(remove::<A>),
-    )
+pub(super) fn routes() -> Router<Arc<Server>> {
+    Router::new()
+        .route("/schedules", get(list))
+        .route("/schedules/{name}", get(one).put(put).delete(remove))
 }
 
-fn book<A>(server: &Server<A>) -> Result<&dyn ScheduleBook, Rejection> {
+fn book(server: &Server) -> Result<&dyn ScheduleBook, Rejection> {
     server.runs.run_log().schedules().ok_or_else(|| {
         Rejection::new(
             StatusCode::NOT_FOUND,
@@ -44,7 +39,7 @@ fn book<A>(server: &Server<A>) -> Result<&dyn ScheduleBook, Rejection> {
 }
 
 /// Every schedule, by name.
-async fn listed<A>(server: &Server<A>) -> Result<Vec<ScheduleRecord>, Rejection> {
+async fn listed(server: &Server) -> Result<Vec<ScheduleRecord>, Rejection> {
     book(server)?.list().await.map_err(|e| unavailable(&e))
 }
 
@@ -56,23 +51,17 @@ fn unknown(name: &str) -> Rejection {
     )
 }
 
-async fn list<A>(State(server): State<Arc<Server<A>>>) -> Result<Response, Rejection>
-where
-    A: RunService,
-{
+async fn list(State(server): State<Arc<Server>>) -> Result<Response, Rejection> {
     let listed: Vec<Value> = (listed(&server).await?.iter())
         .map(ScheduleRecord::json)
         .collect();
     Ok(Json(json!({ "schedules": listed })).into_response())
 }
 
-async fn one<A>(
-    State(server): State<Arc<Server<A>>>,
+async fn one(
+    State(server): State<Arc<Server>>,
     path: Result<Path<String>, PathRejection>,
-) -> Result<Response, Rejection>
-where
-    A: RunService,
-{
+) -> Result<Response, Rejection> {
     let Path(name) = path?;
     let listed = listed(&server).await?;
     let found = listed
@@ -84,17 +73,14 @@ where
 
 /// `PUT /schedules/{name}` with a [`Spec`]: kept (a new schedule due at its next occurrence, a
 /// known one with the same spec left as it was), answered as `GET` shows it.
-async fn put<A>(
-    State(server): State<Arc<Server<A>>>,
+async fn put(
+    State(server): State<Arc<Server>>,
     path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     body: axum::body::Body,
-) -> Result<Response, Rejection>
-where
-    A: RunService,
-{
+) -> Result<Response, Rejection> {
     let Path(name) = path?;
-    let spec = json_body::<A, Spec>(&server, &headers, body).await?;
+    let spec = json_body::<Spec>(&server, &headers, body).await?;
     let schedule = Schedule::new(name.clone(), spec).map_err(|error| {
         Rejection::new(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -116,13 +102,10 @@ where
     one(State(server), Ok(Path(name))).await
 }
 
-async fn remove<A>(
-    State(server): State<Arc<Server<A>>>,
+async fn remove(
+    State(server): State<Arc<Server>>,
     path: Result<Path<String>, PathRejection>,
-) -> Result<Response, Rejection>
-where
-    A: RunService,
-{
+) -> Result<Response, Rejection> {
     let Path(name) = path?;
     let removed = book(&server)?
         .remove(&name)

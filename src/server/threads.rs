@@ -28,7 +28,6 @@ use super::{
 use crate::{
     context::Principal,
     id::{MessageId, ThreadId},
-    run::RunService,
     runs::{
         Deleted, Fork, ForkAt, ForkError, ListChange, MAX_TITLE, ThreadChange, ThreadCursor,
         ThreadQuery, ThreadSummary, thread_name,
@@ -43,17 +42,11 @@ const MAX_PAGE: usize = 100;
 
 /// `GET /threads`, `PATCH /threads/{threadId}`, `DELETE /threads/{threadId}` (the thread itself,
 /// `GET /threads/{threadId}`, is with the routes around runs).
-pub(super) fn routes<A>() -> Router<Arc<Server<A>>>
-where
-    A: RunService,
-{
+pub(super) fn routes() -> Router<Arc<Server>> {
     Router::new()
-        .route("/threads", get(list::<A>))
-        .route(
-            "/threads/{thread_id}",
-            patch(change::<A>).delete(delete::<A>),
-        )
-        .route("/threads/{thread_id}/fork", post(fork::<A>))
+        .route("/threads", get(list))
+        .route("/threads/{thread_id}", patch(change).delete(delete))
+        .route("/threads/{thread_id}/fork", post(fork))
 }
 
 /// How a thread is listed.
@@ -108,15 +101,12 @@ struct ListQuery {
 /// `GET /threads`: the caller's threads, newest first, a page at a time; without
 /// authentication, everyone's (one shared space). Asked for as `text/event-stream`, the list's
 /// changes from then on (see [`live`]).
-async fn list<A>(
-    State(server): State<Arc<Server<A>>>,
+async fn list(
+    State(server): State<Arc<Server>>,
     principal: Option<Extension<Principal>>,
     query: Result<Query<ListQuery>, QueryRejection>,
     headers: HeaderMap,
-) -> Result<Response, Rejection>
-where
-    A: RunService,
-{
+) -> Result<Response, Rejection> {
     let Query(query) = query?;
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
     if accept.is_some_and(|accept| {
@@ -184,10 +174,7 @@ where
 ///   instance's notifications were interrupted): list again.
 ///
 /// A client opens the stream first, then lists: nothing changed between the two is missed.
-fn live<A>(server: Arc<Server<A>>, owner: Option<String>) -> Response
-where
-    A: RunService,
-{
+fn live(server: Arc<Server>, owner: Option<String>) -> Response {
     let keep_alive = server.config.keep_alive;
     let changes = server.runs.list_changes();
     let events = futures_util::stream::unfold(
@@ -215,14 +202,7 @@ where
 }
 
 /// The event of a change of `thread_id`: its listing as it is now, or its deletion.
-async fn changed<A>(
-    server: &Server<A>,
-    owner: Option<&str>,
-    thread_id: ThreadId,
-) -> serde_json::Value
-where
-    A: RunService,
-{
+async fn changed(server: &Server, owner: Option<&str>, thread_id: ThreadId) -> serde_json::Value {
     let query = ThreadQuery::new(1).principal(owner).thread(&thread_id);
     match server.runs.run_log().threads(&query).await {
         Ok(page) => match page.threads.into_iter().next() {
@@ -290,18 +270,15 @@ impl Change {
 
 /// `PATCH /threads/{threadId}`: names, renames, archives or unarchives one of the caller's
 /// threads; its listing after the change.
-async fn change<A>(
-    State(server): State<Arc<Server<A>>>,
+async fn change(
+    State(server): State<Arc<Server>>,
     principal: Option<Extension<Principal>>,
     path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     body: axum::body::Body,
-) -> Result<Response, Rejection>
-where
-    A: RunService,
-{
+) -> Result<Response, Rejection> {
     let Path(thread_id) = path?;
-    let change = json_body::<A, Change>(&server, &headers, body)
+    let change = json_body::<Change>(&server, &headers, body)
         .await?
         .checked()?;
     let thread = visible_thread(&server, principal.as_ref(), thread_id).await?;
@@ -316,14 +293,11 @@ where
 
 /// `DELETE /threads/{threadId}`: one of the caller's threads and everything of it gone from the
 /// log (`204`); `409 thread_busy` while one of its runs runs.
-async fn delete<A>(
-    State(server): State<Arc<Server<A>>>,
+async fn delete(
+    State(server): State<Arc<Server>>,
     principal: Option<Extension<Principal>>,
     path: Result<Path<String>, PathRejection>,
-) -> Result<Response, Rejection>
-where
-    A: RunService,
-{
+) -> Result<Response, Rejection> {
     let Path(thread_id) = path?;
     let thread = visible_thread(&server, principal.as_ref(), thread_id).await?;
     let deleted = server
@@ -356,18 +330,15 @@ struct ForkBody {
 /// `POST /threads/{threadId}/fork`: a new thread of the caller's with the conversation of one
 /// it may read up to a message, the original untouched; `201` with the fork as listed (its
 /// `forkedFrom` says where it came from).
-async fn fork<A>(
-    State(server): State<Arc<Server<A>>>,
+async fn fork(
+    State(server): State<Arc<Server>>,
     principal: Option<Extension<Principal>>,
     path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     body: axum::body::Body,
-) -> Result<Response, Rejection>
-where
-    A: RunService,
-{
+) -> Result<Response, Rejection> {
     let Path(thread_id) = path?;
-    let body = json_body::<A, ForkBody>(&server, &headers, body).await?;
+    let body = json_body::<ForkBody>(&server, &headers, body).await?;
     let at = match (&body.message_id, &body.before_message_id) {
         (None, None) => ForkAt::End,
         (Some(id), None) => ForkAt::Through(id),
@@ -420,14 +391,11 @@ where
 /// What `GET /threads/{threadId}` says of a thread's branches: the thread it is a fork of
 /// (`forkedFrom`, absent for an original) and the caller's forks of it (`forks`, newest first,
 /// at most [`MAX_PAGE`], each as `GET /threads` lists it).
-pub(super) async fn branches<A>(
-    server: &Server<A>,
+pub(super) async fn branches(
+    server: &Server,
     principal: Option<&Extension<Principal>>,
     thread: &ThreadId,
-) -> Result<serde_json::Map<String, serde_json::Value>, Rejection>
-where
-    A: RunService,
-{
+) -> Result<serde_json::Map<String, serde_json::Value>, Rejection> {
     let log = server.runs.run_log();
     let owner = caller(principal).map(Principal::name);
     let itself = ThreadQuery::new(1).thread(thread).archived(None);

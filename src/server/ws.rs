@@ -36,22 +36,18 @@ use crate::{
         event::{BaseEvent, RunError},
     },
     context::Principal,
-    run::RunService,
     runs::{Follow, LoggedEvent},
 };
 
 const MAX_WAITING: usize = 8;
 
-pub(crate) async fn upgrade<A>(
-    State(server): State<Arc<Server<A>>>,
+pub(crate) async fn upgrade(
+    State(server): State<Arc<Server>>,
     principal: Option<Extension<Principal>>,
     expiry: Option<Extension<TokenExpiry>>,
     headers: axum::http::HeaderMap,
     upgrade: WebSocketUpgrade,
-) -> Response
-where
-    A: RunService,
-{
+) -> Response {
     let principal = principal.map(|Extension(principal)| principal);
     let expiry = expiry.map(|Extension(TokenExpiry(at))| at);
     let prefer = Prefer::asked(&headers);
@@ -121,15 +117,13 @@ pub(super) async fn expired(at: Option<std::time::SystemTime>) {
 }
 
 /// The runs of one socket, all for the principal that opened it, until its token expires.
-async fn session<A>(
-    server: Arc<Server<A>>,
+async fn session(
+    server: Arc<Server>,
     principal: Option<Principal>,
     expiry: Option<std::time::SystemTime>,
     prefer: Prefer,
     socket: WebSocket,
-) where
-    A: RunService,
-{
+) {
     let (mut tx, mut rx) = socket.split();
     let expired = expired(expiry);
     tokio::pin!(expired);

@@ -359,7 +359,7 @@ impl<M, A, L> Stack<M, A, L> {
     /// [`build`](Self::build) whose `GET /capabilities` declares what this stack has
     /// ([`capabilities`](Self::capabilities)), with the server's defaults otherwise.
     #[cfg(feature = "server")]
-    pub fn server(self) -> crate::server::AguiServer<StackAgent<M, A, L>>
+    pub fn server(self) -> crate::server::AguiServer
     where
         A: Clone + 'static,
         L: Layer<State<Truncate<Trace<M>>>>,
@@ -373,9 +373,10 @@ impl<M, A, L> Stack<M, A, L> {
     /// policy asks about), in an [`AcpAgent`] that knows that approver and the tools.
     #[cfg(feature = "acp")]
     #[cfg_attr(docsrs, doc(cfg(feature = "acp")))]
-    pub fn acp_agent(self) -> AcpAgent<StackAgent<M, AcpApprover, L>>
+    pub fn acp_agent(self) -> AcpAgent
     where
         L: Layer<State<Truncate<Trace<M>>>>,
+        StackAgent<M, AcpApprover, L>: crate::run::RunService,
     {
         let approver = AcpApprover::new();
         let specs = self.tools.specs();

@@ -39,7 +39,6 @@ use crate::{
     acp::{Notifier, approve::Editor, content, events::Shown, history},
     id::{MessageId, RunId, ThreadId},
     permission::Mode,
-    run::RunService,
     runs::{Attach, Fork, ForkError, ThreadChange, ThreadCursor, ThreadQuery, thread_name},
     tool::{RunTools, ToolRouter},
 };
@@ -97,10 +96,7 @@ pub(super) fn authenticate(
     }
 }
 
-impl<S> Shared<S>
-where
-    S: RunService,
-{
+impl Shared {
     pub(super) fn initialize(
         &self,
         req: InitializeRequest,

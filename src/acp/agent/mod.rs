@@ -53,8 +53,8 @@ pub(crate) enum Reach {
     Remote,
 }
 
-struct Shared<S> {
-    runs: Runs<S>,
+struct Shared {
+    runs: Runs,
     config: Config,
     sessions: Sessions,
     /// Room for the turns' updates, when this side writes the wire.
@@ -123,21 +123,21 @@ struct Shared<S> {
 ///     .await
 /// # }
 /// ```
-pub struct AcpAgent<S> {
-    runs: Runs<S>,
+pub struct AcpAgent {
+    runs: Runs,
     config: Config,
 }
 
-impl<S> AcpAgent<S> {
+impl AcpAgent {
     /// An agent serving `service`, named after this crate, in mode `ask`, its turns in an engine
     /// of its own on a bounded in-memory log ([`runs`](Self::runs) for another).
-    pub fn new(service: S) -> Self {
+    pub fn new(service: impl RunService) -> Self {
         Self::runs(Runs::new(service))
     }
 
     /// An agent whose turns are runs of `runs`: its log, limits, lease and busy-thread rule are
     /// the turns' (a server sharing that log sees, follows and cancels them).
-    pub fn runs(runs: Runs<S>) -> Self {
+    pub fn runs(runs: Runs) -> Self {
         Self {
             runs,
             config: Config {
@@ -213,7 +213,7 @@ impl<S> AcpAgent<S> {
     }
 }
 
-impl<S: Clone> AcpAgent<S> {
+impl AcpAgent {
     /// Configures the engine the turns run on: its [log](Runs::log) (a `RunStore` keeps the
     /// sessions, so `session/load` and `session/list` find them after a restart, and a server on
     /// the same store sees, follows and cancels their turns), its limits, its lease.
@@ -232,26 +232,22 @@ impl<S: Clone> AcpAgent<S> {
     /// # #[cfg(not(feature = "store"))] fn main() {}
     /// ```
     #[must_use]
-    pub fn engine(mut self, configure: impl FnOnce(Runs<S>) -> Runs<S>) -> Self {
+    pub fn engine(mut self, configure: impl FnOnce(Runs) -> Runs) -> Self {
         self.runs = configure(self.runs);
         self
     }
 }
 
-impl<S> fmt::Debug for AcpAgent<S> {
+impl fmt::Debug for AcpAgent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AcpAgent")
-            .field("service", &std::any::type_name::<S>())
             .field("info", &self.config.info)
             .field("mode", &self.config.mode)
             .finish_non_exhaustive()
     }
 }
 
-impl<S> AcpAgent<S>
-where
-    S: RunService,
-{
+impl AcpAgent {
     /// Serves one client over `transport` (`agent_client_protocol::Stdio::new()` for an editor,
     /// one end of `agent_client_protocol::Channel::duplex()` in tests) until it disconnects.
     ///

@@ -74,7 +74,7 @@ pub(super) fn store_failed(session: &SessionId, error: &crate::runs::LogError) -
     Error::internal_error().data(json!({"reason": "the session store is unavailable"}))
 }
 
-impl<S> Shared<S> {
+impl Shared {
     /// Keeps the new session's thread in the log: it belongs to this connection's principal and
     /// works in `cwd`.
     pub(super) async fn keep(
@@ -135,7 +135,7 @@ impl<S> Shared<S> {
     }
 }
 
-impl<S> Shared<S> {
+impl Shared {
     /// Deletes the session's thread from the log, if the log keeps it for this connection's
     /// principal; `false` when it does not.
     pub(super) async fn forget(&self, session: &SessionId) -> Result<bool, Error> {

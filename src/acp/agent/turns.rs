@@ -36,17 +36,14 @@ use crate::{
     map_error::{AcpStopReason, ErrorKind},
     message::Message,
     permission::{Decision, Mode, PendingCall},
-    run::{RunService, StopReason},
+    run::StopReason,
     runs::{
         Attach, BeginError, Begun, Interrupts, LoggedEvent, ResumeError, RunRecord, RunStatus,
         ThreadRecord,
     },
 };
 
-impl<S> Shared<S>
-where
-    S: RunService,
-{
+impl Shared {
     /// One turn: a run on the session's thread, its conversation the thread's and the prompt,
     /// followed to its end; cancelled through the engine when the turn's cancel fires. Its
     /// request asks for the session's `mode`, so that an instance continuing it after a crash is

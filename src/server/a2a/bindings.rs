@@ -20,33 +20,29 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{A2aDoor, PATH, Updates, card};
-use crate::{agui::capabilities::Identity, context::Principal, run::RunService, runs::Runs};
+use crate::{agui::capabilities::Identity, context::Principal, runs::Runs};
 
-type Door<A> = State<Arc<A2aDoor<A>>>;
+type Door = State<Arc<A2aDoor>>;
 type Caller = Option<Extension<Principal>>;
 
 /// The Agent Card and both bindings, for `runs`.
-pub(crate) fn routes<A, S>(
-    runs: Runs<A>,
+pub(crate) fn routes<S>(
+    runs: Runs,
     identity: Option<&Identity>,
     authenticated: bool,
     body_limit: usize,
 ) -> Router<S>
 where
-    A: RunService,
     S: Clone + Send + Sync + 'static,
 {
     let door = Arc::new(A2aDoor::new(runs, identity, authenticated));
     Router::new()
-        .route("/.well-known/agent-card.json", get(agent_card::<A>))
-        .route(PATH, post(json_rpc::<A>))
-        .route(&format!("{PATH}/message:send"), post(send::<A>))
-        .route(&format!("{PATH}/message:stream"), post(stream::<A>))
-        .route(&format!("{PATH}/tasks"), get(list::<A>))
-        .route(
-            &format!("{PATH}/tasks/{{task}}"),
-            get(get_task::<A>).post(act::<A>),
-        )
+        .route("/.well-known/agent-card.json", get(agent_card))
+        .route(PATH, post(json_rpc))
+        .route(&format!("{PATH}/message:send"), post(send))
+        .route(&format!("{PATH}/message:stream"), post(stream))
+        .route(&format!("{PATH}/tasks"), get(list))
+        .route(&format!("{PATH}/tasks/{{task}}"), get(get_task).post(act))
         .route(
             &format!("{PATH}/tasks/{{task}}/pushNotificationConfigs"),
             get(no_push).post(no_push),
@@ -60,7 +56,7 @@ where
         .with_state(door)
 }
 
-async fn agent_card<A: RunService>(State(door): Door<A>, headers: HeaderMap) -> Response {
+async fn agent_card(State(door): Door, headers: HeaderMap) -> Response {
     let card = card::card(&door.identity, &card::base(&headers), door.authenticated);
     Json(card).into_response()
 }
@@ -102,12 +98,7 @@ fn json_declared(headers: &HeaderMap) -> Result<(), A2AError> {
 
 // --- JSON-RPC ----------------------------------------------------------------------------------
 
-async fn json_rpc<A: RunService>(
-    State(door): Door<A>,
-    caller: Caller,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
+async fn json_rpc(State(door): Door, caller: Caller, headers: HeaderMap, body: Bytes) -> Response {
     if let Err(refused) = json_declared(&headers) {
         return rpc_error(JsonRpcId::Null, &refused);
     }
@@ -153,8 +144,8 @@ enum Answer {
     Stream(Updates),
 }
 
-async fn dispatch<A: RunService>(
-    door: &A2aDoor<A>,
+async fn dispatch(
+    door: &A2aDoor,
     caller: Option<Principal>,
     method: &str,
     params: Value,
@@ -211,12 +202,7 @@ fn rpc_error(id: JsonRpcId, error: &A2AError) -> Response {
 // --- HTTP+JSON ---------------------------------------------------------------------------------
 
 /// `POST /a2a/message:send`.
-async fn send<A: RunService>(
-    State(door): Door<A>,
-    caller: Caller,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
+async fn send(State(door): Door, caller: Caller, headers: HeaderMap, body: Bytes) -> Response {
     let answer = async {
         let request = rest_request(&headers, &body)?;
         door.send_message(caller.map(|Extension(p)| p), request)
@@ -226,12 +212,7 @@ async fn send<A: RunService>(
 }
 
 /// `POST /a2a/message:stream`.
-async fn stream<A: RunService>(
-    State(door): Door<A>,
-    caller: Caller,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
+async fn stream(State(door): Door, caller: Caller, headers: HeaderMap, body: Bytes) -> Response {
     let answer = async {
         let request = rest_request(&headers, &body)?;
         door.stream_message(caller.map(|Extension(p)| p), request)
@@ -241,8 +222,8 @@ async fn stream<A: RunService>(
 }
 
 /// `GET /a2a/tasks/{id}?historyLength=N`.
-async fn get_task<A: RunService>(
-    State(door): Door<A>,
+async fn get_task(
+    State(door): Door,
     caller: Caller,
     headers: HeaderMap,
     Path(task): Path<String>,
@@ -265,8 +246,8 @@ struct TaskQuery {
 }
 
 /// `POST /a2a/tasks/{id}:cancel` and `POST /a2a/tasks/{id}:subscribe`.
-async fn act<A: RunService>(
-    State(door): Door<A>,
+async fn act(
+    State(door): Door,
     caller: Caller,
     headers: HeaderMap,
     Path(action): Path<String>,
@@ -289,8 +270,8 @@ async fn act<A: RunService>(
 }
 
 /// `GET /a2a/tasks?contextId=…&status=…&pageSize=…&pageToken=…&historyLength=…&…`.
-async fn list<A: RunService>(
-    State(door): Door<A>,
+async fn list(
+    State(door): Door,
     caller: Caller,
     headers: HeaderMap,
     Query(query): Query<ListQuery>,

@@ -42,7 +42,6 @@ use crate::{
     context::Principal,
     id::{MessageId, RunId, ThreadId},
     message::{ContentPart, Message},
-    run::RunService,
     runs::{
         BeginError, ResumeError, RunCursor, RunQuery, RunRecord, RunStatus, Runs, pending_of,
         rules::may_use,
@@ -58,18 +57,15 @@ pub(crate) const PATH: &str = "/a2a";
 type Updates = Pin<Box<dyn Stream<Item = StreamResponse> + Send>>;
 
 /// The agent as an A2A server.
-pub(crate) struct A2aDoor<A> {
-    runs: Runs<A>,
+pub(crate) struct A2aDoor {
+    runs: Runs,
     identity: Identity,
     /// Whether the server asks for a bearer token.
     authenticated: bool,
 }
 
-impl<A> A2aDoor<A>
-where
-    A: RunService,
-{
-    pub(crate) fn new(runs: Runs<A>, identity: Option<&Identity>, authenticated: bool) -> Self {
+impl A2aDoor {
+    pub(crate) fn new(runs: Runs, identity: Option<&Identity>, authenticated: bool) -> Self {
         Self {
             runs,
             identity: identity.cloned().unwrap_or_default(),

@@ -38,7 +38,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::{CancellationToken, PollSender};
 
 use super::{CONNECTION_HEADER, Server, agent_of};
-use crate::{acp::Inbox, context::Principal, id::RunId, run::RunService};
+use crate::{acp::Inbox, context::Principal, id::RunId};
 
 /// The header that names the session a stream (or a message) is about.
 const SESSION_HEADER: &str = "acp-session-id";
@@ -199,16 +199,13 @@ fn session_of(message: &Value) -> Option<&str> {
 }
 
 /// `POST /acp`.
-pub(crate) async fn post<A>(
-    State(server): State<Arc<Server<A>>>,
+pub(crate) async fn post(
+    State(server): State<Arc<Server>>,
     Extension(connections): Extension<Arc<Connections>>,
     principal: Option<Extension<Principal>>,
     headers: HeaderMap,
     body: Bytes,
-) -> Response
-where
-    A: RunService,
-{
+) -> Response {
     let principal = principal.map(|Extension(principal)| principal);
     if body.len() > server.config.body_limit {
         return refuse(
@@ -270,16 +267,13 @@ where
 
 /// `initialize` without a connection: opens one for `principal`, runs its agent, and answers
 /// with the agent's answer and the connection's id.
-async fn open<A>(
-    server: &Arc<Server<A>>,
+async fn open(
+    server: &Arc<Server>,
     connections: &Arc<Connections>,
     principal: Option<Principal>,
     message: &Value,
     text: String,
-) -> Response
-where
-    A: RunService,
-{
+) -> Response {
     let (Some(id), Some("initialize")) = (
         message.get("id"),
         message.get("method").and_then(Value::as_str),

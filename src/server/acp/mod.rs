@@ -44,7 +44,6 @@ use crate::{
     acp::{AcpAgent, Inbox},
     context::Principal,
     id::RunId,
-    run::RunService,
 };
 
 /// The header that names the connection: on the answer to the upgrade or to `initialize`, and on
@@ -56,28 +55,22 @@ const QUEUED_FRAMES: usize = 64;
 
 /// The `/acp` route: the WebSocket upgrade and the HTTP binding's methods, with the binding's
 /// open connections.
-pub(crate) fn route<A>() -> MethodRouter<Arc<Server<A>>>
-where
-    A: RunService,
-{
-    get(open::<A>)
-        .post(http::post::<A>)
+pub(crate) fn route() -> MethodRouter<Arc<Server>> {
+    get(open)
+        .post(http::post)
         .delete(http::delete)
         .layer(Extension(Arc::new(http::Connections::default())))
 }
 
 /// `GET /acp`: a WebSocket (`Upgrade: websocket`), else a stream of the HTTP binding.
-async fn open<A>(
-    State(server): State<Arc<Server<A>>>,
+async fn open(
+    State(server): State<Arc<Server>>,
     Extension(connections): Extension<Arc<http::Connections>>,
     principal: Option<Extension<Principal>>,
     expiry: Option<Extension<TokenExpiry>>,
     headers: HeaderMap,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
-) -> Response
-where
-    A: RunService,
-{
+) -> Response {
     let principal = principal.map(|Extension(principal)| principal);
     let Ok(upgrade) = upgrade else {
         let keep_alive = server.config.keep_alive;
@@ -97,10 +90,7 @@ where
 
 /// The agent of a connection of `principal`: an [`AcpAgent`] for a remote editor on the
 /// server's engine, named after its identity.
-fn agent_of<A>(server: &Server<A>, principal: Option<Principal>) -> AcpAgent<A>
-where
-    A: RunService,
-{
+fn agent_of(server: &Server, principal: Option<Principal>) -> AcpAgent {
     let mut agent = AcpAgent::runs(server.runs.clone()).remote();
     if let Some(identity) = &server.config.capabilities.identity {
         let name = identity.name.as_deref().unwrap_or("agent-tower");
@@ -117,14 +107,12 @@ where
 }
 
 /// One editor's connection, until it closes or its token expires.
-async fn connection<A>(
-    server: Arc<Server<A>>,
+async fn connection(
+    server: Arc<Server>,
     principal: Option<Principal>,
     expiry: Option<SystemTime>,
     socket: WebSocket,
-) where
-    A: RunService,
-{
+) {
     let (mut to_client, mut from_client) = socket.split();
     let (frames, mut queued) = tokio::sync::mpsc::channel::<Message>(QUEUED_FRAMES);
     let outgoing = PollSender::new(frames.clone())

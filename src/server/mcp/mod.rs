@@ -63,7 +63,6 @@ use crate::{
     context::Principal,
     id::{MessageId, RunId, ThreadId},
     message::{ContentPart, Message},
-    run::RunService,
     runs::{BeginError, Begun, LoggedEvent, ResumeError, Runs, rules::may_use},
 };
 
@@ -71,14 +70,11 @@ use crate::{
 const DEFAULT_NAME: &str = "agent";
 
 /// The MCP service mounted at `/mcp`: `runs` offered as one tool, named after `identity`.
-pub(crate) fn service<A>(
-    runs: Runs<A>,
+pub(crate) fn service(
+    runs: Runs,
     identity: Option<&Identity>,
     body_limit: usize,
-) -> StreamableHttpService<McpDoor<A>, LocalSessionManager>
-where
-    A: RunService,
-{
+) -> StreamableHttpService<McpDoor, LocalSessionManager> {
     let door = McpDoor {
         runs: runs.clone(),
         tool: Arc::new(tool(identity)),
@@ -96,13 +92,13 @@ where
 }
 
 /// The agent as an MCP server of one tool.
-pub(crate) struct McpDoor<A> {
-    runs: Runs<A>,
+pub(crate) struct McpDoor {
+    runs: Runs,
     tool: Arc<Tool>,
     server: Arc<ServerConfig>,
 }
 
-impl<A> Clone for McpDoor<A> {
+impl Clone for McpDoor {
     fn clone(&self) -> Self {
         Self {
             runs: self.runs.clone(),
@@ -183,10 +179,7 @@ fn server_info(identity: Option<&Identity>) -> ServerConfig {
     info
 }
 
-impl<A> ServerHandler for McpDoor<A>
-where
-    A: RunService,
-{
+impl ServerHandler for McpDoor {
     fn get_info(&self) -> ServerConfig {
         (*self.server).clone()
     }
@@ -321,10 +314,7 @@ impl Asked {
     }
 }
 
-impl<A> McpDoor<A>
-where
-    A: RunService,
-{
+impl McpDoor {
     /// Begins the run of a call: a turn of its thread (a new one without `threadId`).
     async fn begin(&self, caller: Option<Principal>, asked: Asked) -> Result<Begun, BeginError> {
         let thread = asked
@@ -707,14 +697,14 @@ fn waits(thread: &ThreadId, run: &RunId, interrupts: &[Interrupt]) -> CallToolRe
 
 /// Stops the run when dropped before it is `done` (the call's future dropped: its client went
 /// away).
-struct StopOnDrop<'a, A: RunService> {
-    runs: &'a Runs<A>,
+struct StopOnDrop<'a> {
+    runs: &'a Runs,
     run: &'a RunId,
     done: bool,
 }
 
-impl<'a, A: RunService> StopOnDrop<'a, A> {
-    fn new(runs: &'a Runs<A>, run: &'a RunId) -> Self {
+impl<'a> StopOnDrop<'a> {
+    fn new(runs: &'a Runs, run: &'a RunId) -> Self {
         Self {
             runs,
             run,
@@ -731,7 +721,7 @@ impl<'a, A: RunService> StopOnDrop<'a, A> {
     }
 }
 
-impl<A: RunService> Drop for StopOnDrop<'_, A> {
+impl Drop for StopOnDrop<'_> {
     fn drop(&mut self) {
         if self.done {
             return;

@@ -18,7 +18,6 @@ use super::{End, McpDoor, answers, failure, form, resume_failed};
 use crate::{
     context::Principal,
     id::RunId,
-    run::RunService,
     runs::{RunRecord, RunStatus, last_event, pending_of, rules::may_use},
 };
 
@@ -56,10 +55,7 @@ fn unavailable(error: impl std::fmt::Display) -> ErrorData {
     ErrorData::internal_error("the run log is unavailable", None)
 }
 
-impl<A> McpDoor<A>
-where
-    A: RunService,
-{
+impl McpDoor {
     /// The run `task` names, if `caller` may see it.
     async fn owned(&self, caller: Option<&Principal>, task: &str) -> Result<RunRecord, ErrorData> {
         self.runs
