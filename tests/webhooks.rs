@@ -190,6 +190,7 @@ async fn what_a_killed_sender_was_sending_is_sent_again_by_the_next_under_the_sa
             deliveries.push(sink.next().await);
         }
         first.kill().await;
+        let killed_at = deliveries.len();
 
         // The next instance on the store (on PostgreSQL, two) sends the rest, and again what
         // the killed one was sending, once its hold ran out.
@@ -230,6 +231,19 @@ async fn what_a_killed_sender_was_sending_is_sent_again_by_the_next_under_the_sa
                 .filter(|d| d["held"] == false && d["id"] == held["id"])
                 .count();
             assert_eq!(again, 1, "{name}: {held} sent again, once");
+        }
+        // What the next instances sent is recorded delivered once they heard the answer, after
+        // the receiver saw it.
+        for delivery in deliveries[killed_at..]
+            .iter()
+            .filter(|d| d["held"] == false)
+        {
+            let recorded = format!(
+                "a webhook was delivered notice={}",
+                delivery["id"].as_str().unwrap()
+            );
+            futures_util::future::select_all(next.iter().map(|p| Box::pin(p.logged(&recorded))))
+                .await;
         }
         let listed: Value = next[0].get("/webhooks").await.json().await.unwrap();
         let listed = listed["webhooks"].as_array().unwrap();

@@ -464,9 +464,15 @@ impl Deliverer {
             }
         };
         (self.observer)(attempted);
-        if let Err(error) = self.outbox().settle(&notice.id, &settle).await {
+        match self.outbox().settle(&notice.id, &settle).await {
+            Ok(()) if matches!(settle, Settle::Delivered) => {
+                tracing::info!(notice = %notice.id, url = notice.shown_url(), attempt, "a webhook was delivered");
+            }
+            Ok(()) => {}
             // Its hold runs out: it is sent again.
-            tracing::warn!(notice = %notice.id, %error, "could not record a webhook's attempt");
+            Err(error) => {
+                tracing::warn!(notice = %notice.id, %error, "could not record a webhook's attempt");
+            }
         }
     }
 
