@@ -211,9 +211,7 @@ impl AcpAgent {
         self.config.reach = Reach::Remote;
         self
     }
-}
 
-impl AcpAgent {
     /// Configures the engine the turns run on: its [log](Runs::log) (a `RunStore` keeps the
     /// sessions, so `session/load` and `session/list` find them after a restart, and a server on
     /// the same store sees, follows and cancels their turns), its limits, its lease.
