@@ -202,9 +202,7 @@ impl Inner {
         self.config.observer.on_end(summary);
         (self.config.on_run_end)(summary);
     }
-}
 
-impl Inner {
     /// Drives `launch` in a task of its own; returns the run's cancellation token. Followers in
     /// this process read the run's events from memory from now on.
     pub(super) fn launch(self: &Arc<Self>, launch: Launch) -> CancellationToken {
