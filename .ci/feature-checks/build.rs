@@ -1,0 +1,3 @@
+//! Nothing to build: the build-dependencies are what this package is for (Cargo.toml).
+
+fn main() {}
