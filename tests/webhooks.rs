@@ -4,7 +4,7 @@
 //! The built binary, the official AG-UI client for the runs.
 
 use crate::support;
-use crate::support::process::Process;
+use crate::support::process::{Logs, Process};
 use crate::support::stores;
 use crate::support::webhook_sink::{SECRET, Sink};
 
@@ -189,8 +189,7 @@ async fn what_a_killed_sender_was_sending_is_sent_again_by_the_next_under_the_sa
         {
             deliveries.push(sink.next().await);
         }
-        first.kill().await;
-        let killed_at = deliveries.len();
+        let killed = first.kill().await;
 
         // The next instance on the store (on PostgreSQL, two) sends the rest, and again what
         // the killed one was sending, once its hold ran out.
@@ -232,17 +231,16 @@ async fn what_a_killed_sender_was_sending_is_sent_again_by_the_next_under_the_sa
                 .count();
             assert_eq!(again, 1, "{name}: {held} sent again, once");
         }
-        // What the next instances sent is recorded delivered once they heard the answer, after
-        // the receiver saw it.
-        for delivery in deliveries[killed_at..]
-            .iter()
-            .filter(|d| d["held"] == false)
-        {
+        // Every answered delivery is recorded delivered once its sender heard the answer, after
+        // the receiver saw it: by the killed one (an answer it heard before it died), else by
+        // the next instances, which sent it again if the killed one died before its record.
+        let logs: Vec<Logs> = next.iter().map(Process::logs).chain([killed]).collect();
+        for delivery in deliveries.iter().filter(|d| d["held"] == false) {
             let recorded = format!(
                 "a webhook was delivered notice={}",
                 delivery["id"].as_str().unwrap()
             );
-            futures_util::future::select_all(next.iter().map(|p| Box::pin(p.logged(&recorded))))
+            futures_util::future::select_all(logs.iter().map(|l| Box::pin(l.logged(&recorded))))
                 .await;
         }
         let listed: Value = next[0].get("/webhooks").await.json().await.unwrap();

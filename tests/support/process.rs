@@ -12,8 +12,35 @@ const AGENT: &str = env!("CARGO_BIN_EXE_agent-tower");
 pub struct Process {
     child: tokio::process::Child,
     pub base: String,
-    /// Its log lines since it listened, and a notification for each new one.
-    logs: std::sync::Arc<(std::sync::Mutex<Vec<String>>, tokio::sync::Notify)>,
+    logs: Logs,
+}
+
+/// The lines a process logged since it listened, and a notification for each new one; kept
+/// after it was killed (with what it wrote before it died).
+#[derive(Clone, Default)]
+pub struct Logs(std::sync::Arc<(std::sync::Mutex<Vec<String>>, tokio::sync::Notify)>);
+
+impl Logs {
+    fn push(&self, line: String) {
+        self.0.0.lock().unwrap().push(line);
+        self.0.1.notify_waiters();
+    }
+
+    /// Every line, so far.
+    pub fn lines(&self) -> Vec<String> {
+        self.0.0.lock().unwrap().clone()
+    }
+
+    /// Once a line holding `text` was logged; the line.
+    pub async fn logged(&self, text: &str) -> String {
+        loop {
+            let changed = self.0.1.notified();
+            if let Some(line) = self.0.0.lock().unwrap().iter().find(|l| l.contains(text)) {
+                return line.clone();
+            }
+            changed.await;
+        }
+    }
 }
 
 /// Prints the lines its process logged when dropped by a failing test (a panic).
@@ -82,16 +109,12 @@ impl Process {
             }
         };
         // Keep reading its logs, so that it never blocks on a full pipe.
-        let logs = std::sync::Arc::new((
-            std::sync::Mutex::new(Vec::new()),
-            tokio::sync::Notify::new(),
-        ));
+        let logs = Logs::default();
         let kept = logs.clone();
         tokio::spawn(async move {
             let mut lines = stderr.lines();
             while let Ok(Some(line)) = lines.next_line().await {
-                kept.0.lock().unwrap().push(line);
-                kept.1.notify_waiters();
+                kept.push(line);
             }
         });
         Self {
@@ -157,33 +180,26 @@ impl Process {
             .map(|status| status.unwrap())
     }
 
+    /// Its log lines, which a caller may keep waiting on.
+    pub fn logs(&self) -> Logs {
+        self.logs.clone()
+    }
+
     /// Every line it logged since it listened, so far.
     pub fn lines(&self) -> Vec<String> {
-        self.logs.0.lock().unwrap().clone()
+        self.logs.lines()
     }
 
     /// Once it logged a line holding `text` (since it listened); the line.
     pub async fn logged(&self, text: &str) -> String {
-        loop {
-            let changed = self.logs.1.notified();
-            if let Some(line) = self
-                .logs
-                .0
-                .lock()
-                .unwrap()
-                .iter()
-                .find(|l| l.contains(text))
-            {
-                return line.clone();
-            }
-            changed.await;
-        }
+        self.logs.logged(text).await
     }
 
-    /// SIGKILL: no shutdown, no flush, no goodbye.
-    pub async fn kill(mut self) {
+    /// SIGKILL: no shutdown, no flush, no goodbye. What it logged before.
+    pub async fn kill(mut self) -> Logs {
         self.child.start_kill().unwrap();
         self.child.wait().await.unwrap();
+        self.logs
     }
 
     pub async fn post(&self, body: &Value) -> reqwest::Response {
