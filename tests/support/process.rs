@@ -31,6 +31,28 @@ impl Logs {
         self.0.0.lock().unwrap().clone()
     }
 
+    /// How many lines holding `text` were logged, so far.
+    pub fn count(&self, text: &str) -> usize {
+        self.0
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.contains(text))
+            .count()
+    }
+
+    /// Once more than `seen` lines holding `text` were logged.
+    pub async fn counted_past(&self, text: &str, seen: usize) {
+        loop {
+            let changed = self.0.1.notified();
+            if self.count(text) > seen {
+                return;
+            }
+            changed.await;
+        }
+    }
+
     /// Once a line holding `text` was logged; the line.
     pub async fn logged(&self, text: &str) -> String {
         loop {
@@ -195,11 +217,10 @@ impl Process {
         self.logs.logged(text).await
     }
 
-    /// SIGKILL: no shutdown, no flush, no goodbye. What it logged before.
-    pub async fn kill(mut self) -> Logs {
+    /// SIGKILL: no shutdown, no flush, no goodbye.
+    pub async fn kill(mut self) {
         self.child.start_kill().unwrap();
         self.child.wait().await.unwrap();
-        self.logs
     }
 
     pub async fn post(&self, body: &Value) -> reqwest::Response {
