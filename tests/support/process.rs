@@ -15,8 +15,7 @@ pub struct Process {
     logs: Logs,
 }
 
-/// The lines a process logged since it listened, and a notification for each new one; kept
-/// after it was killed (with what it wrote before it died).
+/// The lines a process logged since it listened, and a notification for each new one.
 #[derive(Clone, Default)]
 pub struct Logs(std::sync::Arc<(std::sync::Mutex<Vec<String>>, tokio::sync::Notify)>);
 
