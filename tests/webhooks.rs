@@ -4,7 +4,7 @@
 //! The built binary, the official AG-UI client for the runs.
 
 use crate::support;
-use crate::support::process::{Logs, Process};
+use crate::support::process::Process;
 use crate::support::stores;
 use crate::support::webhook_sink::{SECRET, Sink};
 
@@ -237,7 +237,7 @@ async fn what_a_killed_sender_was_sending_is_sent_again_by_the_next_under_the_sa
         // records one, until none is left to send.
         const RECORDED: &str = "a webhook was delivered";
         loop {
-            let recorded: Vec<usize> = next.iter().map(|p| p.logs().count(RECORDED)).collect();
+            let recorded: Vec<usize> = next.iter().map(|p| p.count_logged(RECORDED)).collect();
             let listed: Value = next[0].get("/webhooks").await.json().await.unwrap();
             let listed = listed["webhooks"].as_array().unwrap().clone();
             assert_eq!(listed.len(), runs.len(), "{name}: {listed:?}");
@@ -250,11 +250,10 @@ async fn what_a_killed_sender_was_sending_is_sent_again_by_the_next_under_the_sa
             if listed.iter().all(|w| w["status"] == "delivered") {
                 break;
             }
-            let logs: Vec<Logs> = next.iter().map(Process::logs).collect();
             futures_util::future::select_all(
-                logs.iter()
+                next.iter()
                     .zip(recorded)
-                    .map(|(logs, seen)| Box::pin(logs.counted_past(RECORDED, seen))),
+                    .map(|(p, seen)| Box::pin(p.logged_past(RECORDED, seen))),
             )
             .await;
         }

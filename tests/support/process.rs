@@ -12,56 +12,8 @@ const AGENT: &str = env!("CARGO_BIN_EXE_agent-tower");
 pub struct Process {
     child: tokio::process::Child,
     pub base: String,
-    logs: Logs,
-}
-
-/// The lines a process logged since it listened, and a notification for each new one.
-#[derive(Clone, Default)]
-pub struct Logs(std::sync::Arc<(std::sync::Mutex<Vec<String>>, tokio::sync::Notify)>);
-
-impl Logs {
-    fn push(&self, line: String) {
-        self.0.0.lock().unwrap().push(line);
-        self.0.1.notify_waiters();
-    }
-
-    /// Every line, so far.
-    pub fn lines(&self) -> Vec<String> {
-        self.0.0.lock().unwrap().clone()
-    }
-
-    /// How many lines holding `text` were logged, so far.
-    pub fn count(&self, text: &str) -> usize {
-        self.0
-            .0
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|l| l.contains(text))
-            .count()
-    }
-
-    /// Once more than `seen` lines holding `text` were logged.
-    pub async fn counted_past(&self, text: &str, seen: usize) {
-        loop {
-            let changed = self.0.1.notified();
-            if self.count(text) > seen {
-                return;
-            }
-            changed.await;
-        }
-    }
-
-    /// Once a line holding `text` was logged; the line.
-    pub async fn logged(&self, text: &str) -> String {
-        loop {
-            let changed = self.0.1.notified();
-            if let Some(line) = self.0.0.lock().unwrap().iter().find(|l| l.contains(text)) {
-                return line.clone();
-            }
-            changed.await;
-        }
-    }
+    /// Its log lines since it listened, and a notification for each new one.
+    logs: std::sync::Arc<(std::sync::Mutex<Vec<String>>, tokio::sync::Notify)>,
 }
 
 /// Prints the lines its process logged when dropped by a failing test (a panic).
@@ -130,12 +82,16 @@ impl Process {
             }
         };
         // Keep reading its logs, so that it never blocks on a full pipe.
-        let logs = Logs::default();
+        let logs = std::sync::Arc::new((
+            std::sync::Mutex::new(Vec::new()),
+            tokio::sync::Notify::new(),
+        ));
         let kept = logs.clone();
         tokio::spawn(async move {
             let mut lines = stderr.lines();
             while let Ok(Some(line)) = lines.next_line().await {
-                kept.push(line);
+                kept.0.lock().unwrap().push(line);
+                kept.1.notify_waiters();
             }
         });
         Self {
@@ -201,19 +157,37 @@ impl Process {
             .map(|status| status.unwrap())
     }
 
-    /// Its log lines, which a caller may keep waiting on.
-    pub fn logs(&self) -> Logs {
-        self.logs.clone()
-    }
-
     /// Every line it logged since it listened, so far.
     pub fn lines(&self) -> Vec<String> {
-        self.logs.lines()
+        self.logs.0.lock().unwrap().clone()
     }
 
     /// Once it logged a line holding `text` (since it listened); the line.
     pub async fn logged(&self, text: &str) -> String {
-        self.logs.logged(text).await
+        self.until(|lines| lines.iter().find(|l| l.contains(text)).cloned())
+            .await
+    }
+
+    /// How many lines holding `text` it logged, so far.
+    pub fn count_logged(&self, text: &str) -> usize {
+        self.lines().iter().filter(|l| l.contains(text)).count()
+    }
+
+    /// Once it logged more than `seen` lines holding `text`.
+    pub async fn logged_past(&self, text: &str, seen: usize) {
+        self.until(|lines| (lines.iter().filter(|l| l.contains(text)).count() > seen).then_some(()))
+            .await
+    }
+
+    /// Once `found` finds something in the lines it logged; what it found.
+    async fn until<T>(&self, found: impl Fn(&[String]) -> Option<T>) -> T {
+        loop {
+            let changed = self.logs.1.notified();
+            if let Some(found) = found(&self.logs.0.lock().unwrap()) {
+                return found;
+            }
+            changed.await;
+        }
     }
 
     /// SIGKILL: no shutdown, no flush, no goodbye.
