@@ -170,12 +170,12 @@ impl Process {
 
     /// How many lines holding `text` it logged, so far.
     pub fn count_logged(&self, text: &str) -> usize {
-        self.lines().iter().filter(|l| l.contains(text)).count()
+        holding(&self.logs.0.lock().unwrap(), text)
     }
 
     /// Once it logged more than `seen` lines holding `text`.
     pub async fn logged_past(&self, text: &str, seen: usize) {
-        self.until(|lines| (lines.iter().filter(|l| l.contains(text)).count() > seen).then_some(()))
+        self.until(|lines| (holding(lines, text) > seen).then_some(()))
             .await
     }
 
@@ -222,4 +222,9 @@ impl Process {
     pub async fn get(&self, path: &str) -> reqwest::Response {
         reqwest::get(format!("{}{path}", self.base)).await.unwrap()
     }
+}
+
+/// How many of `lines` hold `text`.
+fn holding(lines: &[String], text: &str) -> usize {
+    lines.iter().filter(|l| l.contains(text)).count()
 }
