@@ -34,7 +34,7 @@
 //! time from the request to the first token, with what `serve` adds to its p50 and p99.
 //!
 //! Environment: `LOAD_STORES` (`none,sqlite,node`; a `postgres://…` URL adds PostgreSQL; `+relaxed`
-//! after a store adds it at `--durability relaxed`), `LOAD_SHORT` (clients × runs, `50x40`),
+//! or `+eager` after a store adds it at that `--durability`), `LOAD_SHORT` (clients × runs, `50x40`),
 //! `LOAD_PACED` (runs per second × seconds, `1000x5`),
 //! `LOAD_LONG` (`10x20,100x20`), `LOAD_SINGLE` (tokens × runs, `10000x20`), `LOAD_IDLE` (`1000,10000`),
 //! `LOAD_DIRECT` (rounds against the model alone, with the short and paced shapes, `3`),

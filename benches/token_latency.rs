@@ -20,7 +20,7 @@
 //! the first token's (from the request to the first token read).
 //!
 //! Environment: `LATENCY_STORES` (`none,sqlite`; a `postgres://…` URL adds PostgreSQL; `+relaxed`
-//! after one adds it at `--durability relaxed`, as `sqlite+relaxed`),
+//! or `+eager` after one adds it at that `--durability`, as `sqlite+relaxed`),
 //! `LATENCY_RUNS` (runs × tokens, `10x200`), `LATENCY_EVERY_MS` (time between two tokens, `5`),
 //! `LATENCY_BIN` (another build of `agent-tower`, to compare two side by side).
 

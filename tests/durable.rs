@@ -4,6 +4,7 @@
 use crate::support;
 use crate::support::frames;
 use crate::support::stores;
+use crate::support::verified;
 
 use std::{num::NonZeroU32, time::Duration};
 
@@ -364,8 +365,9 @@ async fn a_client_that_left_rejoins_with_last_event_id_and_misses_nothing() {
         let rest = server.rejoin("long", &last_id).await;
         assert_eq!(rest.status(), 200, "{name}");
         let rest = frames(&rest.text().await.unwrap());
-        let all: Vec<String> = seen.iter().chain(&rest).map(|(id, _)| id.clone()).collect();
-        let expected: Vec<String> = (1..=all.len()).map(|n| format!("long:{n}")).collect();
+        let frames: Vec<(String, Value)> = seen.iter().chain(&rest).cloned().collect();
+        let all: Vec<String> = frames.iter().map(|(id, _)| id.clone()).collect();
+        let expected = verified::ids_in_order(&frames, "long");
         assert_eq!(all, expected, "{name}: every event once, in order");
         assert_eq!(rest.last().unwrap().1["type"], "RUN_FINISHED", "{name}");
 
@@ -435,7 +437,7 @@ async fn two_instances_on_one_postgres_store_act_as_one() {
     let rest = frames(&rest.text().await.unwrap());
     let all: Vec<(String, Value)> = seen.into_iter().chain(rest).collect();
     let ids: Vec<&str> = all.iter().map(|(id, _)| id.as_str()).collect();
-    let expected: Vec<String> = (1..=all.len()).map(|n| format!("k1:{n}")).collect();
+    let expected = verified::ids_in_order(&all, "k1");
     assert_eq!(ids, expected, "every event once, in order");
     assert_eq!(all.last().unwrap().1["type"], "RUN_FINISHED");
     let log = frames(&a.get("/runs/k1/events?after=0").await.text().await.unwrap());

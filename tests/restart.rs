@@ -7,6 +7,7 @@ use crate::support::process;
 use crate::support::stores;
 use crate::support::verified;
 
+use agent_tower::runs::SENT_AHEAD;
 use frames::frames;
 use futures_util::StreamExt;
 use process::Process;
@@ -134,7 +135,7 @@ async fn a_run_streaming_when_killed_is_continued_to_its_end_after_the_restart()
             "{name}: a re-join reads the rest"
         );
         let ids: Vec<String> = log.iter().map(|(id, _)| id.clone()).collect();
-        let expected: Vec<String> = (1..=log.len()).map(|n| format!("long:{n}")).collect();
+        let expected = verified::ids_in_order(&log, "long");
         assert_eq!(ids, expected, "{name}: one log, in order");
         let types = verified::one_run(&log, name);
         assert_eq!(
@@ -239,12 +240,18 @@ async fn a_run_streaming_at_sigterm_is_handed_over_and_continued_at_the_next_sta
     let seq = |id: &str| id.rsplit(':').next().unwrap().parse::<u64>().unwrap();
     let last_seen = seq(&seen.last().unwrap().0);
     let ids: Vec<u64> = rest.iter().map(|(id, _)| seq(id)).collect();
-    let expected: Vec<u64> = (last_seen + 1..).take(ids.len()).collect();
-    assert_eq!(ids, expected, "nothing missed, nothing twice");
     let takeover = rest
         .iter()
         .position(|(_, e)| e["name"] == "agent_tower.takeover")
         .expect("continued after a takeover");
+    // One after the other, but for the numbers the takeover leaves unused.
+    let expected: Vec<u64> = (0..ids.len() as u64)
+        .map(|i| {
+            let gap = if i >= takeover as u64 { SENT_AHEAD } else { 0 };
+            last_seen + 1 + i + gap
+        })
+        .collect();
+    assert_eq!(ids, expected, "nothing missed, nothing twice");
     assert!(
         rest[..takeover]
             .iter()
@@ -303,7 +310,7 @@ async fn an_approval_answered_before_a_kill_is_carried_out_after_it() {
         assert_eq!(end["outcome"]["type"], "success", "{name}: {end}");
         let ids: Vec<String> = events.iter().map(|(id, _)| id.clone()).collect();
         let run = resolved["runId"].as_str().unwrap();
-        let expected: Vec<String> = (1..=events.len()).map(|n| format!("{run}:{n}")).collect();
+        let expected = verified::ids_in_order(&events, run);
         assert_eq!(ids, expected, "{name}: one log, in order");
 
         let view: Value = after

@@ -17,10 +17,12 @@ use agent_tower::{
     run::Interrupt,
     runs::{
         DurableLog, InterruptStatus, Interrupts, LogError, LoggedEvent, LostRun, MemoryLog, Notice,
-        NoticeStatus, Recovery, RunEnd, RunLog, RunRecord, RunStatus, SavedThread, Settle, Start,
-        StartError,
+        NoticeStatus, Recovery, RunEnd, RunLog, RunRecord, RunStatus, SENT_AHEAD, SavedThread,
+        Settle, Start, StartError,
     },
-    store::{Deleted, Durability, RunStore, ThreadChange, ThreadCursor, ThreadQuery},
+    store::{
+        COMMIT_WITHIN, Deleted, Durability, RunStore, ThreadChange, ThreadCursor, ThreadQuery,
+    },
 };
 use serde_json::json;
 
@@ -165,10 +167,12 @@ async fn a_log_is_read_back_whole_and_in_order() {
 }
 
 #[tokio::test]
-async fn a_log_written_at_either_durability_is_read_whole_by_another_instance() {
+async fn a_log_written_at_any_durability_is_read_whole_by_another_instance() {
     for (name, url) in each_store("durability").await {
         let store = RunStore::open(&url).await.unwrap();
+        assert_eq!(store.sends_ahead(), None, "{name}: by default");
         store.durability(Durability::Relaxed);
+        assert_eq!(store.sends_ahead(), None, "{name}: committed before sent");
         let (thread, run) = ids();
         let lease = store.start(&start(&thread, &run, vec![])).await.unwrap();
         store.write(&lease, &events(1..=3), None).await.unwrap();
@@ -178,7 +182,8 @@ async fn a_log_written_at_either_durability_is_read_whole_by_another_instance() 
             .write(&lease, &events(4..=5), Some(&end))
             .await
             .unwrap();
-        store.durability(Durability::Relaxed);
+        store.durability(Durability::Eager);
+        assert_eq!(store.sends_ahead(), Some(COMMIT_WITHIN), "{name}");
         let (_, second) = finished(&store).await;
 
         let other = RunStore::open(&url).await.unwrap();
@@ -750,7 +755,13 @@ async fn a_dead_instances_runs_are_recovered_once_and_it_is_fenced() {
             .await
             .unwrap()
             .expect("recovered");
-        assert_eq!((closed.events[0].seq, closed.lease), (3, None), "{name}");
+        // Numbered after those its owner may have sent uncommitted: they are never used.
+        let ended_at = 2 + SENT_AHEAD + 1;
+        assert_eq!(
+            (closed.events[0].seq, closed.lease),
+            (ended_at, None),
+            "{name}"
+        );
         assert!(
             alive
                 .recover(&lost_run, &terminal, Recovery::End(&failed))
@@ -761,12 +772,22 @@ async fn a_dead_instances_runs_are_recovered_once_and_it_is_fenced() {
         );
         let late = dead.write(&lease, &events(3..=3), None).await;
         assert!(matches!(late, Err(LogError::Fenced(_))), "{name}: {late:?}");
+        // A page stops at the gap; the next one is what follows it.
         let page = alive.read(&run, 0, 10).await.unwrap().unwrap();
+        let seqs: Vec<u64> = page.events.iter().map(|e| e.seq).collect();
         assert_eq!(
-            (page.status, page.last_seq),
-            (RunStatus::Failed, 3),
+            (page.status, page.last_seq, seqs),
+            (RunStatus::Failed, ended_at, vec![1, 2]),
             "{name}"
         );
+        let page = alive.read(&run, 2, 10).await.unwrap().unwrap();
+        let seqs: Vec<u64> = page.events.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, [ended_at], "{name}: after the gap");
+        let page = alive.read(&run, 5, 10).await.unwrap().unwrap();
+        let seqs: Vec<u64> = page.events.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, [ended_at], "{name}: from inside the gap");
+        let page = alive.read(&run, ended_at, 10).await.unwrap().unwrap();
+        assert!(page.events.is_empty(), "{name}: none after the end");
 
         // Taken over to run again: the new owner writes on, the old one is fenced.
         let lost_other = alive
@@ -788,9 +809,10 @@ async fn a_dead_instances_runs_are_recovered_once_and_it_is_fenced() {
             .unwrap()
             .expect("taken");
         let seqs: Vec<u64> = taken.events.iter().map(|e| e.seq).collect();
-        assert_eq!(seqs, [1, 2], "{name}");
+        let bridged = [SENT_AHEAD + 1, SENT_AHEAD + 2];
+        assert_eq!(seqs, bridged, "{name}");
         let new_lease = taken.lease.expect("a lease to continue");
-        assert_eq!(new_lease.last_seq, 2, "{name}: after the bridge");
+        assert_eq!(new_lease.last_seq, bridged[1], "{name}: after the bridge");
         let page = alive.read(&other, 0, 10).await.unwrap().unwrap();
         assert_eq!(
             (page.status, page.events.len()),
@@ -800,7 +822,7 @@ async fn a_dead_instances_runs_are_recovered_once_and_it_is_fenced() {
         alive
             .write(
                 &new_lease,
-                &events(3..=3),
+                &events(bridged[1] + 1..=bridged[1] + 1),
                 Some(&RunEnd::new(RunStatus::Finished)),
             )
             .await

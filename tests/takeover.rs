@@ -201,6 +201,8 @@ struct Setup {
     asked: Asked,
     ledger: PathBuf,
     args: Vec<String>,
+    /// Its servers send events before they are committed (`--durability eager`).
+    eager: bool,
 }
 
 impl Setup {
@@ -245,6 +247,7 @@ impl Setup {
             asked,
             ledger,
             args,
+            eager: false,
         }
     }
 
@@ -349,10 +352,16 @@ impl Setup {
                 "`record` ran twice for {key}: {ledger:?}"
             );
         }
-        let mut takeovers = 0;
+        let (mut takeovers, mut taken_back) = (0, 0);
         for run in watched {
-            takeovers += check_run(server, run, &asked, &ledger).await;
+            let checked = check_run(server, run, &asked, &ledger, self.eager).await;
+            takeovers += checked.takeovers;
+            taken_back += checked.taken_back;
         }
+        assert!(
+            self.eager || taken_back == 0,
+            "sent only once committed: {taken_back} events taken back"
+        );
         // The budget's ledger counted each step once, whichever attempt did it: today's
         // spending is the runs' steps, not the calls made (a cut step is asked again).
         let spent: Value = server.get("/budget").await.json().await.unwrap();
@@ -364,13 +373,34 @@ impl Setup {
             asked.len()
         );
         eprintln!(
-            "{} runs, {takeovers} taken over, {} model requests, {} tool calls started",
+            "{} runs, {takeovers} taken over, {taken_back} events a client was sent taken back, \
+             {} model requests, {} tool calls started",
             watched.len(),
             asked.len(),
             ledger.len()
         );
+        if self.eager {
+            assert!(
+                taken_back > 0,
+                "a kill took back events sent ahead of their commit"
+            );
+        }
         takeovers
     }
+}
+
+/// What [`check_run`] found of a run.
+struct Checked {
+    /// How many times it was taken over.
+    takeovers: usize,
+    /// How many events its client was sent that the log does not have (sent ahead of a commit
+    /// that its server did not live to make).
+    taken_back: usize,
+}
+
+/// The sequence number in an SSE id, `{run}:{seq}`.
+fn seq_of(id: &str) -> u64 {
+    id.rsplit(':').next().unwrap().parse().unwrap()
 }
 
 /// The roles of `messages`, in order.
@@ -392,15 +422,17 @@ fn complete() -> Vec<&'static str> {
     roles
 }
 
-/// Checks `run`: one log, what its client was sent a part of it, one `RUN_FINISHED`, a
-/// complete conversation, each step asked of the model again only for a takeover, each tool
-/// run again only for one. How many times it was taken over.
+/// Checks `run`: one log, what its client was sent a part of it (with `eager`, or events sent
+/// ahead of a commit that a kill prevented, at numbers the takeover left unused), one
+/// `RUN_FINISHED`, seen once, a complete conversation, each step asked of the model again only
+/// for a takeover, each tool run again only for one.
 async fn check_run(
     server: &Process,
     run: &Watched,
     asked: &[(String, usize)],
     ledger: &[(String, String, String)],
-) -> usize {
+    eager: bool,
+) -> Checked {
     let name = &run.run;
     let log = frames(
         &server
@@ -410,14 +442,47 @@ async fn check_run(
             .await
             .unwrap(),
     );
+    // By number: a takeover leaves unused the numbers its run may have sent uncommitted.
+    let logged: HashMap<u64, &Value> = log.iter().map(|(id, e)| (seq_of(id), e)).collect();
+    let mut taken_back = 0;
     for (id, event) in &run.seen {
-        let at: usize = id.rsplit(':').next().unwrap().parse().unwrap();
+        let at = seq_of(id);
+        if let Some(logged) = logged.get(&at) {
+            assert_eq!(*logged, event, "{name}: what a client was sent is the log");
+            continue;
+        }
+        assert!(eager, "{name}: {id} was sent, and is not in the log");
+        // Sent after the last commit of an attempt that was killed: the log goes on after the
+        // numbers that attempt could have used, with the takeover.
+        let before = log
+            .iter()
+            .map(|(id, _)| seq_of(id))
+            .filter(|s| *s < at)
+            .max();
+        let (next, continued) = log
+            .iter()
+            .find(|(id, _)| seq_of(id) > at)
+            .unwrap_or_else(|| panic!("{name}: the log goes on after {id}"));
+        assert_eq!(continued["name"], "agent_tower.takeover", "{name}: {id}");
         assert_eq!(
-            &log[at - 1].1,
-            event,
-            "{name}: what a client was sent is the log"
+            seq_of(next),
+            before.unwrap_or(0) + agent_tower::runs::SENT_AHEAD + 1,
+            "{name}: the takeover after {id} leaves the numbers an attempt may send unused"
         );
+        assert!(
+            event["type"] != "RUN_FINISHED" && event["type"] != "RUN_ERROR",
+            "{name}: an end is sent once committed"
+        );
+        taken_back += 1;
     }
+    let ends: Vec<&String> = (run.seen.iter())
+        .filter(|(_, e)| is_terminal(e))
+        .map(|(id, _)| id)
+        .collect();
+    assert!(
+        ends.len() <= 1 && ends.iter().all(|id| **id == log.last().unwrap().0),
+        "{name}: its client saw its end at most once, the log's: {ends:?}"
+    );
     let types = verified::one_run(&log, name);
     assert_eq!(
         types.last(),
@@ -516,7 +581,10 @@ async fn check_run(
         runs.len() - once.len() <= takeovers,
         "{name}: a tool ran again only for a kill"
     );
-    takeovers
+    Checked {
+        takeovers,
+        taken_back,
+    }
 }
 
 #[tokio::test]
@@ -532,6 +600,18 @@ async fn at_the_relaxed_durability_a_kill_loses_nothing_a_client_was_sent() {
     let store = stores::sqlite("takeover-relaxed");
     let setup = Setup::new("takeover-relaxed", &store).await;
     killed_at_random(setup.with(&["--durability", "relaxed"]), KILLS / 2).await;
+}
+
+#[tokio::test]
+async fn at_the_eager_durability_a_kill_takes_back_only_what_was_sent_since_the_last_commit() {
+    // Events are sent before their commit: a kill takes back what an attempt sent after its
+    // last commit (never a run's end), the takeover numbers its events after every number that
+    // attempt could have sent, and a client re-joining from the last event it saw is sent the
+    // whole continuation; steps and tools are still paid for once.
+    let store = stores::sqlite("takeover-eager");
+    let mut setup = Setup::new("takeover-eager", &store).await;
+    setup.eager = true;
+    killed_at_random(setup.with(&["--durability", "eager"]), KILLS / 2).await;
 }
 
 /// Runs of `setup`'s server killed at random points until `cuts` kills cut one: each run ends
@@ -562,6 +642,7 @@ async fn killed_at_random(setup: Setup, cuts_wanted: usize) {
             Some(alive) => alive,
             None => setup.serve().await,
         };
+        assert!(run.ended(), "{}: its client saw its end", run.run);
         // A kill cut the run unless its end was logged first.
         kills += run.kills;
         cuts += run.takeovers();

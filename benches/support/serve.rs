@@ -71,9 +71,9 @@ pub async fn listening(mut command: tokio::process::Command) -> (tokio::process:
 }
 
 /// A store as a bench's setting names it: `none`, `sqlite` (a new file in a directory of its
-/// own) or a `postgres://…` URL, with `+relaxed` after it for `--durability relaxed`.
+/// own) or a `postgres://…` URL, with `+relaxed` or `+eager` after it for that `--durability`.
 pub struct Store {
-    /// What the bench's lines call it (the URL's scheme, and `+relaxed`).
+    /// What the bench's lines call it (the URL's scheme, and `+relaxed` or `+eager`).
     pub name: String,
     /// What `--store` is given.
     pub url: String,
@@ -86,10 +86,10 @@ pub struct Store {
 impl Store {
     /// The store `setting` names, a SQLite file's directory named after `bench`.
     pub fn named(setting: &str, bench: &str) -> Self {
-        let (backend, durability) = match setting.strip_suffix("+relaxed") {
-            Some(backend) => (backend, "relaxed"),
-            None => (setting, "full"),
-        };
+        let (backend, durability) = ["relaxed", "eager"]
+            .into_iter()
+            .find_map(|level| Some((setting.strip_suffix(&format!("+{level}"))?, level)))
+            .unwrap_or((setting, "full"));
         let (url, dir) = match backend {
             "sqlite" => {
                 let dir = std::env::temp_dir().join(format!(
@@ -104,8 +104,8 @@ impl Store {
         };
         let scheme = backend.split("://").next().unwrap_or(backend);
         let name = match durability {
-            "relaxed" => format!("{scheme}+relaxed"),
-            _ => scheme.to_owned(),
+            "full" => scheme.to_owned(),
+            level => format!("{scheme}+{level}"),
         };
         Self {
             name,

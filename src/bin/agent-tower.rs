@@ -265,10 +265,13 @@ struct Acp {
 #[derive(Debug, clap::Args)]
 struct DurabilityArg {
     /// How far a commit of the `--store` goes before its events are sent on: `full` (on disk:
-    /// no crash loses what a client was sent) or `relaxed` (in the database, flushed to disk
+    /// no crash loses what a client was sent), `relaxed` (in the database, flushed to disk
     /// within a second on SQLite, by the server within 600 ms on PostgreSQL: a crash of this
     /// process loses nothing, a crash of the machine may take back that window's steps, which
-    /// runs then take again). `relaxed` sends each token without waiting for a disk.
+    /// runs then take again) or `eager` (sent first, committed as `relaxed` within 20 ms: a
+    /// crash of this process takes back what a run sent since its last commit, and the run,
+    /// continued, sends its cut step again). `relaxed` sends each token without waiting for a
+    /// disk, `eager` without waiting for the database.
     #[arg(
         help_heading = "Store",
         long,
@@ -286,6 +289,8 @@ enum DurabilityChoice {
     Full,
     /// In the database before a client is sent it, on disk within a short window.
     Relaxed,
+    /// Sent, then in the database within 20 ms, then on disk as `relaxed`.
+    Eager,
 }
 
 impl DurabilityArg {
@@ -293,16 +298,18 @@ impl DurabilityArg {
         match self.durability {
             DurabilityChoice::Full => agent_tower::store::Durability::Full,
             DurabilityChoice::Relaxed => agent_tower::store::Durability::Relaxed,
+            DurabilityChoice::Eager => agent_tower::store::Durability::Eager,
         }
     }
 
-    /// Says that `--durability relaxed` does nothing without a store.
+    /// Says that `--durability relaxed` or `eager` does nothing without a store.
     fn ignored(&self) {
-        if matches!(self.durability, DurabilityChoice::Relaxed) {
-            tracing::warn!(
-                "--durability relaxed is ignored: nothing is kept on disk without a store"
-            );
-        }
+        let level = match self.durability {
+            DurabilityChoice::Full => return,
+            DurabilityChoice::Relaxed => "relaxed",
+            DurabilityChoice::Eager => "eager",
+        };
+        tracing::warn!("--durability {level} is ignored: nothing is kept on disk without a store");
     }
 }
 

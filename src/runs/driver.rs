@@ -13,7 +13,7 @@ use tower::ServiceExt;
 
 use super::{
     Inner, Lease, LogError, Logged, LoggedEvent, LostRun, OnRunEnd, RunEnd, RunEnding, RunRecord,
-    RunStatus, SavedThread,
+    RunStatus, SENT_AHEAD, SavedThread,
     hub::Topic,
     quota::{Admitted, Limit},
     record::stamp,
@@ -53,7 +53,9 @@ type Resolving = BoxFuture<
 
 /// The events gathered for the run's next write. While one write is in flight the next batch
 /// gathers what the agent sends meanwhile, up to its bounds; then the agent waits. A long answer
-/// is therefore as many writes (commits, on a durable log) as the bounds cut it into.
+/// is therefore as many writes (commits, on a durable log) as the bounds cut it into. On a log
+/// that [sends ahead](super::RunLog::sends_ahead), a batch also gathers for the log's window
+/// before it is written, its events sent meanwhile.
 #[derive(Default)]
 struct Batch {
     events: Vec<LoggedEvent>,
@@ -213,6 +215,9 @@ impl Inner {
         self.hub.wake_thread(&launch.lease.thread_id);
         let driver = Driver {
             next_seq: launch.lease.last_seq + 1,
+            ahead: self.log.sends_ahead(),
+            sent: launch.lease.last_seq,
+            committed: launch.lease.last_seq,
             lease: Arc::new(launch.lease.clone()),
             inner: self.clone(),
             topic,
@@ -266,6 +271,13 @@ struct Driver {
     started: Instant,
     /// The sequence number the next event gets.
     next_seq: u64,
+    /// How long a batch gathers before it is written, its events sent meanwhile, when the log
+    /// [sends ahead](super::RunLog::sends_ahead).
+    ahead: Option<Duration>,
+    /// The sequence number of the last event given to followers.
+    sent: u64,
+    /// The sequence number of the last event committed.
+    committed: u64,
     /// Events written by this attempt.
     logged: u64,
     /// Events of the agent read from its channel by this attempt.
@@ -404,20 +416,42 @@ impl Driver {
         let mut full: Option<(&str, String)> = None;
         let handing_over = self.inner.handing_over.clone();
         let mut handed = false;
+        // When the batch gathering, sent ahead, is due to be written.
+        let mut window: Option<tokio::time::Instant> = None;
+        // What the window's timer waits for when there is none (it is not polled then).
+        let unset = tokio::time::Instant::now();
         loop {
-            if handed && writing.is_none() {
-                // What was not written is done again where the run continues.
+            if handed && writing.is_none() && (self.ahead.is_none() || batch.is_empty()) {
+                // What was not written is done again where the run continues (what was sent
+                // was written first).
                 return self.handed_over();
             }
             // Once the run has resolved, what is left goes out with its end, in one write.
             if result.is_some() && writing.is_none() {
                 break;
             }
-            if writing.is_none() && !batch.is_empty() && !handed {
+            let due = match self.ahead {
+                None => !handed,
+                Some(_) if batch.is_empty() => {
+                    window = None;
+                    false
+                }
+                // A batch sent ahead is written once its window is over, or at once when it is
+                // full or the run is handed over.
+                Some(gather) => {
+                    let now = tokio::time::Instant::now();
+                    let over = *window.get_or_insert(now + gather) <= now;
+                    over || handed || !self.may_take(&batch)
+                }
+            };
+            if writing.is_none() && !batch.is_empty() && due {
                 writing = Some(self.write(batch.take(), None));
                 writing_kept = self.received;
+                window = None;
             }
             tokio::select! {
+                () = tokio::time::sleep_until(window.unwrap_or(unset)),
+                    if writing.is_none() && window.is_some() => {}
                 () = handing_over.cancelled(), if run.is_some() => {
                     // Dropped unfinished: whatever it says of its end is not logged.
                     run = None;
@@ -429,7 +463,7 @@ impl Driver {
                     // what it sent.
                     run = None;
                 }
-                event = rx.next(), if !closed && run.is_some() && batch.has_room() => {
+                event = rx.next(), if !closed && run.is_some() && self.may_take(&batch) => {
                     self.received += u64::from(event.is_some());
                     match event {
                         Some(event) if full.is_none() => {
@@ -437,6 +471,7 @@ impl Driver {
                                 self.cancel.cancel();
                                 full = Some(stopped);
                             }
+                            self.send_ahead(&batch);
                         }
                         Some(_) => {}
                         None => closed = true,
@@ -449,7 +484,7 @@ impl Driver {
                             self.logged(&events);
                             keeping.send_replace(writing_kept);
                         }
-                        Err(LogError::Full(why)) => {
+                        Err(LogError::Full(why)) if self.sent < events.first().map_or(0, |e| e.seq) => {
                             // Nothing more fits: the run is stopped and ends with the reason,
                             // right after what was logged.
                             self.cancel.cancel();
@@ -725,7 +760,35 @@ impl Driver {
         .boxed()
     }
 
-    /// `events` are committed: followers here read them from memory.
+    /// Whether the batch may take more of the agent's events: it has room, and a run that sends
+    /// ahead has sent fewer than half of [`SENT_AHEAD`] uncommitted events (one batch more stays
+    /// within it).
+    fn may_take(&self, batch: &Batch) -> bool {
+        let uncommitted = self.next_seq - 1 - self.committed;
+        batch.has_room() && (self.ahead.is_none() || uncommitted < SENT_AHEAD / 2)
+    }
+
+    /// Gives followers the events of `batch` not sent yet, before their commit, when the log
+    /// sends ahead: all but a run's end, which is sent once committed (a client that saw it may
+    /// start the thread's next run).
+    fn send_ahead(&mut self, batch: &Batch) {
+        if self.ahead.is_none() {
+            return;
+        }
+        let unsent = batch.events.iter().position(|e| e.seq > self.sent);
+        let mut events = unsent.map_or(&[][..], |from| &batch.events[from..]);
+        if let [before @ .., last] = events
+            && last.is_terminal()
+        {
+            events = before;
+        }
+        if let Some(last) = events.last() {
+            self.sent = last.seq;
+            self.topic.publish(events);
+        }
+    }
+
+    /// `events` are committed: followers here read them from memory (those sent ahead, already).
     fn logged(&mut self, events: &[LoggedEvent]) {
         // A batch holding the terminal event ends with it.
         let ending = events
@@ -742,7 +805,14 @@ impl Driver {
             self.code.clone_from(&ending.code);
         }
         self.logged += events.len() as u64;
-        self.topic.logged(events);
+        if let Some(last) = events.last() {
+            self.committed = last.seq;
+        }
+        let unsent = events.iter().position(|e| e.seq > self.sent);
+        let unsent = unsent.map_or(&[][..], |from| &events[from..]);
+        self.sent = self.sent.max(self.committed);
+        // With none left to send, followers behind the memory's tail are woken to read the log.
+        self.topic.publish(unsent);
     }
 
     /// The run ended here: its place among the live runs is free, then it is reported.

@@ -1,6 +1,7 @@
 //! Where the writers of this process's runs meet their followers: wake-ups, and the recent
-//! committed events of the runs this process drives (so that following a live run reads memory,
-//! not the log).
+//! events of the runs this process drives (so that following a live run reads memory, not the
+//! log): committed ones, or, for a log that [sends ahead](super::RunLog::sends_ahead), the ones
+//! taken for the next commit too.
 
 use std::{
     collections::{HashMap, VecDeque},
@@ -15,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::LoggedEvent;
 use crate::id::{RunId, ThreadId};
 
-/// How many committed events of a live run stay in memory for its followers; a follower further
+/// How many recent events of a live run stay in memory for its followers; a follower further
 /// behind reads the log.
 const TAIL: usize = 4096;
 
@@ -59,11 +60,11 @@ pub(crate) struct Unfollowed {
     generation: u64,
 }
 
-/// The committed events of a run driven here, and how it stands.
+/// The recent events of a run driven here that its followers may be sent, and how it stands.
 struct Tail {
     /// The events, the last one at `last`.
     events: VecDeque<LoggedEvent>,
-    /// The sequence number of the last committed event.
+    /// The sequence number of the last event.
     last: u64,
     end: Option<TailEnd>,
     cancel: CancellationToken,
@@ -248,8 +249,9 @@ impl Topic {
         });
     }
 
-    /// `events` were committed to the log: keeps them for followers and wakes them.
-    pub(crate) fn logged(&self, events: &[LoggedEvent]) {
+    /// `events` may be sent to followers (committed, or sent ahead of their commit): keeps them
+    /// for followers and wakes them (with none: wakes them, the log has more).
+    pub(crate) fn publish(&self, events: &[LoggedEvent]) {
         if let Some(tail) = lock(&self.live).as_mut() {
             for event in events {
                 tail.last = event.seq;
@@ -393,7 +395,7 @@ mod tests {
         );
         topic.drive(2, CancellationToken::new());
         assert!(matches!(topic.read(2, 10), TailRead::Wait));
-        topic.logged(&[event(3), event(4)]);
+        topic.publish(&[event(3), event(4)]);
         let TailRead::Events(events) = topic.read(3, 10) else {
             panic!("events")
         };
@@ -415,7 +417,7 @@ mod tests {
         let topic = Topic::default();
         topic.drive(0, CancellationToken::new());
         let events: Vec<_> = (1..=TAIL as u64 + 10).map(event).collect();
-        topic.logged(&events);
+        topic.publish(&events);
         assert!(matches!(topic.read(5, 10), TailRead::Log));
         let TailRead::Events(last) = topic.read(TAIL as u64 + 9, 10) else {
             panic!("events")

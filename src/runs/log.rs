@@ -72,6 +72,11 @@ pub(crate) async fn last_event(
     Ok(page.and_then(|page| page.events.into_iter().next()))
 }
 
+/// The most events a run may have sent and not committed, when its log
+/// [sends ahead](RunLog::sends_ahead): the numbers a takeover leaves unused after the last
+/// committed event, so that every number a client was given stays the one event it saw or none.
+pub const SENT_AHEAD: u64 = 16_384;
+
 /// Where runs, their events, threads and interrupts are kept: the spine every run goes through.
 ///
 /// Implemented by [`MemoryLog`](super::MemoryLog) (bounded, this process only) and, with the
@@ -87,7 +92,9 @@ pub(crate) async fn last_event(
 ///   this instance, and its log ends right before the first event written; otherwise
 ///   [`LogError::Fenced`] and nothing is written.
 /// - **Durable before visible**: what [`read`](RunLog::read) returns was committed; a write that
-///   returned `Ok` survives a crash of the process (for a durable backend).
+///   returned `Ok` survives a crash of the process (for a durable backend). The engine sends
+///   a run's events to its followers once committed, unless the log
+///   [sends ahead](RunLog::sends_ahead).
 /// - **Liveness**: [`heartbeat`](RunLog::heartbeat) keeps this instance's runs owned;
 ///   [`lost`](RunLog::lost) lists the running runs of instances that stopped beating.
 ///
@@ -142,7 +149,9 @@ pub trait RunLog: fmt::Debug + Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<(), StartError>>;
 
     /// Up to `limit` events of `run` after sequence number `after`, with the run's status; `None`
-    /// for an unknown run.
+    /// for an unknown run. A run's numbers are consecutive but for the gap a takeover leaves (see
+    /// [`recover`](RunLog::recover)): a page may stop there, short of `limit`; its events are
+    /// none only when the log has none after `after`.
     ///
     /// # Errors
     ///
@@ -258,10 +267,12 @@ pub trait RunLog: fmt::Debug + Send + Sync + 'static {
     /// Failures of the backend.
     fn lost(&self) -> BoxFuture<'_, Result<Vec<LostRun>, LogError>>;
 
-    /// Appends `events` to a lost run (numbered right after its last event) if it is still
-    /// running, still owned by `lost.record.owner`, and its log still ends at
-    /// `lost.record.last_seq`; `None` otherwise (another instance recovered it first, or its
-    /// owner was not dead and wrote more).
+    /// Appends `events` to a lost run if it is still running, still owned by
+    /// `lost.record.owner`, and its log still ends at `lost.record.last_seq`; `None` otherwise
+    /// (another instance recovered it first, or its owner was not dead and wrote more). They are
+    /// numbered from `last_seq + SENT_AHEAD + 1`: its owner may have sent events it did not
+    /// commit (see [`sends_ahead`](RunLog::sends_ahead)), at most [`SENT_AHEAD`] of them, and a
+    /// client that saw one re-joins after it; those numbers are never used.
     ///
     /// With [`Recovery::Take`], this instance takes the run over: it stays running in the same
     /// segment (the events continue it), its attempts count one more, and this instance gets
@@ -277,6 +288,16 @@ pub trait RunLog: fmt::Debug + Send + Sync + 'static {
         events: &'a [LoggedEvent],
         recovery: Recovery<'a>,
     ) -> BoxFuture<'a, Result<Option<Recovered>, LogError>>;
+
+    /// How long the engine may send a run's events before they are committed: `None` (the
+    /// default) when an event is sent once the log has it; `Some(window)` when it may be sent
+    /// first, and is committed with the others of that window (a `RunStore` at the durability
+    /// `Eager`). A run's end is sent once
+    /// committed either way. A log that says `Some` numbers a takeover's events as
+    /// [`recover`](RunLog::recover) says.
+    fn sends_ahead(&self) -> Option<Duration> {
+        None
+    }
 
     /// Where the notices of its runs' ends wait for delivery (see [`Outbox`]); `None` (the
     /// default) for a log that keeps none: an engine that [notifies](super::Runs::notify) then

@@ -152,7 +152,7 @@ pub use self::{
     error::{LogError, StartError},
     follow::{Follow, REJOIN, STORE_UNAVAILABLE},
     fork::{Fork, ForkAt, ForkError, ForkedFrom},
-    log::{Changed, DurableLog, Interrupts, OnChange, Recovery, RunLog},
+    log::{Changed, DurableLog, Interrupts, OnChange, Recovery, RunLog, SENT_AHEAD},
     memory::MemoryLog,
     notice::{Claimed, Notice, NoticeRecord, NoticeStatus, Notify, Outbox, RunEnding, Settle},
     observe::{Logged, RunObserver},

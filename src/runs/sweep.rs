@@ -271,12 +271,11 @@ impl Inner {
             let Some(page) = self.log.read(run, after, PAGE).await? else {
                 return Ok(None);
             };
-            let done = page.events.len() < PAGE;
-            events.extend(page.events);
-            if done {
-                let last = events.last().map_or(0, |e| e.seq);
-                return Ok(Some((events, last)));
+            // A page may stop short at a takeover's gap: the log is read until none is left.
+            if page.events.is_empty() {
+                return Ok(Some((events, after)));
             }
+            events.extend(page.events);
         }
     }
 }

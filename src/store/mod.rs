@@ -82,8 +82,9 @@ pub use crate::runs::{
 type OnCommit = Arc<dyn Fn(Duration) + Send + Sync>;
 
 /// How far the store's commits go before it answers them, and so before the events they hold are
-/// sent on ([`RunStore::durability`]). Either way an event is in the database before any client
-/// is sent it: the levels differ in what a crash of the *machine* may take back.
+/// sent on ([`RunStore::durability`]). At the first two levels an event is in the database
+/// before any client is sent it: they differ in what a crash of the *machine* may take back. At
+/// [`Eager`](Durability::Eager) an event is sent first, and committed within [`COMMIT_WITHIN`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Durability {
@@ -102,15 +103,32 @@ pub enum Durability {
     /// step again (and its model called again), and a run's end a webhook was told of in that
     /// window is told again when the run ends again.
     Relaxed,
+    /// Sent, then committed: a run's events go to its clients as the agent makes them, and into
+    /// the database with the others of the same [`COMMIT_WITHIN`] window, committed as at
+    /// [`Relaxed`](Durability::Relaxed). A run's end is still sent only once committed (a client
+    /// that saw it may continue the thread at once), and a step's tool calls still run only
+    /// once the step is committed. A crash of the process (kill -9 included) takes back what a
+    /// run sent since its last commit: that window's events, and those of the commit in flight
+    /// (at most [`SENT_AHEAD`](crate::runs::SENT_AHEAD) / 2 events). The run is continued from
+    /// the last step committed, numbered after every event it could have sent, so that a client
+    /// that re-joins from the last event it saw misses nothing of the continuation; it is sent
+    /// the cut step again. A crash of the machine may take back what `Relaxed` says too.
+    Eager,
 }
 
 /// How often the relaxed level flushes a SQLite store's commits to disk.
 pub const FLUSH_EVERY: Duration = Duration::from_secs(1);
 
+/// How long a run's events sent at [`Durability::Eager`] wait to be committed, at most (unless
+/// the commit before them takes longer): the window that commits them together.
+pub const COMMIT_WITHIN: Duration = Duration::from_millis(20);
+
 /// The level the writer commits at, shared with the store.
 #[derive(Default)]
 struct CommitLevel {
     relaxed: std::sync::atomic::AtomicBool,
+    /// Events may be sent before their commit.
+    eager: std::sync::atomic::AtomicBool,
     /// Commits at the relaxed level not yet flushed to disk (SQLite).
     unflushed: std::sync::atomic::AtomicBool,
 }
@@ -118,6 +136,18 @@ struct CommitLevel {
 impl CommitLevel {
     fn relaxed(&self) -> bool {
         self.relaxed.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn set(&self, level: Durability) {
+        let ordering = std::sync::atomic::Ordering::Relaxed;
+        self.relaxed.store(level != Durability::Full, ordering);
+        self.eager.store(level == Durability::Eager, ordering);
+    }
+
+    /// How long an event may be sent before its commit, when it may be.
+    fn sends_ahead(&self) -> Option<Duration> {
+        let eager = self.eager.load(std::sync::atomic::Ordering::Relaxed);
+        eager.then_some(COMMIT_WITHIN)
     }
 }
 

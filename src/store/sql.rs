@@ -285,7 +285,9 @@ impl RunStore {
 
     /// How far a commit goes before the store answers it ([`Durability::Full`] by default): from
     /// now on, for every run. [`Durability::Relaxed`] answers once the database has a commit,
-    /// before it is on disk, and says what a crash of the machine may then take back.
+    /// before it is on disk, and says what a crash of the machine may then take back;
+    /// [`Durability::Eager`] sends events before their commit, and says what a crash of the
+    /// process may then take back.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), agent_tower::BoxError> {
@@ -297,8 +299,7 @@ impl RunStore {
     /// # Ok(()) }
     /// ```
     pub fn durability(&self, level: Durability) {
-        let relaxed = level == Durability::Relaxed;
-        (self.0.level.relaxed).store(relaxed, std::sync::atomic::Ordering::Relaxed);
+        self.0.level.set(level);
     }
 
     /// Calls `callback` with the time each group commit took (a group carries the writes of many
@@ -338,13 +339,40 @@ impl RunStore {
         answer.await.unwrap_or_else(|_| gone())
     }
 
-    async fn events_after(
+    /// The events of `run_id` after a takeover's gap that follows `after` (see
+    /// `RunLog::recover`), up to `limit`; none when no event follows `after`.
+    async fn events_past_gap(
         &self,
         run_id: &RunId,
         after: u64,
         limit: usize,
     ) -> Result<Vec<LoggedEvent>, LogError> {
-        // Seqs are consecutive and a chunk holds at most `MAX_EVENTS`: the chunks that hold
+        let next = sqlx::query(
+            "SELECT first_seq FROM run_chunks \
+             WHERE run_key = (SELECT run_key FROM runs WHERE run_id = $1) AND first_seq > $2 \
+             ORDER BY first_seq LIMIT 1",
+        )
+        .bind(run_id.as_str())
+        .bind(signed(after))
+        .fetch_optional(&self.0.reader)
+        .await?;
+        match next {
+            Some(next) => {
+                let first = seq(number(&next, "first_seq")?);
+                self.events_in(run_id, first - 1, limit).await
+            }
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// The events `after + 1 ..= after + limit` of `run_id`.
+    async fn events_in(
+        &self,
+        run_id: &RunId,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<LoggedEvent>, LogError> {
+        // A chunk holds at most `MAX_EVENTS` consecutive events: the chunks that hold
         // `after + 1 ..= after + limit` start in `after - MAX_EVENTS + 2 ..= after + limit`.
         let limit = u64::try_from(limit).unwrap_or(u64::MAX);
         let rows = sqlx::query(
@@ -538,11 +566,14 @@ impl RunLog for RunStore {
         limit: usize,
     ) -> BoxFuture<'a, Result<Option<Page>, LogError>> {
         async move {
-            let events = self.events_after(run, after, limit).await?;
+            let mut events = self.events_in(run, after, limit).await?;
             // Read after the events: an end read here covers every event committed before it.
             let Some(record) = self.run_record(run).await? else {
                 return Ok(None);
             };
+            if events.is_empty() && record.last_seq > after {
+                events = self.events_past_gap(run, after, limit).await?;
+            }
             Ok(Some(Page {
                 events,
                 status: record.status,
@@ -665,6 +696,10 @@ impl RunLog for RunStore {
             closed,
         )
         .boxed()
+    }
+
+    fn sends_ahead(&self) -> Option<Duration> {
+        self.0.level.sends_ahead()
     }
 
     fn outbox(&self) -> Option<&dyn crate::runs::Outbox> {

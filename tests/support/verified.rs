@@ -23,3 +23,19 @@ pub fn one_run<'a>(log: &'a [(String, Value)], name: &str) -> Vec<&'a str> {
     agent_tower::test_util::verify(&parsed).unwrap_or_else(|e| panic!("{name}: {e}"));
     types
 }
+
+/// The ids `log` (a run's `(id, event)` frames, from its first) is to have, in order: `{run}:1`,
+/// `{run}:2`, …, each takeover numbered after every number the attempt before it could have sent
+/// uncommitted.
+pub fn ids_in_order(log: &[(String, Value)], run: &str) -> Vec<String> {
+    let mut seq = 0;
+    log.iter()
+        .map(|(_, event)| {
+            if event["name"] == agent_tower::runs::TAKEOVER {
+                seq += agent_tower::runs::SENT_AHEAD;
+            }
+            seq += 1;
+            format!("{run}:{seq}")
+        })
+        .collect()
+}

@@ -1075,7 +1075,8 @@ impl Writer {
         now: SystemTime,
     ) -> Result<Option<Recovered>, Failure> {
         let run = &lost.record.run_id;
-        let count = events.len() as u64;
+        // The numbers its owner may have sent without committing are left unused.
+        let count = crate::runs::SENT_AHEAD + events.len() as u64;
         let mut args = vec![
             Arg::from(&self.owner),
             Arg::from(millis(now)),
@@ -1107,7 +1108,7 @@ impl Writer {
         let principal = row.optional_text("principal")?;
         let events: Vec<LoggedEvent> = events
             .iter()
-            .zip(last - count + 1..)
+            .zip(last - events.len() as u64 + 1..)
             .map(|(event, at)| event.clone().with_seq(at))
             .collect();
         let mut chunks = Vec::new();
