@@ -1,7 +1,9 @@
 //! What an agent waits on at the edges of its steps: its run's events so far kept by the run's
 //! log.
 
-use tokio::sync::watch;
+use std::sync::Arc;
+
+use tokio::sync::{Notify, watch};
 
 use crate::transport::SentCount;
 
@@ -34,6 +36,9 @@ use crate::transport::SentCount;
 pub struct Checkpoint {
     sent: SentCount,
     kept: watch::Receiver<u64>,
+    /// Told when the agent waits, so that what it waits for is written now rather than when a
+    /// window of writes ends.
+    waiting: Option<Arc<Notify>>,
 }
 
 impl Checkpoint {
@@ -41,7 +46,18 @@ impl Checkpoint {
     /// keeps.
     #[must_use]
     pub fn new(sent: SentCount, kept: watch::Receiver<u64>) -> Self {
-        Self { sent, kept }
+        Self {
+            sent,
+            kept,
+            waiting: None,
+        }
+    }
+
+    /// The same checkpoint, telling `waiting` each time the agent waits at it.
+    #[must_use]
+    pub(crate) fn telling(mut self, waiting: Arc<Notify>) -> Self {
+        self.waiting = Some(waiting);
+        self
     }
 
     /// Waits until the run's log keeps every event the run has sent so far: at once when it
@@ -49,6 +65,12 @@ impl Checkpoint {
     pub async fn reached(&self) {
         let sent = self.sent.get();
         let mut kept = self.kept.clone();
+        if *kept.borrow() >= sent {
+            return;
+        }
+        if let Some(waiting) = &self.waiting {
+            waiting.notify_one();
+        }
         // An error: the engine stopped keeping the run's events, and drops the run.
         let _ = kept.wait_for(|kept| *kept >= sent).await;
     }

@@ -337,8 +337,10 @@ impl Ending {
 impl Driver {
     async fn run(mut self) {
         let (tx, mut rx) = Channel::<Event>::bounded(self.inner.config.channel_capacity);
-        // How many of the agent's events the log keeps: what its checkpoint waits on.
+        // How many of the agent's events the log keeps: what its checkpoint waits on; and when
+        // the agent waits there (what it waits for is written without waiting for its window).
         let keeping = tokio::sync::watch::Sender::new(0);
+        let waiting = Arc::new(tokio::sync::Notify::new());
         let mut batch = Batch::default();
         // In a block of its own: the request is not kept beside the run that consumes it, for
         // as long as the run lasts.
@@ -360,9 +362,9 @@ impl Driver {
             }
             req.run.sinks.insert(tx);
             // The agent acts on a step once the log keeps it (see `Checkpoint`).
-            req.run
-                .extensions
-                .insert(Checkpoint::new(rx.sent_count(), keeping.subscribe()));
+            req.run.extensions.insert(
+                Checkpoint::new(rx.sent_count(), keeping.subscribe()).telling(waiting.clone()),
+            );
             // The driver reads every event: the run never loses its sink to a viewer leaving.
             req.run.sinks.on_disconnect = Some(OnDisconnect::Continue);
             req.run.cancel = self.cancel.clone();
@@ -436,8 +438,8 @@ impl Driver {
                     window = None;
                     false
                 }
-                // A batch sent ahead is written once its window is over, or at once when it is
-                // full or the run is handed over.
+                // A batch sent ahead is written once its window is over (or the agent waits for
+                // it), or at once when it is full or the run is handed over.
                 Some(gather) => {
                     let now = tokio::time::Instant::now();
                     let over = *window.get_or_insert(now + gather) <= now;
@@ -452,6 +454,10 @@ impl Driver {
             tokio::select! {
                 () = tokio::time::sleep_until(window.unwrap_or(unset)),
                     if writing.is_none() && window.is_some() => {}
+                () = waiting.notified(), if self.ahead.is_some() => {
+                    // The agent waits for its events to be kept: its window is over.
+                    window = Some(tokio::time::Instant::now());
+                }
                 () = handing_over.cancelled(), if run.is_some() => {
                     // Dropped unfinished: whatever it says of its end is not logged.
                     run = None;
