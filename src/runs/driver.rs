@@ -420,8 +420,6 @@ impl Driver {
         let mut handed = false;
         // When the batch gathering, sent ahead, is due to be written.
         let mut window: Option<tokio::time::Instant> = None;
-        // What the window's timer waits for when there is none (it is not polled then).
-        let unset = tokio::time::Instant::now();
         loop {
             if handed && writing.is_none() && (self.ahead.is_none() || batch.is_empty()) {
                 // What was not written is done again where the run continues (what was sent
@@ -452,11 +450,12 @@ impl Driver {
                 window = None;
             }
             tokio::select! {
-                () = tokio::time::sleep_until(window.unwrap_or(unset)),
-                    if writing.is_none() && window.is_some() => {}
-                () = waiting.notified(), if self.ahead.is_some() => {
-                    // The agent waits for its events to be kept: its window is over.
-                    window = Some(tokio::time::Instant::now());
+                waited = window_over(window.filter(|_| writing.is_none()), &waiting),
+                    if self.ahead.is_some() => {
+                    if waited {
+                        // The agent waits for its events to be kept: its window is over.
+                        window = Some(tokio::time::Instant::now());
+                    }
                 }
                 () = handing_over.cancelled(), if run.is_some() => {
                     // Dropped unfinished: whatever it says of its end is not logged.
@@ -877,6 +876,21 @@ impl Driver {
             attempts: self.launch.attempts,
         };
         self.inner.settle(lost);
+    }
+}
+
+/// Resolves once `window` is over (`false`; never without one) or the agent waits at its
+/// checkpoint, told by `waiting` (`true`).
+async fn window_over(window: Option<tokio::time::Instant>, waiting: &tokio::sync::Notify) -> bool {
+    let over = async {
+        match window {
+            Some(at) => tokio::time::sleep_until(at).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        () = over => false,
+        () = waiting.notified() => true,
     }
 }
 
