@@ -489,9 +489,10 @@ impl Driver {
                             self.logged(&events);
                             keeping.send_replace(writing_kept);
                         }
-                        Err(LogError::Full(why)) if self.sent < events.first().map_or(0, |e| e.seq) => {
+                        Err(LogError::Full(why)) if self.unsent(&events).len() == events.len() => {
                             // Nothing more fits: the run is stopped and ends with the reason,
-                            // right after what was logged.
+                            // right after what was logged. (Events sent ahead cannot be taken
+                            // back so: their run is settled, as for any other failed write.)
                             self.cancel.cancel();
                             full = Some(("log_full", format!("the run was stopped: {why}")));
                             batch.take();
@@ -780,8 +781,7 @@ impl Driver {
         if self.ahead.is_none() {
             return;
         }
-        let unsent = batch.events.iter().position(|e| e.seq > self.sent);
-        let mut events = unsent.map_or(&[][..], |from| &batch.events[from..]);
+        let mut events = self.unsent(&batch.events);
         if let [before @ .., last] = events
             && last.is_terminal()
         {
@@ -813,11 +813,16 @@ impl Driver {
         if let Some(last) = events.last() {
             self.committed = last.seq;
         }
-        let unsent = events.iter().position(|e| e.seq > self.sent);
-        let unsent = unsent.map_or(&[][..], |from| &events[from..]);
+        let unsent = self.unsent(events);
         self.sent = self.sent.max(self.committed);
         // With none left to send, followers behind the memory's tail are woken to read the log.
         self.topic.publish(unsent);
+    }
+
+    /// The events of `events` (in order) not given to followers yet.
+    fn unsent<'a>(&self, events: &'a [LoggedEvent]) -> &'a [LoggedEvent] {
+        let from = events.partition_point(|e| e.seq <= self.sent);
+        &events[from..]
     }
 
     /// The run ended here: its place among the live runs is free, then it is reported.

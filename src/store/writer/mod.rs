@@ -1075,14 +1075,15 @@ impl Writer {
         now: SystemTime,
     ) -> Result<Option<Recovered>, Failure> {
         let run = &lost.record.run_id;
-        // The numbers its owner may have sent without committing are left unused.
-        let count = crate::runs::SENT_AHEAD + events.len() as u64;
+        // How far its log's numbers go: past those its owner may have sent without committing
+        // them (left unused), then its events.
+        let advance = crate::runs::SENT_AHEAD + events.len() as u64;
         let mut args = vec![
             Arg::from(&self.owner),
             Arg::from(millis(now)),
             Arg::from(run.as_str()),
             Arg::from(&lost.record.owner),
-            Arg::from(signed(count)),
+            Arg::from(signed(advance)),
             Arg::from(signed(lost.record.last_seq)),
         ];
         let sql = match end {
