@@ -55,6 +55,7 @@ impl Checkpoint {
 
     /// The same checkpoint, telling `waiting` each time the agent waits at it.
     #[must_use]
+    #[cfg(feature = "runs")]
     pub(crate) fn telling(mut self, waiting: Arc<Notify>) -> Self {
         self.waiting = Some(waiting);
         self
