@@ -9,7 +9,11 @@ use crate::support::verified;
 use std::{num::NonZeroU32, time::Duration};
 
 use agent_tower::{
-    demo, permission::InterruptApprover, runs::Runs, server::AguiServer, store::RunStore,
+    demo,
+    permission::{Decision, InterruptApprover},
+    runs::{DurableLog, RunLog, Runs, SENT_AHEAD, Start, TAKEOVER},
+    server::AguiServer,
+    store::RunStore,
     transport::OnDisconnect,
 };
 use frames::frames;
@@ -700,3 +704,118 @@ async fn a_run_is_cancelled_from_any_instance() {
 }
 
 stores::postgresql_answers_test!();
+
+/// Starts a run of "hello" on a fresh thread on `store` and writes none of its events, as an
+/// instance that dies before its first commit does (at `eager`, it may have sent some); with
+/// `kept`, the run keeps its request (it can be continued). Its id.
+async fn begun_then_cut(store: &RunStore, kept: bool) -> String {
+    let (thread, run) = (
+        format!("t-{}", uuid::Uuid::now_v7()),
+        format!("r-{}", uuid::Uuid::now_v7()),
+    );
+    let input = json!({
+        "threadId": thread, "runId": run,
+        "messages": [{"id": "u1", "role": "user", "content": "hello"}],
+    });
+    let mut start = Start::new(thread.as_str().into(), run.as_str().into());
+    start.request_hash = format!("hash-of-{run}");
+    start.request = kept.then_some(input);
+    store.start(&start).await.unwrap();
+    run
+}
+
+#[tokio::test]
+async fn a_run_cut_before_its_start_was_committed_is_taken_over_as_one_well_formed_run() {
+    for (name, url) in stores::store_urls("unstarted").await {
+        // A run stopped at an interrupt, which an answer given out of band continues under its
+        // own id: its second segment.
+        let thread = format!("t-{}", uuid::Uuid::now_v7());
+        let segmented = format!("r-{}", uuid::Uuid::now_v7());
+        let first = serve(&url).await.run(remember(&thread, &segmented)).await;
+        let interrupt = first.last().unwrap().1["outcome"]["interrupts"][0]["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+
+        let dead = RunStore::open(&url).await.unwrap();
+        let (continued, ended) = (
+            begun_then_cut(&dead, true).await,
+            begun_then_cut(&dead, false).await,
+        );
+        let mut answered = Start::new(thread.as_str().into(), segmented.as_str().into());
+        answered.request_hash = format!("hash-of-{segmented}-answered");
+        answered.resume = vec![(interrupt.as_str().into(), Decision::Approve)];
+        answered.request = Some(resume(&thread, &segmented, approve(&interrupt)));
+        dead.start(&answered).await.unwrap();
+        // Its heartbeat ends now: the next instance takes them over at once.
+        dead.release().await.unwrap();
+        let server = serve(&url).await;
+        let log_of = |run: String| {
+            let server = server.clone();
+            async move {
+                let response = server.get(&format!("/runs/{run}/events?after=0")).await;
+                frames(&response.text().await.unwrap())
+            }
+        };
+
+        // Continued: opened by the takeover (the run answers what it was asked), then marked.
+        let log = log_of(continued.clone()).await;
+        let types = verified::one_run(&log, name);
+        assert_eq!(types[..2], ["RUN_STARTED", "CUSTOM"], "{name}: {types:?}");
+        assert_eq!(log[1].1["name"], TAKEOVER, "{name}");
+        assert_eq!(log[1].1["value"]["attempt"], 2, "{name}");
+        assert_eq!(
+            log[0].1["input"]["messages"][0]["content"], "hello",
+            "{name}: {}",
+            log[0].1
+        );
+        assert_eq!(types.last(), Some(&"RUN_FINISHED"), "{name}: {types:?}");
+        let ids: Vec<String> = log.iter().map(|(id, _)| id.clone()).collect();
+        assert_eq!(
+            ids[0],
+            format!("{continued}:{}", SENT_AHEAD + 1),
+            "{name}: after every number the dead instance could have sent"
+        );
+        assert_eq!(ids, verified::ids_in_order(&log, &continued), "{name}");
+
+        // Kept no request: ended, as a run.
+        let log = log_of(ended.clone()).await;
+        let types = verified::one_run(&log, name);
+        assert_eq!(types, ["RUN_STARTED", "RUN_ERROR"], "{name}");
+        assert_eq!(log[1].1["code"], "run_lost", "{name}");
+        assert_eq!(log[1].0, format!("{ended}:{}", SENT_AHEAD + 2), "{name}");
+
+        // The second segment, cut before its start, is opened by the takeover after the
+        // first's end: a follower reads one run (neither that end nor the next start), the
+        // takeover numbered after the start it wrote.
+        let log = log_of(segmented.clone()).await;
+        let went_on = first.len() - 1;
+        assert_eq!(
+            log[..went_on],
+            first[..went_on],
+            "{name}: the first segment stays"
+        );
+        let types = verified::one_run(&log, name);
+        assert_eq!(log[went_on].1["name"], TAKEOVER, "{name}: {types:?}");
+        assert_eq!(
+            (log[went_on].0.as_str(), types.last()),
+            (
+                format!("{segmented}:{}", first.len() as u64 + SENT_AHEAD + 2).as_str(),
+                Some(&"RUN_FINISHED")
+            ),
+            "{name}: {types:?}"
+        );
+        let results = types.iter().filter(|t| **t == "TOOL_CALL_RESULT").count();
+        assert_eq!(results, 1, "{name}: {types:?}");
+        let roles: Vec<Value> = (server.thread(&thread).await["messages"].as_array())
+            .unwrap()
+            .iter()
+            .map(|message| message["role"].clone())
+            .collect();
+        assert_eq!(
+            roles,
+            ["user", "assistant", "tool", "assistant"],
+            "{name}: each turn once"
+        );
+    }
+}

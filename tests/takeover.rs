@@ -459,16 +459,24 @@ async fn check_run(
             .map(|(id, _)| seq_of(id))
             .filter(|s| *s < at)
             .max();
-        let (next, continued) = log
-            .iter()
-            .find(|(id, _)| seq_of(id) > at)
+        let mut continued = log.iter().filter(|(id, _)| seq_of(id) > at);
+        let (next, first) = continued
+            .next()
             .unwrap_or_else(|| panic!("{name}: the log goes on after {id}"));
-        assert_eq!(continued["name"], "agent_tower.takeover", "{name}: {id}");
         assert_eq!(
             seq_of(next),
             before.unwrap_or(0) + agent_tower::runs::SENT_AHEAD + 1,
             "{name}: the takeover after {id} leaves the numbers an attempt may send unused"
         );
+        let marker = if before.is_none() {
+            // Nothing of the run was committed, its start neither: the takeover opens it.
+            assert_eq!(first["type"], "RUN_STARTED", "{name}: {id}");
+            (continued.find(|(_, event)| event["type"] != "STATE_SNAPSHOT"))
+                .map_or(&Value::Null, |(_, event)| event)
+        } else {
+            first
+        };
+        assert_eq!(marker["name"], "agent_tower.takeover", "{name}: {id}");
         assert!(
             event["type"] != "RUN_FINISHED" && event["type"] != "RUN_ERROR",
             "{name}: an end is sent once committed"

@@ -88,6 +88,22 @@ impl Framing {
     }
 }
 
+/// A `RUN_STARTED` that echoes nothing: the start of a run the engine writes without its
+/// request at hand (a run refused before it ran, a run taken over before its own start was
+/// logged), whose later events say what it answers.
+#[cfg(feature = "runs")]
+pub(crate) fn bare_start(thread_id: &ThreadId, run_id: &RunId) -> Event {
+    RunStarted {
+        thread_id: thread_id.clone(),
+        run_id: run_id.clone(),
+        parent_run_id: None,
+        input: None,
+        protocol_version: Some(super::PROTOCOL_VERSION.to_owned()),
+        base: BaseEvent::default(),
+    }
+    .into()
+}
+
 /// The `RUN_ERROR` of a run whose request asks for options that are not valid.
 pub(crate) fn invalid_options(error: &super::error::ConfigError) -> Event {
     RunError {

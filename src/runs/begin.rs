@@ -16,7 +16,8 @@ use super::{
 use crate::{
     agui::{
         Event, RunAgentInput,
-        event::{BaseEvent, RunError, RunStarted},
+        event::{BaseEvent, RunError},
+        framing::bare_start,
         input::{ResumeEntry, ResumeStatus},
         interrupt,
     },
@@ -810,17 +811,7 @@ impl Inner {
         }
         let start = &prepared.start;
         let events = [
-            LoggedEvent::stamped(
-                1,
-                Event::from(RunStarted {
-                    thread_id: start.thread_id.clone(),
-                    run_id: start.run_id.clone(),
-                    parent_run_id: None,
-                    input: None,
-                    protocol_version: Some(crate::agui::PROTOCOL_VERSION.to_owned()),
-                    base: BaseEvent::default(),
-                }),
-            ),
+            LoggedEvent::stamped(1, bare_start(&start.thread_id, &start.run_id)),
             LoggedEvent::stamped(
                 2,
                 Event::from(RunError {

@@ -7,12 +7,15 @@ use std::{
 
 use super::{
     Inner, Interrupts, LogError, LoggedEvent, LostRun, Recovery, RunEnd, RunEnding, RunRecord,
-    RunStatus, Runs,
+    RunStatus, Runs, SENT_AHEAD,
     driver::{Launch, run_error},
     request::run_request,
     takeover::Progress,
 };
-use crate::{agui::RunAgentInput, id::RunId};
+use crate::{
+    agui::{RunAgentInput, framing::bare_start},
+    id::RunId,
+};
 
 impl Runs {
     /// Starts, once, the sweeper of this engine: one heartbeat for all this instance's runs every
@@ -167,6 +170,7 @@ impl Inner {
             },
             attempts: lost.attempts,
         };
+        let progress = Progress::of(&events);
         let input = lost
             .record
             .request
@@ -174,9 +178,8 @@ impl Inner {
             .and_then(|request| serde_json::from_value::<RunAgentInput>(request.clone()).ok())
             .filter(|_| lost.attempts < self.config.max_attempts);
         let Some(input) = input else {
-            return self.end_lost(&lost).await;
+            return self.end_lost(&lost, progress.started()).await;
         };
-        let progress = Progress::of(&events);
         let attempt = lost.attempts + 1;
         let continues = !self
             .log
@@ -184,10 +187,7 @@ impl Inner {
             .await?
             .is_empty();
         // What the run was asked before its own steps: the conversation the bridge shows.
-        let asked = run_request(&*self.log, &input, continues)
-            .await?
-            .request
-            .messages;
+        let asked = run_request(&*self.log, &input, continues).await?.request;
         let bridge: Vec<LoggedEvent> = progress
             .bridge(attempt, &asked)
             .into_iter()
@@ -228,11 +228,17 @@ impl Inner {
         Ok(())
     }
 
-    /// Ends a lost run that cannot be continued with a `RUN_ERROR` (`run_lost`).
-    async fn end_lost(&self, lost: &LostRun) -> Result<(), LogError> {
+    /// Ends a lost run that cannot be continued with a `RUN_ERROR` (`run_lost`), after a
+    /// `RUN_STARTED` unless its log holds its (segment's) start.
+    async fn end_lost(&self, lost: &LostRun, started: bool) -> Result<(), LogError> {
         let run = &lost.record.run_id;
         let message =
             format!("run `{run}` ended without its owner (the server stopped while it ran)");
+        let start = (!started).then(|| bare_start(&lost.record.thread_id, run));
+        let terminal: Vec<LoggedEvent> = (start.into_iter())
+            .chain([run_error("run_lost", message.clone())])
+            .map(|event| LoggedEvent::stamped(0, event))
+            .collect();
         let mut end = RunEnd::new(RunStatus::Failed);
         if let Some(notify) = &self.config.notify {
             let input = (lost.record.request.as_ref())
@@ -242,13 +248,13 @@ impl Inner {
                 thread_id: &lost.record.thread_id,
                 principal: lost.record.principal.as_deref(),
                 status: RunStatus::Failed,
-                seq: lost.record.last_seq + 1,
+                // Numbered after those its owner may have sent uncommitted (see `RunLog::recover`).
+                seq: lost.record.last_seq + SENT_AHEAD + terminal.len() as u64,
                 input: input.as_ref(),
                 error: Some(("run_lost", &message)),
                 interrupts: &[],
             });
         }
-        let terminal = [LoggedEvent::stamped(0, run_error("run_lost", message))];
         if self
             .log
             .recover(lost, &terminal, Recovery::End(&end))

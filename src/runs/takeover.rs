@@ -16,13 +16,15 @@ use serde_json::{Value, json};
 use super::LoggedEvent;
 use crate::{
     agui::{
-        Event,
+        AguiOptions, Event,
         event::{BaseEvent, Custom, EncryptedValueSubtype, TokenUsage, ToolCallResult},
+        framing::{Framing, bare_start},
         future::USAGE_EVENT,
     },
     id::{MessageId, ToolCallId},
     message::{Message, ToolCallRequest},
     model::Usage,
+    run::RunRequest,
 };
 
 /// The name of the `CUSTOM` event that marks where a run was taken over: its value says which
@@ -44,6 +46,9 @@ pub(crate) struct Progress {
     pub(crate) usage: Vec<Usage>,
     /// Logged events that were not the run's own JSON (left out).
     pub(crate) unreadable: usize,
+    /// Whether the log holds the start of the segment being run: its owner may have died
+    /// before its `RUN_STARTED` was committed (or sent it ahead of the commit).
+    started: bool,
 }
 
 /// A model step being streamed: its messages in the order they began.
@@ -85,7 +90,7 @@ struct Call {
 
 impl Progress {
     /// Reads `events`, a run's log from its segment's `RUN_STARTED` (or from its beginning:
-    /// an earlier segment's events are forgotten at the next `RUN_STARTED`).
+    /// an earlier segment's events are forgotten at its end).
     pub(crate) fn of(events: &[LoggedEvent]) -> Self {
         let mut progress = Self::default();
         for logged in events {
@@ -97,9 +102,12 @@ impl Progress {
         progress
     }
 
-    /// The events that continue the log where it was cut, as attempt `attempt` of the run whose
-    /// request asked `asked` (the conversation before the run's own steps):
+    /// The events that continue the log where it was cut, as attempt `attempt` of the run
+    /// asked `asked` (its conversation is the one before the run's own steps):
     ///
+    /// 0. when the log does not hold the segment's start (its owner died before committing
+    ///    it), the run's opening, as its first attempt writes it: the log is one well-formed run
+    ///    whatever the cut;
     /// 1. the `CUSTOM` [`TAKEOVER`] marker;
     /// 2. the ends of the text and reasoning the cut step left open;
     /// 3. a `MESSAGES_SNAPSHOT` of the conversation the continuation answers (what the cut step
@@ -110,8 +118,9 @@ impl Progress {
     /// 5. the cut step's `STEP_FINISHED`.
     ///
     /// One write: a log cut again in the middle of it is never left with a call open.
-    pub(crate) fn bridge(&self, attempt: u32, asked: &[Message]) -> Vec<Event> {
-        let mut events = vec![Self::marker(attempt)];
+    pub(crate) fn bridge(&self, attempt: u32, asked: &RunRequest) -> Vec<Event> {
+        let mut events = self.opening(asked);
+        events.push(Self::marker(attempt));
         let mut cut_calls = Vec::new();
         for draft in self.open.iter().flat_map(|step| &step.messages) {
             match draft {
@@ -143,12 +152,32 @@ impl Progress {
                 }
             }
         }
-        events.push(Event::messages_snapshot(asked.iter().chain(&self.messages)));
+        events.push(Event::messages_snapshot(
+            asked.messages.iter().chain(&self.messages),
+        ));
         events.extend(cut_calls);
         if let Some(step) = &self.open {
             events.push(Event::step_finished(step.name.clone()));
         }
         events
+    }
+
+    /// What opens the segment when the log does not (see [`bridge`](Self::bridge)): none
+    /// when it does.
+    fn opening(&self, asked: &RunRequest) -> Vec<Event> {
+        if self.started {
+            return Vec::new();
+        }
+        match Framing::of(&AguiOptions::default(), &asked.run) {
+            Ok(framing) => framing.opening(asked).collect(),
+            // The continuation ends at once with `invalid_options`: its start says nothing more.
+            Err(_) => vec![bare_start(&asked.run.thread_id, &asked.run.run_id)],
+        }
+    }
+
+    /// Whether the log holds the start of the segment being run.
+    pub(crate) fn started(&self) -> bool {
+        self.started
     }
 
     /// The `CUSTOM` event that marks the takeover: `attempt` begins.
@@ -179,7 +208,14 @@ impl Progress {
             return;
         }
         match event {
-            Event::RunStarted(_) => *self = Self::default(),
+            Event::RunStarted(_) => {
+                *self = Self {
+                    started: true,
+                    ..Self::default()
+                };
+            }
+            // The segment is over: what runs now is the next, which may not have started.
+            Event::RunFinished(_) | Event::RunError(_) => *self = Self::default(),
             Event::Custom(custom) if custom.name == TAKEOVER => self.open = None,
             Event::StepStarted(step) => {
                 self.open = Some(Step {
@@ -521,7 +557,7 @@ mod tests {
             "c2 has no result"
         );
 
-        let asked = [Message::user("look")];
+        let asked = RunRequest::new(vec![Message::user("look")]);
         let bridge = progress.bridge(2, &asked);
         let kinds: Vec<_> = bridge.iter().map(Event::kind).collect();
         use crate::agui::EventType::*;
@@ -556,13 +592,14 @@ mod tests {
             Event::text_message_content(cut.clone(), "cut"),
         ]);
         let first = Progress::of(&logged(events.clone()));
-        events.extend(first.bridge(2, &[]));
+        events.extend(first.bridge(2, &RunRequest::new(Vec::new())));
         events.push(result("c1", "done"));
         events.extend(step("m3", "second", &[]));
         let progress = Progress::of(&logged(events));
         let texts: Vec<_> = progress.messages.iter().map(Message::text).collect();
         assert_eq!(texts, ["first", "done", "second"]);
-        let kinds: Vec<_> = progress.bridge(3, &[]).iter().map(Event::kind).collect();
+        let bridge = progress.bridge(3, &RunRequest::new(Vec::new()));
+        let kinds: Vec<_> = bridge.iter().map(Event::kind).collect();
         use crate::agui::EventType::*;
         assert_eq!(kinds, [Custom, MessagesSnapshot], "nothing is left open");
         assert!(unanswered(&progress.messages).is_empty());
@@ -583,6 +620,50 @@ mod tests {
         let progress = Progress::of(&logged(events));
         assert!(progress.messages.is_empty());
         assert_eq!(progress.state, Some(json!({"theme": "dark"})));
+    }
+
+    #[test]
+    fn a_log_cut_before_its_start_was_committed_is_opened_by_the_bridge() {
+        let mut asked = RunRequest::new(vec![Message::user("look")]);
+        asked.run.thread_id = "t".into();
+        asked.run.run_id = "r".into();
+        use crate::agui::EventType::*;
+        // Nothing logged: the start was sent ahead of a commit that never came.
+        let progress = Progress::of(&[]);
+        assert!(!progress.started());
+        let bridge = progress.bridge(2, &asked);
+        let kinds: Vec<_> = bridge.iter().map(Event::kind).collect();
+        assert_eq!(kinds, [RunStarted, Custom, MessagesSnapshot]);
+        let Event::RunStarted(start) = &bridge[0] else {
+            panic!("{bridge:?}");
+        };
+        assert_eq!(
+            (start.thread_id.as_str(), start.run_id.as_str()),
+            ("t", "r")
+        );
+        let echoed = start.input.as_ref().expect("what the run answers");
+        assert_eq!(echoed.messages.len(), 1, "{echoed:?}");
+
+        // A segment that continues an interrupted run, cut before its own start: the
+        // earlier segment is over, and none of its steps is this one's.
+        let mut events = vec![started()];
+        events.extend(step("m1", "Asking.", &["c1"]));
+        let interrupted = json!({"type": "RUN_FINISHED", "threadId": "t", "runId": "r"});
+        events.push(serde_json::from_value(interrupted).unwrap());
+        let progress = Progress::of(&logged(events));
+        assert!(!progress.started());
+        assert!(progress.messages.is_empty());
+        assert_eq!(progress.turns, 0);
+        let bridge = progress.bridge(2, &asked);
+        let kinds: Vec<_> = bridge.iter().map(Event::kind).collect();
+        assert_eq!(kinds, [RunStarted, Custom, MessagesSnapshot]);
+
+        // Its start logged: the bridge goes on from it.
+        let progress = Progress::of(&logged(vec![started()]));
+        let kinds: Vec<_> = (progress.bridge(2, &asked).iter())
+            .map(Event::kind)
+            .collect();
+        assert_eq!(kinds, [Custom, MessagesSnapshot]);
     }
 
     #[test]
