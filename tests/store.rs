@@ -11,14 +11,15 @@ use std::{
 };
 
 use agent_tower::{
+    context::Principal,
     id::{InterruptId, RunId, ThreadId},
     message::Message,
     permission::Decision,
     run::Interrupt,
     runs::{
-        DurableLog, InterruptStatus, Interrupts, LogError, LoggedEvent, LostRun, MemoryLog, Notice,
-        NoticeStatus, Recovery, RunEnd, RunLog, RunRecord, RunStatus, SENT_AHEAD, SavedThread,
-        Settle, Start, StartError,
+        DurableLog, FirstTurn, InterruptStatus, Interrupts, LogError, LoggedEvent, LostRun,
+        MemoryLog, Notice, NoticeStatus, Recovery, RunEnd, RunLog, RunRecord, RunStatus,
+        SENT_AHEAD, SavedThread, Settle, Start, StartError,
     },
     store::{
         COMMIT_WITHIN, Deleted, Durability, RunStore, ThreadChange, ThreadCursor, ThreadQuery,
@@ -1455,5 +1456,73 @@ async fn notices_kept_with_an_end_are_held_by_one_instance_at_a_time_and_go_with
             mine.notices(Some(&run), 10).await.unwrap().is_empty(),
             "{name}"
         );
+    }
+}
+
+#[tokio::test]
+async fn a_threads_first_run_makes_it_with_its_first_turn_and_no_other_start_does() {
+    for (name, log) in each_log("first-turn").await {
+        let turn = FirstTurn {
+            messages: vec![Message::user("plan my week\nin detail")],
+            state: Some(json!({"mood": "busy"})),
+        };
+        let with_turn = |thread: &ThreadId, run: &RunId| Start {
+            first_turn: Some(turn.clone()),
+            principal: Some(Principal::user("alice").unwrap()),
+            ..start(thread, run, vec![])
+        };
+        let (thread, run) = ids();
+        let lease = log.start(&with_turn(&thread, &run)).await.unwrap();
+        assert!(lease.made_thread, "{name}");
+        // Kept and listed from the start, the run's own.
+        let kept = log.thread(&thread).await.unwrap().expect("kept");
+        assert_eq!(
+            (kept.messages, kept.state, kept.principal.as_deref()),
+            (turn.messages.clone(), turn.state.clone(), Some("alice")),
+            "{name}"
+        );
+        let listed = log
+            .threads(
+                &ThreadQuery::new(10)
+                    .principal(Some("alice"))
+                    .thread(&thread),
+            )
+            .await
+            .unwrap()
+            .threads;
+        let titles: Vec<Option<&str>> = listed.iter().map(|t| t.title.as_deref()).collect();
+        assert_eq!(titles, [Some("plan my week")], "{name}");
+        log.write(
+            &lease,
+            &events(1..=1),
+            Some(&RunEnd::new(RunStatus::Finished)),
+        )
+        .await
+        .unwrap();
+
+        // Its next run finds the thread: nothing of it is kept by the start.
+        let next = log.start(&with_turn(&thread, &RunId::new())).await.unwrap();
+        assert!(!next.made_thread, "{name}");
+        // Nor by a start on a thread whose conversation was kept without a run.
+        let saved = ThreadId::new();
+        let earlier = [Message::user("earlier")];
+        (log.save_thread(SavedThread::new(&saved, &earlier).principal(Some("alice")))
+            .await)
+            .unwrap();
+        let lease = log.start(&with_turn(&saved, &RunId::new())).await.unwrap();
+        assert!(!lease.made_thread, "{name}");
+        let kept = log.thread(&saved).await.unwrap().unwrap();
+        assert_eq!(
+            kept.messages, earlier,
+            "{name}: the start changed nothing of it"
+        );
+        // Without a first turn, a new thread is the run's to keep.
+        let (plain, run) = ids();
+        let lease = log.start(&start(&plain, &run, vec![])).await.unwrap();
+        assert!(!lease.made_thread, "{name}");
+        let listed = (log.threads(&ThreadQuery::new(10).thread(&plain)).await)
+            .unwrap()
+            .threads;
+        assert!(listed.is_empty(), "{name}: {listed:?}");
     }
 }

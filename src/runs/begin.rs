@@ -7,11 +7,11 @@ use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    BusyThread, Inner, InterruptStatus, Interrupts, Limit, LogError, LoggedEvent, PrincipalUsage,
-    RunStatus, Runs, Start, StartError, args_hash,
+    BusyThread, FirstTurn, Inner, InterruptStatus, Interrupts, Limit, LogError, LoggedEvent,
+    PrincipalUsage, RunStatus, Runs, Start, StartError, args_hash,
     driver::{Ended, Launch, RunSummary},
     quota::Admitted,
-    request::stored,
+    request::kept,
 };
 use crate::{
     agui::{
@@ -315,19 +315,40 @@ fn prepare(input: RunAgentInput, principal: Option<Principal>, durable: bool) ->
         }
     }
     let as_json = serde_json::to_value(&input).unwrap_or(Value::Null);
+    let request_hash = args_hash(&as_json);
     // What a server continuing the run after this one stopped needs (a run that applies
     // decisions: its conversation is the thread's); a log that ends with this process keeps
     // only that.
     let continues = !resume.is_empty();
-    let request = (continues || durable).then(|| stored(&input, continues));
+    let request = match (continues, durable) {
+        (true, _) => Some(kept(&input)),
+        (false, true) => Some(as_json),
+        (false, false) => None,
+    };
+    // A conversation nothing has answered yet may be its thread's first: if it is, the start
+    // keeps it (and lists the thread) in its own write.
+    let unanswered = !input.messages.iter().any(|message| {
+        matches!(
+            message,
+            crate::agui::input::Message::Assistant { .. }
+                | crate::agui::input::Message::Tool { .. }
+        )
+    });
+    let first_turn = (!continues && unanswered).then(|| FirstTurn {
+        messages: (input.messages.iter())
+            .filter_map(crate::agui::input::Message::to_domain)
+            .collect(),
+        state: input.state.clone(),
+    });
     Prepared {
         start: Start {
             thread_id: input.thread_id.clone(),
             run_id: input.run_id.clone(),
-            request_hash: args_hash(&as_json),
+            request_hash,
             resume: answers,
             request,
             principal,
+            first_turn,
         },
         input,
         invalid,

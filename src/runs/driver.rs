@@ -17,7 +17,7 @@ use super::{
     hub::Topic,
     quota::{Admitted, Limit},
     record::stamp,
-    request::{kept, run_request, stored},
+    request::{Asked, kept, run_request, stored},
     takeover::{Progress, unanswered},
 };
 use crate::{
@@ -345,8 +345,11 @@ impl Driver {
         // In a block of its own: the request is not kept beside the run that consumes it, for
         // as long as the run lasts.
         let (mut run, framing) = {
-            let request =
-                run_request(&*self.inner.log, &self.launch.input, self.launch.continues).await;
+            let request = if self.lease.made_thread {
+                Ok(Asked::first_turn(&self.launch.input))
+            } else {
+                run_request(&*self.inner.log, &self.launch.input, self.launch.continues).await
+            };
             let (mut req, stale) = match request {
                 Ok(asked) => {
                     if asked.first && asked.stale.is_none() {
@@ -606,7 +609,13 @@ impl Driver {
         let saved = SavedThread::new(&lease.thread_id, &req.messages)
             .principal(principal)
             .state(req.state.as_ref());
-        match self.inner.log.save_thread(saved).await {
+        // Kept by its start already, or now.
+        let kept = if lease.made_thread {
+            Ok(())
+        } else {
+            self.inner.log.save_thread(saved).await
+        };
+        match kept {
             Ok(()) => self.inner.listing.changed(&lease.thread_id, principal),
             Err(error) => {
                 tracing::warn!(thread_id = %lease.thread_id, %error, "a new thread was not listed at its first run's start");

@@ -232,7 +232,8 @@ impl State {
 
     /// Starts `start` if the rules let it: the plan written under the lock.
     fn start(&mut self, start: &Start, now: SystemTime) -> Result<Lease, StartError> {
-        let plan = rules::plan(start, &self.view(start), now)?;
+        let view = self.view(start);
+        let plan = rules::plan(start, &view, now)?;
         for (id, decision) in &start.resume {
             if let Some(record) = self.interrupts.get_mut(id) {
                 record.status = InterruptStatus::Resolved;
@@ -240,7 +241,7 @@ impl State {
                 record.resolved_by_run = Some(start.run_id.clone());
             }
         }
-        let lease = plan.lease(start);
+        let mut lease = plan.lease(start);
         match plan.begins {
             Begins::Continue { .. } => {
                 let run = self
@@ -262,10 +263,21 @@ impl State {
                 self.add_run(start, record, Vec::new());
             }
         }
-        self.threads
-            .entry(start.thread_id.clone())
-            .or_default()
-            .active = Some(start.run_id.clone());
+        let thread = self.threads.entry(start.thread_id.clone()).or_default();
+        thread.active = Some(start.run_id.clone());
+        if let Some(first) = start
+            .first_turn
+            .as_ref()
+            .filter(|_| view.thread == Thread::New)
+        {
+            // Its first run: the thread is kept, and listed, from the start.
+            thread.principal.clone_from(&lease.principal);
+            thread.messages.clone_from(&first.messages);
+            thread.state.clone_from(&first.state);
+            thread.saved = true;
+            thread.updated_at = Some(now);
+            lease.made_thread = true;
+        }
         Ok(lease)
     }
 

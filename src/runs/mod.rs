@@ -159,8 +159,8 @@ pub use self::{
     pages::{Cursor, InvalidCursor, RunCursor, RunPage, RunQuery, ThreadCursor},
     quota::{Limit, PrincipalLimits, PrincipalUsage},
     record::{
-        InterruptRecord, InterruptStatus, Lease, LoggedEvent, LostRun, Page, Recovered, RunEnd,
-        RunRecord, RunStatus, SavedThread, Start, ThreadRecord,
+        FirstTurn, InterruptRecord, InterruptStatus, Lease, LoggedEvent, LostRun, Page, Recovered,
+        RunEnd, RunRecord, RunStatus, SavedThread, Start, ThreadRecord,
     },
     takeover::TAKEOVER,
     threads::{

@@ -445,6 +445,10 @@ pub struct Start {
     /// Who asks (`None`: a server that authenticates nobody): a new thread becomes theirs, and
     /// another principal's thread is not theirs to use.
     pub principal: Option<Principal>,
+    /// The conversation to keep if the run is its thread's first (the log has no other run and
+    /// no conversation of the thread): the start then keeps it, and the thread is listed, in the
+    /// same write, which [`Lease::made_thread`] tells. A log may leave it to the run.
+    pub first_turn: Option<FirstTurn>,
 }
 
 impl Start {
@@ -458,8 +462,18 @@ impl Start {
             resume: Vec::new(),
             request: None,
             principal: None,
+            first_turn: None,
         }
     }
+}
+
+/// What a thread's first run is asked: its conversation and state (see [`Start::first_turn`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FirstTurn {
+    /// The conversation.
+    pub messages: Vec<Message>,
+    /// The state.
+    pub state: Option<Value>,
 }
 
 /// The right to write a run, from [`RunLog::start`] or [`RunLog::recover`].
@@ -474,6 +488,9 @@ pub struct Lease {
     /// The sequence number of the log's last event when the lease was taken: the run's events
     /// follow it.
     pub last_seq: u64,
+    /// Whether the start made the run's thread, keeping its [`Start::first_turn`]: the log
+    /// had nothing else of the thread, and it is listed.
+    pub made_thread: bool,
 }
 
 /// How a run ends: its status, the conversation and state to keep for the thread, the interrupts

@@ -38,6 +38,19 @@ pub(super) struct Asked {
     pub(super) first: bool,
 }
 
+impl Asked {
+    /// What the first run of a thread the start made is asked (see
+    /// [`Lease::made_thread`](super::Lease::made_thread)): the log has nothing else of the
+    /// thread, so there is nothing to read back.
+    pub(super) fn first_turn(input: &RunAgentInput) -> Self {
+        Self {
+            request: input.to_run_request(),
+            stale: None,
+            first: true,
+        }
+    }
+}
+
 /// The run `input` asks for, continuing the thread's stored conversation when it applies
 /// decisions: each decision (read back from the interrupts it resolved) bound to the very call
 /// it was asked about. A run that does not continue the stored conversation must extend it (see

@@ -123,6 +123,7 @@ impl Plan {
                 Begins::New => 0,
                 Begins::Continue { after } => after,
             },
+            made_thread: false,
         }
     }
 }
@@ -416,6 +417,7 @@ mod tests {
                     .collect(),
                 request: None,
                 principal,
+                first_turn: None,
             },
         )
     }

@@ -270,7 +270,7 @@ impl Writer {
         for Plain { start, plan, reply } in starts {
             let run = start.run_id.as_str();
             let started = if inserted.contains(run) && !guarded.contains(run) {
-                Ok(plan.lease(&start))
+                Ok(self.lease(tx, &start, &plan, now).await?)
             } else {
                 self.start(tx, &start, now).await
             };

@@ -739,11 +739,46 @@ impl Writer {
             .insert_run(tx, sql, start, plan.principal.as_deref(), now)
             .await;
         match inserted {
-            Ok(1) => Ok(Some(plan.lease(start))),
+            Ok(1) => Ok(Some(self.lease(tx, start, &plan, now).await?)),
             Ok(_) => Ok(None),
             Err(e) if e.is_unique_violation() => Ok(None),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// The lease of the run `start` began under `plan`, the thread made with its first turn if
+    /// the run is its first (see [`Start::first_turn`]).
+    async fn lease(
+        &self,
+        tx: &mut impl Conn,
+        start: &Start,
+        plan: &rules::Plan,
+        now: SystemTime,
+    ) -> Result<Lease, DbError> {
+        let mut lease = plan.lease(start);
+        let begins_new = plan.begins == Begins::New;
+        let Some(turn) = start.first_turn.as_ref().filter(|_| begins_new) else {
+            return Ok(lease);
+        };
+        let other = tx
+            .fetch(
+                "SELECT 1 AS other FROM runs WHERE thread_id = $1 AND run_id <> $2 \
+                 UNION ALL SELECT 1 FROM threads WHERE thread_id = $1 LIMIT 1",
+                &[
+                    Arg::from(start.thread_id.as_str()),
+                    Arg::from(start.run_id.as_str()),
+                ],
+            )
+            .await?;
+        let saved = SavedThread::new(&start.thread_id, &turn.messages)
+            .principal(lease.principal.as_deref())
+            .state(turn.state.as_ref());
+        // A conversation that cannot be kept as text is left to the run (which says why).
+        if let (None, Ok(row)) = (first(other), ThreadRow::new(saved)) {
+            THREADS.execute(tx, &[], &row.args(now)).await?;
+            lease.made_thread = true;
+        }
+        Ok(lease)
     }
 
     /// What the rules read of the log for `start`.
@@ -908,7 +943,7 @@ impl Writer {
                 return Ok(Err(Guarded));
             }
         }
-        Ok(Ok(plan.lease(start)))
+        Ok(Ok(self.lease(tx, start, &plan, now).await?))
     }
 
     /// Why a start whose guard failed (another writer got in between) is refused: the rules
@@ -1125,6 +1160,7 @@ impl Writer {
                 thread_id: lost.record.thread_id.clone(),
                 principal,
                 last_seq: last,
+                made_thread: false,
             }),
         }))
     }
