@@ -116,8 +116,20 @@ pub enum Durability {
     Eager,
 }
 
-/// How often the relaxed level flushes a SQLite store's commits to disk.
+/// The longest a commit of a SQLite store at the relaxed level waits to be flushed to disk (it
+/// goes with the next checkpoint, which comes sooner while there are commits).
 pub const FLUSH_EVERY: Duration = Duration::from_secs(1);
+
+/// How often a SQLite store folds its write-ahead log into the file (a passive checkpoint), on
+/// a connection of its own: the writer never does it, unless the log outgrows
+/// [`WAL_BACKSTOP`] pages because the checkpoints fall behind.
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
+
+// The relaxed level's flush is the checkpoint.
+const _: () = assert!(CHECKPOINT_EVERY.as_millis() <= FLUSH_EVERY.as_millis());
+
+/// The pages of a SQLite store's write-ahead log at which its writer checkpoints it itself.
+const WAL_BACKSTOP: u32 = 10_000;
 
 /// How long a run's events sent at [`Durability::Eager`] wait to be committed, at most (unless
 /// the commit before them takes longer): the window that commits them together.
@@ -129,8 +141,9 @@ struct CommitLevel {
     relaxed: std::sync::atomic::AtomicBool,
     /// Events may be sent before their commit.
     eager: std::sync::atomic::AtomicBool,
-    /// Commits at the relaxed level not yet flushed to disk (SQLite).
-    unflushed: std::sync::atomic::AtomicBool,
+    /// Commits not yet folded into the file (SQLite): the checkpoint's to fold, and to flush
+    /// to disk at the relaxed level.
+    unfolded: std::sync::atomic::AtomicBool,
 }
 
 impl CommitLevel {

@@ -13,7 +13,8 @@ use sqlx::{AnyPool, Row, any::AnyPoolOptions, sqlite::SqliteConnectOptions};
 use tokio::sync::{mpsc, oneshot};
 
 use super::{
-    ACQUIRE_TIMEOUT, Backend, CommitLevel, Durability, FLUSH_EVERY, Observers, StoreError, chunk,
+    ACQUIRE_TIMEOUT, Backend, CHECKPOINT_EVERY, CommitLevel, Durability, Observers, StoreError,
+    WAL_BACKSTOP, chunk,
     conn::Columns,
     rows::{
         INTERRUPT_COLUMNS, RUN_COLUMNS, interrupt_record, json, millis, number, run_record, seq,
@@ -120,11 +121,13 @@ async fn reach(url: &str) -> Result<(), StoreError> {
     }
 }
 
-/// Flushes the commits the relaxed level left in a SQLite store's log to disk every
-/// [`FLUSH_EVERY`], with a passive checkpoint (which syncs the log first, and holds up no
-/// writer), until the store is dropped; at the full level there are none, and it does nothing.
-async fn flush(store: std::sync::Weak<Inner>) {
-    let mut every = tokio::time::interval(FLUSH_EVERY);
+/// Folds a SQLite store's write-ahead log into its file every [`CHECKPOINT_EVERY`] that saw a
+/// commit, with a passive checkpoint (which syncs the log first: the relaxed level's flush, and
+/// holds up no writer), until the store is dropped. On a connection of its own: the writer's
+/// commits do not wait for it (`wal_autocheckpoint` is the writer's only past [`WAL_BACKSTOP`]
+/// pages).
+async fn checkpoints(store: std::sync::Weak<Inner>) {
+    let mut every = tokio::time::interval(CHECKPOINT_EVERY);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         every.tick().await;
@@ -133,17 +136,17 @@ async fn flush(store: std::sync::Weak<Inner>) {
         };
         if !store
             .level
-            .unflushed
+            .unfolded
             .swap(false, std::sync::atomic::Ordering::Relaxed)
         {
             continue;
         }
         let checkpoint = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)");
         if let Err(error) = checkpoint.execute(&store.reader).await {
-            tracing::warn!(%error, "the store's log could not be flushed to disk; trying again");
+            tracing::warn!(%error, "the store's log could not be folded into its file; trying again");
             store
                 .level
-                .unflushed
+                .unfolded
                 .store(true, std::sync::atomic::Ordering::Relaxed);
         }
     }
@@ -155,7 +158,10 @@ async fn flush(store: std::sync::Weak<Inner>) {
 fn open_writer(path: &std::path::Path) -> Result<rusqlite::Connection, rusqlite::Error> {
     let conn = rusqlite::Connection::open(path)?;
     conn.busy_timeout(super::COMMIT_TIMEOUT)?;
-    conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;")?;
+    conn.execute_batch(&format!(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
+         PRAGMA wal_autocheckpoint = {WAL_BACKSTOP};"
+    ))?;
     Ok(conn)
 }
 
@@ -247,7 +253,7 @@ impl RunStore {
             level,
         }));
         if backend == Backend::Sqlite {
-            tokio::spawn(flush(Arc::downgrade(&store.0)));
+            tokio::spawn(checkpoints(Arc::downgrade(&store.0)));
         }
         store
             .heartbeat(Duration::from_secs(30))

@@ -241,9 +241,7 @@ pub(super) fn spawn(
                             }
                         }
                         writer.commit_sqlite(&mut conn, std::mem::take(&mut group));
-                        if relaxed {
-                            writer.level.unflushed.store(true, Ordering::Relaxed);
-                        }
+                        writer.level.unfolded.store(true, Ordering::Relaxed);
                     }
                 })?;
         }
