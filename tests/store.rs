@@ -17,7 +17,7 @@ use agent_tower::{
     permission::Decision,
     run::Interrupt,
     runs::{
-        DurableLog, FirstTurn, InterruptStatus, Interrupts, LogError, LoggedEvent, LostRun,
+        DurableLog, FirstTurn, InterruptStatus, Interrupts, Lease, LogError, LoggedEvent, LostRun,
         MemoryLog, Notice, NoticeStatus, Recovery, RunEnd, RunLog, RunRecord, RunStatus,
         SENT_AHEAD, SavedThread, Settle, Start, StartError,
     },
@@ -69,6 +69,12 @@ fn start(thread: &ThreadId, run: &RunId, resume: Vec<(InterruptId, Decision)>) -
     start.request_hash = format!("hash-of-{run}-{}", resume.len());
     start.resume = resume;
     start
+}
+
+/// Ends the run of `lease` with one event, finished.
+async fn finish(log: &dyn RunLog, lease: &Lease) {
+    let end = RunEnd::new(RunStatus::Finished);
+    log.write(lease, &events(1..=1), Some(&end)).await.unwrap();
 }
 
 /// A run on a fresh thread that finished with two events; its thread and id.
@@ -257,13 +263,7 @@ async fn one_active_run_per_thread_and_a_run_id_once() {
             other => panic!("{name}: {other:?}"),
         }
 
-        log.write(
-            &lease,
-            &events(1..=1),
-            Some(&RunEnd::new(RunStatus::Finished)),
-        )
-        .await
-        .unwrap();
+        finish(&*log, &lease).await;
         log.start(&start(&thread, &other, vec![]))
             .await
             .unwrap_or_else(|e| panic!("{name}: a finished run frees the thread: {e}"));
@@ -1254,13 +1254,7 @@ async fn threads_idle_since_a_time_are_pruned_with_their_runs_unless_one_is_live
         );
         assert!(log.thread(&waiting).await.unwrap().is_some(), "{name}");
         assert!(log.thread(&busy).await.unwrap().is_some(), "{name}");
-        log.write(
-            &lease,
-            &events(1..=1),
-            Some(&RunEnd::new(RunStatus::Finished)),
-        )
-        .await
-        .unwrap();
+        finish(log, &lease).await;
     }
 }
 
@@ -1492,13 +1486,7 @@ async fn a_threads_first_run_makes_it_with_its_first_turn_and_no_other_start_doe
             .threads;
         let titles: Vec<Option<&str>> = listed.iter().map(|t| t.title.as_deref()).collect();
         assert_eq!(titles, [Some("plan my week")], "{name}");
-        log.write(
-            &lease,
-            &events(1..=1),
-            Some(&RunEnd::new(RunStatus::Finished)),
-        )
-        .await
-        .unwrap();
+        finish(&*log, &lease).await;
 
         // Its next run finds the thread: nothing of it is kept by the start.
         let next = log.start(&with_turn(&thread, &RunId::new())).await.unwrap();
