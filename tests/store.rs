@@ -991,6 +991,41 @@ async fn a_new_sqlite_file_is_its_owners_only() {
 }
 
 #[tokio::test]
+async fn a_new_sqlite_file_has_small_pages_and_an_older_one_keeps_its_own() {
+    use sqlx::Connection;
+    async fn page_size(url: &str) -> i64 {
+        let mut conn = sqlx::AnyConnection::connect(url).await.unwrap();
+        let size: i64 = sqlx::query_scalar("PRAGMA page_size")
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+        conn.close().await.unwrap();
+        size
+    }
+    let new = stores::sqlite("pages-new");
+    let store = RunStore::open(&new).await.unwrap();
+    finished(&store).await;
+    drop(store);
+    assert_eq!(page_size(&new).await, 2048);
+
+    // A file made by an earlier version (SQLite's default pages, the schema before run keys)
+    // keeps its pages, and its runs go on.
+    let old = stores::sqlite("pages-old");
+    store_before("sqlite", &old, 20261203000001, 16)
+        .await
+        .close()
+        .await
+        .unwrap();
+    assert_eq!(page_size(&old).await, 4096);
+    let store = RunStore::open(&old).await.unwrap();
+    let (_, run) = finished(&store).await;
+    let page = store.read(&run, 0, 10).await.unwrap().unwrap();
+    assert_eq!(page.events, events(1..=2));
+    drop(store);
+    assert_eq!(page_size(&old).await, 4096);
+}
+
+#[tokio::test]
 async fn many_runs_writing_at_once_are_all_logged() {
     for (name, log) in each_log("group").await {
         let writers = (0..50).map(|_| {

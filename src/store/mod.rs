@@ -131,6 +131,12 @@ const _: () = assert!(CHECKPOINT_EVERY.as_millis() <= FLUSH_EVERY.as_millis());
 /// The pages of a SQLite store's write-ahead log at which its writer checkpoints it itself.
 const WAL_BACKSTOP: u32 = 10_000;
 
+/// The size of a new SQLite store's pages, in bytes (a file made before keeps its own). A commit
+/// writes each page it changed whole, twice (to the log, then into the file), and most of a
+/// run's pages are index leaves that gain an entry of a few dozen bytes: half the default 4 KiB
+/// writes a quarter fewer bytes per short run, at the same runs per second.
+const PAGE_SIZE: u32 = 2048;
+
 /// How long a run's events sent at [`Durability::Eager`] wait to be committed, at most (unless
 /// the commit before them takes longer): the window that commits them together.
 pub const COMMIT_WITHIN: Duration = Duration::from_millis(20);

@@ -46,6 +46,7 @@ const MIGRATIONS: &[(&str, &str)] = embedded![
     "20261202000001_notices",
     "20261202000002_schedules",
     "20261203000001_run_keys",
+    "20261204000001_fork_index",
 ];
 
 /// The embedded migrations for one database, as sqlx reads a directory of them (the same

@@ -13,8 +13,8 @@ use sqlx::{AnyPool, Row, any::AnyPoolOptions, sqlite::SqliteConnectOptions};
 use tokio::sync::{mpsc, oneshot};
 
 use super::{
-    ACQUIRE_TIMEOUT, Backend, CHECKPOINT_EVERY, CommitLevel, Durability, Observers, StoreError,
-    WAL_BACKSTOP, chunk,
+    ACQUIRE_TIMEOUT, Backend, CHECKPOINT_EVERY, CommitLevel, Durability, Observers, PAGE_SIZE,
+    StoreError, WAL_BACKSTOP, chunk,
     conn::Columns,
     rows::{
         INTERRUPT_COLUMNS, RUN_COLUMNS, interrupt_record, json, millis, number, run_record, seq,
@@ -152,14 +152,15 @@ async fn checkpoints(store: std::sync::Weak<Inner>) {
     }
 }
 
-/// The writer's own connection to the SQLite file at `path`: WAL, `synchronous=FULL` (a
-/// commit is on disk when it answers), and a lock held by another process waited for as long
-/// as a commit may take.
+/// The writer's own connection to the SQLite file at `path`: pages of [`PAGE_SIZE`] if the file
+/// is new (it is opened before any other connection, so that nothing was written in it yet),
+/// WAL, `synchronous=FULL` (a commit is on disk when it answers), and a lock held by another
+/// process waited for as long as a commit may take.
 fn open_writer(path: &std::path::Path) -> Result<rusqlite::Connection, rusqlite::Error> {
     let conn = rusqlite::Connection::open(path)?;
     conn.busy_timeout(super::COMMIT_TIMEOUT)?;
     conn.execute_batch(&format!(
-        "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
+        "PRAGMA page_size = {PAGE_SIZE}; PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
          PRAGMA wal_autocheckpoint = {WAL_BACKSTOP};"
     ))?;
     Ok(conn)
