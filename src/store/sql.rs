@@ -207,7 +207,8 @@ impl RunStore {
                     source: Box::new(e),
                 })?;
                 // The writer's connection first: a file that is not a database is refused
-                // at once, where the pool would retry it until its timeout.
+                // at once, where the pool would retry it until its timeout, and a new file
+                // gets its page size before any other connection writes in it.
                 let opened = open_writer(&path).map_err(|e| StoreError::Open {
                     path: path.clone(),
                     source: Box::new(e),
